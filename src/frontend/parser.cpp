@@ -1,0 +1,505 @@
+#include "frontend/parser.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <unordered_map>
+
+#include "frontend/tensor_literal.h"
+#include "ir/verifier.h"
+
+namespace llga {
+namespace {
+
+constexpr int kMaxDepth = 128;  // nesting of types, lists and blocks
+
+bool allDigits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+class Parser {
+ public:
+  Parser(std::string_view text, const ParseOptions& opts) : lex_(text, opts.filename) {}
+
+  // file := graph <end>
+  std::shared_ptr<Graph> parseFile() {
+    auto g = parseGraph();
+    if (lex_.peek().kind != Tok::End) {
+      if (lex_.peekIdent("with")) lex_.error(lex_.peek().pos, "no node in this graph is named by this 'with' clause");
+      lex_.error(lex_.peek().pos, "unexpected text after the graph's return");
+    }
+    return g;
+  }
+
+  // type := base ('[' ']' | '?')*
+  TypePtr parseType() {
+    DepthGuard guard(this, lex_.peek().pos);
+    TypePtr t = parseBaseType();
+    while (true) {
+      if (lex_.peek().kind == Tok::LBracket) {
+        size_t save = lex_.pos();
+        lex_.next();
+        if (!lex_.accept(Tok::RBracket)) { lex_.seek(save); break; }
+        t = Type::list(t);
+      } else if (lex_.accept(Tok::Question)) {
+        t = Type::optional(t);
+      } else {
+        break;
+      }
+    }
+    return t;
+  }
+
+  Lexer& lexer() { return lex_; }
+
+ private:
+  struct DepthGuard {
+    DepthGuard(Parser* p, size_t pos) : p(p) {
+      if (++p->depth_ > kMaxDepth) p->lex_.error(pos, "nesting too deep");
+    }
+    ~DepthGuard() { --p->depth_; }
+    Parser* p;
+  };
+
+  // Per-graph state: a subgraph has its own names.
+  struct GraphState {
+    std::shared_ptr<Graph> graph;
+    std::unordered_map<std::string_view, Value*> visible;  // names in scope here
+    std::vector<std::vector<std::string_view>> frames;     // names each open block added
+    std::unordered_map<std::string_view, size_t> defined;  // every name -> position of its definition
+    std::unordered_map<std::string_view, Node*> groups;    // "prim::FooGroup_0" -> node awaiting a subgraph
+  };
+
+  // graph := 'graph' '(' [param (',' param)*] ')' ':' body 'return' '(' refs ')' with*
+  std::shared_ptr<Graph> parseGraph() {
+    GraphState st;
+    st.graph = std::make_shared<Graph>();
+    st.frames.emplace_back();
+    if (!lex_.peekIdent("graph")) lex_.expect(Tok::Ident, "'graph'");
+    lex_.next();
+    lex_.expect(Tok::LParen, "'(' after 'graph'");
+    if (!lex_.accept(Tok::RParen)) {
+      do {
+        auto [tok, type] = parseValueDef(st);
+        define(st, tok, st.graph->addInput("", type));
+      } while (lex_.accept(Tok::Comma));
+      lex_.expect(Tok::RParen, "')' or ',' in the graph's inputs");
+    }
+    lex_.expect(Tok::Colon, "':' after the graph's inputs");
+    parseBody(st, st.graph->block());
+    if (!lex_.peekIdent("return")) lex_.expect(Tok::Ident, "'return' or a node");
+    lex_.next();
+    for (Value* v : parseValueRefList(st, "'(' after 'return'")) st.graph->registerOutput(v);
+    // with-clauses: subgraphs of this graph's group nodes, in printed order.
+    while (lex_.peekIdent("with")) {
+      size_t save = lex_.pos();
+      lex_.next();
+      Token kind = lex_.expect(Tok::Ident, "a group kind after 'with'");
+      auto it = st.groups.find(kind.text);
+      if (it == st.groups.end()) { lex_.seek(save); break; }  // belongs to an enclosing graph
+      lex_.expect(Tok::Equals, "'=' after the group kind");
+      DepthGuard guard(this, kind.pos);
+      Node* group = it->second;
+      st.groups.erase(it);
+      std::string_view text = kind.text;
+      group->setKind(Symbol::fromQualString(text.substr(0, text.rfind('_'))));
+      group->setAttr(attr::Subgraph, parseGraph());
+    }
+    // Kinds that merely end in _N with no subgraph printed stay ordinary nodes.
+    return st.graph;
+  }
+
+  // body := (node | comment)*   ending before 'return' or '->'
+  void parseBody(GraphState& st, Block* block) {
+    while (true) {
+      const Token& t = lex_.peek();
+      if (t.kind == Tok::ValueRef || t.kind == Tok::Equals) {
+        parseNode(st, block);
+      } else {
+        return;
+      }
+    }
+  }
+
+  // node := [valuedef (',' valuedef)*] '=' KIND attrs? '(' refs ')' trailer block*
+  void parseNode(GraphState& st, Block* block) {
+    std::vector<std::pair<Token, TypePtr>> outs;
+    if (lex_.peek().kind != Tok::Equals) {
+      do outs.push_back(parseValueDef(st));
+      while (lex_.accept(Tok::Comma));
+    }
+    lex_.expect(Tok::Equals, "'=' after the node's outputs");
+    Token kind = lex_.expect(Tok::Ident, "an operator kind");
+    if (kind.text.find("::") == std::string_view::npos)
+      lex_.error(kind.pos, "expected an operator kind like aten::relu, got '" + std::string(kind.text) + "'");
+    Node* n = st.graph->create(Symbol::fromQualString(kind.text), 0);
+    for (auto& [tok, type] : outs) n->addOutput(type);
+    if (lex_.peek().kind == Tok::LBracket) parseAttributes(n);
+    for (Value* v : parseValueRefList(st, "'(' before the node's inputs")) n->addInput(v);
+    block->appendNode(n);
+    parseTrailer(n);
+    // Outputs come into scope after the inputs are resolved.
+    for (size_t i = 0; i < outs.size(); ++i) define(st, outs[i].first, n->outputs()[i]);
+    if (auto us = kind.text.rfind('_'); us != std::string_view::npos && allDigits(kind.text.substr(us + 1)))
+      st.groups.emplace(kind.text, n);
+    for (size_t i = 0; lex_.peek().kind == Tok::Ident && lex_.peek().text.substr(0, 5) == "block"; ++i)
+      parseBlock(st, n, i);
+  }
+
+  // block := 'block' N '(' [valuedef (',' valuedef)*] ')' ':' body '->' '(' refs ')'
+  void parseBlock(GraphState& st, Node* owner, size_t index) {
+    Token head = lex_.next();
+    if (head.text != "block" + std::to_string(index))
+      lex_.error(head.pos, "expected block" + std::to_string(index) + ", got '" + std::string(head.text) + "'");
+    DepthGuard guard(this, head.pos);
+    Block* b = owner->addBlock();
+    st.frames.emplace_back();
+    lex_.expect(Tok::LParen, "'(' after the block name");
+    if (!lex_.accept(Tok::RParen)) {
+      do {
+        auto [tok, type] = parseValueDef(st);
+        define(st, tok, b->addInput("", type));
+      } while (lex_.accept(Tok::Comma));
+      lex_.expect(Tok::RParen, "')' or ',' in the block's inputs");
+    }
+    lex_.expect(Tok::Colon, "':' after the block's inputs");
+    parseBody(st, b);
+    lex_.expect(Tok::Arrow, "'->' ending the block, or a node");
+    for (Value* v : parseValueRefList(st, "'(' after '->'")) b->registerOutput(v);
+    for (std::string_view name : st.frames.back()) st.visible.erase(name);
+    st.frames.pop_back();
+  }
+
+  // valuedef := VALUE ':' type
+  std::pair<Token, TypePtr> parseValueDef(GraphState& st) {
+    Token v = lex_.expect(Tok::ValueRef, "a value like %x");
+    if (auto it = st.defined.find(v.text); it != st.defined.end())
+      lex_.error(v.pos, "redefinition of %" + std::string(v.text));
+    lex_.expect(Tok::Colon, "':' and a type after the value name (types are required)");
+    return {v, parseType()};
+  }
+
+  void define(GraphState& st, const Token& tok, Value* v) {
+    if (!st.defined.emplace(tok.text, tok.pos).second) lex_.error(tok.pos, "redefinition of %" + std::string(tok.text));
+    v->setDebugName(std::string(tok.text));
+    st.visible[tok.text] = v;
+    st.frames.back().push_back(tok.text);
+  }
+
+  // refs := '(' [VALUE (',' VALUE)*] ')'
+  std::vector<Value*> parseValueRefList(GraphState& st, const char* open_what) {
+    lex_.expect(Tok::LParen, open_what);
+    std::vector<Value*> out;
+    if (lex_.accept(Tok::RParen)) return out;
+    do {
+      Token t = lex_.expect(Tok::ValueRef, "a value like %x");
+      auto it = st.visible.find(t.text);
+      if (it == st.visible.end()) {
+        bool later = !st.defined.count(t.text);
+        lex_.error(t.pos, "use of undefined value %" + std::string(t.text) +
+                              (later ? "" : " (it is defined only inside a block that has ended)"));
+      }
+      out.push_back(it->second);
+    } while (lex_.accept(Tok::Comma));
+    lex_.expect(Tok::RParen, "')' or ',' in the value list");
+    return out;
+  }
+
+  // trailer := [',' 'scope:' SCOPE] ['#' SOURCE] end-of-line
+  void parseTrailer(Node* n) {
+    std::string_view text = lex_.text();
+    size_t p = lex_.skipBlanks();
+    if (p < text.size() && text[p] == ',') {
+      constexpr std::string_view kw = "scope:";
+      size_t q = p + 1;
+      while (q < text.size() && (text[q] == ' ' || text[q] == '\t')) ++q;
+      if (text.substr(q, kw.size()) != kw) lex_.error(q, "expected 'scope:' after ','");
+      q += kw.size();
+      while (q < text.size() && (text[q] == ' ' || text[q] == '\t')) ++q;
+      size_t s = q;
+      while (q < text.size() && text[q] != ' ' && text[q] != '\t' && text[q] != '\n' && text[q] != '\r') ++q;
+      if (q == s) lex_.error(s, "expected a scope name after 'scope:'");
+      n->setScope(std::string(text.substr(s, q - s)));
+      lex_.seek(q);
+      p = lex_.skipBlanks();
+    }
+    if (p < text.size() && text[p] == '#') {
+      size_t e = text.find('\n', p);
+      if (e == std::string_view::npos) e = text.size();
+      std::string_view src = text.substr(p + 1, e - p - 1);
+      while (!src.empty() && (src.front() == ' ')) src.remove_prefix(1);
+      while (!src.empty() && (src.back() == ' ' || src.back() == '\r')) src.remove_suffix(1);
+      n->setSource(std::string(src));
+      lex_.seek(e);
+      p = e;
+    }
+    if (p < text.size() && text[p] != '\n') lex_.error(p, "unexpected text after the node");
+  }
+
+  // attrs := '[' NAME '=' attrvalue (',' NAME '=' attrvalue)* ']'
+  void parseAttributes(Node* n) {
+    lex_.expect(Tok::LBracket, "'['");
+    do {
+      Token name = lex_.expect(Tok::Ident, "an attribute name");
+      if (name.text.find("::") != std::string_view::npos || name.text.find('.') != std::string_view::npos)
+        lex_.error(name.pos, "bad attribute name '" + std::string(name.text) + "'");
+      Symbol key = Symbol::attr(name.text);
+      if (n->hasAttribute(key)) lex_.error(name.pos, "attribute '" + std::string(name.text) + "' given twice");
+      lex_.expect(Tok::Equals, "'=' after the attribute name");
+      n->setAttr(key, parseAttrValue(n));
+    } while (lex_.accept(Tok::Comma));
+    lex_.expect(Tok::RBracket, "']' or ',' in the attribute list");
+  }
+
+  // attrvalue := INT | FLOAT | STRING | 'True' | 'False' | list | '<' NAME '>'
+  //            | '{' number '}' | tensor-literal | type
+  // list      := '[' [attrvalue (',' attrvalue)*] ']'
+  AttrValue parseAttrValue(Node* n) {
+    DepthGuard guard(this, lex_.pos());
+    size_t literal_end = 0;
+    if (auto t = tryParseTensorLiteral(lex_.text(), lex_.pos(), &literal_end, [&](size_t pos, const std::string& m) {
+          lex_.error(pos, m);
+        })) {
+      lex_.seek(literal_end);
+      return AttrValue(TensorRef(std::move(t)));
+    }
+    Token t = lex_.next();
+    switch (t.kind) {
+      case Tok::Int: return AttrValue(parseInt(t));
+      case Tok::Float: return AttrValue(parseDouble(t));
+      case Tok::String: return AttrValue(lex_.unquote(t));
+      case Tok::LBracket: {
+        AttrList items;
+        if (lex_.accept(Tok::RBracket)) return AttrValue(std::move(items));
+        do items.push_back(parseAttrValue(n));
+        while (lex_.accept(Tok::Comma));
+        lex_.expect(Tok::RBracket, "']' or ',' in the list");
+        return AttrValue(std::move(items));
+      }
+      case Tok::Less: {
+        Token what = lex_.expect(Tok::Ident, "'Tensor' or 'Graph' after '<'");
+        lex_.expect(Tok::Greater, "'>'");
+        if (what.text == "Tensor" || what.text == "Tensors") return AttrValue(TensorRef(unboundTensor(n)));
+        lex_.error(what.pos, "cannot read a <" + std::string(what.text) + "> attribute from text");
+      }
+      case Tok::LBrace: {
+        Token num = lex_.next();
+        if (num.kind != Tok::Int && num.kind != Tok::Float) lex_.error(num.pos, "expected a number in {...}");
+        lex_.expect(Tok::RBrace, "'}'");
+        return AttrValue(TensorRef(scalarTensor(n, num)));
+      }
+      case Tok::Ident: {
+        if (t.text == "True" || t.text == "False") return AttrValue(t.text == "True");
+        if (t.text == "inf" || t.text == "nan") return AttrValue(parseDouble(t));
+        lex_.seek(t.pos);
+        return AttrValue(parseType());
+      }
+      default: {
+        std::string got = t.kind == Tok::End ? "end of input" : "'" + std::string(t.text.substr(0, 40)) + "'";
+        lex_.error(t.pos, "expected an attribute value, got " + got);
+      }
+    }
+  }
+
+  std::optional<ScalarType> outputDtype(Node* n) {
+    if (n->outputs().size() != 1 || !n->output()->type()->isTensor()) return std::nullopt;
+    return n->output()->type()->tensorInfo().dtype;
+  }
+
+  std::shared_ptr<ConstantTensor> unboundTensor(Node* n) {
+    auto t = std::make_shared<ConstantTensor>();
+    if (n->outputs().size() == 1 && n->output()->type()->isTensor()) {
+      const TensorInfo& info = n->output()->type()->tensorInfo();
+      if (info.dtype) t->dtype = *info.dtype;
+      if (auto s = info.concreteSizes()) t->sizes = *s;
+      if (info.strides) t->strides = *info.strides;
+    }
+    return t;
+  }
+
+  // {2} or {0.5}: a one-element tensor printed as its value.
+  std::shared_ptr<ConstantTensor> scalarTensor(Node* n, const Token& num) {
+    ScalarType dt = outputDtype(n).value_or(num.kind == Tok::Int ? ScalarType::Long : ScalarType::Float);
+    auto t = ConstantTensor::owned(dt, {});
+    double v = num.kind == Tok::Int ? static_cast<double>(parseInt(num)) : parseDouble(num);
+    storeElement(*t, 0, v, num.kind == Tok::Int ? parseInt(num) : static_cast<int64_t>(v));
+    t->approximate = num.kind == Tok::Float;
+    t->literal = "{" + std::string(num.text) + "}";
+    return t;
+  }
+
+  int64_t parseInt(const Token& t) {
+    int64_t v = 0;
+    const char* b = t.text.data();
+    const char* e = b + t.text.size();
+    if (*b == '+') ++b;
+    auto r = std::from_chars(b, e, v);
+    if (r.ec != std::errc() || r.ptr != e) lex_.error(t.pos, "integer out of range: " + std::string(t.text));
+    return v;
+  }
+
+  double parseDouble(const Token& t) {
+    std::string s(t.text);
+    bool neg = !s.empty() && s[0] == '-';
+    std::string body = (neg || (!s.empty() && s[0] == '+')) ? s.substr(1) : s;
+    if (body == "nan") return neg ? -std::nan("") : std::nan("");
+    if (body == "inf") return neg ? -HUGE_VAL : HUGE_VAL;
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size()) lex_.error(t.pos, "bad number: " + s);
+    return v;
+  }
+
+  // base := '(' [type (',' type)*] ')' | 'Dict' '(' type ',' type ')'
+  //       | ('Union' | 'Future' | 'RRef') '(' types ')'
+  //       | TENSOR details? | SIMPLE | QUALIFIED.NAME
+  TypePtr parseBaseType() {
+    Token t = lex_.peek();
+    if (t.kind == Tok::LParen) {
+      lex_.next();
+      std::vector<TypePtr> elems;
+      if (!lex_.accept(Tok::RParen)) {
+        do elems.push_back(parseType());
+        while (lex_.accept(Tok::Comma));
+        lex_.expect(Tok::RParen, "')' or ',' in the tuple type");
+      }
+      return Type::tuple(std::move(elems));
+    }
+    if (t.kind != Tok::Ident) {
+      std::string got = t.kind == Tok::End ? "end of input" : "'" + std::string(t.text.substr(0, 40)) + "'";
+      lex_.error(t.pos, "expected a type, got " + got);
+    }
+    lex_.next();
+    std::string_view name = t.text;
+    auto args = [&](size_t n_min, size_t n_max) {
+      lex_.expect(Tok::LParen, "'(' after the type name");
+      std::vector<TypePtr> elems;
+      do elems.push_back(parseType());
+      while (lex_.accept(Tok::Comma));
+      lex_.expect(Tok::RParen, "')' closing the type");
+      if (elems.size() < n_min || elems.size() > n_max)
+        lex_.error(t.pos, std::string(name) + " takes " + std::to_string(n_min) + " type argument(s)");
+      return elems;
+    };
+    if (name == "Dict") { auto a = args(2, 2); return Type::dict(a[0], a[1]); }
+    if (name == "Union") return Type::unionOf(args(1, 1000));
+    if (name == "Future") return Type::future(args(1, 1)[0]);
+    if (name == "RRef") return Type::rref(args(1, 1)[0]);
+    if (name == "Optional") return Type::optional(args(1, 1)[0]);
+    if (name == "Tensor") {
+      if (lex_.peek().kind != Tok::LParen && !peekUndefined()) return Type::tensor();
+      TensorInfo info;
+      parseTensorDetails(info, /*rank_known=*/true);
+      return Type::tensor(std::move(info));
+    }
+    // "Float(...)" (rank known) or "FloatTensor(...)" (rank unknown)
+    bool rank_unknown = name.size() > 6 && name.substr(name.size() - 6) == "Tensor";
+    if (auto dt = scalarTypeFromName(rank_unknown ? name.substr(0, name.size() - 6) : name)) {
+      TensorInfo info;
+      info.dtype = dt;
+      if (!rank_unknown && lex_.peek().kind != Tok::LParen)
+        lex_.error(lex_.peek().pos, "expected '(' after the tensor type " + std::string(name));
+      parseTensorDetails(info, !rank_unknown);
+      return Type::tensor(std::move(info));
+    }
+    if (Type::isKnownSimpleName(name)) return Type::simple(name);
+    if (name.find('.') != std::string_view::npos && name.back() != '.') return Type::classType(std::string(name));
+    lex_.error(t.pos, "unknown type '" + std::string(name) + "'");
+  }
+
+  bool peekUndefined() {
+    if (lex_.peek().kind != Tok::LBracket) return false;
+    size_t save = lex_.pos();
+    lex_.next();
+    bool yes = lex_.peekIdent("Undefined");
+    lex_.seek(save);
+    return yes;
+  }
+
+  // details := '(' [item (',' item)*] ')' ['[' 'Undefined' ']']
+  // item    := INT | '*' | 'SS' '(' INT ')' | 'strides' '=' '[' INTs ']'
+  //          | 'requires_grad' '=' INT | 'device' '=' NAME [':' INT]
+  void parseTensorDetails(TensorInfo& info, bool rank_known) {
+    if (rank_known) info.sizes.emplace();
+    if (lex_.accept(Tok::LParen) && !lex_.accept(Tok::RParen)) {
+      do {
+        Token t = lex_.next();
+        if (t.kind == Tok::Int || t.kind == Tok::Star || (t.kind == Tok::Ident && t.text == "SS")) {
+          if (!rank_known || info.strides || info.requires_grad || info.device)
+            lex_.error(t.pos, "tensor sizes must come first, and only in a ranked tensor type");
+          if (t.kind == Tok::Int) {
+            info.sizes->push_back(parseInt(t));
+          } else {
+            if (t.kind == Tok::Ident) {  // symbolic size SS(-N): kept as unknown
+              lex_.expect(Tok::LParen, "'(' after SS");
+              lex_.expect(Tok::Int, "an integer");
+              lex_.expect(Tok::RParen, "')'");
+            }
+            info.sizes->push_back(std::nullopt);
+          }
+        } else if (t.kind == Tok::Ident && t.text == "strides") {
+          lex_.expect(Tok::Equals, "'=' after strides");
+          lex_.expect(Tok::LBracket, "'[' after strides=");
+          std::vector<int64_t> st;
+          if (!lex_.accept(Tok::RBracket)) {
+            do st.push_back(parseInt(lex_.expect(Tok::Int, "an integer stride")));
+            while (lex_.accept(Tok::Comma));
+            lex_.expect(Tok::RBracket, "']' or ',' in strides");
+          }
+          if (!info.sizes || st.size() != info.sizes->size())
+            lex_.error(t.pos, "strides must have one entry per dimension");
+          info.strides = std::move(st);
+        } else if (t.kind == Tok::Ident && t.text == "requires_grad") {
+          lex_.expect(Tok::Equals, "'=' after requires_grad");
+          Token v = lex_.expect(Tok::Int, "0 or 1");
+          if (v.text != "0" && v.text != "1") lex_.error(v.pos, "requires_grad must be 0 or 1");
+          info.requires_grad = v.text == "1";
+        } else if (t.kind == Tok::Ident && t.text == "device") {
+          lex_.expect(Tok::Equals, "'=' after device");
+          Token d = lex_.expect(Tok::Ident, "a device name like cpu");
+          std::string dev(d.text);
+          if (lex_.accept(Tok::Colon)) dev += ":" + std::string(lex_.expect(Tok::Int, "a device index").text);
+          info.device = dev;
+        } else {
+          std::string got = t.kind == Tok::End ? "end of input" : "'" + std::string(t.text.substr(0, 40)) + "'";
+          lex_.error(t.pos, "expected a size, strides=, requires_grad= or device= in the tensor type, got " + got);
+        }
+      } while (lex_.accept(Tok::Comma));
+      lex_.expect(Tok::RParen, "')' closing the tensor type");
+    }
+    if (peekUndefined()) {
+      lex_.next();
+      lex_.next();
+      lex_.expect(Tok::RBracket, "']' after Undefined");
+      info.undefined = true;
+    }
+  }
+
+  Lexer lex_;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<Graph> parseGraph(std::string_view text, const ParseOptions& options) {
+  Parser p(text, options);
+  auto g = p.parseFile();
+  if (options.verify) {
+    auto errors = verify(*g);
+    if (!errors.empty()) throw std::logic_error("parser built an invalid graph: " + errors.front());
+  }
+  return g;
+}
+
+TypePtr parseType(std::string_view text) {
+  ParseOptions opts;
+  Parser p(text, opts);
+  TypePtr t = p.parseType();
+  if (p.lexer().peek().kind != Tok::End) p.lexer().error(p.lexer().peek().pos, "unexpected text after the type");
+  return t;
+}
+
+}  // namespace llga

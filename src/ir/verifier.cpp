@@ -1,0 +1,123 @@
+#include "ir/verifier.h"
+
+#include <unordered_set>
+
+#include "ir/ir.h"
+
+namespace llga {
+namespace {
+
+class Verifier {
+ public:
+  explicit Verifier(const Graph& g) : g_(g) {}
+
+  std::vector<std::string> run() {
+    block(g_.block(), nullptr);
+    return std::move(errors_);
+  }
+
+ private:
+  void error(const Node* n, const std::string& what) {
+    errors_.push_back(n ? what + "\n  at: " + n->str() : what);
+  }
+
+  void value(const Value* v, const Node* producer, size_t offset) {
+    if (v->node() != producer || v->offset() != offset)
+      error(producer, "%" + v->debugName() + " has a wrong producer or offset");
+    if (g_.findValue(v->debugName()) != v) error(producer, "%" + v->debugName() + " is not registered under its name");
+    if (!v->type()) error(producer, "%" + v->debugName() + " has no type");
+    if (!seen_names_.insert(v->debugName()).second) error(producer, "name %" + v->debugName() + " defined twice");
+    for (const Use& u : v->uses()) {
+      if (u.offset >= u.user->inputs().size() || u.user->inputs()[u.offset] != v)
+        error(producer, "use-list of %" + v->debugName() + " names a use that does not exist");
+    }
+    visible_.insert(v);
+  }
+
+  void inputs(const Node* n) {
+    for (size_t i = 0; i < n->inputs().size(); ++i) {
+      const Value* in = n->inputs()[i];
+      if (!visible_.count(in)) {
+        error(n, "input %" + in->debugName() + " is not defined before its use");
+        continue;
+      }
+      size_t count = 0;
+      for (const Use& u : in->uses()) count += (u.user == n && u.offset == i);
+      if (count != 1) error(n, "use-list of %" + in->debugName() + " does not record this use exactly once");
+    }
+  }
+
+  void block(const Block* b, const Node* owner) {
+    if (b->owningNode() != owner) error(owner, "block has a wrong owning node");
+    const Node* param = b->paramNode();
+    for (size_t i = 0; i < param->outputs().size(); ++i) value(param->outputs()[i], param, i);
+    std::vector<const Value*> defined;
+    const Node* prev = param;
+    for (const Node* n : b->nodes()) {
+      if (n->owningBlock() != b) error(n, "node has a wrong owning block");
+      if (n->prev() != prev) error(n, "broken node list");
+      if (prev != param && !prev->isBefore(n)) error(n, "topological positions out of order");
+      inputs(n);
+      nodeShape(n);
+      for (const Block* sub : n->blocks()) {
+        auto saved = visible_;
+        block(sub, n);
+        visible_ = std::move(saved);
+      }
+      for (size_t i = 0; i < n->outputs().size(); ++i) value(n->outputs()[i], n, i);
+      if (auto sg = n->subgraph()) {
+        for (auto& e : verify(*sg)) error(n, "in subgraph: " + e);
+      }
+      prev = n;
+    }
+    if (b->returnNode()->prev() != prev) error(owner, "broken node list at block end");
+    inputs(b->returnNode());
+  }
+
+  void nodeShape(const Node* n) {
+    const Symbol k = n->kind();
+    if (k == prim::Constant) {
+      if (!n->inputs().empty() || n->outputs().size() != 1) error(n, "prim::Constant takes no inputs and has one output");
+      else if (!n->hasAttribute(attr::value) && !n->output()->type()->isSimple("NoneType") &&
+               n->output()->type()->kind() != TypeKind::Optional)
+        error(n, "prim::Constant without a value must be None");
+    } else if (k == prim::If) {
+      if (n->inputs().size() != 1 || n->blocks().size() != 2) {
+        error(n, "prim::If needs one condition and two blocks");
+        return;
+      }
+      for (const Block* b : n->blocks())
+        if (!b->inputs().empty() || b->outputs().size() != n->outputs().size())
+          error(n, "prim::If blocks take no inputs and return one value per output");
+    } else if (k == prim::Loop) {
+      if (n->inputs().size() < 2 || n->blocks().size() != 1) {
+        error(n, "prim::Loop needs (max_trip_count, condition, carried...) and one block");
+        return;
+      }
+      size_t carried = n->inputs().size() - 2;
+      const Block* b = n->blocks()[0];
+      if (n->outputs().size() != carried || b->inputs().size() != carried + 1 || b->outputs().size() != carried + 1)
+        error(n, "prim::Loop carries " + std::to_string(carried) +
+                     " values: the block takes (i, carried...) and returns (condition, carried...)");
+    }
+  }
+
+  const Graph& g_;
+  std::unordered_set<const Value*> visible_;
+  std::unordered_set<std::string> seen_names_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace
+
+std::vector<std::string> verify(const Graph& g) { return Verifier(g).run(); }
+
+void verifyOrThrow(const Graph& g) {
+  auto errors = verify(g);
+  if (errors.empty()) return;
+  std::string msg = "IR verification failed:";
+  for (const auto& e : errors) msg += "\n- " + e;
+  throw VerifyError(msg);
+}
+
+}  // namespace llga
