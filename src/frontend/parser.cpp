@@ -13,6 +13,19 @@ namespace {
 
 constexpr int kMaxDepth = 128;  // nesting of types, lists and blocks
 
+bool allDigits(std::string_view s);
+
+// Group nodes print as <kind>_<N> (prim::oneDNNFusionGroup_0, llga::FusionGroup_1,
+// prim::DifferentiableGraph_0) with their subgraph in a later with-clause.
+bool isGroupKind(std::string_view text) {
+  size_t us = text.rfind('_');
+  if (us == std::string_view::npos || !allDigits(text.substr(us + 1))) return false;
+  std::string_view base = text.substr(0, us);
+  for (std::string_view suffix : {"Group", "Graph"})
+    if (base.size() > suffix.size() && base.substr(base.size() - suffix.size()) == suffix) return true;
+  return false;
+}
+
 bool allDigits(std::string_view s) {
   if (s.empty()) return false;
   for (char c : s)
@@ -71,6 +84,7 @@ class Parser {
     std::vector<std::vector<std::string_view>> frames;     // names each open block added
     std::unordered_map<std::string_view, size_t> defined;  // every name -> position of its definition
     std::unordered_map<std::string_view, Node*> groups;    // "prim::FooGroup_0" -> node awaiting a subgraph
+    std::unordered_map<std::string_view, size_t> group_pos;
   };
 
   // graph := 'graph' '(' [param (',' param)*] ')' ':' body 'return' '(' refs ')' with*
@@ -108,7 +122,10 @@ class Parser {
       group->setKind(Symbol::fromQualString(text.substr(0, text.rfind('_'))));
       group->setAttr(attr::Subgraph, parseGraph());
     }
-    // Kinds that merely end in _N with no subgraph printed stay ordinary nodes.
+    // Every group node needs its printed subgraph.
+    for (const auto& [text, node] : st.groups)
+      lex_.error(st.group_pos.at(text),
+                 std::string(text) + " has no 'with " + std::string(text) + " = graph(...)' subgraph after the graph");
     return st.graph;
   }
 
@@ -143,10 +160,13 @@ class Parser {
     parseTrailer(n);
     // Outputs come into scope after the inputs are resolved.
     for (size_t i = 0; i < outs.size(); ++i) define(st, outs[i].first, n->outputs()[i]);
-    if (auto us = kind.text.rfind('_'); us != std::string_view::npos && allDigits(kind.text.substr(us + 1)))
-      st.groups.emplace(kind.text, n);
+    if (isGroupKind(kind.text)) {
+      if (!st.groups.emplace(kind.text, n).second) lex_.error(kind.pos, "group kind " + std::string(kind.text) + " used twice");
+      st.group_pos[kind.text] = kind.pos;
+    }
     for (size_t i = 0; lex_.peek().kind == Tok::Ident && lex_.peek().text.substr(0, 5) == "block"; ++i)
       parseBlock(st, n, i);
+    if (std::string problem = checkNodeShape(*n); !problem.empty()) lex_.error(kind.pos, problem);
   }
 
   // block := 'block' N '(' [valuedef (',' valuedef)*] ')' ':' body '->' '(' refs ')'
@@ -431,7 +451,9 @@ class Parser {
           if (!rank_known || info.strides || info.requires_grad || info.device)
             lex_.error(t.pos, "tensor sizes must come first, and only in a ranked tensor type");
           if (t.kind == Tok::Int) {
-            info.sizes->push_back(parseInt(t));
+            int64_t size = parseInt(t);
+            if (size < 0) lex_.error(t.pos, "negative tensor size");
+            info.sizes->push_back(size);
           } else {
             if (t.kind == Tok::Ident) {  // symbolic size SS(-N): kept as unknown
               lex_.expect(Tok::LParen, "'(' after SS");

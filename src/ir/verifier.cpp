@@ -75,31 +75,7 @@ class Verifier {
   }
 
   void nodeShape(const Node* n) {
-    const Symbol k = n->kind();
-    if (k == prim::Constant) {
-      if (!n->inputs().empty() || n->outputs().size() != 1) error(n, "prim::Constant takes no inputs and has one output");
-      else if (!n->hasAttribute(attr::value) && !n->output()->type()->isSimple("NoneType") &&
-               n->output()->type()->kind() != TypeKind::Optional)
-        error(n, "prim::Constant without a value must be None");
-    } else if (k == prim::If) {
-      if (n->inputs().size() != 1 || n->blocks().size() != 2) {
-        error(n, "prim::If needs one condition and two blocks");
-        return;
-      }
-      for (const Block* b : n->blocks())
-        if (!b->inputs().empty() || b->outputs().size() != n->outputs().size())
-          error(n, "prim::If blocks take no inputs and return one value per output");
-    } else if (k == prim::Loop) {
-      if (n->inputs().size() < 2 || n->blocks().size() != 1) {
-        error(n, "prim::Loop needs (max_trip_count, condition, carried...) and one block");
-        return;
-      }
-      size_t carried = n->inputs().size() - 2;
-      const Block* b = n->blocks()[0];
-      if (n->outputs().size() != carried || b->inputs().size() != carried + 1 || b->outputs().size() != carried + 1)
-        error(n, "prim::Loop carries " + std::to_string(carried) +
-                     " values: the block takes (i, carried...) and returns (condition, carried...)");
-    }
+    if (std::string e = checkNodeShape(*n); !e.empty()) error(n, e);
   }
 
   const Graph& g_;
@@ -109,6 +85,34 @@ class Verifier {
 };
 
 }  // namespace
+
+std::string checkNodeShape(const Node& node) {
+  const Node* n = &node;
+  const Symbol k = n->kind();
+  if (k == prim::Constant) {
+    if (!n->inputs().empty() || n->outputs().size() != 1) return "prim::Constant takes no inputs and has one output";
+    if (!n->hasAttribute(attr::value) && !n->output()->type()->isSimple("NoneType") &&
+        n->output()->type()->kind() != TypeKind::Optional)
+      return "prim::Constant without a value must be None";
+  } else if (k == prim::If) {
+    if (n->inputs().size() != 1 || n->blocks().size() != 2) return "prim::If needs one condition and two blocks";
+    for (const Block* b : n->blocks())
+      if (!b->inputs().empty() || b->outputs().size() != n->outputs().size())
+        return "prim::If blocks take no inputs and return one value per output of the node";
+  } else if (k == prim::Loop) {
+    if (n->inputs().size() < 2 || n->blocks().size() != 1)
+      return "prim::Loop needs (max_trip_count, condition, carried...) and one block";
+    size_t carried = n->inputs().size() - 2;
+    const Block* b = n->blocks()[0];
+    if (n->outputs().size() != carried || b->inputs().size() != carried + 1 || b->outputs().size() != carried + 1)
+      return "prim::Loop carries " + std::to_string(carried) +
+             " values: it has one output per carried value, and its block takes (i, carried...) and returns "
+             "(condition, carried...)";
+  } else if (!n->blocks().empty() && n->kind().ns() != "prim") {
+    return n->kind().toQualString() + " cannot have blocks";
+  }
+  return "";
+}
 
 std::vector<std::string> verify(const Graph& g) { return Verifier(g).run(); }
 

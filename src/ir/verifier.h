@@ -13,6 +13,11 @@ class Graph;
 // Every violation found, each naming the node line it concerns. Empty: valid.
 std::vector<std::string> verify(const Graph& g);
 
+class Node;
+// The per-node structural rules (prim::If/Loop block arity, prim::Constant
+// shape): the first violation, or an empty string.
+std::string checkNodeShape(const Node& n);
+
 struct VerifyError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

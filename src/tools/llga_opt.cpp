@@ -1,12 +1,15 @@
-// llga-opt: reads TorchScript IR (a file or stdin), prints it back.
+// llga-opt: reads TorchScript IR (a file or stdin), verifies it and prints it back.
 //
-//   llga-opt model.ir            parse, verify, print
-//   llga-opt - < model.ir        the same from stdin
+//   llga-opt model.ir              parse, verify, print
+//   llga-opt - < model.ir          the same from stdin
 //   llga-opt --split-input-file cases.ir
-//                                each case (separated by a line "# -----")
-//                                is handled on its own; output cases are
-//                                separated by "// -----"
-// Exit status: 0 on success, 1 on a parse or verification error (printed to stderr).
+//       Each case (separated by a line starting "# -----") is handled on its
+//       own, with line numbers counted from the case's first line. Output
+//       cases are separated by "// -----"; a case that fails prints
+//       "error: <message>" lines in its place (and to stderr).
+//
+// Exit status: 0 on success, 1 if any case failed to parse or verify, 2 on usage errors.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -20,18 +23,17 @@ namespace {
 
 constexpr std::string_view kSplitMarker = "# -----";
 
-void usage() {
-  std::cerr << "usage: llga-opt [--split-input-file] [FILE|-]\n"
-               "Parses TorchScript IR text, verifies it and prints it back.\n";
+void usage(std::ostream& os) {
+  os << "usage: llga-opt [--split-input-file] [FILE|-]\n"
+        "Parses TorchScript IR text, verifies it and prints it back.\n"
+        "  --split-input-file  handle each '# -----'-separated case on its own\n";
 }
 
 std::vector<std::string> splitCases(const std::string& text) {
   std::vector<std::string> cases(1);
   std::istringstream in(text);
   std::string line;
-  size_t line_no = 0;
   while (std::getline(in, line)) {
-    ++line_no;
     if (line.rfind(kSplitMarker, 0) == 0) {
       cases.emplace_back();
       continue;
@@ -41,11 +43,9 @@ std::vector<std::string> splitCases(const std::string& text) {
   return cases;
 }
 
-// Keeps line numbers of split cases pointing into the original file.
-std::string padLines(const std::vector<std::string>& cases, size_t index) {
-  size_t lines = 0;
-  for (size_t i = 0; i < index; ++i) lines += std::count(cases[i].begin(), cases[i].end(), '\n') + 1;
-  return std::string(lines, '\n') + cases[index];
+std::string baseName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 }  // namespace
@@ -55,17 +55,28 @@ int main(int argc, char** argv) {
   std::string path = "-";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--split-input-file") split = true;
-    else if (a == "-h" || a == "--help") { usage(); return 0; }
-    else if (a.size() > 1 && a[0] == '-' ) { std::cerr << "llga-opt: unknown option " << a << "\n"; usage(); return 2; }
-    else path = a;
+    if (a == "--split-input-file") {
+      split = true;
+    } else if (a == "-h" || a == "--help") {
+      usage(std::cout);
+      return 0;
+    } else if (a.size() > 1 && a[0] == '-') {
+      std::cerr << "llga-opt: unknown option " << a << "\n";
+      usage(std::cerr);
+      return 2;
+    } else {
+      path = a;
+    }
   }
   std::stringstream buf;
   if (path == "-") {
     buf << std::cin.rdbuf();
   } else {
     std::ifstream f(path, std::ios::binary);
-    if (!f) { std::cerr << "llga-opt: cannot open " << path << "\n"; return 2; }
+    if (!f) {
+      std::cerr << "llga-opt: cannot open " << path << "\n";
+      return 2;
+    }
     buf << f.rdbuf();
   }
   const std::string text = buf.str();
@@ -75,12 +86,18 @@ int main(int argc, char** argv) {
     if (i) std::cout << "// -----\n";
     try {
       llga::ParseOptions opts;
-      opts.filename = path == "-" ? "<stdin>" : path;
-      auto g = llga::parseGraph(split ? padLines(cases, i) : cases[i], opts);
+      opts.filename = path == "-" ? "<stdin>" : baseName(path);
+      auto g = llga::parseGraph(cases[i], opts);
       llga::verifyOrThrow(*g);
       std::cout << *g;
     } catch (const std::exception& e) {
-      std::cerr << e.what() << "\n";
+      std::string msg = e.what();
+      std::cerr << msg << "\n";
+      if (split) {
+        std::istringstream lines(msg);
+        std::string l;
+        while (std::getline(lines, l)) std::cout << "error: " << l << "\n";
+      }
       status = 1;
     }
   }
