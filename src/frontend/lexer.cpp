@@ -8,6 +8,8 @@ bool isIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= '
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
 bool isIdentChar(char c) { return isIdentStart(c) || isDigit(c); }
 bool isNameChar(char c) { return isIdentChar(c) || c == '.'; }
+// Value names come from Python names and module paths ("x.1", "block1-0", unicode).
+bool isValueNameChar(char c) { return isNameChar(c) || c == '-' || static_cast<unsigned char>(c) >= 0x80; }
 }  // namespace
 
 const char* tokName(Tok t) {
@@ -126,7 +128,7 @@ Token Lexer::lex() {
   }
   if (c == '%') {
     size_t p = pos_ + 1;
-    while (p < text_.size() && isNameChar(text_[p])) ++p;
+    while (p < text_.size() && isValueNameChar(text_[p])) ++p;
     if (p == pos_ + 1) error(pos_, "expected a value name after '%'");
     t.kind = Tok::ValueRef;
     t.text = text_.substr(pos_ + 1, p - pos_ - 1);

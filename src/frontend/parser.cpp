@@ -412,7 +412,7 @@ class Parser {
     if (name == "Tensor") {
       if (lex_.peek().kind != Tok::LParen && !peekUndefined()) return Type::tensor();
       TensorInfo info;
-      parseTensorDetails(info, /*rank_known=*/true);
+      parseTensorDetails(info, RankMode::FromSizes);
       return Type::tensor(std::move(info));
     }
     // "Float(...)" (rank known) or "FloatTensor(...)" (rank unknown)
@@ -422,7 +422,7 @@ class Parser {
       info.dtype = dt;
       if (!rank_unknown && lex_.peek().kind != Tok::LParen)
         lex_.error(lex_.peek().pos, "expected '(' after the tensor type " + std::string(name));
-      parseTensorDetails(info, !rank_unknown);
+      parseTensorDetails(info, rank_unknown ? RankMode::Unranked : RankMode::Ranked);
       return Type::tensor(std::move(info));
     }
     if (Type::isKnownSimpleName(name)) return Type::simple(name);
@@ -439,16 +439,26 @@ class Parser {
     return yes;
   }
 
+  // Whether a tensor type's rank is known: always for Float(...), never for
+  // FloatTensor(...); for Tensor(...) when sizes are listed or the parentheses
+  // are empty (a rank-0 tensor of unknown dtype).
+  enum class RankMode { Ranked, Unranked, FromSizes };
+
   // details := '(' [item (',' item)*] ')' ['[' 'Undefined' ']']
   // item    := INT | '*' | 'SS' '(' INT ')' | 'strides' '=' '[' INTs ']'
   //          | 'requires_grad' '=' INT | 'device' '=' NAME [':' INT]
-  void parseTensorDetails(TensorInfo& info, bool rank_known) {
-    if (rank_known) info.sizes.emplace();
-    if (lex_.accept(Tok::LParen) && !lex_.accept(Tok::RParen)) {
+  void parseTensorDetails(TensorInfo& info, RankMode mode) {
+    if (mode == RankMode::Ranked) info.sizes.emplace();
+    bool open = lex_.accept(Tok::LParen);
+    if (open && lex_.accept(Tok::RParen)) {
+      if (mode == RankMode::FromSizes) info.sizes.emplace();
+    } else if (open) {
+      bool first = true;
       do {
         Token t = lex_.next();
         if (t.kind == Tok::Int || t.kind == Tok::Star || (t.kind == Tok::Ident && t.text == "SS")) {
-          if (!rank_known || info.strides || info.requires_grad || info.device)
+          if (mode == RankMode::FromSizes && first) info.sizes.emplace();
+          if (!info.sizes || info.strides || info.requires_grad || info.device)
             lex_.error(t.pos, "tensor sizes must come first, and only in a ranked tensor type");
           if (t.kind == Tok::Int) {
             int64_t size = parseInt(t);
@@ -489,6 +499,7 @@ class Parser {
           std::string got = t.kind == Tok::End ? "end of input" : "'" + std::string(t.text.substr(0, 40)) + "'";
           lex_.error(t.pos, "expected a size, strides=, requires_grad= or device= in the tensor type, got " + got);
         }
+        first = false;
       } while (lex_.accept(Tok::Comma));
       lex_.expect(Tok::RParen, "')' closing the tensor type");
     }

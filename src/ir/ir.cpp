@@ -299,7 +299,8 @@ void Graph::freeBlock(Block* b) {
 bool Graph::isValidName(std::string_view name) const {
   if (name.empty()) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-' || static_cast<unsigned char>(c) >= 0x80;
   });
 }
 

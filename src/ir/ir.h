@@ -13,7 +13,8 @@
 //  * Topological order. Within a block, every node's inputs are defined
 //    earlier in the same block, in an enclosing block, or are params of an
 //    enclosing block. Node::isBefore is O(1) (positions with gaps).
-//  * Names. Each value has a debug name, unique in its graph ("x.1", "31").
+//  * Names. Each value has a debug name, unique in its graph ("x.1", "31",
+//    "block1-0"): letters, digits, "_", ".", "-" and non-ASCII bytes.
 //    Subgraphs (fusion groups) are separate Graphs with their own names.
 #pragma once
 

@@ -18,6 +18,14 @@ namespace {
 
 using GraphPtr = std::shared_ptr<Graph>;
 
+// Text that comes from parsed input (names, scopes, strings, error excerpts)
+// may hold bytes that are not UTF-8: decode with replacement, never raise.
+py::str lossyStr(const std::string& s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<py::ssize_t>(s.size()), "replace");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
 struct PyValue {
   GraphPtr g;
   Value* v;
@@ -33,6 +41,14 @@ struct PyBlock {
 struct PyTensorConstant {
   TensorRef t;
 };
+struct PyType {
+  TypePtr t;
+};
+std::vector<PyType> wrapTypes(const std::vector<TypePtr>& ts) {
+  std::vector<PyType> out;
+  for (const auto& t : ts) out.push_back({t});
+  return out;
+}
 
 std::vector<PyValue> wrapValues(const GraphPtr& g, const std::vector<Value*>& vs) {
   std::vector<PyValue> out;
@@ -91,6 +107,7 @@ py::object attrToPython(const GraphPtr& g, const AttrValue& a) {
       [&](const auto& x) -> py::object {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, TensorRef>) return py::cast(PyTensorConstant{x});
+        else if constexpr (std::is_same_v<T, std::string>) return lossyStr(x);
         else if constexpr (std::is_same_v<T, AttrList>) {
           py::list out;
           for (const auto& item : x) out.append(attrToPython(g, item));
@@ -120,7 +137,7 @@ const char* typeKindName(TypeKind k) {
 
 void translateParseError(const ParseError& e) {
   py::object cls = py::module_::import("llga.errors").attr("ParseError");
-  py::object exc = cls(e.message, e.line, e.column, e.excerpt, std::string(e.what()));
+  py::object exc = cls(lossyStr(e.message), e.line, e.column, lossyStr(e.excerpt), lossyStr(e.what()));
   PyErr_SetObject(cls.ptr(), exc.ptr());
 }
 
@@ -136,39 +153,39 @@ PYBIND11_MODULE(_llga, m) {
       translateParseError(e);
     } catch (const VerifyError& e) {
       py::object cls = py::module_::import("llga.errors").attr("VerifyError");
-      PyErr_SetString(cls.ptr(), e.what());
+      PyErr_SetObject(cls.ptr(), lossyStr(e.what()).ptr());
     }
   });
 
-  py::class_<TypePtr>(m, "Type")
-      .def("__str__", [](const TypePtr& t) { return t->str(); })
-      .def("__repr__", [](const TypePtr& t) { return "<llga.Type " + t->str() + ">"; })
-      .def("__eq__", [](const TypePtr& a, const TypePtr& b) { return a->equals(*b); })
-      .def("__hash__", [](const TypePtr& t) { return std::hash<std::string>()(t->str()); })
-      .def_property_readonly("kind", [](const TypePtr& t) { return typeKindName(t->kind()); })
-      .def_property_readonly("is_tensor", [](const TypePtr& t) { return t->isTensor(); })
-      .def_property_readonly("name", [](const TypePtr& t) -> py::object {
+  py::class_<PyType>(m, "Type")
+      .def("__str__", [](const PyType& pt) { const TypePtr& t = pt.t; return t->str(); })
+      .def("__repr__", [](const PyType& pt) { const TypePtr& t = pt.t; return "<llga.Type " + t->str() + ">"; })
+      .def("__eq__", [](const PyType& a, const PyType& b) { return a.t->equals(*b.t); })
+      .def("__hash__", [](const PyType& pt) { const TypePtr& t = pt.t; return std::hash<std::string>()(t->str()); })
+      .def_property_readonly("kind", [](const PyType& pt) { const TypePtr& t = pt.t; return typeKindName(t->kind()); })
+      .def_property_readonly("is_tensor", [](const PyType& pt) { const TypePtr& t = pt.t; return t->isTensor(); })
+      .def_property_readonly("name", [](const PyType& pt) -> py::object { const TypePtr& t = pt.t;
         if (t->kind() == TypeKind::Simple || t->kind() == TypeKind::Class) return py::str(t->name());
         return py::none();
       })
-      .def_property_readonly("contained", [](const TypePtr& t) { return t->contained(); })
-      .def_property_readonly("dtype", [](const TypePtr& t) -> py::object {
+      .def_property_readonly("contained", [](const PyType& pt) { const TypePtr& t = pt.t; return wrapTypes(t->contained()); })
+      .def_property_readonly("dtype", [](const PyType& pt) -> py::object { const TypePtr& t = pt.t;
         if (!t->isTensor() || !t->tensorInfo().dtype) return py::none();
         return py::str(std::string(scalarTypeName(*t->tensorInfo().dtype)));
       })
-      .def_property_readonly("sizes", [](const TypePtr& t) -> py::object {
+      .def_property_readonly("sizes", [](const PyType& pt) -> py::object { const TypePtr& t = pt.t;
         if (!t->isTensor() || !t->tensorInfo().sizes) return py::none();
         return py::cast(*t->tensorInfo().sizes);
       })
-      .def_property_readonly("strides", [](const TypePtr& t) -> py::object {
+      .def_property_readonly("strides", [](const PyType& pt) -> py::object { const TypePtr& t = pt.t;
         if (!t->isTensor() || !t->tensorInfo().strides) return py::none();
         return py::cast(*t->tensorInfo().strides);
       })
-      .def_property_readonly("requires_grad", [](const TypePtr& t) -> py::object {
+      .def_property_readonly("requires_grad", [](const PyType& pt) -> py::object { const TypePtr& t = pt.t;
         if (!t->isTensor() || !t->tensorInfo().requires_grad) return py::none();
         return py::cast(*t->tensorInfo().requires_grad);
       })
-      .def_property_readonly("device", [](const TypePtr& t) -> py::object {
+      .def_property_readonly("device", [](const PyType& pt) -> py::object { const TypePtr& t = pt.t;
         if (!t->isTensor() || !t->tensorInfo().device) return py::none();
         return py::cast(*t->tensorInfo().device);
       });
@@ -187,8 +204,8 @@ PYBIND11_MODULE(_llga, m) {
       });
 
   py::class_<PyValue>(m, "Value")
-      .def_property_readonly("name", [](const PyValue& v) { return v.v->debugName(); })
-      .def_property_readonly("type", [](const PyValue& v) { return v.v->type(); })
+      .def_property_readonly("name", [](const PyValue& v) { return lossyStr(v.v->debugName()); })
+      .def_property_readonly("type", [](const PyValue& v) { return PyType{v.v->type()}; })
       .def_property_readonly("node", [](const PyValue& v) { return PyNode{v.g, v.v->node()}; })
       .def_property_readonly("offset", [](const PyValue& v) { return v.v->offset(); })
       .def_property_readonly("uses", [](const PyValue& v) {
@@ -198,7 +215,7 @@ PYBIND11_MODULE(_llga, m) {
       })
       .def("__eq__", [](const PyValue& a, const PyValue& b) { return a.v == b.v; })
       .def("__hash__", [](const PyValue& v) { return std::hash<const void*>()(v.v); })
-      .def("__repr__", [](const PyValue& v) { return "<llga.Value %" + v.v->debugName() + " : " + v.v->type()->str() + ">"; });
+      .def("__repr__", [](const PyValue& v) { return lossyStr("<llga.Value %" + v.v->debugName() + " : " + v.v->type()->str() + ">"); });
 
   py::class_<PyBlock>(m, "Block")
       .def_property_readonly("inputs", [](const PyBlock& b) { return wrapValues(b.g, b.b->inputs()); })
@@ -221,19 +238,29 @@ PYBIND11_MODULE(_llga, m) {
         for (const auto& [k, v] : n.n->attributes()) d[py::str(std::string(k.name()))] = attrToPython(n.g, v);
         return d;
       })
-      .def_property_readonly("scope", [](const PyNode& n) { return n.n->scope(); })
-      .def_property_readonly("source", [](const PyNode& n) { return n.n->source(); })
+      .def_property_readonly("scope", [](const PyNode& n) { return lossyStr(n.n->scope()); })
+      .def_property_readonly("source", [](const PyNode& n) { return lossyStr(n.n->source()); })
       .def_property_readonly("subgraph", [](const PyNode& n) -> py::object {
         if (auto sg = n.n->subgraph()) return py::cast(sg);
         return py::none();
       })
-      .def("__str__", [](const PyNode& n) { return n.n->str(); })
-      .def("__repr__", [](const PyNode& n) { return "<llga.Node " + n.n->str() + ">"; })
+      .def("__str__", [](const PyNode& n) { return lossyStr(n.n->str()); })
+      .def("__repr__", [](const PyNode& n) { return lossyStr("<llga.Node " + n.n->str() + ">"); })
       .def("__eq__", [](const PyNode& a, const PyNode& b) { return a.n == b.n; })
       .def("__hash__", [](const PyNode& n) { return std::hash<const void*>()(n.n); });
 
   py::class_<Graph, GraphPtr>(m, "Graph")
-      .def("__str__", &Graph::toString)
+      .def("__str__", [](const Graph& g) { return lossyStr(g.toString()); })
+      .def("__repr__", [](const Graph& g) {
+        size_t n = 0;
+        g.forEachNode([&](Node*) { ++n; });
+        std::string ins;
+        for (size_t i = 0; i < g.inputs().size() && i < 4; ++i)
+          ins += (i ? ", %" : "%") + g.inputs()[i]->debugName() + " : " + g.inputs()[i]->type()->str();
+        if (g.inputs().size() > 4) ins += ", ...";
+        return lossyStr("<llga.Graph (" + ins + ") -> " + std::to_string(g.outputs().size()) + " output(s), " +
+                        std::to_string(n) + " nodes>");
+      })
       .def_property_readonly("inputs", [](const GraphPtr& g) { return wrapValues(g, g->inputs()); })
       .def_property_readonly("outputs", [](const GraphPtr& g) { return wrapValues(g, g->outputs()); })
       .def("nodes", [](const GraphPtr& g, bool recursive) { return blockNodes(g, g->block(), recursive); },
@@ -245,7 +272,11 @@ PYBIND11_MODULE(_llga, m) {
         if (Value* v = g->findValue(n)) return py::cast(PyValue{g, v});
         return py::none();
       })
-      .def("verify", [](const Graph& g) { return verify(g); }, "List of invariant violations (empty: valid).")
+      .def("verify", [](const Graph& g) {
+        py::list out;
+        for (const auto& e : verify(g)) out.append(lossyStr(e));
+        return out;
+      }, "List of invariant violations (empty: valid).")
       .def("copy", [](const Graph& g) { return g.copy(); })
       .def("node_counts", [](const Graph& g) {
         std::map<std::string, size_t> counts;
@@ -259,6 +290,6 @@ PYBIND11_MODULE(_llga, m) {
         py::gil_scoped_release release;
         return parseGraph(text, opts);
       }, py::arg("text"), py::arg("filename") = "<string>");
-  m.def("parse_type", [](const std::string& text) { return parseType(text); });
+  m.def("parse_type", [](const std::string& text) { return PyType{parseType(text)}; });
   m.def("format_double", &formatDouble);
 }

@@ -80,6 +80,13 @@ TEST(Parser, TypesRoundTrip) {
     EXPECT_EQ(parseType(t)->str(), t);
   }
   EXPECT_EQ(parseType("Optional(int)")->str(), "int?");
+  // Rank: known for Float(...), unknown for FloatTensor(...); for Tensor(...) only with sizes.
+  EXPECT_EQ(parseType("Float(requires_grad=0)")->tensorInfo().rank(), 0u);
+  EXPECT_FALSE(parseType("FloatTensor(requires_grad=0)")->tensorInfo().rank());
+  EXPECT_FALSE(parseType("Tensor(requires_grad=0)")->tensorInfo().rank());
+  EXPECT_FALSE(parseType("Tensor[Undefined]")->tensorInfo().rank());
+  EXPECT_EQ(parseType("Tensor(2, *)")->tensorInfo().rank(), 2u);
+  EXPECT_EQ(parseType("Tensor()")->tensorInfo().rank(), 0u);
   EXPECT_TRUE(parseType("Float(2, 3)")->equals(*parseType("Float(2, 3)")));
   EXPECT_FALSE(parseType("Float(2, 3)")->equals(*parseType("Float(3, 2)")));
 }

@@ -1,0 +1,52 @@
+"""llga: a graph compiler for TorchScript graphs, on oneDNN.
+
+    import llga
+    g = llga.parse(traced.inlined_graph.str())     # llga.Graph
+    g, weights = llga.import_torch(traced)          # graph + {name: numpy array}
+
+The torch adapter is optional: parsing needs no PyTorch.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+from . import _llga
+from ._llga import Block, Graph, Node, TensorConstant, Type, Value
+from .errors import LlgaError, ParseError, UnsupportedOpError, VerifyError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Block", "Graph", "Node", "TensorConstant", "Type", "Value",
+    "LlgaError", "ParseError", "UnsupportedOpError", "VerifyError",
+    "parse", "parse_type", "import_torch",
+]
+
+
+def parse(text: Union[str, bytes], filename: str = "<string>") -> Graph:
+    """Parses TorchScript IR text (what ``torch._C.Graph.str()`` prints).
+
+    Raises :class:`llga.ParseError` with ``line``, ``column`` and ``excerpt``.
+    """
+    if not isinstance(text, (str, bytes)):
+        raise TypeError(f"llga.parse takes IR text (str or bytes), got {type(text).__name__}")
+    return _llga.parse(text, filename)
+
+
+def parse_type(text: str) -> Type:
+    """Parses one TorchScript type, e.g. ``"Float(1, 3, strides=[3, 1])"``."""
+    return _llga.parse_type(text)
+
+
+def import_torch(obj, *, inline: bool = True):
+    """Imports a ``torch.jit.ScriptModule``, ``ScriptFunction`` or ``torch._C.Graph``.
+
+    Returns ``(graph, weights)``: the llga Graph and ``{name: numpy array}``
+    sharing memory with the torch tensors. Attribute chains
+    (``prim::GetAttr``) are named by their qualified path
+    (``layer1.0.conv1.weight``); frozen tensor constants by their value name.
+    """
+    from ._torch import import_torch as _import
+
+    return _import(obj, inline=inline)

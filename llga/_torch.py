@@ -1,0 +1,91 @@
+"""The PyTorch adapter: TorchScript objects to llga graphs and numpy weights.
+
+Imported lazily: llga works without torch installed.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, Tuple
+
+import numpy as np
+
+from . import parse
+from ._llga import Graph
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:  # pragma: no cover - exercised only without torch
+        raise ImportError("llga.import_torch needs PyTorch; parse graph.str() text with llga.parse instead") from e
+    return torch
+
+
+def tensor_to_numpy(t, name: str) -> np.ndarray:
+    """A numpy view of a CPU tensor (no copy)."""
+    torch = _torch()
+    t = t.detach()
+    if t.device.type != "cpu":
+        raise TypeError(f"weight {name!r} is on {t.device}; llga runs on the CPU")
+    if t.is_quantized or t.dtype in (torch.bfloat16, torch.complex32):
+        raise TypeError(f"weight {name!r} has dtype {t.dtype}, which numpy cannot hold; convert the model to float32")
+    return t.numpy()
+
+
+def _walk(block) -> Iterator:
+    for node in block.nodes():
+        yield node
+        for sub in node.blocks():
+            yield from _walk(sub)
+
+
+def _resolve(module, path: str, named: Dict[str, object]):
+    if path in named:
+        return named[path]
+    obj = module
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarray]]:
+    torch = _torch()
+    module = None
+    if isinstance(obj, torch.jit.ScriptModule):
+        module = obj
+        tgraph = obj.inlined_graph if inline else obj.graph
+    elif isinstance(obj, torch.jit.ScriptFunction):
+        tgraph = obj.inlined_graph if inline else obj.graph
+    elif isinstance(obj, torch._C.Graph):
+        tgraph = obj
+    else:
+        raise TypeError(
+            "llga.import_torch takes a torch.jit.ScriptModule, ScriptFunction or torch._C.Graph, "
+            f"got {type(obj).__name__} (trace or script the model first: torch.jit.trace(model, example))"
+        )
+    text = tgraph.str()
+    graph = parse(text, filename="<torchscript>")
+    weights: Dict[str, np.ndarray] = {}
+
+    if module is not None:
+        named = dict(module.named_parameters())
+        named.update(module.named_buffers())
+        inputs = list(tgraph.inputs())
+        paths = {inputs[0].debugName(): ""} if inputs else {}
+        for node in _walk(tgraph):
+            if node.kind() != "prim::GetAttr":
+                continue
+            src = node.input().debugName()
+            if src not in paths:
+                continue
+            path = ".".join(p for p in (paths[src], node.s("name")) if p)
+            paths[node.output().debugName()] = path
+            value = _resolve(module, path, named)
+            if isinstance(value, torch.Tensor):
+                weights[path] = tensor_to_numpy(value, path)
+
+    for node in _walk(tgraph):
+        if node.kind() == "prim::Constant" and node.hasAttribute("value") and node.kindOf("value") == "t":
+            name = node.output().debugName()
+            weights[name] = tensor_to_numpy(node.t("value"), name)
+    return graph, weights

@@ -1,0 +1,33 @@
+"""Exceptions raised by llga. Each names what went wrong and where."""
+
+from __future__ import annotations
+
+
+class LlgaError(Exception):
+    """Base class of llga's errors."""
+
+
+class ParseError(LlgaError, ValueError):
+    """TorchScript IR text that llga cannot read.
+
+    Attributes: ``message`` (without position), ``line`` and ``column``
+    (1-based), ``excerpt`` (the offending line).
+    """
+
+    def __init__(self, message: str, line: int, column: int, excerpt: str = "", detail: str | None = None):
+        super().__init__(detail or f"{line}:{column}: {message}")
+        self.message = message
+        self.line = line
+        self.column = column
+        self.excerpt = excerpt
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.line, self.column, self.excerpt, str(self)))
+
+
+class VerifyError(LlgaError, RuntimeError):
+    """A graph that breaks the IR's invariants (see src/ir/ir.h)."""
+
+
+class UnsupportedOpError(LlgaError, NotImplementedError):
+    """Op kinds llga cannot run, each with the source line it came from."""

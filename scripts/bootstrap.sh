@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages llga needs, if any are missing. Idempotent and
+# quick when everything is present (dpkg-query only, no apt).
+#
+#   scripts/bootstrap.sh            build + test dependencies
+#   scripts/bootstrap.sh bench      also what the benchmarks need
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  python3-dev python3-venv python3-pip python3-setuptools python3-wheel
+  python3-numpy python3-pytest pybind11-dev
+  libdnnl-dev libfmt-dev libgtest-dev
+  python3-torch python3-torchvision
+  clang libclang-rt-14-dev
+)
+if [[ "${1:-}" == "bench" ]]; then
+  packages+=(libopenblas0-pthread python3-matplotlib python3-tqdm python3-onnx nodejs npm)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -q '^installed$' || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+echo "bootstrap: installing ${missing[*]}" >&2
+sudo=""
+if [[ "$(id -u)" -ne 0 ]]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "bootstrap: done" >&2

@@ -1,0 +1,120 @@
+"""llga.import_torch: graphs and zero-copy weights from TorchScript objects."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import llga
+from llga import zoo
+
+
+@pytest.fixture(scope="module")
+def resnet18():
+    m = zoo.torchvision_model("resnet18")
+    with torch.no_grad():
+        traced = torch.jit.trace(m, torch.randn(1, 3, 224, 224), check_trace=False)
+    return m, traced
+
+
+def qualified_getattr_paths(g):
+    """Follow prim::GetAttr chains from the first input, using only llga's API."""
+    paths = {g.inputs[0].name: ""}
+    out = {}
+    for n in g.nodes(recursive=True):
+        if n.kind == "prim::GetAttr" and n.inputs[0].name in paths:
+            p = ".".join(x for x in (paths[n.inputs[0].name], n.attributes["name"]) if x)
+            paths[n.outputs[0].name] = p
+            if str(n.outputs[0].type) == "Tensor":
+                out[n.outputs[0].name] = p
+    return out
+
+
+def test_traced_module_weights_are_named_and_shared(resnet18):
+    model, traced = resnet18
+    g, weights = llga.import_torch(traced)
+    params = dict(model.named_parameters())
+    params.update(model.named_buffers())
+    # Exactly the tensors the graph reads (num_batches_tracked is never read).
+    assert set(weights) < set(params)
+    assert set(params) - set(weights) == {k for k in params if k.endswith("num_batches_tracked")}
+    for name, arr in weights.items():
+        t = params[name].detach()
+        assert arr.shape == tuple(t.shape)
+        assert np.shares_memory(arr, t.numpy()), name
+    # Every tensor GetAttr chain in the graph resolves to a weight.
+    paths = qualified_getattr_paths(g)
+    assert len(paths) == len(weights)
+    assert set(paths.values()) == set(weights)
+    assert "layer1.0.conv1.weight" in weights
+
+
+def test_weights_alias_torch_storage(resnet18):
+    model, traced = resnet18
+    _, weights = llga.import_torch(traced)
+    before = float(weights["fc.bias"][0])
+    with torch.no_grad():
+        model.fc.bias[0] += 1.0
+    assert weights["fc.bias"][0] == pytest.approx(before + 1.0)
+    with torch.no_grad():
+        model.fc.bias[0] -= 1.0
+
+
+def test_frozen_constants_by_value_name(resnet18):
+    _, traced = resnet18
+    frozen = torch.jit.freeze(traced)
+    g, weights = llga.import_torch(frozen)
+    consts = {n.outputs[0].name: n for n in g.nodes()
+              if n.kind == "prim::Constant" and isinstance(n.attributes.get("value"), llga.TensorConstant)}
+    assert set(consts) == set(weights)
+    for name, node in consts.items():
+        assert list(weights[name].shape) == node.outputs[0].type.sizes
+    assert any(name.endswith("_fused_bn") for name in weights)
+
+
+def test_graph_form_and_plain_graph(resnet18):
+    _, traced = resnet18
+    g, _ = llga.import_torch(traced, inline=False)
+    assert g.node_counts().get("prim::CallMethod", 0) > 0
+    g2, w2 = llga.import_torch(traced.inlined_graph)
+    assert "aten::_convolution" in g2.node_counts() and w2 == {}
+
+
+def test_script_function():
+    @torch.jit.script
+    def f(x: torch.Tensor, n: int) -> torch.Tensor:
+        for _ in range(n):
+            x = torch.relu(x) * 2
+        return x
+
+    g, weights = llga.import_torch(f)
+    assert weights == {}
+    assert "prim::Loop" in g.node_counts()
+
+
+def test_rejects_eager_modules():
+    with pytest.raises(TypeError, match="torch.jit.trace"):
+        llga.import_torch(torch.nn.Linear(2, 2))
+
+
+def test_llga_works_without_torch():
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["torch"] = None  # any import of torch now fails
+        import llga
+        g = llga.parse("graph(%x : Tensor):\\n  %y : Tensor = aten::relu(%x)\\n  return (%y)\\n")
+        assert [n.kind for n in g.nodes()] == ["aten::relu"]
+        try:
+            llga.import_torch(object())
+        except ImportError as e:
+            assert "needs PyTorch" in str(e)
+        else:
+            raise SystemExit("import_torch did not fail")
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=llga.__path__[0] + "/..")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
