@@ -98,7 +98,7 @@ class Parser {
     if (!lex_.accept(Tok::RParen)) {
       do {
         auto [tok, type] = parseValueDef(st);
-        define(st, tok, st.graph->addInput("", type));
+        bringIntoScope(st, tok, st.graph->addInput(std::string(tok.text), type));
       } while (lex_.accept(Tok::Comma));
       lex_.expect(Tok::RParen, "')' or ',' in the graph's inputs");
     }
@@ -153,13 +153,13 @@ class Parser {
     if (kind.text.find("::") == std::string_view::npos)
       lex_.error(kind.pos, "expected an operator kind like aten::relu, got '" + std::string(kind.text) + "'");
     Node* n = st.graph->create(Symbol::fromQualString(kind.text), 0);
-    for (auto& [tok, type] : outs) n->addOutput(type);
+    for (auto& [tok, type] : outs) n->addOutput(type, std::string(tok.text));
     if (lex_.peek().kind == Tok::LBracket) parseAttributes(n);
     for (Value* v : parseValueRefList(st, "'(' before the node's inputs")) n->addInput(v);
     block->appendNode(n);
     parseTrailer(n);
     // Outputs come into scope after the inputs are resolved.
-    for (size_t i = 0; i < outs.size(); ++i) define(st, outs[i].first, n->outputs()[i]);
+    for (size_t i = 0; i < outs.size(); ++i) bringIntoScope(st, outs[i].first, n->outputs()[i]);
     if (isGroupKind(kind.text)) {
       if (!st.groups.emplace(kind.text, n).second) lex_.error(kind.pos, "group kind " + std::string(kind.text) + " used twice");
       st.group_pos[kind.text] = kind.pos;
@@ -181,7 +181,7 @@ class Parser {
     if (!lex_.accept(Tok::RParen)) {
       do {
         auto [tok, type] = parseValueDef(st);
-        define(st, tok, b->addInput("", type));
+        bringIntoScope(st, tok, b->addInput(std::string(tok.text), type));
       } while (lex_.accept(Tok::Comma));
       lex_.expect(Tok::RParen, "')' or ',' in the block's inputs");
     }
@@ -194,17 +194,39 @@ class Parser {
   }
 
   // valuedef := VALUE ':' type
+  // Declares the name (names are unique in a graph, whatever the block).
   std::pair<Token, TypePtr> parseValueDef(GraphState& st) {
     Token v = lex_.expect(Tok::ValueRef, "a value like %x");
-    if (auto it = st.defined.find(v.text); it != st.defined.end())
-      lex_.error(v.pos, "redefinition of %" + std::string(v.text));
+    if (!st.defined.emplace(v.text, v.pos).second) lex_.error(v.pos, "redefinition of %" + std::string(v.text));
     lex_.expect(Tok::Colon, "':' and a type after the value name (types are required)");
-    return {v, parseType()};
+    return {v, parseTypeCached()};
   }
 
-  void define(GraphState& st, const Token& tok, Value* v) {
-    if (!st.defined.emplace(tok.text, tok.pos).second) lex_.error(tok.pos, "redefinition of %" + std::string(tok.text));
-    v->setDebugName(std::string(tok.text));
+  // Most values of a graph share a handful of type spellings; types are
+  // immutable, so one TypePtr serves every identical spelling.
+  TypePtr parseTypeCached() {
+    std::string_view text = lex_.text();
+    size_t start = lex_.peek().pos, end = start;
+    int depth = 0;
+    for (; end < text.size(); ++end) {
+      char c = text[end];
+      if (c == '(' || c == '[') ++depth;
+      else if ((c == ')' || c == ']') && --depth < 0) break;
+      else if (depth == 0 && (c == ',' || c == '=' || c == '\n')) break;
+    }
+    while (end > start && (text[end - 1] == ' ' || text[end - 1] == '\r')) --end;
+    std::string_view span = text.substr(start, end - start);
+    if (auto it = type_cache_.find(span); it != type_cache_.end()) {
+      lex_.seek(end);
+      return it->second;
+    }
+    TypePtr t = parseType();
+    if (lex_.pos() == end) type_cache_.emplace(span, t);
+    return t;
+  }
+
+  // Makes a declared value usable by the nodes that follow in this block.
+  void bringIntoScope(GraphState& st, const Token& tok, Value* v) {
     st.visible[tok.text] = v;
     st.frames.back().push_back(tok.text);
   }
@@ -218,9 +240,10 @@ class Parser {
       Token t = lex_.expect(Tok::ValueRef, "a value like %x");
       auto it = st.visible.find(t.text);
       if (it == st.visible.end()) {
-        bool later = !st.defined.count(t.text);
-        lex_.error(t.pos, "use of undefined value %" + std::string(t.text) +
-                              (later ? "" : " (it is defined only inside a block that has ended)"));
+        bool declared = st.defined.count(t.text);
+        lex_.error(t.pos, declared ? "use of %" + std::string(t.text) +
+                                         " outside the block that defines it, or before its definition"
+                                   : "use of undefined value %" + std::string(t.text));
       }
       out.push_back(it->second);
     } while (lex_.accept(Tok::Comma));
@@ -513,6 +536,7 @@ class Parser {
 
   Lexer lex_;
   int depth_ = 0;
+  std::unordered_map<std::string_view, TypePtr> type_cache_;
 };
 
 }  // namespace

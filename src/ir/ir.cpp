@@ -103,6 +103,12 @@ Value* Node::addOutput(TypePtr type) {
   return v;
 }
 
+Value* Node::addOutput(TypePtr type, const std::string& name) {
+  Value* v = graph_->newValue(this, outputs_.size(), type ? std::move(type) : Type::tensor(), &name);
+  outputs_.push_back(v);
+  return v;
+}
+
 void Node::eraseOutput(size_t i) {
   Value* v = outputs_.at(i);
   if (v->hasUses()) fail("erasing output %" + v->debugName() + " which still has uses");
@@ -201,9 +207,7 @@ const std::vector<Value*>& Block::inputs() const { return param_->outputs(); }
 const std::vector<Value*>& Block::outputs() const { return return_->inputs(); }
 
 Value* Block::addInput(std::string name, TypePtr type) {
-  Value* v = param_->addOutput(std::move(type));
-  if (!name.empty()) v->setDebugName(name);
-  return v;
+  return name.empty() ? param_->addOutput(std::move(type)) : param_->addOutput(std::move(type), name);
 }
 void Block::eraseInput(size_t i) { param_->eraseOutput(i); }
 size_t Block::registerOutput(Value* v) {
@@ -256,11 +260,16 @@ Value* Graph::insertConstant(AttrValue value, TypePtr type) {
   return n->output();
 }
 
-Value* Graph::newValue(Node* n, size_t offset, TypePtr type) {
+Value* Graph::newValue(Node* n, size_t offset, TypePtr type, const std::string* name) {
+  if (name && !isValidName(*name)) throw std::invalid_argument("invalid value name '" + *name + "'");
   auto* v = new Value(n, offset, std::move(type));
+  try {
+    claimName(v, name ? *name : freshName(), /*explicit_name=*/name != nullptr);
+  } catch (...) {
+    delete v;
+    throw;
+  }
   all_values_.insert(v);
-  v->name_ = freshName();
-  names_.emplace(v->name_, v);
   return v;
 }
 
@@ -304,23 +313,27 @@ bool Graph::isValidName(std::string_view name) const {
   });
 }
 
+// Registers `name` for v. A value that still carries the numeric name it got
+// at creation gives the name up (and gets a fresh one); any other holder is a conflict.
+void Graph::claimName(Value* v, const std::string& name, bool explicit_name) {
+  auto [it, inserted] = names_.try_emplace(name, v);
+  if (!inserted) {
+    Value* other = it->second;
+    if (!other->auto_named_) throw std::invalid_argument("value name '%" + name + "' is already defined");
+    other->name_ = freshName();
+    names_.emplace(other->name_, other);
+    it->second = v;
+  }
+  v->name_ = name;
+  v->auto_named_ = !explicit_name;
+}
+
 void Graph::renameValue(Value* v, const std::string& name) {
   if (v->name_ == name) return;
   if (!isValidName(name)) throw std::invalid_argument("invalid value name '" + name + "'");
-  if (auto it = names_.find(name); it != names_.end()) {
-    // A value that still carries the numeric name it got at creation gives way.
-    Value* other = it->second;
-    bool auto_named = std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-                      other->auto_named_;
-    if (!auto_named) throw std::invalid_argument("value name '%" + name + "' is already defined");
-    names_.erase(it);
-    other->name_ = freshName();
-    names_.emplace(other->name_, other);
-  }
-  names_.erase(v->name_);
-  v->name_ = name;
-  v->auto_named_ = false;
-  names_.emplace(name, v);
+  std::string old = v->name_;
+  claimName(v, name, true);
+  names_.erase(old);
 }
 
 Value* Graph::findValue(std::string_view name) const {

@@ -115,6 +115,8 @@ class Node {
   void removeInput(size_t i);
   void removeAllInputs();
   Value* addOutput(TypePtr type = nullptr);
+  // An output with the given debug name (throws like Value::setDebugName).
+  Value* addOutput(TypePtr type, const std::string& name);
   void eraseOutput(size_t i);  // the output must have no uses
   Block* addBlock();
 
@@ -244,11 +246,12 @@ class Graph : public std::enable_shared_from_this<Graph> {
   friend class Node;
   friend class Block;
   friend class Value;
-  Value* newValue(Node* n, size_t offset, TypePtr type);
+  Value* newValue(Node* n, size_t offset, TypePtr type, const std::string* name = nullptr);
   void freeValue(Value* v);
   void freeNode(Node* n);
   void freeBlock(Block* b);
   void renameValue(Value* v, const std::string& name);
+  void claimName(Value* v, const std::string& name, bool explicit_name);
 
   Block* block_;
   Node* insert_before_;

@@ -82,10 +82,19 @@ bool Type::isKnownSimpleName(std::string_view name) {
   return std::find(kSimpleNames.begin(), kSimpleNames.end(), name) != kSimpleNames.end();
 }
 TypePtr Type::simple(std::string_view name) {
-  if (!isKnownSimpleName(name)) throw std::invalid_argument("unknown type '" + std::string(name) + "'");
-  auto t = std::shared_ptr<Type>(new Type(TypeKind::Simple));
-  t->name_ = std::string(name);
-  return t;
+  // One shared instance per simple type.
+  static const std::vector<TypePtr> instances = [] {
+    std::vector<TypePtr> out;
+    for (std::string_view n : kSimpleNames) {
+      auto t = std::shared_ptr<Type>(new Type(TypeKind::Simple));
+      t->name_ = std::string(n);
+      out.push_back(std::move(t));
+    }
+    return out;
+  }();
+  for (size_t i = 0; i < kSimpleNames.size(); ++i)
+    if (kSimpleNames[i] == name) return instances[i];
+  throw std::invalid_argument("unknown type '" + std::string(name) + "'");
 }
 
 #define LLGA_CONTAINER_FACTORY(fn, KIND)                   \

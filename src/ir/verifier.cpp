@@ -1,5 +1,6 @@
 #include "ir/verifier.h"
 
+#include <unordered_map>
 #include <unordered_set>
 
 #include "ir/ir.h"
@@ -13,6 +14,7 @@ class Verifier {
 
   std::vector<std::string> run() {
     block(g_.block(), nullptr);
+    checkUseCounts();
     return std::move(errors_);
   }
 
@@ -26,7 +28,6 @@ class Verifier {
       error(producer, "%" + v->debugName() + " has a wrong producer or offset");
     if (g_.findValue(v->debugName()) != v) error(producer, "%" + v->debugName() + " is not registered under its name");
     if (!v->type()) error(producer, "%" + v->debugName() + " has no type");
-    if (!seen_names_.insert(v->debugName()).second) error(producer, "name %" + v->debugName() + " defined twice");
     for (const Use& u : v->uses()) {
       if (u.offset >= u.user->inputs().size() || u.user->inputs()[u.offset] != v)
         error(producer, "use-list of %" + v->debugName() + " names a use that does not exist");
@@ -34,17 +35,21 @@ class Verifier {
     visible_.insert(v);
   }
 
+  // Inputs must be visible here. Use-lists are checked in total: every Use
+  // points at a real input slot (value()), and each value has exactly as many
+  // uses as input slots that name it (checkUseCounts()).
   void inputs(const Node* n) {
-    for (size_t i = 0; i < n->inputs().size(); ++i) {
-      const Value* in = n->inputs()[i];
-      if (!visible_.count(in)) {
-        error(n, "input %" + in->debugName() + " is not defined before its use");
-        continue;
-      }
-      size_t count = 0;
-      for (const Use& u : in->uses()) count += (u.user == n && u.offset == i);
-      if (count != 1) error(n, "use-list of %" + in->debugName() + " does not record this use exactly once");
+    for (const Value* in : n->inputs()) {
+      if (!visible_.count(in)) error(n, "input %" + in->debugName() + " is not defined before its use");
+      ++slots_[in];
     }
+  }
+
+  void checkUseCounts() {
+    for (const auto& [v, slots] : slots_)
+      if (v->uses().size() != slots)
+        error(v->node(), "use-list of %" + v->debugName() + " has " + std::to_string(v->uses().size()) +
+                             " entries for " + std::to_string(slots) + " uses");
   }
 
   void block(const Block* b, const Node* owner) {
@@ -80,7 +85,7 @@ class Verifier {
 
   const Graph& g_;
   std::unordered_set<const Value*> visible_;
-  std::unordered_set<std::string> seen_names_;
+  std::unordered_map<const Value*, size_t> slots_;  // input slots naming each value
   std::vector<std::string> errors_;
 };
 

@@ -1,0 +1,65 @@
+"""The main demo: trace torchvision's resnet18, import it into llga, summarize.
+
+    /usr/bin/python3 -m llga.demo [--model resnet18] [--form inlined|graph|frozen]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+import warnings
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m llga.demo", description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--form", default="inlined", choices=["graph", "inlined", "frozen"])
+    args = ap.parse_args(argv)
+
+    import torch
+
+    import llga
+    from llga import zoo
+
+    torch.set_num_threads(2)
+    print(f"tracing torchvision {args.model} (random weights) ...", flush=True)
+    model = zoo.torchvision_model(args.model)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(model, torch.randn(1, 3, 224, 224), check_trace=False)
+        obj = torch.jit.freeze(traced) if args.form == "frozen" else traced
+    tgraph = {"graph": obj.graph, "inlined": obj.inlined_graph, "frozen": obj.graph}[args.form]
+    text = tgraph.str()
+
+    # Parse time: best of a few runs of the C++ parser on the same text.
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        graph = llga.parse(text)
+        times.append(time.perf_counter() - t0)
+    _, weights = llga.import_torch(obj, inline=args.form != "graph")
+
+    counts = collections.Counter(n.kind for n in graph.nodes(recursive=True))
+    total = sum(counts.values())
+    print(f"\n{args.model} ({args.form} graph): {len(text) / 1024:.0f} KiB of IR text, {total} nodes, "
+          f"parsed in {min(times) * 1e3:.2f} ms (best of {len(times)})")
+    print("\ninputs:")
+    for v in graph.inputs:
+        print(f"  %{v.name} : {v.type}")
+    print("outputs:")
+    for v in graph.outputs:
+        print(f"  %{v.name} : {v.type}")
+    print(f"\nnodes by kind ({len(counts)} kinds):")
+    width = max(len(k) for k in counts)
+    for kind, n in counts.most_common():
+        print(f"  {kind:<{width}}  {n:5d}  {'#' * max(1, round(40 * n / max(counts.values())))}")
+    nbytes = sum(a.nbytes for a in weights.values())
+    print(f"\nweights: {len(weights)} tensors, {nbytes / 2**20:.1f} MiB, shared with torch (no copy)")
+    print(f"verifier: {'ok' if not graph.verify() else graph.verify()}")
+    print(f"round trip: str(llga.parse(text)) == text -> {str(graph) == text}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
