@@ -134,6 +134,7 @@ std::shared_ptr<ConstantTensor> tryParseTensorLiteral(std::string_view text, siz
       ++i;
       continue;
     }
+    if (numel == 0 || chunk_width <= 0) error(at, "tensor literal has more values than its sizes allow");
     int64_t base = std::max<int64_t>(slice, 0) * rows * cols;
     int64_t row = in_chunk / chunk_width, col = chunk_first + in_chunk % chunk_width;
     int64_t idx = base + row * cols + col;
