@@ -89,3 +89,20 @@ INSTANTIATE_TEST_SUITE_P(Ir, Golden, ::testing::ValuesIn(goldenFiles()),
                          });
 
 }  // namespace
+
+namespace {
+
+TEST(LlgaOpt, ReadsStdinAndReportsErrors) {
+  const std::string ok = run("printf 'graph(%%x : Tensor):\\n  %%y : Tensor = aten::relu(%%x)\\n  return (%%y)\\n' | " +
+                             std::string(LLGA_OPT_PATH) + " - 2>&1; echo \"exit=$?\"");
+  EXPECT_EQ(ok, "graph(%x : Tensor):\n  %y : Tensor = aten::relu(%x)\n  return (%y)\nexit=0\n");
+  const std::string bad = run("printf 'graph(%%x : Tensor):\\n  return (%%q)\\n' | " + std::string(LLGA_OPT_PATH) +
+                              " 2>&1; echo \"exit=$?\"");
+  EXPECT_NE(bad.find("<stdin>:2:11: use of undefined value %q"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("exit=1"), std::string::npos) << bad;
+  const std::string usage = run(std::string(LLGA_OPT_PATH) + " --bogus 2>&1; echo \"exit=$?\"");
+  EXPECT_NE(usage.find("unknown option --bogus"), std::string::npos);
+  EXPECT_NE(usage.find("exit=2"), std::string::npos);
+}
+
+}  // namespace
