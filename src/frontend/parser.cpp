@@ -366,6 +366,8 @@ class Parser {
   // {2} or {0.5}: a one-element tensor printed as its value.
   std::shared_ptr<ConstantTensor> scalarTensor(Node* n, const Token& num) {
     ScalarType dt = outputDtype(n).value_or(num.kind == Tok::Int ? ScalarType::Long : ScalarType::Float);
+    if (!canStoreElements(dt))
+      lex_.error(num.pos, "cannot read a {...} constant of dtype " + std::string(scalarTypeName(dt)));
     auto t = ConstantTensor::owned(dt, {});
     double v = num.kind == Tok::Int ? static_cast<double>(parseInt(num)) : parseDouble(num);
     storeElement(*t, 0, v, num.kind == Tok::Int ? parseInt(num) : static_cast<int64_t>(v));

@@ -8,6 +8,35 @@
 
 namespace llga {
 
+bool canStoreElements(ScalarType t) {
+  switch (t) {
+    case ScalarType::Float: case ScalarType::Double: case ScalarType::Half: case ScalarType::BFloat16:
+    case ScalarType::Long: case ScalarType::Int: case ScalarType::Short: case ScalarType::Char:
+    case ScalarType::Byte: case ScalarType::Bool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// IEEE binary16, round to nearest even.
+static uint16_t floatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u) return static_cast<uint16_t>(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflows to inf
+  if (x < 0x38800000u) {                                              // subnormal or zero
+    float a;
+    std::memcpy(&a, &x, 4);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
+  }
+  uint32_t mant_odd = (x >> 13) & 1u;
+  x += 0xc8000fffu + mant_odd;  // rebias exponent (-112 << 23) and round
+  return static_cast<uint16_t>(sign | (x >> 13));
+}
+
 void storeElement(ConstantTensor& t, size_t i, double v, int64_t iv) {
   auto* base = static_cast<unsigned char*>(t.data) + i * scalarTypeSize(t.dtype);
   auto put = [base](auto x) { std::memcpy(base, &x, sizeof x); };
@@ -20,6 +49,7 @@ void storeElement(ConstantTensor& t, size_t i, double v, int64_t iv) {
     case ScalarType::Char: put(static_cast<int8_t>(iv)); break;
     case ScalarType::Byte: put(static_cast<uint8_t>(iv)); break;
     case ScalarType::Bool: put(static_cast<uint8_t>(iv != 0)); break;
+    case ScalarType::Half: put(floatToHalf(static_cast<float>(v))); break;
     case ScalarType::BFloat16: {
       float f = static_cast<float>(v);
       uint32_t bits;
@@ -52,6 +82,7 @@ bool parseTrailer(std::string_view text, size_t p, ScalarType* dtype, std::vecto
   name.remove_suffix(4);
   auto dt = scalarTypeFromName(name);
   if (!dt) error(name_start, "unknown dtype '" + std::string(name) + "' in tensor literal");
+  if (!canStoreElements(*dt)) error(name_start, "cannot read " + std::string(name) + " tensor literals");
   *dtype = *dt;
   ++q;  // '{'
   while (q < text.size() && text[q] != '}') {

@@ -25,6 +25,9 @@ using LiteralErrorFn = std::function<void(size_t pos, const std::string& message
 std::shared_ptr<ConstantTensor> tryParseTensorLiteral(std::string_view text, size_t pos, size_t* end,
                                                       const LiteralErrorFn& error);
 
+// Dtypes whose elements storeElement can write (not complex or quantized ones).
+bool canStoreElements(ScalarType t);
+
 // Writes element `i` (row-major, contiguous tensor) from a double or an integer.
 void storeElement(ConstantTensor& t, size_t i, double v, int64_t iv);
 

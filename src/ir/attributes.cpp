@@ -1,5 +1,6 @@
 #include "ir/attributes.h"
 
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -44,6 +45,21 @@ double ConstantTensor::scalarAsDouble(size_t i) const {
     case ScalarType::Char: return load(int8_t{});
     case ScalarType::Byte: return load(uint8_t{});
     case ScalarType::Bool: return load(uint8_t{});
+    case ScalarType::Half: {
+      uint16_t h; std::memcpy(&h, p, 2);
+      uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
+      if (exp == 0) {  // zero or subnormal
+        float f = std::ldexp(static_cast<float>(mant), -24);
+        std::memcpy(&bits, &f, 4);
+        bits |= sign;
+      } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (mant << 13);
+      } else {
+        bits = sign | ((exp + 112) << 23) | (mant << 13);
+      }
+      float f; std::memcpy(&f, &bits, 4);
+      return f;
+    }
     case ScalarType::BFloat16: {
       uint16_t h; std::memcpy(&h, p, 2);
       uint32_t bits = uint32_t(h) << 16; float f; std::memcpy(&f, &bits, 4);

@@ -63,6 +63,16 @@ TEST(Parser, TensorLiterals) {
   EXPECT_EQ(e.scalarAsDouble(1), -INFINITY);
   EXPECT_EQ(e.scalarAsDouble(2), 1000.0);
   EXPECT_EQ(constantOf(*g, "f").scalarAsDouble(1), 0);
+  // Half constants store IEEE binary16 (found by the fuzzer: {..} of a Half value).
+  auto h = parseGraph("graph():\n  %h : Half(requires_grad=0, device=cpu) = prim::Constant[value={-1.5}]()\n"
+                      "  %k : Half(3) = prim::Constant[value= 65504  6.1035e-05  1e-07 [ CPUHalfType{3} ]]()\n"
+                      "  return (%h, %k)\n");
+  EXPECT_EQ(constantOf(*h, "h").scalarAsDouble(0), -1.5);
+  EXPECT_EQ(constantOf(*h, "k").scalarAsDouble(0), 65504.0);
+  EXPECT_NEAR(constantOf(*h, "k").scalarAsDouble(1), 6.1035e-05, 1e-8);
+  EXPECT_NEAR(constantOf(*h, "k").scalarAsDouble(2), 1.19e-07, 1e-9);  // nearest subnormal
+  EXPECT_THROW(parseGraph("graph():\n  %c : ComplexFloat(requires_grad=0) = prim::Constant[value={2}]()\n  return (%c)\n"),
+               ParseError);
   // Unbound "<Tensor>" constants take dtype and shape from the value's type.
   auto w = parseGraph("graph():\n  %w : Float(4, 3, strides=[3, 1]) = prim::Constant[value=<Tensor>]()\n  return (%w)\n");
   const auto& wt = constantOf(*w, "w");
