@@ -3,6 +3,7 @@
     import llga
     g = llga.parse(traced.inlined_graph.str())     # llga.Graph
     g, weights = llga.import_torch(traced)          # graph + {name: numpy array}
+    compiled = llga.optimize(traced)                # run it: compiled(numpy_array)
 
 The torch adapter is optional: parsing needs no PyTorch.
 """
@@ -13,15 +14,26 @@ from typing import Union
 
 from . import _llga
 from ._llga import Block, Graph, Node, TensorConstant, Type, Value
-from .errors import LlgaError, ParseError, UnsupportedOpError, VerifyError
+from .compiler import CompiledGraph, optimize
+from .errors import CompileError, ExecutionError, InputError, LlgaError, ParseError, UnsupportedOpError, VerifyError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Block", "Graph", "Node", "TensorConstant", "Type", "Value",
+    "CompiledGraph", "CompileError", "ExecutionError", "InputError",
     "LlgaError", "ParseError", "UnsupportedOpError", "VerifyError",
-    "parse", "parse_type", "import_torch",
+    "parse", "parse_type", "import_torch", "optimize", "set_num_threads", "get_num_threads",
 ]
+
+
+def set_num_threads(n: int) -> None:
+    """Threads oneDNN may use inside one op (applies to every later call)."""
+    _llga.set_num_threads(int(n))
+
+
+def get_num_threads() -> int:
+    return _llga.get_num_threads()
 
 
 def parse(text: Union[str, bytes], filename: str = "<string>") -> Graph:

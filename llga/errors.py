@@ -30,4 +30,23 @@ class VerifyError(LlgaError, RuntimeError):
 
 
 class UnsupportedOpError(LlgaError, NotImplementedError):
-    """Op kinds llga cannot run, each with the source line it came from."""
+    """Op kinds llga cannot run, each with the source lines it came from.
+
+    ``ops`` maps each op kind to the list of places (``file.py:12:8``) it occurs.
+    """
+
+    def __init__(self, message: str, ops=None):
+        super().__init__(message)
+        self.ops = dict(ops or {})
+
+
+class CompileError(LlgaError, ValueError):
+    """A graph llga cannot compile: a missing weight, a malformed op, ..."""
+
+
+class InputError(LlgaError, ValueError):
+    """Inputs that do not fit the compiled graph (count, dtype, rank), naming the input."""
+
+
+class ExecutionError(LlgaError, RuntimeError):
+    """An op failed while running, naming the op and where it came from."""

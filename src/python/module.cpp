@@ -143,6 +143,8 @@ void translateParseError(const ParseError& e) {
 
 }  // namespace
 
+void bindRuntime(py::module_& m);  // runtime_bindings.cpp
+
 PYBIND11_MODULE(_llga, m) {
   m.doc() = "llga core bindings (use the llga package, not this module)";
 
@@ -292,4 +294,5 @@ PYBIND11_MODULE(_llga, m) {
       }, py::arg("text"), py::arg("filename") = "<string>");
   m.def("parse_type", [](const std::string& text) { return PyType{parseType(text)}; });
   m.def("format_double", &formatDouble);
+  bindRuntime(m);
 }

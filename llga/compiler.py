@@ -1,0 +1,92 @@
+"""llga.optimize: from a TorchScript object (or IR text plus weights) to a
+callable that runs on numpy arrays."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+import numpy as np
+
+from . import _llga
+from ._llga import Graph
+from .errors import InputError
+
+
+class CompiledGraph:
+    """A compiled graph: call it with numpy arrays (or CPU torch tensors).
+
+    Inputs are used in place (no copy); outputs are numpy arrays over llga's
+    buffers (no copy). The graph's return structure (tensor, tuple, list) is
+    kept. Safe to call from several threads at once.
+    """
+
+    def __init__(self, graph: Graph, weights: Mapping[str, np.ndarray]):
+        self.graph = graph
+        self._weights = dict(weights)
+        self._impl = _llga.CompiledGraphImpl(graph, self._weights)
+        self._single = len(graph.outputs) == 1
+
+    @property
+    def input_names(self):
+        return list(self._impl.input_names)
+
+    @property
+    def weight_bytes(self) -> int:
+        return self._impl.weight_bytes
+
+    def __call__(self, *inputs):
+        args = [_to_numpy_if_torch(x, i) for i, x in enumerate(inputs)]
+        out = self._impl.run(args)
+        return out[0] if self._single else tuple(out)
+
+    def __repr__(self):
+        names = ", ".join(self.input_names)
+        return f"<llga.CompiledGraph ({names}) -> {len(self.graph.outputs)} output(s)>"
+
+
+def _to_numpy_if_torch(x: Any, i: int):
+    mod = type(x).__module__
+    if mod.startswith("torch") and hasattr(x, "numpy") and hasattr(x, "detach"):
+        if x.device.type != "cpu":
+            raise InputError(f"input {i}: llga runs on the CPU, got a tensor on {x.device}")
+        return x.detach().numpy()
+    return x
+
+
+def _load(obj, params: Optional[Mapping[str, Any]]):
+    weights: Dict[str, np.ndarray] = {}
+    if isinstance(obj, Graph):
+        graph = obj
+    elif isinstance(obj, (str, bytes)):
+        from . import parse
+
+        graph = parse(obj)
+    else:
+        from ._torch import import_torch
+
+        graph, weights = import_torch(obj)
+    for name, value in (params or {}).items():
+        arr = _to_numpy_if_torch(value, 0)
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"params[{name!r}] must be a numpy array or a torch tensor, got {type(value).__name__}")
+        weights[name] = arr
+    return graph, weights
+
+
+def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
+             params: Optional[Mapping[str, Any]] = None) -> CompiledGraph:
+    """Compiles a TorchScript module/function/graph, IR text or an llga.Graph.
+
+    ``params`` supplies (or overrides) weights by name: qualified attribute
+    paths (``layer1.0.conv1.weight``) or frozen constants' value names. With
+    ``example_inputs``, the graph runs once so that shape-dependent work is
+    done before the first real call.
+
+    Raises :class:`llga.UnsupportedOpError` listing every op kind llga cannot
+    run, and :class:`llga.CompileError` for missing or malformed weights.
+    """
+    graph, weights = _load(obj, params)
+    compiled = CompiledGraph(graph, weights)
+    if example_inputs is not None:
+        compiled(*example_inputs)
+    return compiled

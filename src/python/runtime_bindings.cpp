@@ -1,0 +1,180 @@
+// Bindings for the runtime: numpy arrays in and out without copies.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "runtime/compiled.h"
+#include "runtime/threads.h"
+
+namespace py = pybind11;
+using namespace llga;
+
+namespace {
+
+ScalarType dtypeFromNumpy(const py::dtype& dt, const std::string& what) {
+  char kind = dt.kind();
+  auto size = dt.itemsize();
+  if (kind == 'f' && size == 4) return ScalarType::Float;
+  if (kind == 'f' && size == 8) return ScalarType::Double;
+  if (kind == 'i' && size == 8) return ScalarType::Long;
+  if (kind == 'i' && size == 4) return ScalarType::Int;
+  if (kind == 'i' && size == 2) return ScalarType::Short;
+  if (kind == 'i' && size == 1) return ScalarType::Char;
+  if (kind == 'u' && size == 1) return ScalarType::Byte;
+  if (kind == 'b') return ScalarType::Bool;
+  throw py::type_error(what + ": numpy dtype " + std::string(py::str(static_cast<py::handle>(dt))) + " is not supported");
+}
+
+py::dtype numpyDtype(ScalarType t) {
+  switch (t) {
+    case ScalarType::Float: return py::dtype("float32");
+    case ScalarType::Double: return py::dtype("float64");
+    case ScalarType::Long: return py::dtype("int64");
+    case ScalarType::Int: return py::dtype("int32");
+    case ScalarType::Short: return py::dtype("int16");
+    case ScalarType::Char: return py::dtype("int8");
+    case ScalarType::Byte: return py::dtype("uint8");
+    case ScalarType::Bool: return py::dtype("bool");
+    default: throw py::type_error("dtype " + std::string(scalarTypeName(t)) + " has no numpy equivalent");
+  }
+}
+
+// A tensor over the array's own memory; the array stays alive as long as the tensor's storage.
+Tensor tensorFromNumpy(py::array arr, const std::string& what) {
+  ScalarType dt = dtypeFromNumpy(arr.dtype(), what);
+  auto item = static_cast<int64_t>(arr.itemsize());
+  Shape sizes, strides;
+  bool ok = true;
+  for (py::ssize_t d = 0; d < arr.ndim(); ++d) {
+    sizes.push_back(arr.shape(d));
+    int64_t s = arr.strides(d);
+    ok &= s >= 0 && s % item == 0;
+    strides.push_back(s / item);
+  }
+  if (!ok) {  // negative or unaligned strides: one copy, here
+    arr = py::module_::import("numpy").attr("ascontiguousarray")(arr);
+    return tensorFromNumpy(arr, what);
+  }
+  int64_t extent = 1;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] > 0) extent += (sizes[d] - 1) * strides[d];
+  auto* keep = new py::object(arr);
+  std::shared_ptr<void> owner(keep, [](void* p) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<py::object*>(p);
+  });
+  auto st = Storage::borrow(const_cast<void*>(arr.data()), static_cast<size_t>(extent * item), std::move(owner));
+  return Tensor::fromStorage(std::move(st), dt, sizes, strides, 0);
+}
+
+py::object tensorToNumpy(const Tensor& t) {
+  py::dtype dt = numpyDtype(t.dtype());
+  std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end()), strides;
+  for (int64_t s : t.strides()) strides.push_back(s * static_cast<py::ssize_t>(t.itemsize()));
+  auto* keep = new std::shared_ptr<Storage>(t.storage());
+  py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<Storage>*>(p); });
+  return py::array(dt, shape, strides, t.data(), owner);
+}
+
+RtValue fromPython(const py::handle& o, const std::string& what) {
+  if (o.is_none()) return RtValue();
+  if (py::isinstance<py::array>(o)) return RtValue(tensorFromNumpy(py::reinterpret_borrow<py::array>(o), what));
+  if (py::isinstance<py::bool_>(o)) return RtValue(o.cast<bool>());
+  if (py::isinstance<py::int_>(o)) return RtValue(o.cast<int64_t>());
+  if (py::isinstance<py::float_>(o)) return RtValue(o.cast<double>());
+  if (py::isinstance<py::str>(o)) return RtValue(o.cast<std::string>());
+  if (py::isinstance<py::list>(o) || py::isinstance<py::tuple>(o)) {
+    std::vector<RtValue> items;
+    for (auto item : o) items.push_back(fromPython(item, what));
+    return py::isinstance<py::list>(o) ? makeList(std::move(items)) : makeTuple(std::move(items));
+  }
+  // numpy scalars and anything array-like
+  py::object np = py::module_::import("numpy");
+  if (py::isinstance(o, np.attr("generic"))) return fromPython(o.attr("item")(), what);
+  throw py::type_error(what + ": cannot pass a " + std::string(py::str(o.get_type().attr("__name__"))) + " to llga");
+}
+
+py::object toPython(const RtValue& v) {
+  return std::visit(
+      [](const auto& x) -> py::object {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, RtNone>) return py::none();
+        else if constexpr (std::is_same_v<T, Tensor>) return tensorToNumpy(x);
+        else if constexpr (std::is_same_v<T, RtList>) {
+          py::list out;
+          for (const RtValue& i : *x) out.append(toPython(i));
+          return std::move(out);
+        } else if constexpr (std::is_same_v<T, RtTuplePtr>) {
+          py::tuple out(x->items.size());
+          for (size_t i = 0; i < x->items.size(); ++i) out[i] = toPython(x->items[i]);
+          return std::move(out);
+        } else if constexpr (std::is_same_v<T, RtDevice>) {
+          return py::str(x.name);
+        } else {
+          return py::cast(x);
+        }
+      },
+      v.v);
+}
+
+void raise(const char* cls_name, const std::string& msg) {
+  py::object cls = py::module_::import("llga.errors").attr(cls_name);
+  PyErr_SetObject(cls.ptr(), py::str(msg).ptr());
+  throw py::error_already_set();
+}
+
+}  // namespace
+
+void bindRuntime(py::module_& m) {
+  py::class_<CompiledGraph, std::shared_ptr<CompiledGraph>>(m, "CompiledGraphImpl")
+      .def(py::init([](std::shared_ptr<Graph> g, py::dict weights) {
+             WeightMap w;
+             for (auto [k, v] : weights) {
+               std::string name = py::str(k);
+               w.emplace(name, tensorFromNumpy(py::array::ensure(v), "weight '" + name + "'"));
+             }
+             try {
+               return std::make_shared<CompiledGraph>(std::move(g), std::move(w));
+             } catch (const UnsupportedOps& e) {
+               py::dict ops;
+               for (const auto& [kind, lines] : e.ops) ops[py::str(kind)] = lines;
+               py::object cls = py::module_::import("llga.errors").attr("UnsupportedOpError");
+               py::object exc = cls(e.what(), ops);
+               PyErr_SetObject(cls.ptr(), exc.ptr());
+               throw py::error_already_set();
+             } catch (const std::invalid_argument& e) {
+               raise("CompileError", e.what());
+             }
+             return std::shared_ptr<CompiledGraph>();
+           }),
+           py::arg("graph"), py::arg("weights"))
+      .def("run", [](const CompiledGraph& c, py::list args) {
+        std::vector<RtValue> in;
+        for (size_t i = 0; i < args.size(); ++i) {
+          std::string what = "input " + std::to_string(i);
+          if (i < c.inputs().size()) what += " ('" + c.inputs()[i].name + "')";
+          in.push_back(fromPython(args[i], what));
+        }
+        std::vector<RtValue> out;
+        try {
+          py::gil_scoped_release release;
+          out = c.run(std::move(in));
+        } catch (const ExecutionError& e) {
+          raise("ExecutionError", e.what());
+        } catch (const std::invalid_argument& e) {
+          raise("InputError", e.what());
+        }
+        py::list result;
+        for (const RtValue& v : out) result.append(toPython(v));
+        return result;
+      })
+      .def_property_readonly("input_names", [](const CompiledGraph& c) {
+        std::vector<std::string> names;
+        for (const auto& s : c.inputs()) names.push_back(s.name);
+        return names;
+      })
+      .def_property_readonly("weight_bytes", &CompiledGraph::weightBytes);
+  m.def("set_num_threads", &setNumThreads);
+  m.def("get_num_threads", &getNumThreads);
+  m.def("supported_ops", [] { return OpRegistry::global().kinds(); });
+}

@@ -1,0 +1,54 @@
+#include "runtime/compiled.h"
+
+namespace llga {
+
+CompiledGraph::CompiledGraph(std::shared_ptr<Graph> graph, WeightMap weights)
+    : graph_(std::move(graph)), weights_(std::move(weights)) {
+  for (const Value* v : graph_->inputs())
+    if (v->type()->kind() != TypeKind::Class) inputs_.push_back({v->debugName(), v->type()});
+  plan_ = Plan::build(graph_, weights_);
+}
+
+size_t CompiledGraph::weightBytes() const {
+  size_t n = 0;
+  for (const auto& [k, t] : weights_) n += static_cast<size_t>(t.numel()) * t.itemsize();
+  return n;
+}
+
+void CompiledGraph::checkInputs(const std::vector<RtValue>& in) const {
+  if (in.size() != inputs_.size()) {
+    std::string names;
+    for (const auto& s : inputs_) names += (names.empty() ? "" : ", ") + s.name;
+    throw std::invalid_argument("the graph takes " + std::to_string(inputs_.size()) + " input(s) (" + names + "), got " +
+                                std::to_string(in.size()));
+  }
+  for (size_t i = 0; i < in.size(); ++i) {
+    const InputSpec& spec = inputs_[i];
+    const RtValue& v = in[i];
+    auto fail = [&](const std::string& what) {
+      throw std::invalid_argument("input " + std::to_string(i) + " ('" + spec.name + "' : " + spec.type->str() + "): " + what);
+    };
+    if (spec.type->isTensor()) {
+      if (!v.isTensor()) fail(std::string("expected a tensor, got ") + v.kindName());
+      const TensorInfo& info = spec.type->tensorInfo();
+      const Tensor& t = v.tensor();
+      if (info.dtype && *info.dtype != t.dtype())
+        fail("expected dtype " + std::string(scalarTypeName(*info.dtype)) + ", got " + t.describe());
+      if (info.sizes && static_cast<int64_t>(info.sizes->size()) != t.dim())
+        fail("expected rank " + std::to_string(info.sizes->size()) + ", got " + t.describe());
+    } else if (spec.type->isSimple("int") && !v.isInt()) {
+      fail(std::string("expected an int, got ") + v.kindName());
+    } else if (spec.type->isSimple("float") && !(v.isDouble() || v.isInt())) {
+      fail(std::string("expected a float, got ") + v.kindName());
+    } else if (spec.type->isSimple("bool") && !v.isBool()) {
+      fail(std::string("expected a bool, got ") + v.kindName());
+    }
+  }
+}
+
+std::vector<RtValue> CompiledGraph::run(std::vector<RtValue> inputs) const {
+  checkInputs(inputs);
+  return plan_->run(std::move(inputs));
+}
+
+}  // namespace llga

@@ -1,0 +1,45 @@
+#include "runtime/dnnl_utils.h"
+
+namespace llga {
+
+dnnl::engine& cpuEngine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+bool hasDnnlType(ScalarType t) {
+  return t == ScalarType::Float || t == ScalarType::BFloat16 || t == ScalarType::Int || t == ScalarType::Char ||
+         t == ScalarType::Byte;
+}
+
+dnnl::memory::data_type dnnlType(ScalarType t) {
+  using dt = dnnl::memory::data_type;
+  switch (t) {
+    case ScalarType::Float: return dt::f32;
+    case ScalarType::BFloat16: return dt::bf16;
+    case ScalarType::Int: return dt::s32;
+    case ScalarType::Char: return dt::s8;
+    case ScalarType::Byte: return dt::u8;
+    default: throw std::invalid_argument("oneDNN has no " + std::string(scalarTypeName(t)) + " data type");
+  }
+}
+
+dnnl::memory::desc plainDesc(const Tensor& t) { return plainDesc(t, t.sizes()); }
+
+dnnl::memory::desc plainDesc(const Tensor& t, const Shape& sizes) {
+  if (sizes.empty()) return dnnl::memory::desc({1}, dnnlType(t.dtype()), dnnl::memory::dims{1});
+  if (sizes == t.sizes()) return dnnl::memory::desc(sizes, dnnlType(t.dtype()), t.strides());
+  return dnnl::memory::desc(sizes, dnnlType(t.dtype()), Tensor::contiguousStrides(sizes));
+}
+
+dnnl::memory wrap(const Tensor& t, const dnnl::memory::desc& md) { return dnnl::memory(md, cpuEngine(), t.data()); }
+
+Tensor allocateFor(const dnnl::memory::desc& md) {
+  size_t bytes = md.get_size();
+  auto st = Storage::allocate(bytes);
+  return Tensor::fromStorage(st, ScalarType::Byte, {static_cast<int64_t>(bytes)}, {1}, 0);
+}
+
+std::string implName(const dnnl::primitive_desc_base& pd) { return pd.impl_info_str(); }
+
+}  // namespace llga

@@ -1,0 +1,92 @@
+// The op library's interface. Each op kind registers a factory that, given
+// the node, returns a Kernel; the plan calls Kernel::run once per execution.
+// Kernels may cache work that depends only on shapes (oneDNN primitives,
+// reordered weights) keyed by the shapes they see; they must be safe to run
+// from several threads at once.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/ir.h"
+#include "runtime/value.h"
+
+namespace dnnl {
+struct stream;
+}
+
+namespace llga {
+
+struct ExecContext;
+
+struct KernelArgs {
+  RtValue* const* in;
+  size_t num_in;
+  RtValue* const* out;
+  size_t num_out;
+  ExecContext& ctx;
+
+  const RtValue& input(size_t i) const { return *in[i]; }
+  const Tensor& tensor(size_t i) const { return in[i]->tensor(); }
+  std::optional<Tensor> optTensor(size_t i) const {
+    if (i >= num_in || in[i]->isNone()) return std::nullopt;
+    return in[i]->tensor();
+  }
+  int64_t toInt(size_t i) const { return in[i]->toInt(); }
+  double toDouble(size_t i) const { return in[i]->toDouble(); }
+  bool toBool(size_t i) const { return in[i]->toBool(); }
+  bool isNone(size_t i) const { return i >= num_in || in[i]->isNone(); }
+  std::vector<int64_t> intList(size_t i) const { return in[i]->intList(); }
+  void set(size_t i, RtValue v) const { *out[i] = std::move(v); }
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void run(const KernelArgs& args) = 0;
+};
+
+using KernelFn = std::function<void(const KernelArgs&)>;
+
+class FnKernel final : public Kernel {
+ public:
+  explicit FnKernel(KernelFn fn) : fn_(std::move(fn)) {}
+  void run(const KernelArgs& a) override { fn_(a); }
+
+ private:
+  KernelFn fn_;
+};
+
+struct OpDef {
+  std::string kind;
+  size_t min_inputs, max_inputs;  // the schema's arity (optional trailing args allowed)
+  std::function<std::unique_ptr<Kernel>(const Node&)> make;
+};
+
+class OpRegistry {
+ public:
+  static OpRegistry& global();  // every op family registered
+  void add(std::string kind, size_t min_inputs, size_t max_inputs, KernelFn fn);
+  void add(OpDef def);
+  const OpDef* find(Symbol kind) const;
+  std::vector<std::string> kinds() const;
+
+ private:
+  std::unordered_map<Symbol, OpDef> ops_;
+};
+
+// Each op family (one file under ops/) adds its ops here.
+void registerPrimOps(OpRegistry& r);
+void registerShapeOps(OpRegistry& r);
+void registerElementwiseOps(OpRegistry& r);
+void registerConvOps(OpRegistry& r);
+void registerMatmulOps(OpRegistry& r);
+void registerPoolOps(OpRegistry& r);
+void registerNormOps(OpRegistry& r);
+void registerReduceOps(OpRegistry& r);
+
+}  // namespace llga

@@ -1,0 +1,306 @@
+// Binary elementwise ops with broadcasting, scalar operands and PyTorch's type
+// promotion. Python-number operands (int/float/bool) with no tensor compute
+// a Python number, as TorchScript's aten::add(int, int) does.
+#include <cmath>
+
+#include "runtime/dnnl_utils.h"
+#include "runtime/ops/op_utils.h"
+#include "runtime/strided.h"
+
+namespace llga {
+
+Shape broadcastShapes(const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (x != y && x != 1 && y != 1) {
+      auto str = [](const Shape& s) {
+        std::string r = "(";
+        for (size_t k = 0; k < s.size(); ++k) r += (k ? ", " : "") + std::to_string(s[k]);
+        return r + ")";
+      };
+      throw std::invalid_argument("shapes " + str(a) + " and " + str(b) + " cannot be broadcast together");
+    }
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+ScalarType resultType(const std::vector<const RtValue*>& ops) {
+  // Three priority classes: tensors with dims, 0-dim tensors, Python scalars.
+  // A lower class only matters if it is of a higher category (bool < int < float).
+  auto category = [](ScalarType t) { return t == ScalarType::Bool ? 0 : isIntegralType(t, false) ? 1 : 2; };
+  std::optional<ScalarType> dim_t, zero_t, scalar_t;
+  for (const RtValue* v : ops) {
+    if (v->isTensor()) {
+      const Tensor& t = v->tensor();
+      auto& slot = t.dim() > 0 ? dim_t : zero_t;
+      slot = slot ? promoteTypes(*slot, t.dtype()) : t.dtype();
+    } else {
+      ScalarType s = v->isDouble() ? ScalarType::Float : v->isBool() ? ScalarType::Bool : ScalarType::Long;
+      scalar_t = scalar_t ? promoteTypes(*scalar_t, s) : s;
+    }
+  }
+  std::optional<ScalarType> r = dim_t;
+  for (auto lower : {zero_t, scalar_t}) {
+    if (!lower) continue;
+    if (!r) r = lower;
+    else if (category(*lower) > category(*r)) r = *lower;  // Python floats count as Float (the default dtype)
+  }
+  return r.value_or(ScalarType::Float);
+}
+
+Tensor asTensor(const RtValue& v, ScalarType dtype) {
+  if (v.isTensor()) return v.tensor();
+  return Tensor::scalar(dtype, v.toDouble());
+}
+
+namespace {
+
+enum class Bin { Add, Sub, Mul, Div, DivTrunc, DivFloor, FloorDivide, Remainder, Pow, Max, Min,
+                 Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
+
+bool isComparison(Bin op) { return op >= Bin::Eq && op <= Bin::Ge; }
+
+template <typename T>
+T applyBin(Bin op, T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) {
+    switch (op) {
+      case Bin::Add: case Bin::Or: case Bin::Max: return a || b;
+      case Bin::Mul: case Bin::And: case Bin::Min: return a && b;
+      case Bin::Xor: case Bin::Sub: return a != b;
+      default: throw std::invalid_argument("operation not supported for bool tensors");
+    }
+  } else if constexpr (std::is_integral_v<T>) {
+    switch (op) {
+      case Bin::Add: return a + b;
+      case Bin::Sub: return a - b;
+      case Bin::Mul: return a * b;
+      case Bin::DivTrunc: if (b == 0) throw std::domain_error("integer division by zero"); return a / b;
+      case Bin::DivFloor: case Bin::FloorDivide: {
+        if (b == 0) throw std::domain_error("integer division by zero");
+        T q = a / b;
+        return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+      }
+      case Bin::Remainder: {
+        if (b == 0) throw std::domain_error("integer modulo by zero");
+        T m = a % b;
+        return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
+      }
+      case Bin::Pow: { T r = 1; for (T e = b; e > 0; --e) r *= a; return b < 0 ? (a == 1 ? 1 : 0) : r; }
+      case Bin::Max: return a > b ? a : b;
+      case Bin::Min: return a < b ? a : b;
+      case Bin::And: return a & b;
+      case Bin::Or: return a | b;
+      case Bin::Xor: return a ^ b;
+      default: throw std::invalid_argument("bad integer op");
+    }
+  } else {
+    double x = toDouble(a), y = toDouble(b), r;
+    switch (op) {
+      case Bin::Add: r = x + y; break;
+      case Bin::Sub: r = x - y; break;
+      case Bin::Mul: r = x * y; break;
+      case Bin::Div: r = x / y; break;
+      case Bin::DivTrunc: r = std::trunc(x / y); break;
+      case Bin::DivFloor: case Bin::FloorDivide: r = std::floor(x / y); break;
+      case Bin::Remainder: { r = std::fmod(x, y); if (r != 0 && ((r < 0) != (y < 0))) r += y; break; }
+      case Bin::Pow: r = std::pow(x, y); break;
+      case Bin::Max: r = std::isnan(x) || x > y ? x : y; break;
+      case Bin::Min: r = std::isnan(x) || x < y ? x : y; break;
+      default: throw std::invalid_argument("bad float op");
+    }
+    return fromDouble<T>(r);
+  }
+}
+
+template <typename T>
+bool applyCmp(Bin op, T a, T b) {
+  double x = toDouble(a), y = toDouble(b);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    switch (op) {
+      case Bin::Eq: return a == b; case Bin::Ne: return a != b; case Bin::Lt: return a < b;
+      case Bin::Le: return a <= b; case Bin::Gt: return a > b; default: return a >= b;
+    }
+  }
+  switch (op) {
+    case Bin::Eq: return x == y; case Bin::Ne: return x != y; case Bin::Lt: return x < y;
+    case Bin::Le: return x <= y; case Bin::Gt: return x > y; default: return x >= y;
+  }
+}
+
+dnnl::algorithm dnnlBinary(Bin op) {
+  switch (op) {
+    case Bin::Add: return dnnl::algorithm::binary_add;
+    case Bin::Sub: return dnnl::algorithm::binary_sub;
+    case Bin::Mul: return dnnl::algorithm::binary_mul;
+    case Bin::Div: return dnnl::algorithm::binary_div;
+    case Bin::Max: return dnnl::algorithm::binary_max;
+    case Bin::Min: return dnnl::algorithm::binary_min;
+    default: return dnnl::algorithm::undef;
+  }
+}
+
+bool noZeroStrides(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) <= 0 && t.size(d) > 1) return false;
+  return true;
+}
+
+// out[i] = a[i] op b[i] with broadcasting; a, b already in the compute dtype.
+void binaryLoop(Bin op, const Tensor& a, const Tensor& b, Tensor& out) {
+  Tensor ea = a.expand(out.sizes()), eb = b.expand(out.sizes());
+  std::array<Shape, 3> bs;
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    bs[0].push_back(out.stride(d) * static_cast<int64_t>(out.itemsize()));
+    bs[1].push_back(ea.stride(d) * static_cast<int64_t>(ea.itemsize()));
+    bs[2].push_back(eb.stride(d) * static_cast<int64_t>(eb.itemsize()));
+  }
+  auto loop = makeLoop<3>(out.sizes(), bs);
+  std::array<char*, 3> base{static_cast<char*>(out.data()), static_cast<char*>(ea.data()), static_cast<char*>(eb.data())};
+  dispatchDtype(a.dtype(), [&](auto t) {
+    using T = decltype(t);
+    forEachInner(loop, base, [&](std::array<char*, 3> p, int64_t n, std::array<int64_t, 3> s) {
+      for (int64_t i = 0; i < n; ++i) {
+        T x = *reinterpret_cast<T*>(p[1] + i * s[1]);
+        T y = *reinterpret_cast<T*>(p[2] + i * s[2]);
+        if (isComparison(op)) *reinterpret_cast<bool*>(p[0] + i * s[0]) = applyCmp<T>(op, x, y);
+        else *reinterpret_cast<T*>(p[0] + i * s[0]) = applyBin<T>(op, x, y);
+      }
+    });
+  });
+}
+
+// a op b into out (float32, a has out's shape, b broadcasts) on oneDNN.
+void dnnlBinaryRun(ExecContext& ctx, Bin op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  Shape bshape(out.dim() - b.dim(), 1);
+  bshape.insert(bshape.end(), b.sizes().begin(), b.sizes().end());
+  Tensor bb = b.dim() == out.dim() ? b : b.view(bshape);
+  if (bb.dim() == 0) bb = bb.view({1});
+  auto amd = plainDesc(a), bmd = plainDesc(bb), omd = plainDesc(out);
+  if (out.dim() == 0) { amd = plainDesc(a, {1}); omd = plainDesc(out, {1}); }
+  dnnl::binary::desc d(dnnlBinary(op), amd, bmd, omd);
+  dnnl::binary::primitive_desc pd(d, cpuEngine());
+  dnnl::binary(pd).execute(ctx.stream, {{DNNL_ARG_SRC_0, wrap(a, amd)}, {DNNL_ARG_SRC_1, wrap(bb, bmd)},
+                                        {DNNL_ARG_DST, wrap(out, omd)}});
+  ctx.stream.wait();
+}
+
+// Computes a op b (tensors or scalars). `out` (when given) is written in place.
+RtValue binary(ExecContext& ctx, Bin op, const RtValue& av, const RtValue& bv, std::optional<Tensor> inplace) {
+  if (!av.isTensor() && !bv.isTensor()) {  // Python number arithmetic
+    bool floats = av.isDouble() || bv.isDouble() || op == Bin::Div || op == Bin::Pow && bv.isInt() && bv.toInt() < 0;
+    if (isComparison(op)) return RtValue(floats ? applyCmp<double>(op, av.toDouble(), bv.toDouble())
+                                                : applyCmp<int64_t>(op, av.toInt(), bv.toInt()));
+    if (floats) return RtValue(applyBin<double>(op, av.toDouble(), bv.toDouble()));
+    return RtValue(applyBin<int64_t>(op, av.toInt(), bv.toInt()));
+  }
+  ScalarType common = resultType({&av, &bv});
+  if (op == Bin::Div && isIntegralType(common, true)) common = ScalarType::Float;
+  Tensor a = asTensor(av, common), b = asTensor(bv, common);
+  Shape shape = broadcastShapes(a.sizes(), b.sizes());
+  ScalarType out_t = isComparison(op) ? ScalarType::Bool : common;
+  Tensor out;
+  if (inplace) {
+    out = *inplace;
+    if (out.sizes() != shape)
+      throw std::invalid_argument("in-place op: the result shape does not match the tensor being written");
+    if (!isComparison(op) && isIntegralType(out.dtype(), true) && !isIntegralType(common, true))
+      throw std::invalid_argument("result type Float cannot be cast to the in-place tensor's integral dtype");
+  } else {
+    out = Tensor::empty(out_t, shape);
+  }
+  a = a.to(common);
+  b = b.to(common);
+  // oneDNN takes float32 with only the second operand broadcast.
+  if (common == ScalarType::Float && out.dtype() == ScalarType::Float && dnnlBinary(op) != dnnl::algorithm::undef &&
+      out.numel() > 0 && noZeroStrides(out)) {
+    if (a.sizes() == shape && noZeroStrides(a) && noZeroStrides(b)) {
+      dnnlBinaryRun(ctx, op, a, b, out);
+      return out;
+    }
+    bool commutes = op == Bin::Add || op == Bin::Mul || op == Bin::Max || op == Bin::Min;
+    if (commutes && b.sizes() == shape && noZeroStrides(a) && noZeroStrides(b)) {
+      dnnlBinaryRun(ctx, op, b, a, out);
+      return out;
+    }
+  }
+  if (out.dtype() == common || isComparison(op)) {
+    binaryLoop(op, a, b, out);
+  } else {
+    Tensor tmp = Tensor::empty(common, shape);
+    binaryLoop(op, a, b, tmp);
+    out.copyFrom(tmp);
+  }
+  return out;
+}
+
+// a + alpha * b (alpha defaults to 1)
+RtValue scaled(ExecContext& ctx, const KernelArgs& a, size_t alpha_at, const RtValue& b) {
+  if (a.num_in <= alpha_at) return b;
+  const RtValue& alpha = a.input(alpha_at);
+  if ((alpha.isInt() && alpha.toInt() == 1) || (alpha.isDouble() && alpha.toDouble() == 1.0)) return b;
+  return binary(ctx, Bin::Mul, b, alpha, std::nullopt);
+}
+
+void addArith(OpRegistry& r, const std::string& name, Bin op, bool has_alpha) {
+  size_t max_in = has_alpha ? 3 : 2;
+  r.add("aten::" + name, 2, max_in, [op, has_alpha](const KernelArgs& a) {
+    RtValue b = has_alpha ? scaled(a.ctx, a, 2, a.input(1)) : a.input(1);
+    a.set(0, binary(a.ctx, op, a.input(0), b, std::nullopt));
+  });
+  r.add("aten::" + name + "_", 2, max_in, [op, has_alpha](const KernelArgs& a) {
+    RtValue b = has_alpha ? scaled(a.ctx, a, 2, a.input(1)) : a.input(1);
+    a.set(0, binary(a.ctx, op, a.input(0), b, a.tensor(0)));
+  });
+}
+
+}  // namespace
+
+void registerBinaryOps(OpRegistry& r) {
+  addArith(r, "add", Bin::Add, true);
+  addArith(r, "sub", Bin::Sub, true);
+  addArith(r, "mul", Bin::Mul, false);
+  addArith(r, "floor_divide", Bin::FloorDivide, false);
+  addArith(r, "remainder", Bin::Remainder, false);
+  addArith(r, "pow", Bin::Pow, false);
+  addArith(r, "maximum", Bin::Max, false);
+  addArith(r, "minimum", Bin::Min, false);
+  addArith(r, "__and__", Bin::And, false);
+  addArith(r, "__or__", Bin::Or, false);
+  addArith(r, "__xor__", Bin::Xor, false);
+  addArith(r, "bitwise_and", Bin::And, false);
+  addArith(r, "logical_and", Bin::And, false);
+  for (auto [name, op] : {std::pair{"eq", Bin::Eq}, {"ne", Bin::Ne}, {"lt", Bin::Lt}, {"le", Bin::Le},
+                          {"gt", Bin::Gt}, {"ge", Bin::Ge}}) {
+    addArith(r, name, op, false);
+  }
+  // rsub(a, b, alpha) = b - alpha * a
+  r.add("aten::rsub", 2, 3, [](const KernelArgs& a) {
+    a.set(0, binary(a.ctx, Bin::Sub, a.input(1), scaled(a.ctx, a, 2, a.input(0)), std::nullopt));
+  });
+  // div(a, b, rounding_mode=None|"trunc"|"floor"); Python's int / int is true division too.
+  auto div = [](bool inplace) {
+    return [inplace](const KernelArgs& a) {
+      Bin op = Bin::Div;
+      if (a.num_in > 2 && !a.isNone(2)) {
+        const std::string& mode = a.input(2).str();
+        if (mode == "trunc") op = Bin::DivTrunc;
+        else if (mode == "floor") op = Bin::DivFloor;
+        else throw std::invalid_argument("div: rounding_mode must be None, 'trunc' or 'floor', got '" + mode + "'");
+      }
+      std::optional<Tensor> out;
+      if (inplace) out = a.tensor(0);
+      a.set(0, binary(a.ctx, op, a.input(0), a.input(1), out));
+    };
+  };
+  r.add("aten::div", 2, 3, div(false));
+  r.add("aten::div_", 2, 3, div(true));
+  r.add("aten::floordiv", 2, 2, [](const KernelArgs& a) {
+    a.set(0, binary(a.ctx, Bin::FloorDivide, a.input(0), a.input(1), std::nullopt));
+  });
+}
+
+}  // namespace llga

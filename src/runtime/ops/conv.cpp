@@ -1,0 +1,260 @@
+// Convolutions (1-3 spatial dims, groups, dilation, transposed) on oneDNN.
+//   aten::_convolution(input, weight, bias, stride, padding, dilation, transposed,
+//                      output_padding, groups, benchmark, deterministic, cudnn_enabled, allow_tf32)
+//   aten::conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)   padding may be "same"/"valid"
+//   aten::conv_transpose{1,2,3}d(input, weight, bias, stride, padding, output_padding, groups, dilation)
+// Activations and weights use format_tag::any; constant weights are reordered
+// into the primitive's layout once per input shape and kept.
+#include "runtime/dnnl_utils.h"
+#include "runtime/ops/op_utils.h"
+#include "runtime/ops/primitive_cache.h"
+
+namespace llga {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+struct ConvParams {
+  Shape stride, padding_l, padding_r, dilation, output_padding;
+  bool transposed = false;
+  int64_t groups = 1;
+  bool same = false;
+};
+
+Shape expandParam(Shape v, size_t n, const char* what) {
+  if (v.size() == 1 && n > 1) v.assign(n, v[0]);
+  if (v.size() != n) throw std::invalid_argument(std::string("convolution: ") + what + " needs " + std::to_string(n) + " values");
+  return v;
+}
+
+struct ConvEntry {
+  dnnl::primitive prim;
+  memory::desc src_md, wei_md, dst_md, src_plain, dst_plain;
+  memory weights;  // reordered, when the weight is a constant
+  Tensor weights_buf;
+  Shape out_shape;
+  std::string impl;
+};
+
+class ConvKernel final : public Kernel {
+ public:
+  enum class Form { Internal, Conv, ConvTranspose };
+  ConvKernel(Form form, bool constant_weight) : form_(form), constant_weight_(constant_weight) {}
+
+  void run(const KernelArgs& a) override {
+    Tensor x = a.tensor(0);
+    const Tensor& w = a.tensor(1);
+    std::optional<Tensor> b = a.optTensor(2);
+    if (x.dtype() != ScalarType::Float || w.dtype() != ScalarType::Float)
+      throw std::invalid_argument("convolution supports float32, got " + x.describe() + " and " + w.describe());
+    const int64_t nsp = w.dim() - 2;
+    if (nsp < 1 || nsp > 3) throw std::invalid_argument("convolution weight must have 3 to 5 dims");
+    bool batched = x.dim() == nsp + 2;
+    if (!batched && x.dim() == nsp + 1) x = x.unsqueeze(0);
+    else if (!batched) throw std::invalid_argument("convolution input " + x.describe() + " does not match weight " + w.describe());
+    ConvParams p = params(a, static_cast<size_t>(nsp), x, w);
+
+    std::vector<int64_t> key;
+    addToKey(key, x);
+    addToKey(key, w);
+    key.push_back(b ? 1 : 0);
+    for (const Shape* s : {&p.stride, &p.padding_l, &p.padding_r, &p.dilation, &p.output_padding})
+      key.insert(key.end(), s->begin(), s->end());
+    key.push_back(p.groups);
+    key.push_back(p.transposed);
+    if (constant_weight_) key.push_back(reinterpret_cast<int64_t>(w.data()));
+    auto e = cache_.get(key, [&] { return prepare(x, w, b.has_value(), p); });
+
+    Tensor out = Tensor::empty(ScalarType::Float, e->out_shape);
+    std::unordered_map<int, memory> args;
+    auto& s = a.ctx.stream;
+    memory src = wrap(x, e->src_plain);
+    if (e->src_md != e->src_plain) {
+      memory tmp(e->src_md, cpuEngine());
+      dnnl::reorder(src, tmp).execute(s, src, tmp);
+      src = tmp;
+    }
+    memory wei = e->weights;
+    if (!constant_weight_) {
+      memory plain = wrap(w, weightsPlainDesc(w, p));
+      wei = memory(e->wei_md, cpuEngine());
+      dnnl::reorder(plain, wei).execute(s, plain, wei);
+    }
+    memory dst_plain = wrap(out, e->dst_plain);
+    memory dst = e->dst_md == e->dst_plain ? dst_plain : memory(e->dst_md, cpuEngine());
+    args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+    if (b) args[DNNL_ARG_BIAS] = wrap(b->contiguous());
+    e->prim.execute(s, args);
+    if (dst != dst_plain) dnnl::reorder(dst, dst_plain).execute(s, dst, dst_plain);
+    s.wait();
+    a.set(0, batched ? out : out.squeeze(0));
+  }
+
+ private:
+  ConvParams params(const KernelArgs& a, size_t nsp, const Tensor& x, const Tensor& w) const {
+    ConvParams p;
+    Shape padding;
+    if (form_ == Form::Internal) {
+      p.stride = a.intList(3);
+      padding = a.intList(4);
+      p.dilation = a.intList(5);
+      p.transposed = a.toBool(6);
+      p.output_padding = a.intList(7);
+      p.groups = a.toInt(8);
+    } else if (form_ == Form::Conv) {
+      p.stride = a.num_in > 3 ? a.intList(3) : Shape{1};
+      p.dilation = a.num_in > 5 ? a.intList(5) : Shape{1};
+      p.groups = a.num_in > 6 ? a.toInt(6) : 1;
+      if (a.num_in > 4 && a.input(4).isDouble()) throw std::invalid_argument("bad padding");
+      if (a.num_in > 4 && std::holds_alternative<std::string>(a.input(4).v)) {
+        const std::string& mode = a.input(4).str();
+        if (mode == "valid") padding = Shape(nsp, 0);
+        else if (mode == "same") p.same = true;
+        else throw std::invalid_argument("convolution padding must be 'same' or 'valid', got '" + mode + "'");
+      } else {
+        padding = a.num_in > 4 ? a.intList(4) : Shape{0};
+      }
+      p.output_padding = Shape(nsp, 0);
+    } else {  // conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation)
+      p.transposed = true;
+      p.stride = a.num_in > 3 ? a.intList(3) : Shape{1};
+      padding = a.num_in > 4 ? a.intList(4) : Shape{0};
+      p.output_padding = a.num_in > 5 ? a.intList(5) : Shape{0};
+      p.groups = a.num_in > 6 ? a.toInt(6) : 1;
+      p.dilation = a.num_in > 7 ? a.intList(7) : Shape{1};
+    }
+    p.stride = expandParam(p.stride, nsp, "stride");
+    p.dilation = expandParam(p.dilation, nsp, "dilation");
+    p.output_padding = expandParam(p.output_padding, nsp, "output_padding");
+    if (p.groups < 1) throw std::invalid_argument("convolution: groups must be positive");
+    if (p.same) {  // PyTorch pads the extra element on the right
+      p.padding_l.resize(nsp);
+      p.padding_r.resize(nsp);
+      for (size_t i = 0; i < nsp; ++i) {
+        int64_t total = p.dilation[i] * (w.size(static_cast<int64_t>(i) + 2) - 1);
+        p.padding_l[i] = total / 2;
+        p.padding_r[i] = total - total / 2;
+      }
+    } else {
+      p.padding_l = expandParam(padding, nsp, "padding");
+      p.padding_r = p.padding_l;
+    }
+    int64_t in_c = x.size(1);
+    int64_t w_in = p.transposed ? w.size(0) : w.size(1) * p.groups;
+    if (in_c != w_in)
+      throw std::invalid_argument("convolution: input " + x.describe() + " has " + std::to_string(in_c) +
+                                  " channels, weight " + w.describe() + " with groups=" + std::to_string(p.groups) +
+                                  " expects " + std::to_string(w_in));
+    return p;
+  }
+
+  // The weight as oneDNN sees it ({g,} oc, ic, k...) over PyTorch's buffer.
+  static memory::desc weightsPlainDesc(const Tensor& w, const ConvParams& p) {
+    const int64_t g = p.groups;
+    Shape dims, strides;
+    if (!p.transposed) {  // PyTorch [OC, IC/g, k...]
+      if (g == 1) return plainDesc(w);
+      dims = {g, w.size(0) / g};
+      strides = {w.stride(0) * (w.size(0) / g), w.stride(0)};
+      for (int64_t d = 1; d < w.dim(); ++d) {
+        dims.push_back(w.size(d));
+        strides.push_back(w.stride(d));
+      }
+    } else {  // PyTorch [IC, OC/g, k...] -> oneDNN ({g}, OC/g, IC/g, k...)
+      int64_t icg = w.size(0) / g;
+      if (g > 1) {
+        dims.push_back(g);
+        strides.push_back(w.stride(0) * icg);
+      }
+      dims.push_back(w.size(1));
+      strides.push_back(w.stride(1));
+      dims.push_back(icg);
+      strides.push_back(w.stride(0));
+      for (int64_t d = 2; d < w.dim(); ++d) {
+        dims.push_back(w.size(d));
+        strides.push_back(w.stride(d));
+      }
+    }
+    return memory::desc(dims, memory::data_type::f32, strides);
+  }
+
+  ConvEntry prepare(const Tensor& x, const Tensor& w, bool has_bias, const ConvParams& p) const {
+    const size_t nsp = static_cast<size_t>(w.dim() - 2);
+    const int64_t oc = p.transposed ? w.size(1) * p.groups : w.size(0);
+    Shape out = {x.size(0), oc};
+    for (size_t i = 0; i < nsp; ++i) {
+      int64_t in = x.size(static_cast<int64_t>(i) + 2), k = w.size(static_cast<int64_t>(i) + 2);
+      int64_t o = p.transposed
+                      ? (in - 1) * p.stride[i] - p.padding_l[i] - p.padding_r[i] + p.dilation[i] * (k - 1) + p.output_padding[i] + 1
+                      : (in + p.padding_l[i] + p.padding_r[i] - p.dilation[i] * (k - 1) - 1) / p.stride[i] + 1;
+      if (o <= 0) throw std::invalid_argument("convolution: input " + x.describe() + " is too small for kernel " + w.describe());
+      out.push_back(o);
+    }
+    // oneDNN's right padding is whatever makes the output size come out.
+    memory::dims pad_r(nsp), dil(nsp);
+    for (size_t i = 0; i < nsp; ++i) {
+      int64_t in = x.size(static_cast<int64_t>(i) + 2), k = w.size(static_cast<int64_t>(i) + 2), o = out[i + 2];
+      dil[i] = p.dilation[i] - 1;
+      pad_r[i] = p.transposed ? (in - 1) * p.stride[i] - p.padding_l[i] + (k - 1) * p.dilation[i] + 1 - o
+                              : (o - 1) * p.stride[i] + (k - 1) * p.dilation[i] + 1 - in - p.padding_l[i];
+    }
+    ConvEntry e;
+    e.out_shape = out;
+    auto any = [](const Shape& dims) { return memory::desc(dims, memory::data_type::f32, tag::any); };
+    memory::desc wplain = weightsPlainDesc(w, p);
+    memory::desc src_any = any(x.sizes()), dst_any = any(out), wei_any = any(wplain.dims());
+    memory::desc bias_md = has_bias ? memory::desc({oc}, memory::data_type::f32, tag::a) : memory::desc();
+    auto prop = dnnl::prop_kind::forward_inference;
+    if (!p.transposed) {
+      dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, src_any, wei_any, bias_md, dst_any,
+                                        p.stride, dil, p.padding_l, pad_r);
+      dnnl::convolution_forward::primitive_desc pd(d, cpuEngine());
+      e.prim = dnnl::convolution_forward(pd);
+      e.src_md = pd.src_desc(); e.wei_md = pd.weights_desc(); e.dst_md = pd.dst_desc();
+      e.impl = pd.impl_info_str();
+    } else {
+      dnnl::deconvolution_forward::desc d(prop, dnnl::algorithm::deconvolution_direct, src_any, wei_any, bias_md, dst_any,
+                                          p.stride, dil, p.padding_l, pad_r);
+      dnnl::deconvolution_forward::primitive_desc pd(d, cpuEngine());
+      e.prim = dnnl::deconvolution_forward(pd);
+      e.src_md = pd.src_desc(); e.wei_md = pd.weights_desc(); e.dst_md = pd.dst_desc();
+      e.impl = pd.impl_info_str();
+    }
+    e.src_plain = plainDesc(x);
+    e.dst_plain = memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out));
+    if (constant_weight_) {
+      e.weights_buf = allocateFor(e.wei_md);
+      e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
+      memory plain(wplain, cpuEngine(), w.data());
+      dnnl::stream s(cpuEngine());
+      dnnl::reorder(plain, e.weights).execute(s, plain, e.weights);
+      s.wait();
+    }
+    return e;
+  }
+
+  Form form_;
+  bool constant_weight_;
+  PrimitiveCache<ConvEntry> cache_;
+};
+
+bool isConstantInput(const Node& n, size_t i) {
+  if (i >= n.inputs().size()) return false;
+  Symbol k = n.input(i)->node()->kind();
+  return k == prim::Constant || k == prim::GetAttr;
+}
+
+}  // namespace
+
+void registerConvOps(OpRegistry& r) {
+  auto add = [&](const char* name, ConvKernel::Form form, size_t lo, size_t hi) {
+    r.add(OpDef{name, lo, hi, [form](const Node& n) { return std::make_unique<ConvKernel>(form, isConstantInput(n, 1)); }});
+  };
+  add("aten::_convolution", ConvKernel::Form::Internal, 12, 13);
+  for (const char* n : {"aten::conv1d", "aten::conv2d", "aten::conv3d"}) add(n, ConvKernel::Form::Conv, 2, 7);
+  for (const char* n : {"aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"})
+    add(n, ConvKernel::Form::ConvTranspose, 2, 8);
+}
+
+}  // namespace llga

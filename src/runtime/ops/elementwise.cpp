@@ -1,0 +1,213 @@
+// Elementwise ops: unary (relu, gelu, sigmoid, ...), binary with broadcasting
+// and scalar operands (add, sub, mul, div, comparisons, ...), on int/float
+// scalars too (TorchScript's aten::add(int, int)).
+//
+// float32 tensors run on oneDNN eltwise / binary primitives; other dtypes
+// and layouts oneDNN cannot take run a strided C++ loop.
+#include <cmath>
+#include <mutex>
+
+#include "runtime/dnnl_utils.h"
+#include "runtime/kernel.h"
+#include "runtime/ops/op_utils.h"
+#include "runtime/strided.h"
+
+namespace llga {
+namespace {
+
+using dnnl::algorithm;
+
+// ------------------------------------------------------------------ unary
+
+struct UnaryDef {
+  const char* name;
+  algorithm alg;  // eltwise_* or undef when oneDNN has none
+  float alpha, beta;
+  double (*fn)(double, double, double);  // reference math (x, alpha, beta)
+};
+
+double gelu_erf(double x, double, double) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh(double x, double, double) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double sigmoid(double x, double, double) { return 1.0 / (1.0 + std::exp(-x)); }
+
+const UnaryDef kUnary[] = {
+    {"relu", algorithm::eltwise_relu, 0, 0, [](double x, double, double) { return x > 0 ? x : 0.0; }},
+    {"sigmoid", algorithm::eltwise_logistic, 0, 0, sigmoid},
+    {"tanh", algorithm::eltwise_tanh, 0, 0, [](double x, double, double) { return std::tanh(x); }},
+    {"silu", algorithm::eltwise_swish, 1, 0, [](double x, double, double) { return x * sigmoid(x, 0, 0); }},
+    {"hardswish", algorithm::eltwise_hardswish, 0, 0,
+     [](double x, double, double) { return x * std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0; }},
+    {"hardsigmoid", algorithm::undef, 0, 0,
+     [](double x, double, double) { return std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0; }},
+    {"relu6", algorithm::eltwise_clip, 0, 6, [](double x, double, double) { return std::min(std::max(x, 0.0), 6.0); }},
+    {"exp", algorithm::eltwise_exp, 0, 0, [](double x, double, double) { return std::exp(x); }},
+    {"log", algorithm::eltwise_log, 0, 0, [](double x, double, double) { return std::log(x); }},
+    {"sqrt", algorithm::eltwise_sqrt, 0, 0, [](double x, double, double) { return std::sqrt(x); }},
+    {"rsqrt", algorithm::undef, 0, 0, [](double x, double, double) { return 1.0 / std::sqrt(x); }},
+    {"abs", algorithm::eltwise_abs, 0, 0, [](double x, double, double) { return std::abs(x); }},
+    {"neg", algorithm::eltwise_linear, -1, 0, [](double x, double, double) { return -x; }},
+    {"square", algorithm::eltwise_square, 0, 0, [](double x, double, double) { return x * x; }},
+    {"erf", algorithm::undef, 0, 0, [](double x, double, double) { return std::erf(x); }},
+    {"floor", algorithm::undef, 0, 0, [](double x, double, double) { return std::floor(x); }},
+    {"ceil", algorithm::undef, 0, 0, [](double x, double, double) { return std::ceil(x); }},
+    {"round", algorithm::undef, 0, 0, [](double x, double, double) { return std::nearbyint(x); }},
+    {"sin", algorithm::undef, 0, 0, [](double x, double, double) { return std::sin(x); }},
+    {"cos", algorithm::undef, 0, 0, [](double x, double, double) { return std::cos(x); }},
+    {"reciprocal", algorithm::undef, 0, 0, [](double x, double, double) { return 1.0 / x; }},
+    {"mish", algorithm::eltwise_mish, 0, 0,
+     [](double x, double, double) { return x * std::tanh(std::log1p(std::exp(x))); }},
+};
+
+// Applies f elementwise from src into dst (same shape), in the compute type
+// float for float inputs (double for double).
+void unaryLoop(const Tensor& src, Tensor& dst, const std::function<double(double)>& f) {
+  Tensor s = src;
+  if (s.dtype() != dst.dtype()) s = s.to(dst.dtype());
+  std::array<Shape, 2> bs;
+  for (int64_t d = 0; d < dst.dim(); ++d) {
+    bs[0].push_back(dst.stride(d) * static_cast<int64_t>(dst.itemsize()));
+    bs[1].push_back(s.stride(d) * static_cast<int64_t>(s.itemsize()));
+  }
+  auto loop = makeLoop<2>(dst.sizes(), bs);
+  dispatchDtype(dst.dtype(), [&](auto t) {
+    using T = decltype(t);
+    forEachInner(loop, {static_cast<char*>(dst.data()), static_cast<char*>(s.data())},
+                 [&](std::array<char*, 2> p, int64_t n, std::array<int64_t, 2> st) {
+                   for (int64_t i = 0; i < n; ++i) {
+                     double x = toDouble(*reinterpret_cast<T*>(p[1] + i * st[1]));
+                     *reinterpret_cast<T*>(p[0] + i * st[0]) = fromDouble<T>(f(x));
+                   }
+                 });
+  });
+}
+
+// oneDNN eltwise over a float32 tensor with no zero strides (dst may be src).
+void dnnlEltwise(ExecContext& ctx, algorithm alg, float alpha, float beta, const Tensor& src, const Tensor& dst) {
+  auto smd = plainDesc(src), dmd = plainDesc(dst);
+  dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg, smd, alpha, beta);
+  dnnl::eltwise_forward::primitive_desc pd(d, cpuEngine());
+  if (pd.dst_desc() != dmd) {  // dst layout differs from what oneDNN picked (it follows src)
+    Tensor tmp = Tensor::empty(ScalarType::Float, src.sizes());
+    Tensor srcc = src.contiguous();
+    dnnlEltwise(ctx, alg, alpha, beta, srcc, tmp);
+    const_cast<Tensor&>(dst).copyFrom(tmp);
+    return;
+  }
+  dnnl::eltwise_forward(pd).execute(ctx.stream, {{DNNL_ARG_SRC, wrap(src, smd)}, {DNNL_ARG_DST, wrap(dst, dmd)}});
+  ctx.stream.wait();
+}
+
+bool dnnlFriendly(const Tensor& t) {
+  if (t.dtype() != ScalarType::Float || t.numel() == 0) return false;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) <= 0 && t.size(d) > 1) return false;
+  return true;
+}
+
+void applyUnary(ExecContext& ctx, const UnaryDef& def, const Tensor& src, Tensor& dst, float alpha, float beta) {
+  if (def.alg != algorithm::undef && dnnlFriendly(src) && dnnlFriendly(dst)) {
+    dnnlEltwise(ctx, def.alg, alpha, beta, src, dst);
+    return;
+  }
+  auto fn = def.fn;
+  unaryLoop(src, dst, [&](double x) { return fn(x, alpha, beta); });
+}
+
+ScalarType unaryResultType(ScalarType t, bool int_to_float) {
+  if (int_to_float && isIntegralType(t, true)) return ScalarType::Float;
+  return t;
+}
+
+void registerUnary(OpRegistry& r, const UnaryDef& def) {
+  std::string name = def.name;
+  // Ops whose result is floating for integer inputs (exp, log, sigmoid, ...).
+  bool int_to_float = name != "relu" && name != "abs" && name != "neg" && name != "square" && name != "floor" &&
+                      name != "ceil" && name != "round" && name != "relu6";
+  const UnaryDef* d = &def;
+  r.add("aten::" + name, 1, 1, [d, int_to_float](const KernelArgs& a) {
+    const Tensor& x = a.tensor(0);
+    Tensor out = Tensor::empty(unaryResultType(x.dtype(), int_to_float), x.sizes());
+    applyUnary(a.ctx, *d, x, out, d->alpha, d->beta);
+    a.set(0, out);
+  });
+  r.add("aten::" + name + "_", 1, 1, [d](const KernelArgs& a) {
+    Tensor x = a.tensor(0);
+    applyUnary(a.ctx, *d, x, x, d->alpha, d->beta);
+    a.set(0, x);
+  });
+}
+
+// Unary ops with scalar parameters: (name, first parameter input, defaults)
+void registerParamUnary(OpRegistry& r) {
+  // gelu(x, approximate="none"|"tanh")
+  r.add("aten::gelu", 1, 2, [](const KernelArgs& a) {
+    const Tensor& x = a.tensor(0);
+    std::string approx = a.num_in > 1 ? a.input(1).str() : "none";
+    if (approx != "none" && approx != "tanh") throw std::invalid_argument("gelu: approximate must be 'none' or 'tanh'");
+    static const UnaryDef erf_def{"gelu", algorithm::eltwise_gelu_erf, 0, 0, gelu_erf};
+    static const UnaryDef tanh_def{"gelu", algorithm::eltwise_gelu_tanh, 0, 0, gelu_tanh};
+    Tensor out = Tensor::empty(x.dtype(), x.sizes());
+    applyUnary(a.ctx, approx == "tanh" ? tanh_def : erf_def, x, out, 0, 0);
+    a.set(0, out);
+  });
+  // clamp family: hardtanh(x, min, max), clamp(x, min?, max?)
+  static const UnaryDef clip{"clip", algorithm::eltwise_clip, 0, 0,
+                             [](double x, double lo, double hi) { return std::min(std::max(x, lo), hi); }};
+  auto clampKernel = [](bool inplace, bool hardtanh) {
+    return [inplace, hardtanh](const KernelArgs& a) {
+      Tensor x = a.tensor(0);
+      double lo = -INFINITY, hi = INFINITY;
+      if (hardtanh) {
+        lo = a.num_in > 1 ? a.toDouble(1) : -1.0;
+        hi = a.num_in > 2 ? a.toDouble(2) : 1.0;
+      } else {
+        if (!a.isNone(1)) lo = a.input(1).isTensor() ? a.tensor(1).item() : a.toDouble(1);
+        if (!a.isNone(2)) hi = a.input(2).isTensor() ? a.tensor(2).item() : a.toDouble(2);
+      }
+      Tensor out = inplace ? x : Tensor::empty(x.dtype(), x.sizes());
+      if (isIntegralType(x.dtype(), true) || std::isinf(lo) || std::isinf(hi)) {
+        unaryLoop(x, out, [lo, hi](double v) { return std::min(std::max(v, lo), hi); });
+      } else {
+        applyUnary(a.ctx, clip, x, out, static_cast<float>(lo), static_cast<float>(hi));
+      }
+      a.set(0, out);
+    };
+  };
+  r.add("aten::hardtanh", 1, 3, clampKernel(false, true));
+  r.add("aten::hardtanh_", 1, 3, clampKernel(true, true));
+  r.add("aten::clamp", 1, 3, clampKernel(false, false));
+  r.add("aten::clamp_", 1, 3, clampKernel(true, false));
+  r.add("aten::clip", 1, 3, clampKernel(false, false));
+  // leaky_relu(x, negative_slope=0.01), elu(x, alpha=1, scale=1, input_scale=1)
+  static const UnaryDef leaky{"leaky_relu", algorithm::eltwise_relu, 0, 0,
+                              [](double x, double s, double) { return x > 0 ? x : x * s; }};
+  for (bool inplace : {false, true}) {
+    r.add(inplace ? "aten::leaky_relu_" : "aten::leaky_relu", 1, 2, [inplace](const KernelArgs& a) {
+      Tensor x = a.tensor(0);
+      float slope = a.num_in > 1 ? static_cast<float>(a.toDouble(1)) : 0.01f;
+      Tensor out = inplace ? x : Tensor::empty(x.dtype(), x.sizes());
+      applyUnary(a.ctx, leaky, x, out, slope, 0);
+      a.set(0, out);
+    });
+    r.add(inplace ? "aten::elu_" : "aten::elu", 1, 4, [inplace](const KernelArgs& a) {
+      Tensor x = a.tensor(0);
+      double alpha = a.num_in > 1 ? a.toDouble(1) : 1.0, scale = a.num_in > 2 ? a.toDouble(2) : 1.0,
+             in_scale = a.num_in > 3 ? a.toDouble(3) : 1.0;
+      Tensor out = inplace ? x : Tensor::empty(x.dtype(), x.sizes());
+      unaryLoop(x, out, [=](double v) { return v > 0 ? scale * v : scale * alpha * (std::exp(v * in_scale) - 1); });
+      a.set(0, out);
+    });
+  }
+}
+
+}  // namespace
+
+void registerElementwiseOps(OpRegistry& r) {
+  for (const UnaryDef& d : kUnary) registerUnary(r, d);
+  registerParamUnary(r);
+  registerBinaryOps(r);
+}
+
+}  // namespace llga

@@ -1,0 +1,196 @@
+// Matrix products on oneDNN's matmul primitive.
+//   aten::linear(x, W, b?)        x[..., K] . W[N, K]^T + b
+//   aten::matmul(a, b)            numpy semantics: 1-D promotion, batch broadcasting
+//   aten::mm, aten::bmm, aten::addmm(bias, a, b, beta, alpha), aten::addmm_
+// Strided inputs (transposed views) are read in place. A constant linear
+// weight is reordered once into the layout the primitive prefers.
+#include "runtime/dnnl_utils.h"
+#include "runtime/ops/op_utils.h"
+#include "runtime/ops/primitive_cache.h"
+
+namespace llga {
+namespace {
+
+using dnnl::memory;
+
+struct MatmulEntry {
+  dnnl::matmul prim;
+  memory::desc src_md, wei_md, dst_md, wei_plain;
+  memory weights;  // reordered constant weights
+  Tensor weights_buf;
+  std::string impl;
+};
+
+bool stridesOk(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.stride(d) <= 0 && t.size(d) > 1) return false;
+  return true;
+}
+
+// a @ b for a[..., M, K], b[..., K, N] whose batch dims already broadcast
+// (equal or 1), plus an optional bias broadcast to [..., M, N].
+Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tensor>& bias,
+                  PrimitiveCache<MatmulEntry>* cache, bool constant_b) {
+  if (a.dtype() != ScalarType::Float || b.dtype() != ScalarType::Float)
+    throw std::invalid_argument("matmul supports float32, got " + a.describe() + " and " + b.describe());
+  if (a.size(-1) != b.size(-2))
+    throw std::invalid_argument("matmul: shapes " + a.describe() + " and " + b.describe() + " cannot be multiplied");
+  if (!stridesOk(a)) a = a.contiguous();
+  if (!stridesOk(b)) b = b.contiguous();
+  const int64_t nd = a.dim();
+  Shape out_shape(a.sizes().begin(), a.sizes().end() - 2);
+  for (int64_t d = 0; d + 2 < nd; ++d) out_shape[d] = std::max(a.size(d), b.size(d));
+  out_shape.push_back(a.size(-2));
+  out_shape.push_back(b.size(-1));
+  Tensor out = Tensor::empty(ScalarType::Float, out_shape);
+  if (out.numel() == 0) return out;
+  if (a.size(-1) == 0) {
+    out.fill(0);
+    return out;
+  }
+  std::optional<Tensor> bb;
+  if (bias) {
+    Tensor t = bias->to(ScalarType::Float);
+    Shape bs(static_cast<size_t>(nd) - std::min<size_t>(t.dim(), nd), 1);
+    bs.insert(bs.end(), t.sizes().begin(), t.sizes().end());
+    bb = (t.dim() == nd ? t : t.reshape(bs)).contiguous();
+  }
+  std::vector<int64_t> key;
+  addToKey(key, a);
+  addToKey(key, b);
+  if (bb) addToKey(key, *bb);
+  if (constant_b) key.push_back(reinterpret_cast<int64_t>(b.data()));
+  auto make = [&] {
+    MatmulEntry e;
+    e.src_md = plainDesc(a);
+    e.wei_plain = plainDesc(b);
+    memory::desc wei_md = constant_b ? memory::desc(b.sizes(), memory::data_type::f32, memory::format_tag::any) : e.wei_plain;
+    e.dst_md = plainDesc(out);
+    memory::desc bias_md = bb ? plainDesc(*bb) : memory::desc();
+    dnnl::matmul::desc d(e.src_md, wei_md, bias_md, e.dst_md);
+    dnnl::matmul::primitive_desc pd(d, cpuEngine());
+    e.prim = dnnl::matmul(pd);
+    e.wei_md = pd.weights_desc();
+    e.impl = pd.impl_info_str();
+    if (constant_b) {
+      e.weights_buf = allocateFor(e.wei_md);
+      e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
+      memory plain(e.wei_plain, cpuEngine(), b.data());
+      dnnl::stream s(cpuEngine());
+      dnnl::reorder(plain, e.weights).execute(s, plain, e.weights);
+      s.wait();
+    }
+    return e;
+  };
+  std::shared_ptr<MatmulEntry> e;
+  PrimitiveCache<MatmulEntry> local;
+  e = (cache ? cache : &local)->get(key, make);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(a, e->src_md)},
+                                       {DNNL_ARG_WEIGHTS, constant_b ? e->weights : wrap(b, e->wei_plain)},
+                                       {DNNL_ARG_DST, wrap(out, e->dst_md)}};
+  if (bb) args[DNNL_ARG_BIAS] = wrap(*bb);
+  e->prim.execute(ctx.stream, args);
+  ctx.stream.wait();
+  return out;
+}
+
+// numpy matmul: promote 1-D operands, broadcast batch dims (as size-1 dims, not copies).
+Tensor matmul(ExecContext& ctx, Tensor a, Tensor b, PrimitiveCache<MatmulEntry>* cache, bool constant_b) {
+  if (a.dim() == 0 || b.dim() == 0) throw std::invalid_argument("matmul: both arguments need at least 1 dimension");
+  bool a1 = a.dim() == 1, b1 = b.dim() == 1;
+  if (a1) a = a.unsqueeze(0);
+  if (b1) b = b.unsqueeze(1);
+  int64_t nd = std::max(a.dim(), b.dim());
+  while (a.dim() < nd) a = a.unsqueeze(0);
+  while (b.dim() < nd) b = b.unsqueeze(0);
+  for (int64_t d = 0; d + 2 < nd; ++d)
+    if (a.size(d) != b.size(d) && a.size(d) != 1 && b.size(d) != 1)
+      throw std::invalid_argument("matmul: batch dimensions " + a.describe() + " and " + b.describe() + " do not broadcast");
+  Tensor out = matmulCore(ctx, a, b, std::nullopt, cache, constant_b);
+  if (a1) out = out.squeeze(-2);
+  if (b1) out = out.squeeze(-1);
+  return out;
+}
+
+bool isConstantInput(const Node& n, size_t i) {
+  if (i >= n.inputs().size()) return false;
+  Symbol k = n.input(i)->node()->kind();
+  return k == prim::Constant || k == prim::GetAttr;
+}
+
+class LinearKernel final : public Kernel {
+ public:
+  explicit LinearKernel(bool constant_weight) : constant_(constant_weight) {}
+  void run(const KernelArgs& a) override {
+    const Tensor& x = a.tensor(0);
+    const Tensor& w = a.tensor(1);
+    if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
+      throw std::invalid_argument("linear: input " + x.describe() + " does not match weight " + w.describe());
+    Shape lead(x.sizes().begin(), x.sizes().end() - 1);
+    int64_t m = 1;
+    for (int64_t s : lead) m *= s;
+    Tensor x2 = x.reshape({m, x.size(-1)});
+    Tensor out = matmulCore(a.ctx, x2, w.transpose(0, 1), a.optTensor(2), &cache_, constant_);
+    lead.push_back(w.size(0));
+    a.set(0, out.view(lead));
+  }
+
+ private:
+  bool constant_;
+  PrimitiveCache<MatmulEntry> cache_;
+};
+
+class MatmulKernel final : public Kernel {
+ public:
+  enum class Form { Matmul, Mm, Bmm };
+  MatmulKernel(Form f, bool constant_b) : form_(f), constant_(constant_b) {}
+  void run(const KernelArgs& a) override {
+    const Tensor& x = a.tensor(0);
+    const Tensor& y = a.tensor(1);
+    if (form_ == Form::Mm && (x.dim() != 2 || y.dim() != 2)) throw std::invalid_argument("mm expects 2-D tensors");
+    if (form_ == Form::Bmm && (x.dim() != 3 || y.dim() != 3 || x.size(0) != y.size(0)))
+      throw std::invalid_argument("bmm expects 3-D tensors with equal batch sizes");
+    a.set(0, matmul(a.ctx, x, y, &cache_, constant_));
+  }
+
+ private:
+  Form form_;
+  bool constant_;
+  PrimitiveCache<MatmulEntry> cache_;
+};
+
+}  // namespace
+
+void registerMatmulOps(OpRegistry& r) {
+  r.add(OpDef{"aten::linear", 2, 3, [](const Node& n) { return std::make_unique<LinearKernel>(isConstantInput(n, 1)); }});
+  r.add(OpDef{"aten::matmul", 2, 2, [](const Node& n) {
+                return std::make_unique<MatmulKernel>(MatmulKernel::Form::Matmul, isConstantInput(n, 1));
+              }});
+  r.add(OpDef{"aten::mm", 2, 2, [](const Node& n) {
+                return std::make_unique<MatmulKernel>(MatmulKernel::Form::Mm, isConstantInput(n, 1));
+              }});
+  r.add(OpDef{"aten::bmm", 2, 2, [](const Node& n) {
+                return std::make_unique<MatmulKernel>(MatmulKernel::Form::Bmm, isConstantInput(n, 1));
+              }});
+  // addmm(bias, a, b, beta=1, alpha=1) = beta * bias + alpha * (a @ b)
+  r.add("aten::addmm", 3, 5, [](const KernelArgs& a) {
+    double beta = a.num_in > 3 ? a.toDouble(3) : 1.0, alpha = a.num_in > 4 ? a.toDouble(4) : 1.0;
+    const Tensor& m1 = a.tensor(1);
+    const Tensor& m2 = a.tensor(2);
+    if (m1.dim() != 2 || m2.dim() != 2) throw std::invalid_argument("addmm expects 2-D matrices");
+    if (beta == 1.0 && alpha == 1.0) {
+      a.set(0, matmulCore(a.ctx, m1, m2, a.tensor(0), nullptr, false));
+      return;
+    }
+    Tensor prod = matmulCore(a.ctx, m1, m2, std::nullopt, nullptr, false);
+    Tensor bias = a.tensor(0).to(ScalarType::Float).expand(prod.sizes());
+    float* p = prod.data<float>();
+    Tensor bc = bias.contiguous();
+    const float* q = bc.data<float>();
+    for (int64_t i = 0, n = prod.numel(); i < n; ++i)
+      p[i] = static_cast<float>(alpha * p[i] + (beta == 0.0 ? 0.0 : beta * q[i]));
+    a.set(0, prod);
+  });
+}
+
+}  // namespace llga

@@ -1,0 +1,157 @@
+// Normalizations and softmax on oneDNN.
+//   aten::batch_norm(x, weight?, bias?, running_mean?, running_var?, training, momentum, eps, cudnn_enabled)
+//   aten::layer_norm(x, normalized_shape, weight?, bias?, eps, cudnn_enable)
+//   aten::softmax(x, dim, dtype?), aten::log_softmax(x, dim, dtype?)
+#include "runtime/dnnl_utils.h"
+#include "runtime/ops/op_utils.h"
+#include "runtime/ops/primitive_cache.h"
+
+namespace llga {
+namespace {
+
+using dnnl::memory;
+using flags = dnnl::normalization_flags;
+
+Tensor f32Contiguous(const Tensor& t) { return t.to(ScalarType::Float).contiguous(); }
+
+struct NormEntry {
+  dnnl::primitive prim;
+  memory::desc md;
+};
+
+class BatchNormKernel final : public Kernel {
+ public:
+  void run(const KernelArgs& a) override {
+    Tensor x = a.tensor(0);
+    if (a.toBool(5)) throw std::invalid_argument("batch_norm in training mode; call model.eval() before tracing");
+    if (a.isNone(3) || a.isNone(4)) throw std::invalid_argument("batch_norm in eval mode needs running_mean and running_var");
+    if (x.dtype() != ScalarType::Float) throw std::invalid_argument("batch_norm supports float32, got " + x.describe());
+    if (x.dim() < 2) throw std::invalid_argument("batch_norm expects at least 2 dims, got " + x.describe());
+    const int64_t c = x.size(1);
+    float eps = static_cast<float>(a.toDouble(7));
+    Tensor mean = f32Contiguous(a.tensor(3)), var = f32Contiguous(a.tensor(4));
+    std::optional<Tensor> w = a.optTensor(1), b = a.optTensor(2);
+    for (const Tensor* t : {&mean, &var})
+      if (t->numel() != c) throw std::invalid_argument("batch_norm: statistics have " + std::to_string(t->numel()) +
+                                                       " entries for " + std::to_string(c) + " channels");
+    Tensor xin = x.dim() == 2 ? x.view({x.size(0), c, 1}) : x;  // oneDNN wants spatial dims
+    xin = xin.isContiguous() ? xin : xin.contiguous();
+    Tensor out = Tensor::empty(ScalarType::Float, xin.sizes());
+    auto fl = flags::use_global_stats | (w ? flags::use_scale : flags::none) | (b ? flags::use_shift : flags::none);
+    std::vector<int64_t> key;
+    addToKey(key, xin);
+    key.push_back(static_cast<int64_t>(fl));
+    key.push_back(static_cast<int64_t>(eps * 1e9));
+    auto e = cache_.get(key, [&] {
+      NormEntry ne;
+      ne.md = plainDesc(xin);
+      dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, eps, fl);
+      ne.prim = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(d, cpuEngine()));
+      return ne;
+    });
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(xin, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)},
+                                         {DNNL_ARG_MEAN, wrap(mean)}, {DNNL_ARG_VARIANCE, wrap(var)}};
+    Tensor wc, bc;
+    if (w) { wc = f32Contiguous(*w); args[DNNL_ARG_SCALE] = wrap(wc); }
+    if (b) { bc = f32Contiguous(*b); args[DNNL_ARG_SHIFT] = wrap(bc); }
+    e->prim.execute(a.ctx.stream, args);
+    a.ctx.stream.wait();
+    a.set(0, x.dim() == 2 ? out.view(x.sizes()) : out);
+  }
+
+ private:
+  PrimitiveCache<NormEntry> cache_;
+};
+
+class LayerNormKernel final : public Kernel {
+ public:
+  void run(const KernelArgs& a) override {
+    const Tensor& x = a.tensor(0);
+    Shape norm = a.intList(1);
+    if (x.dtype() != ScalarType::Float) throw std::invalid_argument("layer_norm supports float32, got " + x.describe());
+    if (norm.empty() || static_cast<int64_t>(norm.size()) > x.dim() ||
+        !std::equal(norm.begin(), norm.end(), x.sizes().end() - static_cast<int64_t>(norm.size())))
+      throw std::invalid_argument("layer_norm: normalized_shape does not match the input " + x.describe());
+    int64_t n = 1;
+    for (int64_t s : norm) n *= s;
+    int64_t m = x.numel() / std::max<int64_t>(n, 1);
+    Tensor x2 = x.contiguous().view({m, n});
+    Tensor out = Tensor::empty(ScalarType::Float, {m, n});
+    std::optional<Tensor> w = a.optTensor(2), b = a.optTensor(3);
+    float eps = static_cast<float>(a.toDouble(4));
+    auto fl = (w ? flags::use_scale : flags::none) | (b ? flags::use_shift : flags::none);
+    std::vector<int64_t> key{m, n, static_cast<int64_t>(fl), static_cast<int64_t>(eps * 1e12)};
+    auto e = cache_.get(key, [&] {
+      NormEntry ne;
+      ne.md = plainDesc(x2);
+      dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, eps, fl);
+      ne.prim = dnnl::layer_normalization_forward(dnnl::layer_normalization_forward::primitive_desc(d, cpuEngine()));
+      return ne;
+    });
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(x2, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)}};
+    Tensor wc, bc;
+    if (w) { wc = f32Contiguous(*w).view({n}); args[DNNL_ARG_SCALE] = wrap(wc); }
+    if (b) { bc = f32Contiguous(*b).view({n}); args[DNNL_ARG_SHIFT] = wrap(bc); }
+    e->prim.execute(a.ctx.stream, args);
+    a.ctx.stream.wait();
+    a.set(0, out.view(x.sizes()));
+  }
+
+ private:
+  PrimitiveCache<NormEntry> cache_;
+};
+
+class SoftmaxKernel final : public Kernel {
+ public:
+  explicit SoftmaxKernel(bool log) : log_(log) {}
+  void run(const KernelArgs& a) override {
+    Tensor x = a.tensor(0);
+    if (!a.isNone(2)) {
+      auto dt = scalarTypeFromCode(a.toInt(2));
+      if (!dt) throw std::invalid_argument("softmax: unknown dtype");
+      x = x.to(*dt);
+    }
+    if (x.dtype() != ScalarType::Float) throw std::invalid_argument("softmax supports float32, got " + x.describe());
+    if (x.dim() == 0) x = x.view({1});
+    int axis = static_cast<int>(x.wrapDim(a.toInt(1)));
+    x = x.contiguous();
+    Tensor out = Tensor::empty(ScalarType::Float, x.sizes());
+    if (x.numel() == 0) {
+      a.set(0, a.tensor(0).dim() == 0 ? out.view({}) : out);
+      return;
+    }
+    std::vector<int64_t> key;
+    addToKey(key, x);
+    key.push_back(axis);
+    auto e = cache_.get(key, [&] {
+      NormEntry ne;
+      ne.md = plainDesc(x);
+      if (log_) {
+        dnnl::logsoftmax_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, axis);
+        ne.prim = dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(d, cpuEngine()));
+      } else {
+        dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, axis);
+        ne.prim = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(d, cpuEngine()));
+      }
+      return ne;
+    });
+    e->prim.execute(a.ctx.stream, {{DNNL_ARG_SRC, wrap(x, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)}});
+    a.ctx.stream.wait();
+    a.set(0, a.tensor(0).dim() == 0 ? out.view({}) : out);
+  }
+
+ private:
+  bool log_;
+  PrimitiveCache<NormEntry> cache_;
+};
+
+}  // namespace
+
+void registerNormOps(OpRegistry& r) {
+  r.add(OpDef{"aten::batch_norm", 9, 9, [](const Node&) { return std::make_unique<BatchNormKernel>(); }});
+  r.add(OpDef{"aten::layer_norm", 2, 6, [](const Node&) { return std::make_unique<LayerNormKernel>(); }});
+  r.add(OpDef{"aten::softmax", 2, 3, [](const Node&) { return std::make_unique<SoftmaxKernel>(false); }});
+  r.add(OpDef{"aten::log_softmax", 2, 3, [](const Node&) { return std::make_unique<SoftmaxKernel>(true); }});
+}
+
+}  // namespace llga

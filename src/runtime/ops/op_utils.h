@@ -1,0 +1,39 @@
+// Helpers shared by the op families.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <type_traits>
+
+#include "runtime/kernel.h"
+#include "runtime/tensor.h"
+
+namespace llga {
+
+template <typename T>
+double toDouble(T v) {
+  if constexpr (std::is_same_v<T, BFloat16>) return static_cast<float>(v);
+  else return static_cast<double>(v);
+}
+
+template <typename T>
+T fromDouble(double v) {
+  if constexpr (std::is_same_v<T, BFloat16>) return BFloat16::from(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, bool>) return v != 0.0;
+  else if constexpr (std::is_integral_v<T>) return static_cast<T>(std::isfinite(v) ? v : 0.0);
+  else return static_cast<T>(v);
+}
+
+// The broadcast shape of a and b (numpy rules); throws naming both shapes.
+Shape broadcastShapes(const Shape& a, const Shape& b);
+
+// PyTorch's result dtype for an op between operands that may be tensors of
+// rank > 0, 0-dim tensors, or Python scalars (ints, floats, bools).
+ScalarType resultType(const std::vector<const RtValue*>& operands);
+
+// A tensor for an operand: tensors as they are, scalars as 0-dim tensors of dtype.
+Tensor asTensor(const RtValue& v, ScalarType dtype);
+
+void registerBinaryOps(OpRegistry& r);
+
+}  // namespace llga

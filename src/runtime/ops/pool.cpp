@@ -1,0 +1,265 @@
+// Pooling on oneDNN (pooling_v2: dilation, ceil_mode via right padding).
+//   aten::max_pool{1,2,3}d(x, kernel, stride=[], padding=0, dilation=1, ceil_mode=False)
+//   aten::avg_pool{1,2,3}d(x, kernel, stride=[], padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None)
+//   aten::adaptive_avg_pool{1,2,3}d(x, output_size), aten::adaptive_max_pool2d
+// Averages whose divisor oneDNN cannot express (ceil_mode windows that run
+// past the padding with count_include_pad, divisor_override, uneven adaptive
+// bins) run a reference loop.
+#include <cmath>
+
+#include "runtime/dnnl_utils.h"
+#include "runtime/ops/op_utils.h"
+#include "runtime/ops/primitive_cache.h"
+
+namespace llga {
+namespace {
+
+using dnnl::memory;
+
+struct PoolGeom {
+  Shape kernel, stride, pad_l, pad_r, dilation, out;
+};
+
+int64_t poolOut(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  int64_t num = in + 2 * p - d * (k - 1) - 1;
+  int64_t o = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+  if (ceil_mode && (o - 1) * s >= in + p) --o;  // the last window must start inside the input or left padding
+  return o;
+}
+
+Shape param(Shape v, size_t n, const Shape& dflt, const char* what) {
+  if (v.empty()) v = dflt;
+  if (v.size() == 1 && n > 1) v.assign(n, v[0]);
+  if (v.size() != n) throw std::invalid_argument(std::string("pooling: ") + what + " needs " + std::to_string(n) + " values");
+  return v;
+}
+
+struct PoolEntry {
+  dnnl::pooling_v2_forward prim;
+  memory::desc src_md, dst_md;
+};
+
+Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor& x, const PoolGeom& g, dnnl::algorithm alg) {
+  Shape out_shape(x.sizes().begin(), x.sizes().begin() + 2);
+  out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
+  Tensor out = Tensor::empty(ScalarType::Float, out_shape);
+  std::vector<int64_t> key;
+  addToKey(key, x);
+  for (const Shape* s : {&g.kernel, &g.stride, &g.pad_l, &g.pad_r, &g.dilation}) key.insert(key.end(), s->begin(), s->end());
+  key.push_back(static_cast<int64_t>(alg));
+  auto e = cache.get(key, [&] {
+    PoolEntry pe;
+    pe.src_md = plainDesc(x);
+    pe.dst_md = plainDesc(out);
+    memory::dims dil(g.dilation.size());
+    for (size_t i = 0; i < dil.size(); ++i) dil[i] = g.dilation[i] - 1;
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, pe.src_md, pe.dst_md, g.stride, g.kernel,
+                                     dil, g.pad_l, g.pad_r);
+    pe.prim = dnnl::pooling_v2_forward(dnnl::pooling_v2_forward::primitive_desc(d, cpuEngine()));
+    return pe;
+  });
+  e->prim.execute(ctx.stream, {{DNNL_ARG_SRC, wrap(x, e->src_md)}, {DNNL_ARG_DST, wrap(out, e->dst_md)}});
+  ctx.stream.wait();
+  return out;
+}
+
+// Reference average pooling over [N, C, *spatial] (contiguous x), PyTorch's divisor rules.
+Tensor avgPoolReference(const Tensor& xin, const PoolGeom& g, bool count_include_pad, std::optional<int64_t> divisor) {
+  Tensor x = xin.contiguous();
+  const size_t nsp = g.kernel.size();
+  Shape out_shape(x.sizes().begin(), x.sizes().begin() + 2);
+  out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
+  Tensor out = Tensor::empty(ScalarType::Float, out_shape);
+  int64_t planes = x.size(0) * x.size(1), in_plane = 1, out_plane = 1;
+  for (size_t i = 0; i < nsp; ++i) {
+    in_plane *= x.size(static_cast<int64_t>(i) + 2);
+    out_plane *= g.out[i];
+  }
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  std::vector<int64_t> o(nsp);
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    for (int64_t oi = 0; oi < out_plane; ++oi) {
+      int64_t rem = oi;
+      for (size_t i = nsp; i-- > 0;) { o[i] = rem % g.out[i]; rem /= g.out[i]; }
+      std::vector<int64_t> lo(nsp), hi(nsp);
+      int64_t pool_size = 1, valid = 1;
+      for (size_t i = 0; i < nsp; ++i) {
+        int64_t in = x.size(static_cast<int64_t>(i) + 2);
+        int64_t start = o[i] * g.stride[i] - g.pad_l[i];
+        int64_t end = std::min(start + g.kernel[i], in + g.pad_l[i]);
+        pool_size *= end - start;
+        lo[i] = std::max<int64_t>(start, 0);
+        hi[i] = std::min(end, in);
+        valid *= std::max<int64_t>(hi[i] - lo[i], 0);
+      }
+      double sum = 0;
+      if (valid > 0) {
+        std::vector<int64_t> idx(lo);
+        while (true) {
+          int64_t off = 0;
+          for (size_t i = 0; i < nsp; ++i) off = off * x.size(static_cast<int64_t>(i) + 2) + idx[i];
+          sum += src[pl * in_plane + off];
+          size_t i = nsp;
+          while (i-- > 0) {
+            if (++idx[i] < hi[i]) break;
+            idx[i] = lo[i];
+          }
+          if (i == static_cast<size_t>(-1)) break;
+        }
+      }
+      int64_t div = divisor ? *divisor : count_include_pad ? pool_size : valid;
+      dst[pl * out_plane + oi] = static_cast<float>(div ? sum / static_cast<double>(div) : 0.0);
+    }
+  }
+  return out;
+}
+
+class PoolKernel final : public Kernel {
+ public:
+  enum class Kind { Max, Avg };
+  PoolKernel(Kind k, size_t nsp) : kind_(k), nsp_(nsp) {}
+
+  void run(const KernelArgs& a) override {
+    Tensor x = a.tensor(0);
+    if (x.dtype() != ScalarType::Float) throw std::invalid_argument("pooling supports float32, got " + x.describe());
+    bool batched = x.dim() == static_cast<int64_t>(nsp_) + 2;
+    if (!batched && x.dim() == static_cast<int64_t>(nsp_) + 1) x = x.unsqueeze(0);
+    else if (!batched) throw std::invalid_argument("pooling: unexpected input " + x.describe());
+    PoolGeom g;
+    g.kernel = param(a.intList(1), nsp_, {}, "kernel_size");
+    g.stride = param(a.num_in > 2 ? a.intList(2) : Shape{}, nsp_, g.kernel, "stride");
+    g.pad_l = param(a.num_in > 3 ? a.intList(3) : Shape{0}, nsp_, {0}, "padding");
+    bool ceil_mode;
+    bool count_include_pad = true;
+    std::optional<int64_t> divisor;
+    if (kind_ == Kind::Max) {
+      g.dilation = param(a.num_in > 4 ? a.intList(4) : Shape{1}, nsp_, {1}, "dilation");
+      ceil_mode = a.num_in > 5 && a.toBool(5);
+    } else {
+      g.dilation = Shape(nsp_, 1);
+      ceil_mode = a.num_in > 4 && a.toBool(4);
+      count_include_pad = a.num_in > 5 ? a.toBool(5) : true;
+      if (!a.isNone(6)) divisor = a.toInt(6);
+    }
+    bool beyond_padding = false;  // a ceil_mode window reaches past the right padding
+    for (size_t i = 0; i < nsp_; ++i) {
+      int64_t in = x.size(static_cast<int64_t>(i) + 2);
+      if (g.pad_l[i] * 2 > g.kernel[i]) throw std::invalid_argument("pooling: padding should be at most half of the kernel size");
+      int64_t o = poolOut(in, g.kernel[i], g.stride[i], g.pad_l[i], g.dilation[i], ceil_mode);
+      if (o <= 0) throw std::invalid_argument("pooling: output size would be empty for input " + x.describe());
+      g.out.push_back(o);
+      int64_t pr = (o - 1) * g.stride[i] + g.dilation[i] * (g.kernel[i] - 1) + 1 - in - g.pad_l[i];
+      beyond_padding |= pr > g.pad_l[i];
+      g.pad_r.push_back(std::max<int64_t>(pr, 0));
+    }
+    Tensor out;
+    if (kind_ == Kind::Max) {
+      out = runPool(a.ctx, cache_, x, g, dnnl::algorithm::pooling_max);
+    } else if (divisor || (count_include_pad && beyond_padding)) {
+      out = avgPoolReference(x, g, count_include_pad, divisor);
+    } else {
+      out = runPool(a.ctx, cache_, x, g,
+                    count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                      : dnnl::algorithm::pooling_avg_exclude_padding);
+    }
+    a.set(0, batched ? out : out.squeeze(0));
+  }
+
+ private:
+  Kind kind_;
+  size_t nsp_;
+  PrimitiveCache<PoolEntry> cache_;
+};
+
+class AdaptivePoolKernel final : public Kernel {
+ public:
+  AdaptivePoolKernel(bool max, size_t nsp) : max_(max), nsp_(nsp) {}
+  void run(const KernelArgs& a) override {
+    Tensor x = a.tensor(0);
+    if (x.dtype() != ScalarType::Float) throw std::invalid_argument("adaptive pooling supports float32, got " + x.describe());
+    bool batched = x.dim() == static_cast<int64_t>(nsp_) + 2;
+    if (!batched) x = x.unsqueeze(0);
+    Shape want = param(a.intList(1), nsp_, {}, "output_size");
+    PoolGeom g;
+    bool even = true;
+    for (size_t i = 0; i < nsp_; ++i) {
+      int64_t in = x.size(static_cast<int64_t>(i) + 2), o = want[i] < 0 ? in : want[i];
+      if (o <= 0) throw std::invalid_argument("adaptive pooling: output size must be positive");
+      even &= in % o == 0;
+      g.out.push_back(o);
+      g.kernel.push_back(in / o);
+      g.stride.push_back(in / o);
+    }
+    g.pad_l = g.pad_r = Shape(nsp_, 0);
+    g.dilation = Shape(nsp_, 1);
+    Tensor out;
+    if (even) {
+      out = runPool(a.ctx, cache_, x, g, max_ ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding);
+    } else if (!max_) {
+      out = adaptiveReference(x, g.out);
+    } else {
+      throw std::invalid_argument("adaptive max pooling with uneven bins is not supported");
+    }
+    a.set(0, batched ? out : out.squeeze(0));
+  }
+
+ private:
+  // bins [floor(i*in/out), ceil((i+1)*in/out))
+  static Tensor adaptiveReference(const Tensor& xin, const Shape& out_sp) {
+    Tensor x = xin.contiguous();
+    size_t nsp = out_sp.size();
+    Shape out_shape(x.sizes().begin(), x.sizes().begin() + 2);
+    out_shape.insert(out_shape.end(), out_sp.begin(), out_sp.end());
+    Tensor out = Tensor::empty(ScalarType::Float, out_shape);
+    Tensor flat_in = x.reshape({x.size(0) * x.size(1), -1});
+    int64_t planes = flat_in.size(0), out_plane = out.numel() / std::max<int64_t>(planes, 1);
+    Shape in_sp(x.sizes().begin() + 2, x.sizes().end());
+    const float* src = x.data<float>();
+    float* dst = out.data<float>();
+    int64_t in_plane = flat_in.size(1);
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t oi = 0; oi < out_plane; ++oi) {
+        std::vector<int64_t> o(nsp), lo(nsp), hi(nsp);
+        int64_t rem = oi;
+        for (size_t i = nsp; i-- > 0;) { o[i] = rem % out_sp[i]; rem /= out_sp[i]; }
+        for (size_t i = 0; i < nsp; ++i) {
+          lo[i] = o[i] * in_sp[i] / out_sp[i];
+          hi[i] = ((o[i] + 1) * in_sp[i] + out_sp[i] - 1) / out_sp[i];
+        }
+        double sum = 0;
+        int64_t count = 0;
+        std::vector<int64_t> idx(lo);
+        while (true) {
+          int64_t off = 0;
+          for (size_t i = 0; i < nsp; ++i) off = off * in_sp[i] + idx[i];
+          sum += src[pl * in_plane + off];
+          ++count;
+          size_t i = nsp;
+          while (i-- > 0) {
+            if (++idx[i] < hi[i]) break;
+            idx[i] = lo[i];
+          }
+          if (i == static_cast<size_t>(-1)) break;
+        }
+        dst[pl * out_plane + oi] = static_cast<float>(sum / static_cast<double>(count));
+      }
+    return out;
+  }
+  bool max_;
+  size_t nsp_;
+  PrimitiveCache<PoolEntry> cache_;
+};
+
+}  // namespace
+
+void registerPoolOps(OpRegistry& r) {
+  for (size_t nsp = 1; nsp <= 3; ++nsp) {
+    std::string d = std::to_string(nsp) + "d";
+    r.add(OpDef{"aten::max_pool" + d, 2, 6, [nsp](const Node&) { return std::make_unique<PoolKernel>(PoolKernel::Kind::Max, nsp); }});
+    r.add(OpDef{"aten::avg_pool" + d, 2, 7, [nsp](const Node&) { return std::make_unique<PoolKernel>(PoolKernel::Kind::Avg, nsp); }});
+    r.add(OpDef{"aten::adaptive_avg_pool" + d, 2, 2, [nsp](const Node&) { return std::make_unique<AdaptivePoolKernel>(false, nsp); }});
+  }
+}
+
+}  // namespace llga

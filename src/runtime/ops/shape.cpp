@@ -1,0 +1,316 @@
+// Shape, view and data-movement ops in plain C++ (views share storage).
+#include "runtime/ops/op_utils.h"
+
+namespace llga {
+namespace {
+
+std::optional<ScalarType> optDtype(const KernelArgs& a, size_t i) {
+  if (a.isNone(i)) return std::nullopt;
+  auto t = scalarTypeFromCode(a.toInt(i));
+  if (!t) throw std::invalid_argument("unknown dtype code " + std::to_string(a.toInt(i)));
+  return t;
+}
+
+void checkEvalDropout(const KernelArgs& a) {
+  if (a.num_in > 2 && a.toBool(2))
+    throw std::invalid_argument("dropout in training mode; call model.eval() before tracing");
+}
+
+std::vector<Tensor> tensorList(const RtValue& v) {
+  std::vector<Tensor> out;
+  for (const RtValue& x : *v.list()) out.push_back(x.tensor());
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
+  // Legacy rule: 1-D empty tensors are skipped.
+  std::vector<Tensor> parts;
+  for (const Tensor& t : ts)
+    if (!(t.dim() == 1 && t.numel() == 0)) parts.push_back(t);
+  if (parts.empty()) return ts.empty() ? Tensor::empty(ScalarType::Float, {0}) : ts[0].clone();
+  const Tensor& ref = parts[0];
+  dim = ref.wrapDim(dim);
+  ScalarType dt = ref.dtype();
+  Shape shape = ref.sizes();
+  shape[dim] = 0;
+  for (const Tensor& t : parts) {
+    if (t.dim() != ref.dim()) throw std::invalid_argument("cat: tensors must have the same rank");
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (d != dim && t.size(d) != ref.size(d))
+        throw std::invalid_argument("cat: sizes must match except in dim " + std::to_string(dim));
+    shape[dim] += t.size(dim);
+    dt = promoteTypes(dt, t.dtype());
+  }
+  Tensor out = Tensor::empty(dt, shape);
+  int64_t at = 0;
+  for (const Tensor& t : parts) {
+    out.narrow(dim, at, t.size(dim)).copyFrom(t);
+    at += t.size(dim);
+  }
+  return out;
+}
+
+}  // namespace
+
+void registerShapeOps(OpRegistry& r) {
+  r.add("aten::view", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).view(a.intList(1))); });
+  r.add("aten::reshape", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).reshape(a.intList(1))); });
+  r.add("aten::flatten", 1, 3, [](const KernelArgs& a) {
+    a.set(0, a.tensor(0).flatten(a.num_in > 1 ? a.toInt(1) : 0, a.num_in > 2 ? a.toInt(2) : -1));
+  });
+  r.add("aten::transpose", 3, 3, [](const KernelArgs& a) { a.set(0, a.tensor(0).transpose(a.toInt(1), a.toInt(2))); });
+  r.add("aten::t", 1, 1, [](const KernelArgs& a) {
+    const Tensor& t = a.tensor(0);
+    if (t.dim() > 2) throw std::invalid_argument("t() expects a tensor with <= 2 dims");
+    a.set(0, t.dim() < 2 ? t : t.transpose(0, 1));
+  });
+  r.add("aten::permute", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).permute(a.intList(1))); });
+  r.add("aten::contiguous", 1, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).contiguous()); });
+  r.add("aten::unsqueeze", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).unsqueeze(a.toInt(1))); });
+  r.add("aten::squeeze", 1, 2, [](const KernelArgs& a) {
+    a.set(0, a.num_in > 1 ? a.tensor(0).squeeze(a.toInt(1)) : a.tensor(0).squeeze());
+  });
+  r.add("aten::select", 3, 3, [](const KernelArgs& a) { a.set(0, a.tensor(0).select(a.toInt(1), a.toInt(2))); });
+  // slice(self, dim=0, start=None, end=None, step=1)
+  r.add("aten::slice", 1, 5, [](const KernelArgs& a) {
+    const Tensor& t = a.tensor(0);
+    int64_t dim = a.num_in > 1 ? a.toInt(1) : 0;
+    int64_t start = a.isNone(2) ? 0 : a.toInt(2);
+    int64_t end = a.isNone(3) ? INT64_MAX : a.toInt(3);
+    int64_t step = a.num_in > 4 ? a.toInt(4) : 1;
+    a.set(0, t.slice(dim, start, end, step));
+  });
+  r.add("aten::narrow", 4, 4, [](const KernelArgs& a) {
+    a.set(0, a.tensor(0).narrow(a.toInt(1), a.toInt(2), a.toInt(3)));
+  });
+  r.add("aten::expand", 2, 3, [](const KernelArgs& a) { a.set(0, a.tensor(0).expand(a.intList(1))); });
+  r.add("aten::expand_as", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).expand(a.tensor(1).sizes())); });
+  r.add("aten::view_as", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).view(a.tensor(1).sizes())); });
+  r.add("aten::reshape_as", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).reshape(a.tensor(1).sizes())); });
+  // chunk(self, chunks, dim=0): PyTorch's split into ceil(size/chunks) pieces
+  r.add("aten::chunk", 2, 3, [](const KernelArgs& a) {
+    const Tensor& t = a.tensor(0);
+    int64_t chunks = a.toInt(1), dim = t.wrapDim(a.num_in > 2 ? a.toInt(2) : 0);
+    if (chunks <= 0) throw std::invalid_argument("chunk expects a positive number of chunks");
+    int64_t size = t.size(dim), step = (size + chunks - 1) / chunks;
+    std::vector<RtValue> parts;
+    for (int64_t s = 0; s < size || (size == 0 && parts.empty()); s += std::max<int64_t>(step, 1))
+      parts.emplace_back(t.narrow(dim, s, std::min(step, size - s)));
+    a.set(0, makeList(std::move(parts)));
+  });
+  r.add("aten::split", 2, 3, [](const KernelArgs& a) {
+    const Tensor& t = a.tensor(0);
+    int64_t dim = t.wrapDim(a.num_in > 2 ? a.toInt(2) : 0), size = t.size(dim);
+    std::vector<RtValue> parts;
+    if (a.input(1).isList()) {
+      int64_t at = 0;
+      for (int64_t len : a.intList(1)) {
+        parts.emplace_back(t.narrow(dim, at, len));
+        at += len;
+      }
+      if (at != size) throw std::invalid_argument("split sizes do not add up to the dimension's size");
+    } else {
+      int64_t step = a.toInt(1);
+      if (step <= 0) throw std::invalid_argument("split expects a positive split size");
+      for (int64_t s = 0; s < size; s += step) parts.emplace_back(t.narrow(dim, s, std::min(step, size - s)));
+    }
+    a.set(0, makeList(std::move(parts)));
+  });
+  r.add("aten::unbind", 1, 2, [](const KernelArgs& a) {
+    const Tensor& t = a.tensor(0);
+    int64_t dim = a.num_in > 1 ? a.toInt(1) : 0;
+    std::vector<RtValue> parts;
+    for (int64_t i = 0; i < t.size(dim); ++i) parts.emplace_back(t.select(dim, i));
+    a.set(0, makeList(std::move(parts)));
+  });
+  r.add("aten::clone", 1, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).clone()); });
+  r.add("aten::detach", 1, 1, [](const KernelArgs& a) { a.set(0, a.tensor(0)); });
+  // to(self, dtype, non_blocking, copy, memory_format) or to(self, device, dtype, ...)
+  r.add("aten::to", 2, 6, [](const KernelArgs& a) {
+    const Tensor& t = a.tensor(0);
+    size_t dt_at = a.input(1).isInt() ? 1 : 2;
+    if (a.input(1).isTensor()) {
+      a.set(0, t.to(a.tensor(1).dtype()));
+      return;
+    }
+    std::optional<ScalarType> dt = dt_at < a.num_in ? optDtype(a, dt_at) : std::nullopt;
+    bool copy = dt_at + 2 < a.num_in && a.input(dt_at + 2).isBool() && a.toBool(dt_at + 2);
+    Tensor out = dt ? t.to(*dt) : t;
+    if (copy && out.sharesStorageWith(t)) out = out.clone();
+    a.set(0, out);
+  });
+  r.add("aten::type_as", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).to(a.tensor(1).dtype())); });
+  for (const char* name : {"aten::dropout", "aten::feature_dropout", "aten::alpha_dropout"}) {
+    r.add(name, 1, 3, [](const KernelArgs& a) { checkEvalDropout(a); a.set(0, a.tensor(0)); });
+    r.add(std::string(name) + "_", 1, 3, [](const KernelArgs& a) { checkEvalDropout(a); a.set(0, a.tensor(0)); });
+  }
+  r.add("aten::cat", 1, 2, [](const KernelArgs& a) { a.set(0, cat(tensorList(a.input(0)), a.num_in > 1 ? a.toInt(1) : 0)); });
+  r.add("aten::stack", 1, 2, [](const KernelArgs& a) {
+    std::vector<Tensor> ts = tensorList(a.input(0));
+    if (ts.empty()) throw std::invalid_argument("stack expects a non-empty list");
+    int64_t dim = Tensor::wrapDim(a.num_in > 1 ? a.toInt(1) : 0, ts[0].dim() + 1);
+    for (Tensor& t : ts) t = t.unsqueeze(dim);
+    a.set(0, cat(ts, dim));
+  });
+  // Factories: zeros/ones(size, dtype, layout, device, pin_memory)
+  for (auto [name, value] : {std::pair{"aten::zeros", 0.0}, {"aten::ones", 1.0}}) {
+    double v = value;
+    r.add(name, 1, 5, [v](const KernelArgs& a) {
+      Tensor t = Tensor::empty(optDtype(a, 1).value_or(ScalarType::Float), a.intList(0));
+      t.fill(v);
+      a.set(0, t);
+    });
+  }
+  for (auto [name, value] : {std::pair{"aten::zeros_like", 0.0}, {"aten::ones_like", 1.0}}) {
+    double v = value;
+    r.add(name, 1, 6, [v](const KernelArgs& a) {
+      const Tensor& src = a.tensor(0);
+      Tensor t = Tensor::empty(optDtype(a, 1).value_or(src.dtype()), src.sizes());
+      t.fill(v);
+      a.set(0, t);
+    });
+  }
+  // new_zeros(self, size, dtype, layout, device, pin_memory)
+  r.add("aten::new_zeros", 2, 6, [](const KernelArgs& a) {
+    a.set(0, Tensor::zeros(optDtype(a, 2).value_or(a.tensor(0).dtype()), a.intList(1)));
+  });
+  r.add("aten::full", 2, 6, [](const KernelArgs& a) {
+    const RtValue& fill = a.input(1);
+    ScalarType def = fill.isDouble() ? ScalarType::Float : fill.isBool() ? ScalarType::Bool : ScalarType::Long;
+    Tensor t = Tensor::empty(optDtype(a, 2).value_or(def), a.intList(0));
+    t.fill(fill.toDouble());
+    a.set(0, t);
+  });
+  // arange(end, dtype, layout, device, pin), arange(start, end, dtype, ...),
+  // arange(start, end, step, dtype, ...): the scalars are all but the last four inputs.
+  r.add("aten::arange", 5, 7, [](const KernelArgs& a) {
+    size_t nums = a.num_in - 4;
+    double start = 0, end, step = 1;
+    bool any_float = false;
+    for (size_t i = 0; i < nums; ++i) any_float |= a.input(i).isDouble();
+    if (nums == 1) end = a.toDouble(0);
+    else { start = a.toDouble(0); end = a.toDouble(1); if (nums == 3) step = a.toDouble(2); }
+    ScalarType dt = optDtype(a, nums).value_or(any_float ? ScalarType::Float : ScalarType::Long);
+    if (step == 0) throw std::invalid_argument("arange: step must be nonzero");
+    int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((end - start) / step)), 0);
+    Tensor t = Tensor::empty(dt, {n});
+    dispatchDtype(dt, [&](auto z) {
+      using T = decltype(z);
+      T* p = t.data<T>();
+      for (int64_t k = 0; k < n; ++k) p[k] = fromDouble<T>(start + static_cast<double>(k) * step);
+    });
+    a.set(0, t);
+  });
+  r.add("aten::fill_", 2, 2, [](const KernelArgs& a) {
+    Tensor t = a.tensor(0);
+    t.fill(a.input(1).isTensor() ? a.tensor(1).item() : a.toDouble(1));
+    a.set(0, t);
+  });
+  r.add("aten::zero_", 1, 1, [](const KernelArgs& a) {
+    Tensor t = a.tensor(0);
+    t.fill(0);
+    a.set(0, t);
+  });
+  // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
+  r.add("aten::embedding", 2, 5, [](const KernelArgs& a) {
+    Tensor w = a.tensor(0);
+    Tensor idx = a.tensor(1).to(ScalarType::Long).contiguous();
+    if (w.dim() != 2) throw std::invalid_argument("embedding weight must be 2-D");
+    Shape shape = idx.sizes();
+    shape.push_back(w.size(1));
+    Tensor out = Tensor::empty(w.dtype(), shape);
+    const int64_t* ip = idx.data<int64_t>();
+    int64_t rows = w.size(0), n = idx.numel();
+    Tensor flat = out.view({n, w.size(1)});
+    for (int64_t k = 0; k < n; ++k) {
+      if (ip[k] < 0 || ip[k] >= rows)
+        throw std::out_of_range("embedding index " + std::to_string(ip[k]) + " out of range [0, " + std::to_string(rows) + ")");
+      flat.select(0, k).copyFrom(w.select(0, ip[k]));
+    }
+    a.set(0, out);
+  });
+  // masked_fill(self, mask, value)
+  for (bool inplace : {false, true}) {
+    r.add(inplace ? "aten::masked_fill_" : "aten::masked_fill", 3, 3, [inplace](const KernelArgs& a) {
+      Tensor self = a.tensor(0);
+      Tensor mask = a.tensor(1);
+      if (mask.dtype() != ScalarType::Bool) throw std::invalid_argument("masked_fill expects a bool mask");
+      double v = a.input(2).isTensor() ? a.tensor(2).item() : a.toDouble(2);
+      Shape shape = broadcastShapes(self.sizes(), mask.sizes());
+      if (shape != self.sizes()) throw std::invalid_argument("masked_fill: the mask must broadcast to the tensor's shape");
+      Tensor out = inplace ? self : self.clone();
+      Tensor m = mask.expand(shape).contiguous();
+      Tensor o = out.contiguous();
+      const bool* mp = m.data<bool>();
+      dispatchDtype(o.dtype(), [&](auto z) {
+        using T = decltype(z);
+        T* p = o.data<T>();
+        T fill = fromDouble<T>(v);
+        for (int64_t k = 0, n = o.numel(); k < n; ++k)
+          if (mp[k]) p[k] = fill;
+      });
+      if (!o.sharesStorageWith(out)) out.copyFrom(o);
+      a.set(0, out);
+    });
+  }
+  // roll(self, shifts, dims)
+  r.add("aten::roll", 2, 3, [](const KernelArgs& a) {
+    Tensor t = a.tensor(0);
+    Shape shifts = a.intList(1), dims = a.num_in > 2 ? a.intList(2) : Shape{};
+    if (dims.empty()) {
+      Tensor flat = t.contiguous().view({t.numel()});
+      dims = {0};
+      t = flat;
+    }
+    if (shifts.size() != dims.size()) throw std::invalid_argument("roll: shifts and dims must have the same length");
+    Tensor cur = t;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      int64_t d = cur.wrapDim(dims[k]), n = cur.size(d);
+      if (n == 0) continue;
+      int64_t s = ((shifts[k] % n) + n) % n;
+      Tensor out = Tensor::empty(cur.dtype(), cur.sizes());
+      out.narrow(d, s, n - s).copyFrom(cur.narrow(d, 0, n - s));
+      if (s) out.narrow(d, 0, s).copyFrom(cur.narrow(d, n - s, s));
+      cur = out;
+    }
+    a.set(0, cur.sizes() == a.tensor(0).sizes() ? cur : cur.view(a.tensor(0).sizes()));
+  });
+  // constant_pad_nd / pad(self, pad, mode="constant", value=None)
+  auto pad = [](const KernelArgs& a) {
+    const Tensor& t = a.tensor(0);
+    Shape p = a.intList(1);
+    if (a.num_in > 2 && a.input(2).isList() == false && !a.isNone(2) && a.input(2).str() != "constant")
+      throw std::invalid_argument("pad: only mode='constant' is supported, got '" + a.input(2).str() + "'");
+    double value = a.num_in > 3 && !a.isNone(3) ? a.toDouble(3) : 0.0;
+    if (p.size() % 2 || static_cast<int64_t>(p.size() / 2) > t.dim())
+      throw std::invalid_argument("pad: the padding list must have an even length <= 2 * rank");
+    Shape shape = t.sizes();
+    for (size_t k = 0; k < p.size() / 2; ++k) {
+      int64_t d = t.dim() - 1 - static_cast<int64_t>(k);
+      shape[d] += p[2 * k] + p[2 * k + 1];
+      if (shape[d] < 0) throw std::invalid_argument("pad: negative output size");
+    }
+    Tensor out = Tensor::empty(t.dtype(), shape);
+    out.fill(value);
+    Tensor src = t, dst = out;
+    for (size_t k = 0; k < p.size() / 2; ++k) {
+      int64_t d = t.dim() - 1 - static_cast<int64_t>(k), lo = p[2 * k], hi = p[2 * k + 1];
+      int64_t s0 = std::max<int64_t>(-lo, 0), s1 = t.size(d) - std::max<int64_t>(-hi, 0);
+      src = src.narrow(d, s0, std::max<int64_t>(s1 - s0, 0));
+      dst = dst.narrow(d, std::max<int64_t>(lo, 0), std::max<int64_t>(s1 - s0, 0));
+    }
+    if (src.numel()) dst.copyFrom(src);
+    a.set(0, out);
+  };
+  r.add("aten::pad", 2, 4, pad);
+  r.add("aten::constant_pad_nd", 2, 3, [pad](const KernelArgs& a) {
+    const Tensor& t = a.tensor(0);
+    double value = a.num_in > 2 ? a.toDouble(2) : 0.0;
+    RtValue mode(std::string("constant")), val(value);
+    RtValue* ins[] = {a.in[0], a.in[1], &mode, &val};
+    pad(KernelArgs{ins, 4, a.out, a.num_out, a.ctx});
+    (void)t;
+  });
+}
+
+}  // namespace llga

@@ -1,0 +1,356 @@
+#include "runtime/plan.h"
+
+#include <array>
+#include <mutex>
+#include <unordered_set>
+
+#include "runtime/dnnl_utils.h"
+#include "runtime/threads.h"
+
+namespace llga {
+
+std::string describeNode(const Node& n) {
+  std::string s = n.kind().toQualString();
+  if (!n.source().empty()) s += " at " + n.source();
+  if (!n.outputs().empty()) s += " (%" + n.output(0)->debugName() + ")";
+  return s;
+}
+
+OpRegistry& OpRegistry::global() {
+  static OpRegistry* r = [] {
+    auto* reg = new OpRegistry();
+    registerPrimOps(*reg);
+    registerShapeOps(*reg);
+    registerElementwiseOps(*reg);
+    registerConvOps(*reg);
+    registerMatmulOps(*reg);
+    registerPoolOps(*reg);
+    registerNormOps(*reg);
+    registerReduceOps(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+void OpRegistry::add(std::string kind, size_t min_inputs, size_t max_inputs, KernelFn fn) {
+  add(OpDef{std::move(kind), min_inputs, max_inputs,
+            [fn = std::move(fn)](const Node&) { return std::make_unique<FnKernel>(fn); }});
+}
+
+void OpRegistry::add(OpDef def) {
+  Symbol k = Symbol::fromQualString(def.kind);
+  ops_[k] = std::move(def);
+}
+
+const OpDef* OpRegistry::find(Symbol kind) const {
+  auto it = ops_.find(kind);
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> OpRegistry::kinds() const {
+  std::vector<std::string> out;
+  for (const auto& [k, d] : ops_) out.push_back(d.kind);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// ---------------------------------------------------------------- building
+
+namespace {
+
+Tensor tensorFromConstant(const ConstantTensor& c) {
+  auto st = Storage::borrow(c.data, static_cast<size_t>(c.numel()) * scalarTypeSize(c.dtype), c.owner);
+  return Tensor::fromStorage(st, c.dtype, c.sizes, c.strides, 0);
+}
+
+RtValue listFromAttr(const AttrList& items, const TypePtr& type) {
+  std::vector<RtValue> out;
+  bool bools = type && type->kind() == TypeKind::List && type->contained()[0]->isSimple("bool");
+  for (const AttrValue& a : items) {
+    if (a.is<int64_t>()) out.emplace_back(bools ? RtValue(a.get<int64_t>() != 0) : RtValue(a.get<int64_t>()));
+    else if (a.is<double>()) out.emplace_back(a.get<double>());
+    else if (a.is<bool>()) out.emplace_back(a.get<bool>());
+    else if (a.is<std::string>()) out.emplace_back(a.get<std::string>());
+    else if (a.is<TensorRef>()) out.emplace_back(tensorFromConstant(*a.get<TensorRef>()));
+    else throw std::invalid_argument("unsupported list constant element");
+  }
+  return makeList(std::move(out));
+}
+
+}  // namespace
+
+class PlanBuilder {
+ public:
+  PlanBuilder(Plan& p, const WeightMap& w) : p_(p), weights_(w) {}
+
+  void build(const Graph& g) {
+    // A class-typed first input is the module ("self"): only GetAttr may read it.
+    for (const Value* in : g.inputs()) {
+      if (in->type()->kind() == TypeKind::Class) {
+        module_paths_[in] = "";
+      } else {
+        p_.main_.inputs.push_back(reg(in));
+      }
+    }
+    buildBlock(g.block(), p_.main_);
+    for (const Value* v : g.outputs()) {
+      if (module_paths_.count(v)) errors_.push_back("the graph returns a module object (%" + v->debugName() + ")");
+      p_.main_.outputs.push_back(reg(v));
+    }
+    if (!unsupported_.empty()) {
+      std::string msg = "llga cannot run " + std::to_string(unsupported_.size()) + " op kind(s):";
+      for (const auto& [kind, lines] : unsupported_) {
+        msg += "\n  " + kind + " (" + std::to_string(lines.size()) + "x), first at " + lines.front();
+      }
+      throw UnsupportedOps(msg, unsupported_);
+    }
+    if (!errors_.empty()) {
+      std::string msg = errors_.front();
+      for (size_t i = 1; i < errors_.size() && i < 10; ++i) msg += "\n" + errors_[i];
+      if (errors_.size() > 10) msg += "\n... and " + std::to_string(errors_.size() - 10) + " more";
+      throw std::invalid_argument(msg);
+    }
+    p_.num_regs_ = next_reg_;
+  }
+
+ private:
+  int reg(const Value* v) {
+    auto [it, inserted] = regs_.try_emplace(v, next_reg_);
+    if (inserted) ++next_reg_;
+    return it->second;
+  }
+
+  void constant(const Value* v, RtValue value) {
+    p_.constants_.emplace_back(reg(v), std::move(value));
+    constant_regs_.insert(reg(v));
+  }
+
+  std::string where(const Node& n) {
+    if (!n.source().empty()) return n.source();
+    return "%" + (n.outputs().empty() ? std::string("?") : n.output(0)->debugName());
+  }
+
+  void bindConstant(const Node& n) {
+    const Value* out = n.output();
+    const AttrValue* a = n.attributes().find(attr::value);
+    const TypePtr& type = out->type();
+    if (!a) return constant(out, RtValue());
+    if (a->is<TensorRef>()) {
+      const ConstantTensor& c = *a->get<TensorRef>();
+      if (auto it = weights_.find(out->debugName()); it != weights_.end()) return constant(out, it->second);
+      if (!c.hasData()) {
+        errors_.push_back("missing weight for the tensor constant %" + out->debugName() +
+                          " (pass it in params, or optimize the TorchScript object itself)");
+        return;
+      }
+      if (c.approximate) {
+        errors_.push_back("tensor constant %" + out->debugName() +
+                          " has only the ~4 significant digits PyTorch printed; pass its value in params");
+        return;
+      }
+      return constant(out, tensorFromConstant(c));
+    }
+    if (a->is<int64_t>()) {
+      if (type->isSimple("bool")) return constant(out, RtValue(a->get<int64_t>() != 0));
+      return constant(out, RtValue(a->get<int64_t>()));
+    }
+    if (a->is<double>()) return constant(out, RtValue(a->get<double>()));
+    if (a->is<bool>()) return constant(out, RtValue(a->get<bool>()));
+    if (a->is<std::string>()) {
+      if (type->isSimple("Device")) return constant(out, RtValue(RtDevice{a->get<std::string>()}));
+      return constant(out, RtValue(a->get<std::string>()));
+    }
+    if (a->is<AttrList>()) return constant(out, listFromAttr(a->get<AttrList>(), type));
+    errors_.push_back("unsupported constant " + n.str());
+  }
+
+  void bindGetAttr(const Node& n) {
+    const Value* src = n.input(0);
+    auto it = module_paths_.find(src);
+    if (it == module_paths_.end()) {
+      errors_.push_back("prim::GetAttr on a value that is not the module, at " + where(n));
+      return;
+    }
+    const std::string& name = n.attr(attr::name).get<std::string>();
+    std::string path = it->second.empty() ? name : it->second + "." + name;
+    if (n.output()->type()->kind() == TypeKind::Class) {
+      module_paths_[n.output()] = path;
+      return;
+    }
+    auto w = weights_.find(path);
+    if (w == weights_.end()) {
+      errors_.push_back("missing weight '" + path + "' (read by prim::GetAttr at " + where(n) + ")");
+      return;
+    }
+    constant(n.output(), w->second);
+  }
+
+  void buildBlock(const llga::Block* b, Plan::Block& out) {
+    for (const Node* n : b->nodes()) {
+      const Symbol k = n->kind();
+      if (k == prim::Constant) {
+        bindConstant(*n);
+        continue;
+      }
+      if (k == prim::GetAttr) {
+        bindGetAttr(*n);
+        continue;
+      }
+      for (const Value* in : n->inputs())
+        if (module_paths_.count(in)) errors_.push_back("a module object is used by " + describeNode(*n));
+      Plan::Instr ins;
+      ins.node = n;
+      for (const Value* in : n->inputs()) ins.in.push_back(reg(in));
+      for (const Value* o : n->outputs()) ins.out.push_back(reg(o));
+      if (k == prim::If || k == prim::Loop) {
+        ins.kind = k == prim::If ? Plan::Instr::Kind::If : Plan::Instr::Kind::Loop;
+        for (const llga::Block* sub : n->blocks()) {
+          auto pb = std::make_unique<Plan::Block>();
+          for (const Value* v : sub->inputs()) pb->inputs.push_back(reg(v));
+          buildBlock(sub, *pb);
+          for (const Value* v : sub->outputs()) pb->outputs.push_back(reg(v));
+          ins.blocks.push_back(std::move(pb));
+        }
+      } else if (const OpDef* def = OpRegistry::global().find(k)) {
+        size_t n_in = n->inputs().size();
+        if (n_in < def->min_inputs || n_in > def->max_inputs) {
+          errors_.push_back(k.toQualString() + " takes " + std::to_string(def->min_inputs) +
+                            (def->max_inputs != def->min_inputs ? "-" + std::to_string(def->max_inputs) : "") +
+                            " inputs, got " + std::to_string(n_in) + " at " + where(*n));
+          continue;
+        }
+        try {
+          ins.kernel = def->make(*n);
+        } catch (const std::exception& e) {
+          errors_.push_back(describeNode(*n) + ": " + e.what());
+          continue;
+        }
+      } else {
+        unsupported_[k.toQualString()].push_back(where(*n));
+        continue;
+      }
+      out.code.push_back(std::move(ins));
+    }
+    computeFrees(b, out);
+  }
+
+  // A register is freed right after the last instruction of its own block
+  // that reads it (directly or inside nested blocks); block outputs and
+  // constants live on.
+  void computeFrees(const llga::Block* b, Plan::Block& out) {
+    std::unordered_map<int, size_t> last;
+    std::unordered_set<int> defined(out.inputs.begin(), out.inputs.end());
+    for (size_t i = 0; i < out.code.size(); ++i) {
+      for (int r : out.code[i].out) {
+        defined.insert(r);
+        last.emplace(r, i);  // unused outputs die right away
+      }
+      std::vector<int> used;
+      collectUses(out.code[i], used);
+      for (int r : used) last[r] = i;
+    }
+    std::unordered_set<int> keep;
+    for (const Value* v : b->outputs()) keep.insert(reg(v));
+    for (const auto& [r, i] : last)
+      if (defined.count(r) && !keep.count(r) && !constant_regs_.count(r)) out.code[i].free_after.push_back(r);
+  }
+
+  static void collectUses(const Plan::Instr& ins, std::vector<int>& used) {
+    used.insert(used.end(), ins.in.begin(), ins.in.end());
+    for (const auto& b : ins.blocks) {
+      for (const auto& sub : b->code) collectUses(sub, used);
+      used.insert(used.end(), b->outputs.begin(), b->outputs.end());
+    }
+  }
+
+  Plan& p_;
+  const WeightMap& weights_;
+  std::unordered_map<const Value*, int> regs_;
+  std::unordered_map<const Value*, std::string> module_paths_;
+  std::unordered_set<int> constant_regs_;
+  std::map<std::string, std::vector<std::string>> unsupported_;
+  std::vector<std::string> errors_;
+  int next_reg_ = 0;
+};
+
+std::unique_ptr<Plan> Plan::build(std::shared_ptr<const Graph> graph, const WeightMap& weights) {
+  auto p = std::unique_ptr<Plan>(new Plan());
+  p->graph_ = graph;
+  PlanBuilder(*p, weights).build(*graph);
+  return p;
+}
+
+size_t Plan::numInstructions() const { return main_.code.size(); }
+
+// ---------------------------------------------------------------- running
+
+std::vector<RtValue> Plan::run(std::vector<RtValue> inputs) const {
+  if (inputs.size() != main_.inputs.size())
+    throw std::invalid_argument("expected " + std::to_string(main_.inputs.size()) + " inputs, got " +
+                                std::to_string(inputs.size()));
+  applyNumThreads();
+  std::vector<RtValue> regs(static_cast<size_t>(num_regs_));
+  for (const auto& [r, v] : constants_) regs[static_cast<size_t>(r)] = v;
+  for (size_t i = 0; i < inputs.size(); ++i) regs[static_cast<size_t>(main_.inputs[i])] = std::move(inputs[i]);
+  ExecContext ctx;
+  runBlock(main_, regs, ctx);
+  std::vector<RtValue> out;
+  out.reserve(main_.outputs.size());
+  for (int r : main_.outputs) out.push_back(regs[static_cast<size_t>(r)]);
+  return out;
+}
+
+void Plan::runBlock(const Block& b, std::vector<RtValue>& regs, ExecContext& ctx) const {
+  for (const Instr& ins : b.code) {
+    runInstr(ins, regs, ctx);
+    for (int r : ins.free_after) regs[static_cast<size_t>(r)] = RtValue();
+  }
+}
+
+void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& ctx) const {
+  auto at = [&](int r) -> RtValue& { return regs[static_cast<size_t>(r)]; };
+  try {
+    switch (ins.kind) {
+      case Instr::Kind::Op: {
+        std::array<RtValue*, 32> in_small, out_small;
+        std::vector<RtValue*> in_big, out_big;
+        RtValue** in = in_small.data();
+        RtValue** out = out_small.data();
+        if (ins.in.size() > in_small.size()) { in_big.resize(ins.in.size()); in = in_big.data(); }
+        if (ins.out.size() > out_small.size()) { out_big.resize(ins.out.size()); out = out_big.data(); }
+        for (size_t i = 0; i < ins.in.size(); ++i) in[i] = &at(ins.in[i]);
+        for (size_t i = 0; i < ins.out.size(); ++i) out[i] = &at(ins.out[i]);
+        ins.kernel->run(KernelArgs{in, ins.in.size(), out, ins.out.size(), ctx});
+        break;
+      }
+      case Instr::Kind::If: {
+        const Block& b = *ins.blocks[at(ins.in[0]).toBool() ? 0 : 1];
+        runBlock(b, regs, ctx);
+        for (size_t i = 0; i < ins.out.size(); ++i) at(ins.out[i]) = at(b.outputs[i]);
+        break;
+      }
+      case Instr::Kind::Loop: {
+        const Block& b = *ins.blocks[0];
+        int64_t max_trip = at(ins.in[0]).toInt();
+        bool cond = at(ins.in[1]).toBool();
+        std::vector<RtValue> carried;
+        for (size_t i = 2; i < ins.in.size(); ++i) carried.push_back(at(ins.in[i]));
+        for (int64_t it = 0; cond && it < max_trip; ++it) {
+          at(b.inputs[0]) = RtValue(it);
+          for (size_t i = 0; i < carried.size(); ++i) at(b.inputs[i + 1]) = std::move(carried[i]);
+          runBlock(b, regs, ctx);
+          cond = at(b.outputs[0]).toBool();
+          for (size_t i = 0; i < carried.size(); ++i) carried[i] = at(b.outputs[i + 1]);
+        }
+        for (size_t i = 0; i < ins.out.size(); ++i) at(ins.out[i]) = std::move(carried[i]);
+        break;
+      }
+    }
+  } catch (const ExecutionError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ExecutionError(describeNode(*ins.node) + ": " + e.what());
+  }
+}
+
+}  // namespace llga

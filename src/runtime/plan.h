@@ -1,0 +1,70 @@
+// A graph, lowered for execution: an instruction list over a register file
+// (TorchScript's interpreter idea). Constants and weights are bound once;
+// every call gets its own register file, so one Plan serves many threads.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/ir.h"
+#include "runtime/kernel.h"
+#include "runtime/value.h"
+
+namespace llga {
+
+// Weights for prim::GetAttr paths ("layer1.0.conv1.weight") and for frozen
+// constants by value name ("self.fc.weight").
+using WeightMap = std::unordered_map<std::string, Tensor>;
+
+// Thrown by Plan::build with every op kind the runtime lacks.
+struct UnsupportedOps : std::runtime_error {
+  UnsupportedOps(std::string msg, std::map<std::string, std::vector<std::string>> ops)
+      : std::runtime_error(std::move(msg)), ops(std::move(ops)) {}
+  std::map<std::string, std::vector<std::string>> ops;  // kind -> source lines
+};
+
+// Thrown when a kernel fails, naming the node.
+struct ExecutionError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Plan {
+ public:
+  static std::unique_ptr<Plan> build(std::shared_ptr<const Graph> graph, const WeightMap& weights);
+  std::vector<RtValue> run(std::vector<RtValue> inputs) const;
+  size_t numInstructions() const;
+
+ private:
+  struct Block;
+  struct Instr {
+    enum class Kind { Op, If, Loop } kind = Kind::Op;
+    const Node* node = nullptr;
+    std::unique_ptr<Kernel> kernel;
+    std::vector<int> in, out;
+    std::vector<int> free_after;  // registers whose last use this is
+    std::vector<std::unique_ptr<Block>> blocks;
+  };
+  struct Block {
+    std::vector<int> inputs;
+    std::vector<Instr> code;
+    std::vector<int> outputs;
+  };
+
+  void runBlock(const Block& b, std::vector<RtValue>& regs, ExecContext& ctx) const;
+  void runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& ctx) const;
+
+  friend class PlanBuilder;
+  std::shared_ptr<const Graph> graph_;
+  int num_regs_ = 0;
+  std::vector<std::pair<int, RtValue>> constants_;
+  Block main_;
+};
+
+// Where a node came from, for messages: "aten::relu at model.py:3:4 (%y)".
+std::string describeNode(const Node& n);
+
+}  // namespace llga

@@ -1,0 +1,407 @@
+#include "runtime/tensor.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+#include <optional>
+#include <sstream>
+
+#include "runtime/strided.h"
+
+namespace llga {
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
+  size_t rounded = std::max<size_t>(64, (nbytes + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw std::bad_alloc();
+  auto s = std::make_shared<Storage>();
+  s->data = p;
+  s->nbytes = nbytes;
+  s->owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, std::shared_ptr<void> owner) {
+  auto s = std::make_shared<Storage>();
+  s->data = data;
+  s->nbytes = nbytes;
+  s->owner = std::move(owner);
+  return s;
+}
+
+bool isFloatingType(ScalarType t) {
+  return t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half || t == ScalarType::BFloat16;
+}
+bool isIntegralType(ScalarType t, bool include_bool) {
+  switch (t) {
+    case ScalarType::Byte: case ScalarType::Char: case ScalarType::Short: case ScalarType::Int: case ScalarType::Long:
+      return true;
+    case ScalarType::Bool:
+      return include_bool;
+    default:
+      return false;
+  }
+}
+
+ScalarType promoteTypes(ScalarType a, ScalarType b) {
+  if (a == b) return a;
+  auto rank = [](ScalarType t) {
+    switch (t) {
+      case ScalarType::Bool: return 0;
+      case ScalarType::Byte: return 1;
+      case ScalarType::Char: return 2;
+      case ScalarType::Short: return 3;
+      case ScalarType::Int: return 4;
+      case ScalarType::Long: return 5;
+      case ScalarType::BFloat16: return 6;
+      case ScalarType::Half: return 6;
+      case ScalarType::Float: return 7;
+      case ScalarType::Double: return 8;
+      default: throw std::invalid_argument("no type promotion for " + std::string(scalarTypeName(t)));
+    }
+  };
+  // uint8 with int8 promotes to int16, as in PyTorch; bf16 with half to float.
+  if ((a == ScalarType::Byte && b == ScalarType::Char) || (a == ScalarType::Char && b == ScalarType::Byte))
+    return ScalarType::Short;
+  if ((a == ScalarType::BFloat16 && b == ScalarType::Half) || (a == ScalarType::Half && b == ScalarType::BFloat16))
+    return ScalarType::Float;
+  return rank(a) >= rank(b) ? a : b;
+}
+
+int64_t Tensor::wrapDim(int64_t d, int64_t ndim) {
+  int64_t n = std::max<int64_t>(ndim, 1);
+  if (d < -n || d >= n)
+    throw std::out_of_range("dimension " + std::to_string(d) + " is out of range for a tensor of rank " +
+                            std::to_string(ndim));
+  return d < 0 ? d + n : d;
+}
+
+Shape Tensor::contiguousStrides(const Shape& sizes) {
+  Shape st(sizes.size(), 1);
+  for (size_t i = sizes.size(); i-- > 1;) st[i - 1] = st[i] * std::max<int64_t>(sizes[i], 1);
+  return st;
+}
+
+Shape Tensor::inferSize(Shape sizes, int64_t numel) {
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1) {
+      if (infer >= 0) throw std::invalid_argument("only one dimension can be inferred (-1)");
+      infer = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      throw std::invalid_argument("invalid shape dimension " + std::to_string(sizes[i]));
+    } else {
+      known *= sizes[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0) throw std::invalid_argument("shape is invalid for input of size " + std::to_string(numel));
+    sizes[static_cast<size_t>(infer)] = numel / known;
+  } else if (known != numel) {
+    throw std::invalid_argument("shape is invalid for input of size " + std::to_string(numel));
+  }
+  return sizes;
+}
+
+Tensor Tensor::fromStorage(std::shared_ptr<Storage> s, ScalarType dtype, Shape sizes, Shape strides, int64_t offset) {
+  Tensor t;
+  t.storage_ = std::move(s);
+  t.dtype_ = dtype;
+  t.sizes_ = std::move(sizes);
+  t.strides_ = std::move(strides);
+  t.offset_ = offset;
+  return t;
+}
+
+Tensor Tensor::empty(ScalarType dtype, const Shape& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s < 0) throw std::invalid_argument("negative size in tensor shape");
+    n *= s;
+  }
+  auto st = Storage::allocate(static_cast<size_t>(n) * scalarTypeSize(dtype));
+  return fromStorage(std::move(st), dtype, sizes, contiguousStrides(sizes), 0);
+}
+
+Tensor Tensor::zeros(ScalarType dtype, const Shape& sizes) {
+  Tensor t = empty(dtype, sizes);
+  std::memset(t.data(), 0, static_cast<size_t>(t.numel()) * t.itemsize());
+  return t;
+}
+
+Tensor Tensor::scalar(ScalarType dtype, double v) {
+  Tensor t = empty(dtype, {});
+  t.fill(v);
+  return t;
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes_) n *= s;
+  return n;
+}
+
+bool Tensor::isContiguous() const {
+  int64_t expected = 1;
+  for (size_t i = sizes_.size(); i-- > 0;) {
+    if (sizes_[i] == 1) continue;
+    if (strides_[i] != expected) return false;
+    expected *= sizes_[i];
+  }
+  return true;
+}
+
+Tensor Tensor::asStrided(Shape sizes, Shape strides, int64_t offset) const {
+  return fromStorage(storage_, dtype_, std::move(sizes), std::move(strides), offset);
+}
+
+// Strides for viewing (sizes_, strides_) as `shape`, if the memory allows it:
+// each run of old dims that is contiguous in itself can be regrouped freely.
+static std::optional<Shape> viewStrides(const Shape& old_sizes, const Shape& old_strides, const Shape& shape) {
+  Shape out(shape.size());
+  if (old_sizes.empty()) {
+    std::fill(out.begin(), out.end(), 1);
+    return out;
+  }
+  int64_t numel = 1;
+  for (int64_t s : old_sizes) numel *= s;
+  if (numel == 0) return Tensor::contiguousStrides(shape);
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base_stride = old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old_sizes[d];
+    if (d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = old_strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+Tensor Tensor::view(Shape sizes) const {
+  sizes = inferSize(std::move(sizes), numel());
+  auto st = viewStrides(sizes_, strides_, sizes);
+  if (!st)
+    throw std::invalid_argument("view size is not compatible with the input's size and stride; use reshape");
+  return asStrided(sizes, *st, offset_);
+}
+
+Tensor Tensor::reshape(Shape sizes) const {
+  sizes = inferSize(std::move(sizes), numel());
+  if (auto st = viewStrides(sizes_, strides_, sizes)) return asStrided(sizes, *st, offset_);
+  return contiguous().view(sizes);
+}
+
+Tensor Tensor::transpose(int64_t a, int64_t b) const {
+  if (dim() == 0) return *this;
+  a = wrapDim(a);
+  b = wrapDim(b);
+  Shape sz = sizes_, st = strides_;
+  std::swap(sz[a], sz[b]);
+  std::swap(st[a], st[b]);
+  return asStrided(sz, st, offset_);
+}
+
+Tensor Tensor::permute(const Shape& dims) const {
+  if (static_cast<int64_t>(dims.size()) != dim())
+    throw std::invalid_argument("permute: number of dims does not match the tensor's rank");
+  Shape sz(dims.size()), st(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrapDim(dims[i]);
+    if (seen[d]) throw std::invalid_argument("permute: repeated dim");
+    seen[d] = true;
+    sz[i] = sizes_[d];
+    st[i] = strides_[d];
+  }
+  return asStrided(sz, st, offset_);
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  d = wrapDim(d);
+  if (step <= 0) throw std::invalid_argument("slice step must be positive");
+  int64_t n = sizes_[d];
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape sz = sizes_, st = strides_;
+  sz[d] = (end - start + step - 1) / step;
+  st[d] = strides_[d] * step;
+  return asStrided(sz, st, offset_ + start * strides_[d]);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  if (dim() == 0) throw std::invalid_argument("select() cannot be applied to a 0-dim tensor");
+  d = wrapDim(d);
+  int64_t n = sizes_[d];
+  if (index < -n || index >= n)
+    throw std::out_of_range("select(): index " + std::to_string(index) + " out of range for size " + std::to_string(n));
+  if (index < 0) index += n;
+  Shape sz = sizes_, st = strides_;
+  sz.erase(sz.begin() + d);
+  st.erase(st.begin() + d);
+  return asStrided(sz, st, offset_ + index * strides_[d]);
+}
+
+Tensor Tensor::expand(const Shape& sizes) const {
+  if (sizes.size() < sizes_.size())
+    throw std::invalid_argument("expand: the number of sizes must be at least the tensor's rank");
+  size_t lead = sizes.size() - sizes_.size();
+  Shape sz(sizes.size()), st(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i < lead) {
+      if (sizes[i] < 0) throw std::invalid_argument("expand: -1 is not allowed for a new leading dim");
+      sz[i] = sizes[i];
+      st[i] = 0;
+      continue;
+    }
+    int64_t have = sizes_[i - lead], want = sizes[i] == -1 ? have : sizes[i];
+    if (have == want) {
+      sz[i] = have;
+      st[i] = strides_[i - lead];
+    } else if (have == 1) {
+      sz[i] = want;
+      st[i] = 0;
+    } else {
+      throw std::invalid_argument("expand: size " + std::to_string(want) + " does not match " + std::to_string(have) +
+                                  " at dim " + std::to_string(i));
+    }
+  }
+  return asStrided(sz, st, offset_);
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  d = wrapDim(d, dim() + 1);
+  Shape sz = sizes_, st = strides_;
+  int64_t s = d < dim() ? sizes_[d] * strides_[d] : 1;
+  sz.insert(sz.begin() + d, 1);
+  st.insert(st.begin() + d, s);
+  return asStrided(sz, st, offset_);
+}
+
+Tensor Tensor::squeeze() const {
+  Shape sz, st;
+  for (size_t i = 0; i < sizes_.size(); ++i)
+    if (sizes_[i] != 1) {
+      sz.push_back(sizes_[i]);
+      st.push_back(strides_[i]);
+    }
+  return asStrided(sz, st, offset_);
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  if (dim() == 0) return *this;
+  d = wrapDim(d);
+  if (sizes_[d] != 1) return *this;
+  Shape sz = sizes_, st = strides_;
+  sz.erase(sz.begin() + d);
+  st.erase(st.begin() + d);
+  return asStrided(sz, st, offset_);
+}
+
+Tensor Tensor::flatten(int64_t start, int64_t end) const {
+  if (dim() == 0) return reshape({1});
+  start = wrapDim(start);
+  end = wrapDim(end);
+  if (start > end) throw std::invalid_argument("flatten: start_dim cannot come after end_dim");
+  Shape sz(sizes_.begin(), sizes_.begin() + start);
+  int64_t n = 1;
+  for (int64_t i = start; i <= end; ++i) n *= sizes_[i];
+  sz.push_back(n);
+  sz.insert(sz.end(), sizes_.begin() + end + 1, sizes_.end());
+  return reshape(sz);
+}
+
+void Tensor::copyFrom(const Tensor& src) {
+  if (src.sizes_ != sizes_) {
+    if (src.numel() != numel()) throw std::invalid_argument("copy: " + src.describe() + " into " + describe());
+    copyFrom(src.reshape(sizes_));
+    return;
+  }
+  if (numel() == 0) return;
+  std::array<Shape, 2> bs;
+  for (size_t d = 0; d < sizes_.size(); ++d) {
+    bs[0].push_back(strides_[d] * static_cast<int64_t>(itemsize()));
+    bs[1].push_back(src.strides_[d] * static_cast<int64_t>(src.itemsize()));
+  }
+  auto loop = makeLoop<2>(sizes_, bs);
+  std::array<char*, 2> base{static_cast<char*>(data()), static_cast<char*>(src.data())};
+  dispatchDtype(dtype_, [&](auto dt) {
+    using D = decltype(dt);
+    dispatchDtype(src.dtype_, [&](auto st) {
+      using S = decltype(st);
+      forEachInner(loop, base, [](std::array<char*, 2> p, int64_t n, std::array<int64_t, 2> s) {
+        if constexpr (std::is_same_v<D, S>) {
+          if (s[0] == sizeof(D) && s[1] == sizeof(S)) {
+            std::memcpy(p[0], p[1], static_cast<size_t>(n) * sizeof(D));
+            return;
+          }
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          S v = *reinterpret_cast<S*>(p[1] + i * s[1]);
+          D* out = reinterpret_cast<D*>(p[0] + i * s[0]);
+          if constexpr (std::is_same_v<D, BFloat16>) *out = BFloat16::from(static_cast<float>(v));
+          else if constexpr (std::is_same_v<S, BFloat16>) *out = static_cast<D>(static_cast<float>(v));
+          else *out = static_cast<D>(v);
+        }
+      });
+    });
+  });
+}
+
+Tensor Tensor::contiguous() const {
+  if (isContiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(dtype_, sizes_);
+  out.copyFrom(*this);
+  return out;
+}
+
+Tensor Tensor::to(ScalarType dtype) const {
+  if (dtype == dtype_) return *this;
+  Tensor out = empty(dtype, sizes_);
+  out.copyFrom(*this);
+  return out;
+}
+
+void Tensor::fill(double v) {
+  Tensor src = empty(ScalarType::Double, {});
+  *src.data<double>() = v;
+  copyFrom(src.expand(sizes_));
+}
+
+double Tensor::item() const {
+  if (numel() != 1) throw std::invalid_argument("a tensor with " + std::to_string(numel()) + " elements cannot be converted to a scalar");
+  return dispatchDtype(dtype_, [&](auto t) -> double {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, BFloat16>) return static_cast<float>(*data<T>());
+    else return static_cast<double>(*data<T>());
+  });
+}
+
+std::string Tensor::describe() const {
+  if (!defined()) return "undefined tensor";
+  std::ostringstream os;
+  os << scalarTypeName(dtype_) << "(";
+  for (size_t i = 0; i < sizes_.size(); ++i) os << (i ? ", " : "") << sizes_[i];
+  os << ")";
+  return os.str();
+}
+
+}  // namespace llga

@@ -1,0 +1,139 @@
+// Tensors: refcounted storage + dtype + sizes + strides + offset, as in PyTorch.
+//
+// Views (view, transpose, permute, slice, select, expand, unsqueeze, ...)
+// share storage; `contiguous()` copies only when the layout requires it.
+// Strides and offsets count elements, not bytes.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ir/type.h"
+
+namespace llga {
+
+using Shape = std::vector<int64_t>;
+
+// A buffer. Owned (aligned allocation) or borrowed from someone else (a numpy
+// array, a torch tensor), in which case `owner` keeps that memory alive.
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  std::shared_ptr<void> owner;
+
+  static std::shared_ptr<Storage> allocate(size_t nbytes);
+  static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, std::shared_ptr<void> owner);
+};
+
+struct BFloat16 {
+  uint16_t bits;
+  operator float() const {
+    uint32_t x = uint32_t(bits) << 16;
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+  }
+  static BFloat16 from(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    return BFloat16{static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16)};
+  }
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined
+  static Tensor empty(ScalarType dtype, const Shape& sizes);
+  static Tensor zeros(ScalarType dtype, const Shape& sizes);
+  static Tensor scalar(ScalarType dtype, double v);
+  static Tensor fromStorage(std::shared_ptr<Storage> s, ScalarType dtype, Shape sizes, Shape strides, int64_t offset);
+
+  bool defined() const { return storage_ != nullptr; }
+  ScalarType dtype() const { return dtype_; }
+  size_t itemsize() const { return scalarTypeSize(dtype_); }
+  int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
+  const Shape& sizes() const { return sizes_; }
+  const Shape& strides() const { return strides_; }
+  int64_t size(int64_t d) const { return sizes_[wrapDim(d)]; }
+  int64_t stride(int64_t d) const { return strides_[wrapDim(d)]; }
+  int64_t offset() const { return offset_; }
+  int64_t numel() const;
+  bool isContiguous() const;
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  void* data() const { return static_cast<char*>(storage_->data) + offset_ * static_cast<int64_t>(itemsize()); }
+  template <typename T>
+  T* data() const { return static_cast<T*>(data()); }
+  // Same storage and same first byte (used to tell aliasing outputs apart).
+  bool sharesStorageWith(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
+
+  // Wraps a possibly negative dim into [0, dim()); throws naming the dim otherwise.
+  int64_t wrapDim(int64_t d) const { return wrapDim(d, dim()); }
+  static int64_t wrapDim(int64_t d, int64_t ndim);
+
+  // Views (share storage)
+  Tensor asStrided(Shape sizes, Shape strides, int64_t offset) const;
+  Tensor view(Shape sizes) const;  // throws if the strides do not allow it; sizes may hold one -1
+  Tensor reshape(Shape sizes) const;  // a view when possible, else a copy
+  Tensor transpose(int64_t a, int64_t b) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Shape& sizes) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor flatten(int64_t start, int64_t end) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const { return slice(dim, start, start + length, 1); }
+
+  // Copies
+  Tensor contiguous() const;  // *this if already contiguous
+  Tensor clone() const;
+  Tensor to(ScalarType dtype) const;  // *this if already that dtype
+  // Elementwise copy of src (same number of elements, any strides, converting dtype).
+  void copyFrom(const Tensor& src);
+  void fill(double v);
+
+  double item() const;  // one element, as double
+  std::string describe() const;  // "Float(1, 3, 224, 224)"
+
+  // Fills contiguous strides for sizes.
+  static Shape contiguousStrides(const Shape& sizes);
+  // Infers one -1 in `sizes` for `numel` elements.
+  static Shape inferSize(Shape sizes, int64_t numel);
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  ScalarType dtype_ = ScalarType::Float;
+  Shape sizes_, strides_;
+  int64_t offset_ = 0;
+};
+
+// Calls fn(T{}) with T the C++ type of dtype (float, double, int64_t, int32_t,
+// int16_t, int8_t, uint8_t, bool, BFloat16).
+template <typename Fn>
+decltype(auto) dispatchDtype(ScalarType t, Fn&& fn) {
+  switch (t) {
+    case ScalarType::Float: return fn(float{});
+    case ScalarType::Double: return fn(double{});
+    case ScalarType::Long: return fn(int64_t{});
+    case ScalarType::Int: return fn(int32_t{});
+    case ScalarType::Short: return fn(int16_t{});
+    case ScalarType::Char: return fn(int8_t{});
+    case ScalarType::Byte: return fn(uint8_t{});
+    case ScalarType::Bool: return fn(bool{});
+    case ScalarType::BFloat16: return fn(BFloat16{});
+    default:
+      throw std::invalid_argument("dtype " + std::string(scalarTypeName(t)) + " is not supported by the runtime");
+  }
+}
+
+bool isFloatingType(ScalarType t);
+bool isIntegralType(ScalarType t, bool include_bool);
+// PyTorch's promotion of two tensor dtypes.
+ScalarType promoteTypes(ScalarType a, ScalarType b);
+
+}  // namespace llga

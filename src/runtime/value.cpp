@@ -1,0 +1,58 @@
+#include "runtime/value.h"
+
+#include <stdexcept>
+
+namespace llga {
+
+const char* RtValue::kindName() const {
+  static const char* names[] = {"None", "Tensor", "int", "float", "bool", "str", "list", "tuple", "Device"};
+  return names[v.index()];
+}
+
+[[noreturn]] static void wrongKind(const RtValue& v, const char* want) {
+  throw std::invalid_argument(std::string("expected ") + want + ", got " + v.kindName());
+}
+
+const Tensor& RtValue::tensor() const {
+  if (auto* t = std::get_if<Tensor>(&v)) return *t;
+  wrongKind(*this, "a Tensor");
+}
+int64_t RtValue::toInt() const {
+  if (auto* i = std::get_if<int64_t>(&v)) return *i;
+  if (auto* b = std::get_if<bool>(&v)) return *b;
+  wrongKind(*this, "an int");
+}
+double RtValue::toDouble() const {
+  if (auto* d = std::get_if<double>(&v)) return *d;
+  if (auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+  if (auto* b = std::get_if<bool>(&v)) return *b;
+  wrongKind(*this, "a float");
+}
+bool RtValue::toBool() const {
+  if (auto* b = std::get_if<bool>(&v)) return *b;
+  if (auto* i = std::get_if<int64_t>(&v)) return *i != 0;
+  wrongKind(*this, "a bool");
+}
+const std::string& RtValue::str() const {
+  if (auto* s = std::get_if<std::string>(&v)) return *s;
+  wrongKind(*this, "a str");
+}
+const RtList& RtValue::list() const {
+  if (auto* l = std::get_if<RtList>(&v)) return *l;
+  wrongKind(*this, "a list");
+}
+const RtTuplePtr& RtValue::tuple() const {
+  if (auto* t = std::get_if<RtTuplePtr>(&v)) return *t;
+  wrongKind(*this, "a tuple");
+}
+std::vector<int64_t> RtValue::intList() const {
+  if (isInt()) return {toInt()};
+  std::vector<int64_t> out;
+  for (const RtValue& x : *list()) out.push_back(x.toInt());
+  return out;
+}
+
+RtValue makeList(std::vector<RtValue> items) { return RtValue(std::make_shared<std::vector<RtValue>>(std::move(items))); }
+RtValue makeTuple(std::vector<RtValue> items) { return RtValue(RtTuplePtr(std::make_shared<RtTuple>(RtTuple{std::move(items)}))); }
+
+}  // namespace llga
