@@ -23,7 +23,14 @@ def torchvision_model(name: str, seed: int = 0):
     if name not in TORCHVISION_MODELS:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(TORCHVISION_MODELS)}")
     torch.manual_seed(seed)
-    return getattr(torchvision.models, name)(weights=None).eval()
+    model = getattr(torchvision.models, name)(weights=None).eval()
+    # Some layers start at zero (vit's head, for one): an all-zero output would
+    # make any comparison pass, so give them random values too.
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() > 1 and not p.any():
+                p.normal_(0.0, 0.02)
+    return model
 
 
 def _bert_classes():

@@ -88,5 +88,6 @@ void registerMatmulOps(OpRegistry& r);
 void registerPoolOps(OpRegistry& r);
 void registerNormOps(OpRegistry& r);
 void registerReduceOps(OpRegistry& r);
+void registerAttentionOps(OpRegistry& r);
 
 }  // namespace llga

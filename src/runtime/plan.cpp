@@ -27,6 +27,7 @@ OpRegistry& OpRegistry::global() {
     registerPoolOps(*reg);
     registerNormOps(*reg);
     registerReduceOps(*reg);
+    registerAttentionOps(*reg);
     return reg;
   }();
   return *r;

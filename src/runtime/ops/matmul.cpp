@@ -6,6 +6,7 @@
 // weight is reordered once into the layout the primitive prefers.
 #include "runtime/dnnl_utils.h"
 #include "runtime/ops/op_utils.h"
+#include "runtime/ops/functional.h"
 #include "runtime/ops/primitive_cache.h"
 
 namespace llga {
@@ -118,28 +119,6 @@ bool isConstantInput(const Node& n, size_t i) {
   return k == prim::Constant || k == prim::GetAttr;
 }
 
-class LinearKernel final : public Kernel {
- public:
-  explicit LinearKernel(bool constant_weight) : constant_(constant_weight) {}
-  void run(const KernelArgs& a) override {
-    const Tensor& x = a.tensor(0);
-    const Tensor& w = a.tensor(1);
-    if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
-      throw std::invalid_argument("linear: input " + x.describe() + " does not match weight " + w.describe());
-    Shape lead(x.sizes().begin(), x.sizes().end() - 1);
-    int64_t m = 1;
-    for (int64_t s : lead) m *= s;
-    Tensor x2 = x.reshape({m, x.size(-1)});
-    Tensor out = matmulCore(a.ctx, x2, w.transpose(0, 1), a.optTensor(2), &cache_, constant_);
-    lead.push_back(w.size(0));
-    a.set(0, out.view(lead));
-  }
-
- private:
-  bool constant_;
-  PrimitiveCache<MatmulEntry> cache_;
-};
-
 class MatmulKernel final : public Kernel {
  public:
   enum class Form { Matmul, Mm, Bmm };
@@ -160,6 +139,40 @@ class MatmulKernel final : public Kernel {
 };
 
 }  // namespace
+
+struct MatmulCache {
+  PrimitiveCache<MatmulEntry> constant_b, variable_b;
+};
+std::shared_ptr<MatmulCache> makeMatmulCache() { return std::make_shared<MatmulCache>(); }
+
+Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, MatmulCache& cache,
+                bool constant_w) {
+  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
+    throw std::invalid_argument("linear: input " + x.describe() + " does not match weight " + w.describe());
+  Shape lead(x.sizes().begin(), x.sizes().end() - 1);
+  int64_t m = 1;
+  for (int64_t s : lead) m *= s;
+  Tensor out = matmulCore(ctx, x.reshape({m, x.size(-1)}), w.transpose(0, 1), b,
+                          constant_w ? &cache.constant_b : &cache.variable_b, constant_w);
+  lead.push_back(w.size(0));
+  return out.view(lead);
+}
+
+Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache& cache) {
+  return matmul(ctx, a, b, &cache.variable_b, false);
+}
+
+class LinearKernel final : public Kernel {
+ public:
+  explicit LinearKernel(bool constant_weight) : constant_(constant_weight) {}
+  void run(const KernelArgs& a) override {
+    a.set(0, linearOp(a.ctx, a.tensor(0), a.tensor(1), a.optTensor(2), cache_, constant_));
+  }
+
+ private:
+  bool constant_;
+  MatmulCache cache_;
+};
 
 void registerMatmulOps(OpRegistry& r) {
   r.add(OpDef{"aten::linear", 2, 3, [](const Node& n) { return std::make_unique<LinearKernel>(isConstantInput(n, 1)); }});

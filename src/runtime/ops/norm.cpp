@@ -4,6 +4,7 @@
 //   aten::softmax(x, dim, dtype?), aten::log_softmax(x, dim, dtype?)
 #include "runtime/dnnl_utils.h"
 #include "runtime/ops/op_utils.h"
+#include "runtime/ops/functional.h"
 #include "runtime/ops/primitive_cache.h"
 
 namespace llga {
@@ -63,38 +64,71 @@ class BatchNormKernel final : public Kernel {
   PrimitiveCache<NormEntry> cache_;
 };
 
+Tensor layerNormImpl(ExecContext& ctx, const Tensor& x, int64_t n, const std::optional<Tensor>& w,
+                     const std::optional<Tensor>& b, double eps_d, PrimitiveCache<NormEntry>& cache) {
+  if (x.dtype() != ScalarType::Float) throw std::invalid_argument("layer_norm supports float32, got " + x.describe());
+  int64_t m = x.numel() / std::max<int64_t>(n, 1);
+  Tensor x2 = x.contiguous().view({m, n});
+  Tensor out = Tensor::empty(ScalarType::Float, {m, n});
+  float eps = static_cast<float>(eps_d);
+  auto fl = (w ? flags::use_scale : flags::none) | (b ? flags::use_shift : flags::none);
+  std::vector<int64_t> key{m, n, static_cast<int64_t>(fl), static_cast<int64_t>(eps_d * 1e12)};
+  auto e = cache.get(key, [&] {
+    NormEntry ne;
+    ne.md = plainDesc(x2);
+    dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, eps, fl);
+    ne.prim = dnnl::layer_normalization_forward(dnnl::layer_normalization_forward::primitive_desc(d, cpuEngine()));
+    return ne;
+  });
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(x2, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)}};
+  Tensor wc, bc;
+  if (w) { wc = f32Contiguous(*w).view({n}); args[DNNL_ARG_SCALE] = wrap(wc); }
+  if (b) { bc = f32Contiguous(*b).view({n}); args[DNNL_ARG_SHIFT] = wrap(bc); }
+  e->prim.execute(ctx.stream, args);
+  ctx.stream.wait();
+  return out.view(x.sizes());
+}
+
+Tensor softmaxImpl(ExecContext& ctx, Tensor x, int64_t dim, bool log, PrimitiveCache<NormEntry>& cache) {
+  if (x.dtype() != ScalarType::Float) throw std::invalid_argument("softmax supports float32, got " + x.describe());
+  bool scalar = x.dim() == 0;
+  if (scalar) x = x.view({1});
+  int axis = static_cast<int>(x.wrapDim(dim));
+  x = x.contiguous();
+  Tensor out = Tensor::empty(ScalarType::Float, x.sizes());
+  if (x.numel() > 0) {
+    std::vector<int64_t> key;
+    addToKey(key, x);
+    key.push_back(axis);
+    auto e = cache.get(key, [&] {
+      NormEntry ne;
+      ne.md = plainDesc(x);
+      if (log) {
+        dnnl::logsoftmax_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, axis);
+        ne.prim = dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(d, cpuEngine()));
+      } else {
+        dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, axis);
+        ne.prim = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(d, cpuEngine()));
+      }
+      return ne;
+    });
+    e->prim.execute(ctx.stream, {{DNNL_ARG_SRC, wrap(x, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)}});
+    ctx.stream.wait();
+  }
+  return scalar ? out.view({}) : out;
+}
+
 class LayerNormKernel final : public Kernel {
  public:
   void run(const KernelArgs& a) override {
     const Tensor& x = a.tensor(0);
     Shape norm = a.intList(1);
-    if (x.dtype() != ScalarType::Float) throw std::invalid_argument("layer_norm supports float32, got " + x.describe());
     if (norm.empty() || static_cast<int64_t>(norm.size()) > x.dim() ||
         !std::equal(norm.begin(), norm.end(), x.sizes().end() - static_cast<int64_t>(norm.size())))
       throw std::invalid_argument("layer_norm: normalized_shape does not match the input " + x.describe());
     int64_t n = 1;
     for (int64_t s : norm) n *= s;
-    int64_t m = x.numel() / std::max<int64_t>(n, 1);
-    Tensor x2 = x.contiguous().view({m, n});
-    Tensor out = Tensor::empty(ScalarType::Float, {m, n});
-    std::optional<Tensor> w = a.optTensor(2), b = a.optTensor(3);
-    float eps = static_cast<float>(a.toDouble(4));
-    auto fl = (w ? flags::use_scale : flags::none) | (b ? flags::use_shift : flags::none);
-    std::vector<int64_t> key{m, n, static_cast<int64_t>(fl), static_cast<int64_t>(eps * 1e12)};
-    auto e = cache_.get(key, [&] {
-      NormEntry ne;
-      ne.md = plainDesc(x2);
-      dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, eps, fl);
-      ne.prim = dnnl::layer_normalization_forward(dnnl::layer_normalization_forward::primitive_desc(d, cpuEngine()));
-      return ne;
-    });
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(x2, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)}};
-    Tensor wc, bc;
-    if (w) { wc = f32Contiguous(*w).view({n}); args[DNNL_ARG_SCALE] = wrap(wc); }
-    if (b) { bc = f32Contiguous(*b).view({n}); args[DNNL_ARG_SHIFT] = wrap(bc); }
-    e->prim.execute(a.ctx.stream, args);
-    a.ctx.stream.wait();
-    a.set(0, out.view(x.sizes()));
+    a.set(0, layerNormImpl(a.ctx, x, n, a.optTensor(2), a.optTensor(3), a.toDouble(4), cache_));
   }
 
  private:
@@ -111,33 +145,7 @@ class SoftmaxKernel final : public Kernel {
       if (!dt) throw std::invalid_argument("softmax: unknown dtype");
       x = x.to(*dt);
     }
-    if (x.dtype() != ScalarType::Float) throw std::invalid_argument("softmax supports float32, got " + x.describe());
-    if (x.dim() == 0) x = x.view({1});
-    int axis = static_cast<int>(x.wrapDim(a.toInt(1)));
-    x = x.contiguous();
-    Tensor out = Tensor::empty(ScalarType::Float, x.sizes());
-    if (x.numel() == 0) {
-      a.set(0, a.tensor(0).dim() == 0 ? out.view({}) : out);
-      return;
-    }
-    std::vector<int64_t> key;
-    addToKey(key, x);
-    key.push_back(axis);
-    auto e = cache_.get(key, [&] {
-      NormEntry ne;
-      ne.md = plainDesc(x);
-      if (log_) {
-        dnnl::logsoftmax_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, axis);
-        ne.prim = dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(d, cpuEngine()));
-      } else {
-        dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, axis);
-        ne.prim = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(d, cpuEngine()));
-      }
-      return ne;
-    });
-    e->prim.execute(a.ctx.stream, {{DNNL_ARG_SRC, wrap(x, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)}});
-    a.ctx.stream.wait();
-    a.set(0, a.tensor(0).dim() == 0 ? out.view({}) : out);
+    a.set(0, softmaxImpl(a.ctx, x, a.toInt(1), log_, cache_));
   }
 
  private:
@@ -146,6 +154,22 @@ class SoftmaxKernel final : public Kernel {
 };
 
 }  // namespace
+
+struct SoftmaxCache {
+  PrimitiveCache<NormEntry> c;
+};
+struct LayerNormCache {
+  PrimitiveCache<NormEntry> c;
+};
+std::shared_ptr<SoftmaxCache> makeSoftmaxCache() { return std::make_shared<SoftmaxCache>(); }
+std::shared_ptr<LayerNormCache> makeLayerNormCache() { return std::make_shared<LayerNormCache>(); }
+Tensor softmaxOp(ExecContext& ctx, const Tensor& x, int64_t dim, SoftmaxCache& cache) {
+  return softmaxImpl(ctx, x, dim, false, cache.c);
+}
+Tensor layerNormOp(ExecContext& ctx, const Tensor& x, int64_t n, const std::optional<Tensor>& w,
+                   const std::optional<Tensor>& b, double eps, LayerNormCache& cache) {
+  return layerNormImpl(ctx, x, n, w, b, eps, cache.c);
+}
 
 void registerNormOps(OpRegistry& r) {
   r.add(OpDef{"aten::batch_norm", 9, 9, [](const Node&) { return std::make_unique<BatchNormKernel>(); }});

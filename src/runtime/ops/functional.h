@@ -1,0 +1,29 @@
+// Op cores callable from other kernels (composite ops such as attention).
+// Each takes the caller's cache so primitives are built once per shape.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "runtime/dnnl_utils.h"
+#include "runtime/tensor.h"
+
+namespace llga {
+
+struct MatmulCache;   // matmul.cpp
+struct SoftmaxCache;  // norm.cpp
+struct LayerNormCache;
+std::shared_ptr<MatmulCache> makeMatmulCache();
+std::shared_ptr<SoftmaxCache> makeSoftmaxCache();
+std::shared_ptr<LayerNormCache> makeLayerNormCache();
+
+// x[..., K] . w[N, K]^T + b; `constant_w`: w never changes (its reorder is cached).
+Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, MatmulCache& cache,
+                bool constant_w);
+// numpy-style matmul
+Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache& cache);
+Tensor softmaxOp(ExecContext& ctx, const Tensor& x, int64_t dim, SoftmaxCache& cache);
+Tensor layerNormOp(ExecContext& ctx, const Tensor& x, int64_t normalized_numel, const std::optional<Tensor>& w,
+                   const std::optional<Tensor>& b, double eps, LayerNormCache& cache);
+
+}  // namespace llga
