@@ -110,6 +110,10 @@ py::object toPython(const RtValue& v) {
           return std::move(out);
         } else if constexpr (std::is_same_v<T, RtDevice>) {
           return py::str(x.name);
+        } else if constexpr (std::is_same_v<T, RtDict>) {
+          py::dict out;
+          for (const auto& [k, v] : *x) out[toPython(k)] = toPython(v);
+          return std::move(out);
         } else {
           return py::cast(x);
         }

@@ -5,7 +5,7 @@
 namespace llga {
 
 const char* RtValue::kindName() const {
-  static const char* names[] = {"None", "Tensor", "int", "float", "bool", "str", "list", "tuple", "Device"};
+  static const char* names[] = {"None", "Tensor", "int", "float", "bool", "str", "list", "tuple", "Device", "dict"};
   return names[v.index()];
 }
 
@@ -44,6 +44,15 @@ const RtList& RtValue::list() const {
 const RtTuplePtr& RtValue::tuple() const {
   if (auto* t = std::get_if<RtTuplePtr>(&v)) return *t;
   wrongKind(*this, "a tuple");
+}
+const RtDict& RtValue::dict() const {
+  if (auto* d = std::get_if<RtDict>(&v)) return *d;
+  wrongKind(*this, "a dict");
+}
+bool RtValue::sameKey(const RtValue& o) const {
+  if (auto* s = std::get_if<std::string>(&v)) return std::holds_alternative<std::string>(o.v) && *s == o.str();
+  if (isInt() || isDouble() || isBool()) return (o.isInt() || o.isDouble() || o.isBool()) && toDouble() == o.toDouble();
+  throw std::invalid_argument(std::string("unsupported dict key type ") + kindName());
 }
 std::vector<int64_t> RtValue::intList() const {
   if (isInt()) return {toInt()};

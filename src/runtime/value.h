@@ -24,9 +24,12 @@ struct RtNone {
 struct RtDevice {
   std::string name;  // "cpu"
 };
+// Dicts keep insertion order, as Python's do; keys are str, int, float or bool.
+using RtDict = std::shared_ptr<std::vector<std::pair<RtValue, RtValue>>>;
 
 struct RtValue {
-  using Variant = std::variant<RtNone, Tensor, int64_t, double, bool, std::string, RtList, RtTuplePtr, RtDevice>;
+  using Variant =
+      std::variant<RtNone, Tensor, int64_t, double, bool, std::string, RtList, RtTuplePtr, RtDevice, RtDict>;
   Variant v;
 
   RtValue() = default;
@@ -39,6 +42,7 @@ struct RtValue {
   RtValue(RtList l) : v(std::move(l)) {}
   RtValue(RtTuplePtr t) : v(std::move(t)) {}
   RtValue(RtDevice d) : v(std::move(d)) {}
+  RtValue(RtDict d) : v(std::move(d)) {}
 
   bool isNone() const { return std::holds_alternative<RtNone>(v); }
   bool isTensor() const { return std::holds_alternative<Tensor>(v); }
@@ -57,6 +61,9 @@ struct RtValue {
   const std::string& str() const;
   const RtList& list() const;
   const RtTuplePtr& tuple() const;
+  const RtDict& dict() const;
+  // Equality of dict keys (str, int, float, bool).
+  bool sameKey(const RtValue& o) const;
   std::vector<int64_t> intList() const;  // int[] (also accepts a single int)
 };
 

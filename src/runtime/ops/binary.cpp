@@ -190,6 +190,13 @@ void dnnlBinaryRun(ExecContext& ctx, Bin op, const Tensor& a, const Tensor& b, c
 
 // Computes a op b (tensors or scalars). `out` (when given) is written in place.
 RtValue binary(ExecContext& ctx, Bin op, const RtValue& av, const RtValue& bv, std::optional<Tensor> inplace) {
+  if (std::holds_alternative<std::string>(av.v) || std::holds_alternative<std::string>(bv.v)) {
+    const std::string &x = av.str(), &y = bv.str();
+    if (op == Bin::Add) return RtValue(x + y);
+    if (op == Bin::Eq) return RtValue(x == y);
+    if (op == Bin::Ne) return RtValue(x != y);
+    throw std::invalid_argument("unsupported operation on strings");
+  }
   if (!av.isTensor() && !bv.isTensor()) {  // Python number arithmetic
     bool floats = av.isDouble() || bv.isDouble() || op == Bin::Div || op == Bin::Pow && bv.isInt() && bv.toInt() < 0;
     if (isComparison(op)) return RtValue(floats ? applyCmp<double>(op, av.toDouble(), bv.toDouble())

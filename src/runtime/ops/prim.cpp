@@ -1,4 +1,7 @@
 // TorchScript's structural ops: lists, tuples, scalars <-> tensors, sizes.
+#include <algorithm>
+#include <cctype>
+
 #include "runtime/ops/op_utils.h"
 
 namespace llga {
@@ -72,9 +75,25 @@ void registerPrimOps(OpRegistry& r) {
   r.add("aten::len", 1, 1, [](const KernelArgs& a) {
     const RtValue& v = a.input(0);
     if (v.isTensor()) a.set(0, RtValue(v.tensor().dim() ? v.tensor().size(0) : int64_t{0}));
+    else if (std::holds_alternative<std::string>(v.v)) a.set(0, RtValue(static_cast<int64_t>(v.str().size())));
     else a.set(0, RtValue(static_cast<int64_t>(v.list()->size())));
   });
+  r.add("prim::DictConstruct", 0, 1 << 20, [](const KernelArgs& a) {
+    if (a.num_in % 2) throw std::invalid_argument("prim::DictConstruct takes key/value pairs");
+    auto d = std::make_shared<std::vector<std::pair<RtValue, RtValue>>>();
+    for (size_t i = 0; i < a.num_in; i += 2) {
+      auto it = std::find_if(d->begin(), d->end(), [&](const auto& kv) { return kv.first.sameKey(a.input(i)); });
+      if (it != d->end()) it->second = a.input(i + 1);
+      else d->emplace_back(a.input(i), a.input(i + 1));
+    }
+    a.set(0, RtValue(RtDict(d)));
+  });
   r.add("aten::__getitem__", 2, 2, [](const KernelArgs& a) {
+    if (std::holds_alternative<RtDict>(a.input(0).v)) {
+      for (const auto& [k, v] : *a.input(0).dict())
+        if (k.sameKey(a.input(1))) return a.set(0, v);
+      throw std::out_of_range("key not found in dict");
+    }
     const auto& items = *a.input(0).list();
     int64_t i = a.toInt(1), n = static_cast<int64_t>(items.size());
     if (i < -n || i >= n) throw std::out_of_range("list index " + std::to_string(i) + " out of range");
@@ -84,6 +103,36 @@ void registerPrimOps(OpRegistry& r) {
     a.input(0).list()->push_back(a.input(1));
     a.set(0, a.input(0));
   });
+  // str methods
+  r.add("aten::join", 2, 2, [](const KernelArgs& a) {
+    std::string out;
+    const std::string& sep = a.input(0).str();
+    const auto& items = *a.input(1).list();
+    for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i].str();
+    a.set(0, RtValue(out));
+  });
+  for (bool upper : {true, false}) {
+    r.add(upper ? "aten::upper" : "aten::lower", 1, 1, [upper](const KernelArgs& a) {
+      std::string s = a.input(0).str();
+      for (char& c : s) c = static_cast<char>(upper ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
+      a.set(0, RtValue(s));
+    });
+  }
+  // startswith/endswith(self, sub, start=0, end=-1): end=-1 means "to the end" in TorchScript
+  for (bool starts : {true, false}) {
+    r.add(starts ? "aten::startswith" : "aten::endswith", 2, 4, [starts](const KernelArgs& a) {
+      const std::string& s = a.input(0).str();
+      const std::string& sub = a.input(1).str();
+      int64_t n = static_cast<int64_t>(s.size());
+      int64_t start = a.num_in > 2 ? a.toInt(2) : 0, end = a.num_in > 3 ? a.toInt(3) : -1;
+      if (start < 0) start = std::max<int64_t>(start + n, 0);
+      end = end == -1 ? n : (end < 0 ? std::max<int64_t>(end + n, 0) : std::min(end, n));
+      std::string part = start < end ? s.substr(static_cast<size_t>(start), static_cast<size_t>(end - start)) : "";
+      bool r = part.size() >= sub.size() &&
+               (starts ? part.compare(0, sub.size(), sub) == 0 : part.compare(part.size() - sub.size(), sub.size(), sub) == 0);
+      a.set(0, RtValue(r));
+    });
+  }
   r.add("prim::unchecked_cast", 1, 1, [](const KernelArgs& a) { a.set(0, a.input(0)); });
   r.add("aten::__is__", 2, 2, [](const KernelArgs& a) { a.set(0, RtValue(a.input(0).isNone() && a.input(1).isNone())); });
   r.add("aten::__isnot__", 2, 2, [](const KernelArgs& a) { a.set(0, RtValue(!(a.input(0).isNone() && a.input(1).isNone()))); });
