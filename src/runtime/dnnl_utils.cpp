@@ -7,6 +7,30 @@ dnnl::engine& cpuEngine() {
   return engine;
 }
 
+dnnl::primitive_attr scratchpadAttr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+dnnl::memory ExecContext::scratchpad(const dnnl::memory::desc& md) {
+  size_t need = md.get_size();
+  if (!scratch_ || scratch_->nbytes < need) scratch_ = Storage::allocate(std::max<size_t>(need, 1 << 16));
+  return dnnl::memory(md, cpuEngine(), scratch_->data);
+}
+
+void execute(ExecContext& ctx, const dnnl::primitive& prim, const dnnl::memory::desc& scratch_md,
+             std::unordered_map<int, dnnl::memory> args) {
+  args[DNNL_ARG_SCRATCHPAD] = ctx.scratchpad(scratch_md);
+  prim.execute(ctx.stream, args);
+  ctx.stream.wait();
+}
+
+void reorder(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst) {
+  dnnl::reorder::primitive_desc pd(src, dst, scratchpadAttr());
+  execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+}
+
 bool hasDnnlType(ScalarType t) {
   return t == ScalarType::Float || t == ScalarType::BFloat16 || t == ScalarType::Int || t == ScalarType::Char ||
          t == ScalarType::Byte;

@@ -3,15 +3,31 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <unordered_map>
+
 #include "runtime/tensor.h"
 
 namespace llga {
 
 dnnl::engine& cpuEngine();
 
+// Per-call execution state. Primitives are created with a user-managed
+// scratchpad (scratchpadAttr) and run with this call's scratch buffer, which
+// makes them stateless: one primitive can run in many threads at once.
 struct ExecContext {
   dnnl::stream stream{cpuEngine()};
+  dnnl::memory scratchpad(const dnnl::memory::desc& md);
+
+ private:
+  std::shared_ptr<Storage> scratch_;
 };
+
+dnnl::primitive_attr scratchpadAttr();
+// Executes `prim` with `args` plus this call's scratchpad, then waits.
+void execute(ExecContext& ctx, const dnnl::primitive& prim, const dnnl::memory::desc& scratch_md,
+             std::unordered_map<int, dnnl::memory> args);
+// src -> dst reorder (a reorder primitive with a user scratchpad).
+void reorder(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst);
 
 bool hasDnnlType(ScalarType t);
 dnnl::memory::data_type dnnlType(ScalarType t);

@@ -182,10 +182,9 @@ void dnnlBinaryRun(ExecContext& ctx, Bin op, const Tensor& a, const Tensor& b, c
   auto amd = plainDesc(a), bmd = plainDesc(bb), omd = plainDesc(out);
   if (out.dim() == 0) { amd = plainDesc(a, {1}); omd = plainDesc(out, {1}); }
   dnnl::binary::desc d(dnnlBinary(op), amd, bmd, omd);
-  dnnl::binary::primitive_desc pd(d, cpuEngine());
-  dnnl::binary(pd).execute(ctx.stream, {{DNNL_ARG_SRC_0, wrap(a, amd)}, {DNNL_ARG_SRC_1, wrap(bb, bmd)},
-                                        {DNNL_ARG_DST, wrap(out, omd)}});
-  ctx.stream.wait();
+  dnnl::binary::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+  execute(ctx, dnnl::binary(pd), pd.scratchpad_desc(),
+          {{DNNL_ARG_SRC_0, wrap(a, amd)}, {DNNL_ARG_SRC_1, wrap(bb, bmd)}, {DNNL_ARG_DST, wrap(out, omd)}});
 }
 
 // Computes a op b (tensors or scalars). `out` (when given) is written in place.

@@ -30,7 +30,7 @@ Shape expandParam(Shape v, size_t n, const char* what) {
 
 struct ConvEntry {
   dnnl::primitive prim;
-  memory::desc src_md, wei_md, dst_md, src_plain, dst_plain;
+  memory::desc src_md, wei_md, dst_md, src_plain, dst_plain, scratch_md;
   memory weights;  // reordered, when the weight is a constant
   Tensor weights_buf;
   Shape out_shape;
@@ -67,27 +67,29 @@ class ConvKernel final : public Kernel {
     auto e = cache_.get(key, [&] { return prepare(x, w, b.has_value(), p); });
 
     Tensor out = Tensor::empty(ScalarType::Float, e->out_shape);
-    std::unordered_map<int, memory> args;
-    auto& s = a.ctx.stream;
+    ExecContext& ctx = a.ctx;
     memory src = wrap(x, e->src_plain);
     if (e->src_md != e->src_plain) {
       memory tmp(e->src_md, cpuEngine());
-      dnnl::reorder(src, tmp).execute(s, src, tmp);
+      reorder(ctx, src, tmp);
       src = tmp;
     }
     memory wei = e->weights;
     if (!constant_weight_) {
       memory plain = wrap(w, weightsPlainDesc(w, p));
       wei = memory(e->wei_md, cpuEngine());
-      dnnl::reorder(plain, wei).execute(s, plain, wei);
+      reorder(ctx, plain, wei);
     }
     memory dst_plain = wrap(out, e->dst_plain);
     memory dst = e->dst_md == e->dst_plain ? dst_plain : memory(e->dst_md, cpuEngine());
-    args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
-    if (b) args[DNNL_ARG_BIAS] = wrap(b->contiguous());
-    e->prim.execute(s, args);
-    if (dst != dst_plain) dnnl::reorder(dst, dst_plain).execute(s, dst, dst_plain);
-    s.wait();
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+    Tensor bias;
+    if (b) {
+      bias = b->contiguous();
+      args[DNNL_ARG_BIAS] = wrap(bias);
+    }
+    execute(ctx, e->prim, e->scratch_md, std::move(args));
+    if (dst != dst_plain) reorder(ctx, dst, dst_plain);
     a.set(0, batched ? out : out.squeeze(0));
   }
 
@@ -209,15 +211,17 @@ class ConvKernel final : public Kernel {
     if (!p.transposed) {
       dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, src_any, wei_any, bias_md, dst_any,
                                         p.stride, dil, p.padding_l, pad_r);
-      dnnl::convolution_forward::primitive_desc pd(d, cpuEngine());
+      dnnl::convolution_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
       e.prim = dnnl::convolution_forward(pd);
+      e.scratch_md = pd.scratchpad_desc();
       e.src_md = pd.src_desc(); e.wei_md = pd.weights_desc(); e.dst_md = pd.dst_desc();
       e.impl = pd.impl_info_str();
     } else {
       dnnl::deconvolution_forward::desc d(prop, dnnl::algorithm::deconvolution_direct, src_any, wei_any, bias_md, dst_any,
                                           p.stride, dil, p.padding_l, pad_r);
-      dnnl::deconvolution_forward::primitive_desc pd(d, cpuEngine());
+      dnnl::deconvolution_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
       e.prim = dnnl::deconvolution_forward(pd);
+      e.scratch_md = pd.scratchpad_desc();
       e.src_md = pd.src_desc(); e.wei_md = pd.weights_desc(); e.dst_md = pd.dst_desc();
       e.impl = pd.impl_info_str();
     }
@@ -227,9 +231,8 @@ class ConvKernel final : public Kernel {
       e.weights_buf = allocateFor(e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
       memory plain(wplain, cpuEngine(), w.data());
-      dnnl::stream s(cpuEngine());
-      dnnl::reorder(plain, e.weights).execute(s, plain, e.weights);
-      s.wait();
+      ExecContext ctx;
+      reorder(ctx, plain, e.weights);
     }
     return e;
   }

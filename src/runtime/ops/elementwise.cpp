@@ -87,7 +87,7 @@ void unaryLoop(const Tensor& src, Tensor& dst, const std::function<double(double
 void dnnlEltwise(ExecContext& ctx, algorithm alg, float alpha, float beta, const Tensor& src, const Tensor& dst) {
   auto smd = plainDesc(src), dmd = plainDesc(dst);
   dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg, smd, alpha, beta);
-  dnnl::eltwise_forward::primitive_desc pd(d, cpuEngine());
+  dnnl::eltwise_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
   if (pd.dst_desc() != dmd) {  // dst layout differs from what oneDNN picked (it follows src)
     Tensor tmp = Tensor::empty(ScalarType::Float, src.sizes());
     Tensor srcc = src.contiguous();
@@ -95,8 +95,7 @@ void dnnlEltwise(ExecContext& ctx, algorithm alg, float alpha, float beta, const
     const_cast<Tensor&>(dst).copyFrom(tmp);
     return;
   }
-  dnnl::eltwise_forward(pd).execute(ctx.stream, {{DNNL_ARG_SRC, wrap(src, smd)}, {DNNL_ARG_DST, wrap(dst, dmd)}});
-  ctx.stream.wait();
+  execute(ctx, dnnl::eltwise_forward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, wrap(src, smd)}, {DNNL_ARG_DST, wrap(dst, dmd)}});
 }
 
 bool dnnlFriendly(const Tensor& t) {

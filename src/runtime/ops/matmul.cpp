@@ -16,7 +16,7 @@ using dnnl::memory;
 
 struct MatmulEntry {
   dnnl::matmul prim;
-  memory::desc src_md, wei_md, dst_md, wei_plain;
+  memory::desc src_md, wei_md, dst_md, wei_plain, scratch_md;
   memory weights;  // reordered constant weights
   Tensor weights_buf;
   std::string impl;
@@ -69,17 +69,17 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     e.dst_md = plainDesc(out);
     memory::desc bias_md = bb ? plainDesc(*bb) : memory::desc();
     dnnl::matmul::desc d(e.src_md, wei_md, bias_md, e.dst_md);
-    dnnl::matmul::primitive_desc pd(d, cpuEngine());
+    dnnl::matmul::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
     e.prim = dnnl::matmul(pd);
+    e.scratch_md = pd.scratchpad_desc();
     e.wei_md = pd.weights_desc();
     e.impl = pd.impl_info_str();
     if (constant_b) {
       e.weights_buf = allocateFor(e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
       memory plain(e.wei_plain, cpuEngine(), b.data());
-      dnnl::stream s(cpuEngine());
-      dnnl::reorder(plain, e.weights).execute(s, plain, e.weights);
-      s.wait();
+      ExecContext local_ctx;
+      reorder(local_ctx, plain, e.weights);
     }
     return e;
   };
@@ -90,8 +90,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
                                        {DNNL_ARG_WEIGHTS, constant_b ? e->weights : wrap(b, e->wei_plain)},
                                        {DNNL_ARG_DST, wrap(out, e->dst_md)}};
   if (bb) args[DNNL_ARG_BIAS] = wrap(*bb);
-  e->prim.execute(ctx.stream, args);
-  ctx.stream.wait();
+  execute(ctx, e->prim, e->scratch_md, std::move(args));
   return out;
 }
 

@@ -17,7 +17,7 @@ Tensor f32Contiguous(const Tensor& t) { return t.to(ScalarType::Float).contiguou
 
 struct NormEntry {
   dnnl::primitive prim;
-  memory::desc md;
+  memory::desc md, scratch_md;
 };
 
 class BatchNormKernel final : public Kernel {
@@ -47,7 +47,9 @@ class BatchNormKernel final : public Kernel {
       NormEntry ne;
       ne.md = plainDesc(xin);
       dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, eps, fl);
-      ne.prim = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(d, cpuEngine()));
+      dnnl::batch_normalization_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+      ne.prim = dnnl::batch_normalization_forward(pd);
+      ne.scratch_md = pd.scratchpad_desc();
       return ne;
     });
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(xin, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)},
@@ -55,8 +57,7 @@ class BatchNormKernel final : public Kernel {
     Tensor wc, bc;
     if (w) { wc = f32Contiguous(*w); args[DNNL_ARG_SCALE] = wrap(wc); }
     if (b) { bc = f32Contiguous(*b); args[DNNL_ARG_SHIFT] = wrap(bc); }
-    e->prim.execute(a.ctx.stream, args);
-    a.ctx.stream.wait();
+    execute(a.ctx, e->prim, e->scratch_md, std::move(args));
     a.set(0, x.dim() == 2 ? out.view(x.sizes()) : out);
   }
 
@@ -77,15 +78,16 @@ Tensor layerNormImpl(ExecContext& ctx, const Tensor& x, int64_t n, const std::op
     NormEntry ne;
     ne.md = plainDesc(x2);
     dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, eps, fl);
-    ne.prim = dnnl::layer_normalization_forward(dnnl::layer_normalization_forward::primitive_desc(d, cpuEngine()));
+    dnnl::layer_normalization_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+    ne.prim = dnnl::layer_normalization_forward(pd);
+    ne.scratch_md = pd.scratchpad_desc();
     return ne;
   });
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(x2, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)}};
   Tensor wc, bc;
   if (w) { wc = f32Contiguous(*w).view({n}); args[DNNL_ARG_SCALE] = wrap(wc); }
   if (b) { bc = f32Contiguous(*b).view({n}); args[DNNL_ARG_SHIFT] = wrap(bc); }
-  e->prim.execute(ctx.stream, args);
-  ctx.stream.wait();
+  execute(ctx, e->prim, e->scratch_md, std::move(args));
   return out.view(x.sizes());
 }
 
@@ -105,15 +107,18 @@ Tensor softmaxImpl(ExecContext& ctx, Tensor x, int64_t dim, bool log, PrimitiveC
       ne.md = plainDesc(x);
       if (log) {
         dnnl::logsoftmax_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, axis);
-        ne.prim = dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(d, cpuEngine()));
+        dnnl::logsoftmax_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+        ne.prim = dnnl::logsoftmax_forward(pd);
+        ne.scratch_md = pd.scratchpad_desc();
       } else {
         dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, axis);
-        ne.prim = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(d, cpuEngine()));
+        dnnl::softmax_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+        ne.prim = dnnl::softmax_forward(pd);
+        ne.scratch_md = pd.scratchpad_desc();
       }
       return ne;
     });
-    e->prim.execute(ctx.stream, {{DNNL_ARG_SRC, wrap(x, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)}});
-    ctx.stream.wait();
+    execute(ctx, e->prim, e->scratch_md, {{DNNL_ARG_SRC, wrap(x, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)}});
   }
   return scalar ? out.view({}) : out;
 }

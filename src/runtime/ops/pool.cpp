@@ -36,7 +36,7 @@ Shape param(Shape v, size_t n, const Shape& dflt, const char* what) {
 
 struct PoolEntry {
   dnnl::pooling_v2_forward prim;
-  memory::desc src_md, dst_md;
+  memory::desc src_md, dst_md, scratch_md;
 };
 
 Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor& x, const PoolGeom& g, dnnl::algorithm alg) {
@@ -55,11 +55,12 @@ Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor&
     for (size_t i = 0; i < dil.size(); ++i) dil[i] = g.dilation[i] - 1;
     dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, pe.src_md, pe.dst_md, g.stride, g.kernel,
                                      dil, g.pad_l, g.pad_r);
-    pe.prim = dnnl::pooling_v2_forward(dnnl::pooling_v2_forward::primitive_desc(d, cpuEngine()));
+    dnnl::pooling_v2_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+    pe.prim = dnnl::pooling_v2_forward(pd);
+    pe.scratch_md = pd.scratchpad_desc();
     return pe;
   });
-  e->prim.execute(ctx.stream, {{DNNL_ARG_SRC, wrap(x, e->src_md)}, {DNNL_ARG_DST, wrap(out, e->dst_md)}});
-  ctx.stream.wait();
+  execute(ctx, e->prim, e->scratch_md, {{DNNL_ARG_SRC, wrap(x, e->src_md)}, {DNNL_ARG_DST, wrap(out, e->dst_md)}});
   return out;
 }
 

@@ -29,9 +29,8 @@ Tensor reduce(ExecContext& ctx, Tensor x, Shape dims, bool keepdim, bool mean, s
     } else {
       auto smd = plainDesc(src), dmd = plainDesc(out);
       dnnl::reduction::desc d(mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum, smd, dmd, 0.f, 0.f);
-      dnnl::reduction(dnnl::reduction::primitive_desc(d, cpuEngine()))
-          .execute(ctx.stream, {{DNNL_ARG_SRC, wrap(src, smd)}, {DNNL_ARG_DST, wrap(out, dmd)}});
-      ctx.stream.wait();
+      dnnl::reduction::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+      execute(ctx, dnnl::reduction(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, wrap(src, smd)}, {DNNL_ARG_DST, wrap(out, dmd)}});
     }
   } else {  // double, integers, empty tensors: accumulate in double/int64
     Tensor src = x.contiguous();

@@ -1,0 +1,170 @@
+"""Runtime behaviour: zero-copy in and out, aliasing, input checks, threads, leaks."""
+
+import gc
+import os
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import corpus
+import llga
+
+
+def script(fn):
+    return llga.optimize(torch.jit.script(fn))
+
+
+def test_input_used_in_place_and_views_share_memory():
+    def f(x: torch.Tensor):
+        return x.transpose(0, 1), x[1:], x.view(-1)
+
+    c = script(f)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t, s, v = c(x)
+    for out in (t, s, v):
+        assert np.shares_memory(out, x)
+    np.testing.assert_array_equal(t, x.T)
+    x[1, 1] = 100.0  # the outputs see the change: they are views of the input
+    assert t[1, 1] == 100.0 and s[0, 1] == 100.0 and v[5] == 100.0
+
+
+def test_outputs_that_alias_each_other_stay_aliased():
+    def f(x: torch.Tensor):
+        y = torch.relu(x)
+        return y, y.t(), y[0]
+
+    a, b, c = script(f)(np.random.rand(3, 3).astype(np.float32) - 0.5)
+    assert np.shares_memory(a, b) and np.shares_memory(a, c)
+    assert not a.flags.owndata  # a view over llga's buffer, not a copy
+
+
+def test_non_contiguous_input_without_copy():
+    def f(x: torch.Tensor):
+        return x.select(1, 0)
+
+    base = np.random.rand(4, 6).astype(np.float32)
+    x = base[:, ::2]  # strided
+    out = script(f)(x)
+    assert np.shares_memory(out, base)
+    np.testing.assert_array_equal(out, x[:, 0])
+
+
+def test_inputs_are_not_modified_unless_the_graph_does():
+    m = corpus.traced("resnet18")[1]
+    c = llga.optimize(m)
+    x = np.random.rand(1, 3, 224, 224).astype(np.float32)
+    before = x.copy()
+    c(x)
+    np.testing.assert_array_equal(x, before)
+
+    def inplace(x: torch.Tensor):
+        x.relu_()
+        return x.sum()
+
+    y = np.array([-1.0, 2.0], dtype=np.float32)
+    assert script(inplace)(y) == 2.0
+    np.testing.assert_array_equal(y, [0.0, 2.0])  # as in PyTorch: relu_ wrote into the input
+
+
+def test_torch_tensors_are_accepted():
+    def f(x: torch.Tensor):
+        return x * 2
+
+    t = torch.arange(4, dtype=torch.float32)
+    np.testing.assert_array_equal(script(f)(t), [0, 2, 4, 6])
+
+
+def test_wrong_inputs_are_named():
+    c = llga.optimize(corpus.traced("resnet18")[1])
+    with pytest.raises(llga.InputError, match=r"takes 1 input\(s\) \(x\.1\), got 2"):
+        c(np.zeros((1, 3, 224, 224), np.float32), 1)
+    with pytest.raises(llga.InputError, match=r"input 0 \('x\.1' : Float\(1, 3, 224, 224.*expected dtype Float, got Double"):
+        c(np.zeros((1, 3, 224, 224), np.float64))
+    with pytest.raises(llga.InputError, match=r"input 0 \('x\.1'.*expected rank 4, got Float\(3, 224, 224\)"):
+        c(np.zeros((3, 224, 224), np.float32))
+    with pytest.raises(TypeError, match=r"input 0 \('x\.1'\): numpy dtype complex64 is not supported"):
+        c(np.zeros((1, 3, 224, 224), np.complex64))
+
+
+def test_unsupported_ops_are_listed_at_optimize_time():
+    def f(x: torch.Tensor):
+        return torch.fft.fft(x).real + torch.cumsum(x, 0) + torch.cumsum(x, 0)
+
+    with pytest.raises(llga.UnsupportedOpError) as info:
+        script(f)
+    e = info.value
+    assert {"aten::fft_fft", "aten::cumsum"} <= set(e.ops)
+    assert len(e.ops["aten::cumsum"]) == 2
+    assert "test_runtime.py" in e.ops["aten::cumsum"][0]
+    assert "aten::cumsum (2x)" in str(e)
+
+
+def test_errors_while_running_name_the_op():
+    def f(x: torch.Tensor, y: torch.Tensor):
+        return x + y
+
+    with pytest.raises(llga.ExecutionError, match=r"aten::add at .*test_runtime\.py.*cannot be broadcast"):
+        script(f)(np.zeros(3, np.float32), np.zeros(4, np.float32))
+
+
+def test_concurrent_calls_are_correct():
+    m = corpus.traced("resnet18")[1]
+    c = llga.optimize(m)
+    xs = [np.random.RandomState(i).rand(1, 3, 224, 224).astype(np.float32) for i in range(4)]
+    with torch.no_grad():
+        want = [m(torch.from_numpy(x)).numpy() for x in xs]
+    results = {i: [] for i in range(4)}
+    errors = []
+
+    def worker(i):
+        try:
+            for _ in range(50):
+                results[i].append(c(xs[i]))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i in range(4):
+        assert len(results[i]) == 50
+        for r in results[i]:
+            np.testing.assert_array_equal(r, results[i][0])  # identical call to call
+        assert np.abs(results[i][0] - want[i]).max() / np.abs(want[i]).max() < 1e-4
+
+
+def rss_bytes():
+    with open(f"/proc/{os.getpid()}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_no_leak_over_many_calls():
+    m = torch.jit.trace(torch.nn.Sequential(torch.nn.Linear(28, 64), torch.nn.ReLU()).eval(), torch.randn(32, 28))
+    c = llga.optimize(m)
+    x = np.random.rand(32, 28).astype(np.float32)
+    for _ in range(200):  # warm up caches and allocator
+        c(x)
+    gc.collect()
+    before = rss_bytes()
+    for _ in range(2000):
+        c(x)
+    gc.collect()
+    grown = rss_bytes() - before
+    # 2000 outputs of 8 KiB each would be 16 MiB if none were freed.
+    assert grown < 4 * 2**20, f"RSS grew by {grown / 2**20:.1f} MiB over 2000 calls"
+
+
+def test_threads_setting():
+    old = llga.get_num_threads()
+    try:
+        llga.set_num_threads(1)
+        assert llga.get_num_threads() == 1
+        with pytest.raises(ValueError):
+            llga.set_num_threads(0)
+    finally:
+        llga.set_num_threads(old)
