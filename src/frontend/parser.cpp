@@ -336,6 +336,7 @@ class Parser {
       }
       case Tok::Ident: {
         if (t.text == "True" || t.text == "False") return AttrValue(t.text == "True");
+        if (t.text == "annotate" && lex_.peek().kind == Tok::LParen) return parseAnnotated(n);
         if (t.text == "inf" || t.text == "nan") return AttrValue(parseDouble(t));
         lex_.seek(t.pos);
         return AttrValue(parseType());
@@ -345,6 +346,28 @@ class Parser {
         lex_.error(t.pos, "expected an attribute value, got " + got);
       }
     }
+  }
+
+  // annotated := 'annotate' '(' PYTHON-TYPE ',' attrvalue ')'    e.g. annotate(List[int], [])
+  // The Python-syntax type is kept as text.
+  AttrValue parseAnnotated(Node* n) {
+    lex_.expect(Tok::LParen, "'(' after annotate");
+    std::string_view text = lex_.text();
+    size_t start = lex_.skipBlanks(), p = start;
+    int depth = 0;
+    for (; p < text.size() && text[p] != '\n'; ++p) {
+      if (text[p] == '[' || text[p] == '(') ++depth;
+      else if (text[p] == ']' || text[p] == ')') --depth;
+      else if (text[p] == ',' && depth == 0) break;
+      if (depth < 0) break;
+    }
+    if (p >= text.size() || text[p] != ',' || p == start) lex_.error(start, "expected 'annotate(Type, value)'");
+    std::string annotation(text.substr(start, p - start));
+    lex_.seek(p + 1);
+    AttrValue v = parseAttrValue(n);
+    lex_.expect(Tok::RParen, "')' closing annotate(...)");
+    v.annotation = annotation;
+    return v;
   }
 
   std::optional<ScalarType> outputDtype(Node* n) {

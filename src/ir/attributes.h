@@ -48,6 +48,9 @@ struct AttrValue {
   using Variant = std::variant<int64_t, double, bool, std::string, TensorRef, TypePtr,
                                std::shared_ptr<Graph>, AttrList>;
   Variant v;
+  // TorchScript prints some constants with their type: `annotate(List[int], [])`.
+  // The annotation's text, kept so that they print back the same.
+  std::string annotation;
 
   AttrValue() : v(int64_t{0}) {}
   template <typename T, typename = std::enable_if_t<std::is_constructible_v<Variant, T>>>

@@ -61,6 +61,14 @@ static void printTensorAttr(std::ostream& os, const ConstantTensor& t) {
 }
 
 static void printAttr(std::ostream& os, const AttrValue& a, bool in_list) {
+  if (!a.annotation.empty()) {
+    AttrValue inner = a;
+    inner.annotation.clear();
+    os << "annotate(" << a.annotation << ", ";
+    printAttr(os, inner, in_list);
+    os << ")";
+    return;
+  }
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;

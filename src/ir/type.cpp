@@ -34,7 +34,7 @@ const std::vector<std::string_view> kSimpleNames = {
     "int", "float", "bool", "str", "NoneType", "Device", "Generator", "Layout", "ScalarType",
     "MemoryFormat", "Scalar", "number", "complex", "Any", "Storage", "Stream", "Capsule",
     "QScheme", "AnyEnumType", "AnyClassType", "AnyTupleType", "AnyListType", "Quantizer",
-    "SymInt", "PyObject"};
+    "SymInt", "PyObject", "Function"};
 
 void joinTypes(std::ostream& os, const std::vector<TypePtr>& ts) {
   for (size_t i = 0; i < ts.size(); ++i) os << (i ? ", " : "") << ts[i]->str();

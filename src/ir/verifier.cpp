@@ -96,9 +96,10 @@ std::string checkNodeShape(const Node& node) {
   const Symbol k = n->kind();
   if (k == prim::Constant) {
     if (!n->inputs().empty() || n->outputs().size() != 1) return "prim::Constant takes no inputs and has one output";
-    if (!n->hasAttribute(attr::value) && !n->output()->type()->isSimple("NoneType") &&
-        n->output()->type()->kind() != TypeKind::Optional)
-      return "prim::Constant without a value must be None";
+    const TypePtr& t = n->output()->type();
+    if (!n->hasAttribute(attr::value) && !t->isSimple("NoneType") && t->kind() != TypeKind::Optional &&
+        !t->isSimple("Function"))
+      return "prim::Constant without a value must be None (or name a Function)";
   } else if (k == prim::If) {
     if (n->inputs().size() != 1 || n->blocks().size() != 2) return "prim::If needs one condition and two blocks";
     for (const Block* b : n->blocks())

@@ -135,7 +135,10 @@ class PlanBuilder {
     const Value* out = n.output();
     const AttrValue* a = n.attributes().find(attr::value);
     const TypePtr& type = out->type();
-    if (!a) return constant(out, RtValue());
+    if (!a) {
+      if (type->isSimple("Function")) return;  // a function reference: only prim::CallFunction reads it
+      return constant(out, RtValue());
+    }
     if (a->is<TensorRef>()) {
       const ConstantTensor& c = *a->get<TensorRef>();
       if (auto it = weights_.find(out->debugName()); it != weights_.end()) return constant(out, it->second);

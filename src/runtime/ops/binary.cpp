@@ -2,6 +2,7 @@
 // promotion. Python-number operands (int/float/bool) with no tensor compute
 // a Python number, as TorchScript's aten::add(int, int) does.
 #include <cmath>
+#include <cstring>
 
 #include "runtime/dnnl_utils.h"
 #include "runtime/ops/op_utils.h"
@@ -304,6 +305,25 @@ void registerBinaryOps(OpRegistry& r) {
   };
   r.add("aten::div", 2, 3, div(false));
   r.add("aten::div_", 2, 3, div(true));
+  // where(condition, a, b): a where condition else b, broadcasting all three
+  r.add("aten::where", 3, 3, [](const KernelArgs& a) {
+    const Tensor& cond = a.tensor(0);
+    if (cond.dtype() != ScalarType::Bool && cond.dtype() != ScalarType::Byte)
+      throw std::invalid_argument("where expects a bool condition, got " + cond.describe());
+    ScalarType common = resultType({&a.input(1), &a.input(2)});
+    Tensor x = asTensor(a.input(1), common).to(common), y = asTensor(a.input(2), common).to(common);
+    Shape shape = broadcastShapes(broadcastShapes(cond.sizes(), x.sizes()), y.sizes());
+    Tensor c = cond.expand(shape).contiguous(), xe = x.expand(shape).contiguous(), ye = y.expand(shape).contiguous();
+    Tensor out = Tensor::empty(common, shape);
+    const auto* cp = static_cast<const uint8_t*>(c.data());
+    const size_t item = out.itemsize();
+    auto* o = static_cast<char*>(out.data());
+    const auto* xp = static_cast<const char*>(xe.data());
+    const auto* yp = static_cast<const char*>(ye.data());
+    for (int64_t i = 0, n = out.numel(); i < n; ++i)
+      std::memcpy(o + i * item, (cp[i] ? xp : yp) + i * item, item);
+    a.set(0, out);
+  });
   r.add("aten::floordiv", 2, 2, [](const KernelArgs& a) {
     a.set(0, binary(a.ctx, Bin::FloorDivide, a.input(0), a.input(1), std::nullopt));
   });

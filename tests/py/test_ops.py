@@ -1,0 +1,346 @@
+"""Each op family against PyTorch itself, with the arguments that tend to break things."""
+
+from typing import List, Optional
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import llga
+
+g = torch.Generator().manual_seed(0)
+
+
+def rnd(*shape, dtype=torch.float32):
+    if dtype == torch.bool:
+        return torch.rand(*shape, generator=g) > 0.5
+    if dtype in (torch.int64, torch.int32):
+        return torch.randint(-5, 6, shape, generator=g, dtype=dtype)
+    return torch.randn(*shape, generator=g, dtype=dtype)
+
+
+def check(fn, *args, rtol=1e-4, atol=1e-5):
+    scripted = torch.jit.script(fn)
+    want = scripted(*args)
+    got = llga.optimize(scripted)(*[a.numpy() if isinstance(a, torch.Tensor) else a for a in args])
+    compare(got, want, rtol, atol)
+
+
+def compare(got, want, rtol, atol):
+    if isinstance(want, (tuple, list)):
+        assert type(got) is type(want) and len(got) == len(want)
+        for a, b in zip(got, want):
+            compare(a, b, rtol, atol)
+    elif isinstance(want, torch.Tensor):
+        w = want.numpy()
+        assert got.shape == w.shape, (got.shape, w.shape)
+        assert got.dtype == w.dtype, (got.dtype, w.dtype)
+        if w.dtype.kind in "fc":
+            np.testing.assert_allclose(got, w, rtol=rtol, atol=atol)
+        else:
+            np.testing.assert_array_equal(got, w)
+    else:
+        assert got == want
+
+
+# ---------------------------------------------------------------- convolution
+
+def conv_groups_dilation(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
+    return F.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(2, 1), groups=2)
+
+
+def conv_same_nobias(x: torch.Tensor, w: torch.Tensor):
+    return F.conv2d(x, w, None, 1, "same", 2)
+
+
+def conv1d_fn(x: torch.Tensor, w: torch.Tensor):
+    return F.conv1d(x, w, None, 2, 1)
+
+
+def conv3d_fn(x: torch.Tensor, w: torch.Tensor):
+    return F.conv3d(x, w, None, 1, 1)
+
+
+def conv_t(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
+    return F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1, groups=2, dilation=1)
+
+
+def conv_noncontig(x: torch.Tensor, w: torch.Tensor):
+    return F.conv2d(x.transpose(2, 3), w)
+
+
+@pytest.mark.parametrize("case", ["groups", "same", "1d", "3d", "transposed", "noncontig", "depthwise"])
+def test_convolution(case):
+    if case == "groups":
+        check(conv_groups_dilation, rnd(2, 4, 9, 8), rnd(6, 2, 3, 3), rnd(6))
+    elif case == "same":
+        check(conv_same_nobias, rnd(1, 3, 7, 8), rnd(5, 3, 4, 3))
+    elif case == "1d":
+        check(conv1d_fn, rnd(2, 3, 11), rnd(4, 3, 3))
+    elif case == "3d":
+        check(conv3d_fn, rnd(1, 2, 5, 6, 4), rnd(3, 2, 3, 3, 3))
+    elif case == "transposed":
+        check(conv_t, rnd(1, 4, 5, 6), rnd(4, 3, 3, 3), rnd(6))
+    elif case == "noncontig":
+        check(conv_noncontig, rnd(1, 3, 8, 6), rnd(4, 3, 3, 3))
+    else:
+        m = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8).eval()
+        x = rnd(1, 8, 6, 6)
+        want = m(x).detach().numpy()
+        np.testing.assert_allclose(llga.optimize(torch.jit.trace(m, x))(x.numpy()), want, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- pooling
+
+def maxpool_ceil(x: torch.Tensor):
+    return F.max_pool2d(x, 3, 2, 1, 2, True)
+
+
+def avgpool_ceil_include(x: torch.Tensor):
+    return F.avg_pool2d(x, 3, 2, 1, True, True)
+
+
+def avgpool_ceil_exclude(x: torch.Tensor):
+    return F.avg_pool2d(x, (2, 3), (2, 2), (1, 0), True, False)
+
+
+def avgpool_divisor(x: torch.Tensor):
+    return F.avg_pool2d(x, 2, 2, 0, False, True, 3)
+
+
+def adaptive_uneven(x: torch.Tensor):
+    return F.adaptive_avg_pool2d(x, [3, 5])
+
+
+def pool1d3d(x: torch.Tensor, y: torch.Tensor):
+    return F.max_pool1d(x, 2), F.avg_pool3d(y, 2), F.adaptive_avg_pool1d(x, 4)
+
+
+@pytest.mark.parametrize("fn", [maxpool_ceil, avgpool_ceil_include, avgpool_ceil_exclude, avgpool_divisor, adaptive_uneven])
+def test_pooling_2d(fn):
+    check(fn, rnd(2, 3, 10, 9))
+
+
+def test_pooling_1d_3d():
+    check(pool1d3d, rnd(2, 3, 8), rnd(1, 2, 4, 4, 6))
+
+
+# ---------------------------------------------------------------- matmul family
+
+def matmul_shapes(a1: torch.Tensor, a2: torch.Tensor, b3: torch.Tensor, c4: torch.Tensor):
+    return (torch.matmul(a1, a1), torch.matmul(a1, a2), torch.matmul(a2.t(), a1.unsqueeze(1)).squeeze(1),
+            torch.matmul(c4, b3), torch.matmul(a1, b3), torch.matmul(b3.transpose(1, 2), a2), torch.matmul(a2.t(), a1))
+
+
+def linear_nd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor):
+    return F.linear(x, w, b), F.linear(x.transpose(0, 1), w), x.transpose(0, 1) @ w.t()
+
+
+def addmm_fn(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor):
+    return torch.addmm(bias, a, b, beta=0.5, alpha=2.0), torch.addmm(bias, a, b), torch.mm(a, b), torch.bmm(a[None], b[None])
+
+
+def test_matmul_shapes():
+    check(matmul_shapes, rnd(4), rnd(4, 3), rnd(5, 4, 2), rnd(2, 1, 3, 4))
+
+
+def test_linear_nd():
+    check(linear_nd, rnd(2, 3, 6), rnd(5, 6), rnd(5))
+
+
+def test_addmm():
+    check(addmm_fn, rnd(3), rnd(2, 4), rnd(4, 3))
+
+
+def test_matmul_empty():
+    def f(a: torch.Tensor, b: torch.Tensor):
+        return a @ b
+
+    check(f, rnd(0, 3), rnd(3, 2))
+    check(f, rnd(2, 0), rnd(0, 4))
+
+
+# ---------------------------------------------------------------- binary ops
+
+def arith(a: torch.Tensor, b: torch.Tensor):
+    return (a + b, a - b * 2, b * a, a / b, torch.add(a, b, alpha=3), torch.sub(b, a, alpha=0.5),
+            torch.rsub(a, b, alpha=2), a > b, a <= b, a == b, torch.maximum(a, b), torch.minimum(a, b))
+
+
+def int_arith(a: torch.Tensor, b: torch.Tensor):
+    bz = torch.where(b == 0, torch.ones_like(b), b)
+    return (a + b, a * b, a // bz, torch.remainder(a, bz), torch.div(a, bz, rounding_mode="floor"),
+            torch.div(a, bz, rounding_mode="trunc"), a / bz, a % 3, a + 1.5, a * 2, a == b, -a)
+
+
+def scalar_promotion(f: torch.Tensor, i: torch.Tensor, z: torch.Tensor, bl: torch.Tensor):
+    return f * z, i * z, i + 2, i * 0.5, bl + 1, bl & (i > 0), f + i, z + 1, i / 2
+
+
+def test_binary_broadcasting_both_ways():
+    check(arith, rnd(3, 1, 4), rnd(2, 1) + 3.0)
+
+
+def test_binary_integer_semantics():
+    check(int_arith, rnd(4, 5, dtype=torch.int64), rnd(4, 5, dtype=torch.int64))
+
+
+def test_type_promotion():
+    check(scalar_promotion, rnd(3), rnd(3, dtype=torch.int64), torch.tensor(2.5, dtype=torch.float64), rnd(3, dtype=torch.bool))
+
+
+def test_inplace_broadcast_and_aliasing():
+    def f(a: torch.Tensor, b: torch.Tensor):
+        c = a.clone()
+        v = c[0]
+        v.add_(b)  # writes through the view into c
+        c.mul_(2)
+        return c, v
+
+    check(f, rnd(2, 3), rnd(3))
+
+
+def test_inplace_rejects_wider_result():
+    def f(a: torch.Tensor):
+        a.add_(0.5)
+        return a
+
+    with pytest.raises(llga.ExecutionError, match="cannot be cast"):
+        llga.optimize(torch.jit.script(f))(np.zeros(3, np.int64))
+
+
+def test_python_number_ops():
+    def f(x: torch.Tensor, n: int, s: float):
+        k = n * 3 // 2 - 1
+        r = float(n) / 4
+        return x * k + r * s, k, r, n % 3, -7 // 2
+
+    check(f, rnd(2), 5, 1.5)
+
+
+# ---------------------------------------------------------------- unary ops
+
+UNARY = ["relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "relu6", "exp", "abs", "neg", "square",
+         "erf", "floor", "ceil", "round", "sin", "cos", "mish"]
+
+
+def unary_all(x: torch.Tensor):
+    return (torch.relu(x), torch.sigmoid(x), torch.tanh(x), F.silu(x), F.hardswish(x), F.hardsigmoid(x), F.relu6(x),
+            torch.exp(x), torch.abs(x), -x, torch.square(x), torch.erf(x), torch.floor(x), torch.ceil(x),
+            torch.round(x), torch.sin(x), torch.cos(x), F.mish(x), F.gelu(x), F.gelu(x, approximate="tanh"),
+            F.hardtanh(x, -0.5, 0.7), torch.clamp(x, min=-0.2), torch.clamp(x, max=0.3), F.leaky_relu(x, 0.2),
+            F.elu(x, 0.8), torch.sqrt(torch.abs(x)), torch.log(torch.abs(x) + 1), torch.rsqrt(torch.abs(x) + 1))
+
+
+def test_unary_float():
+    check(unary_all, rnd(3, 17) * 3)
+
+
+def test_unary_noncontiguous_and_inplace():
+    def f(x: torch.Tensor):
+        y = x.clone()
+        y.t().relu_()
+        return torch.sigmoid(x.t()), y, F.hardtanh_(y.clone(), 0.0, 0.5)
+
+    check(f, rnd(4, 6))
+
+
+def test_unary_int_input():
+    def f(x: torch.Tensor):
+        return torch.abs(x), torch.relu(x), torch.sigmoid(x), torch.clamp(x, -2, 2)
+
+    check(f, rnd(5, dtype=torch.int64))
+
+
+# ---------------------------------------------------------------- normalization, softmax, reductions
+
+def norms(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, m: torch.Tensor, v: torch.Tensor):
+    return (F.batch_norm(x, m, v, w, b, False, 0.1, 1e-3), F.batch_norm(x, m, v, None, None, False, 0.1, 1e-5),
+            F.layer_norm(x, [5, 6], None, None, 1e-5), F.layer_norm(x, [6], w[:6] if w.size(0) >= 6 else None, None),
+            torch.softmax(x, -1), torch.softmax(x, 1), torch.log_softmax(x, -2), torch.softmax(x, 0, dtype=torch.float32))
+
+
+def test_norm_softmax():
+    check(norms, rnd(2, 4, 5, 6), rnd(4), rnd(4), rnd(4), torch.rand(4, generator=g) + 0.5)
+
+
+def test_batch_norm_1d():
+    m = torch.nn.BatchNorm1d(5).eval()
+    m.running_mean.normal_()
+    x = rnd(3, 5)
+    np.testing.assert_allclose(llga.optimize(torch.jit.trace(m, x))(x.numpy()), m(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def reductions(x: torch.Tensor, i: torch.Tensor):
+    return (x.mean(), x.mean([1, -1]), x.mean(1, keepdim=True), x.sum(), x.sum([0, 2], True), i.sum(), i.sum(1),
+            x.to(torch.float64).mean(0), torch.mean(x, [-1]))
+
+
+def test_reductions():
+    check(reductions, rnd(3, 4, 5), rnd(3, 4, dtype=torch.int64))
+
+
+# ---------------------------------------------------------------- shapes, views, indexing
+
+def views(x: torch.Tensor):
+    return (x.view(-1, 6), x.reshape(6, -1), x.permute(2, 0, 1), x.transpose(-1, 0), x[:, 1:, ::2], x[-1], x[:, -2],
+            x.unsqueeze(-1), x.unsqueeze(0).squeeze(0), x[:, :1].squeeze(1), x.flatten(1), x.flatten(), x.t().contiguous()
+            if x.dim() == 2 else x.flatten(0, 1), x.expand(2, 2, 3, 4), x.narrow(2, 1, 2))
+
+
+def test_views():
+    check(views, rnd(2, 3, 4))
+
+
+def splits(x: torch.Tensor):
+    a = torch.chunk(x, 3, 1)
+    b = torch.split(x, [1, 3], 1)
+    c = torch.split(x, 3, -1)
+    d = x.unbind(0)
+    return a[0], a[1], b[1], c[-1], d[1], torch.cat([a[1], b[0]], -2), torch.stack([d[0], d[1]], 1), torch.cat([x, x], 0)
+
+
+def test_splits_and_joins():
+    check(splits, rnd(2, 4, 7))
+
+
+def indexing(x: torch.Tensor, i: torch.Tensor, j: torch.Tensor, m: torch.Tensor):
+    return x[i], x[:, j], x[j, :, j], x[i, i.clamp(0, 2)], x[m], x[:, :, 1][i], x[:, 1:][:, j.clamp(0, 1)]
+
+
+def test_advanced_indexing():
+    check(indexing, rnd(4, 3, 5), torch.tensor([0, -1, 2, 2]), torch.tensor([[1, 0], [2, 1]]), rnd(4, 3, 5, dtype=torch.bool))
+
+
+def misc(x: torch.Tensor, ids: torch.Tensor, w: torch.Tensor, mask: torch.Tensor):
+    return (F.embedding(ids, w), x.masked_fill(mask, -1.5), torch.roll(x, [1, -2], [0, 1]), torch.roll(x, 3),
+            F.pad(x, [1, 2]), F.pad(x, [-1, 1, 2, 0], value=0.5), torch.arange(5), torch.arange(1, 4, dtype=torch.float32),
+            torch.arange(0.5, 3.0, 0.5), torch.zeros_like(x), x.new_zeros([2, 2]), torch.zeros([2, 3]),
+            torch.ones([1, 2], dtype=torch.int64), torch.full([2], 7))
+
+
+def test_misc_ops():
+    check(misc, rnd(3, 4), torch.tensor([[0, 4], [2, 2]]), rnd(5, 3), rnd(3, 1, dtype=torch.bool))
+
+
+def test_empty_tensors():
+    def f(x: torch.Tensor, y: torch.Tensor):
+        return torch.relu(x) + 1, torch.cat([x, y], 0), x.sum(0), x.view(0, 4), y.mean(1)
+
+    check(f, rnd(0, 4), rnd(2, 4))
+
+
+def test_dtype_conversions():
+    def f(x: torch.Tensor, i: torch.Tensor):
+        return x.to(torch.int64), i.to(torch.float32), x.to(torch.float64), (i > 0).to(torch.int32), x.type_as(i)
+
+    check(f, rnd(5) * 4, rnd(5, dtype=torch.int64))
+
+
+def test_errors_carry_the_reason():
+    def f(x: torch.Tensor):
+        return x.view(5, -1)
+
+    with pytest.raises(llga.ExecutionError, match=r"aten::view .*shape is invalid for input of size 12"):
+        llga.optimize(torch.jit.script(f))(np.zeros((3, 4), np.float32))
