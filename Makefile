@@ -8,7 +8,7 @@ JOBS    ?= 2
 CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all bootstrap build demo test test-cpp test-asan test-py test-install fuzz fuzz-smoke bench-parse clean
+.PHONY: all bootstrap build demo test test-cpp test-asan test-py test-install fuzz fuzz-smoke bench-parse bench-runtime clean
 
 all: build
 
@@ -52,6 +52,9 @@ fuzz-smoke:
 
 bench-parse: build
 	$(PY) bench/parse_bench.py
+
+bench-runtime: build
+	$(PY) bench/runtime_bench.py --model resnet50
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(FUZZ) llga/_llga*.so

@@ -1,0 +1,79 @@
+// Tensor views share storage and follow PyTorch's rules; copies convert dtypes.
+#include <gtest/gtest.h>
+
+#include "runtime/tensor.h"
+
+using namespace llga;
+
+namespace {
+Tensor iota(const Shape& sizes) {
+  Tensor t = Tensor::empty(ScalarType::Float, sizes);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(i);
+  return t;
+}
+float at(const Tensor& t, const Shape& idx) {
+  int64_t off = 0;
+  for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides()[d];
+  return t.data<float>()[off];
+}
+}  // namespace
+
+TEST(Tensor, ViewsShareStorage) {
+  Tensor t = iota({2, 3, 4});
+  Tensor v = t.transpose(0, 2);
+  EXPECT_TRUE(v.sharesStorageWith(t));
+  EXPECT_EQ(v.sizes(), (Shape{4, 3, 2}));
+  EXPECT_EQ(at(v, {3, 1, 1}), at(t, {1, 1, 3}));
+  Tensor s = t.slice(2, 1, 4, 2);  // columns 1 and 3
+  EXPECT_EQ(s.sizes(), (Shape{2, 3, 2}));
+  EXPECT_EQ(at(s, {1, 2, 1}), at(t, {1, 2, 3}));
+  Tensor sel = t.select(1, -1);
+  EXPECT_EQ(at(sel, {1, 0}), at(t, {1, 2, 0}));
+  Tensor e = t.select(0, 0).select(0, 0).unsqueeze(0).expand({5, 4});
+  EXPECT_EQ(e.strides()[0], 0);
+  EXPECT_EQ(at(e, {4, 3}), 3.0f);
+}
+
+TEST(Tensor, ViewNeedsCompatibleStrides) {
+  Tensor t = iota({2, 3, 4});
+  EXPECT_EQ(t.view({6, -1}).sizes(), (Shape{6, 4}));
+  Tensor tr = t.transpose(1, 2);  // [2, 4, 3], not contiguous
+  EXPECT_THROW(tr.view({2, 12}), std::invalid_argument);
+  EXPECT_EQ(tr.view({2, 4, 3, 1}).sizes(), (Shape{2, 4, 3, 1}));  // adding size-1 dims is fine
+  Tensor r = tr.reshape({2, 12});  // copies
+  EXPECT_FALSE(r.sharesStorageWith(t));
+  EXPECT_EQ(r.data<float>()[1], at(t, {0, 1, 0}));
+  EXPECT_TRUE(t.slice(0, 1, 2, 1).view({12}).sharesStorageWith(t));
+  EXPECT_THROW(t.view({5, -1}), std::invalid_argument);
+  EXPECT_THROW(t.view({-1, -1}), std::invalid_argument);
+}
+
+TEST(Tensor, CopyConvertsAndFollowsStrides) {
+  Tensor t = iota({3, 4});
+  Tensor d = t.transpose(0, 1).to(ScalarType::Long);
+  EXPECT_TRUE(d.isContiguous());
+  EXPECT_EQ(d.data<int64_t>()[1], 4);  // element [0, 1] of the transpose is t[1, 0]
+  Tensor b = Tensor::empty(ScalarType::BFloat16, {3, 4});
+  b.copyFrom(t);
+  EXPECT_EQ(static_cast<float>(b.data<BFloat16>()[11]), 11.0f);
+  Tensor f = Tensor::empty(ScalarType::Float, {2});
+  f.fill(2.5);
+  EXPECT_EQ(f.data<float>()[1], 2.5f);
+}
+
+TEST(Tensor, WrapDimAndSqueeze) {
+  Tensor t = iota({1, 3, 1});
+  EXPECT_EQ(t.squeeze().sizes(), (Shape{3}));
+  EXPECT_EQ(t.squeeze(-1).sizes(), (Shape{1, 3}));
+  EXPECT_EQ(t.squeeze(1).sizes(), (Shape{1, 3, 1}));  // not size 1: unchanged
+  EXPECT_THROW(t.size(3), std::out_of_range);
+  EXPECT_EQ(t.flatten(0, -1).sizes(), (Shape{3}));
+  EXPECT_EQ(Tensor::scalar(ScalarType::Long, 7).unsqueeze(0).sizes(), (Shape{1}));
+}
+
+TEST(Tensor, Promotion) {
+  EXPECT_EQ(promoteTypes(ScalarType::Long, ScalarType::Float), ScalarType::Float);
+  EXPECT_EQ(promoteTypes(ScalarType::Bool, ScalarType::Int), ScalarType::Int);
+  EXPECT_EQ(promoteTypes(ScalarType::Byte, ScalarType::Char), ScalarType::Short);
+  EXPECT_EQ(promoteTypes(ScalarType::Float, ScalarType::Double), ScalarType::Double);
+}
