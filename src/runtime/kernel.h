@@ -89,5 +89,6 @@ void registerPoolOps(OpRegistry& r);
 void registerNormOps(OpRegistry& r);
 void registerReduceOps(OpRegistry& r);
 void registerAttentionOps(OpRegistry& r);
+void registerResampleOps(OpRegistry& r);
 
 }  // namespace llga

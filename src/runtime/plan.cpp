@@ -28,6 +28,7 @@ OpRegistry& OpRegistry::global() {
     registerNormOps(*reg);
     registerReduceOps(*reg);
     registerAttentionOps(*reg);
+    registerResampleOps(*reg);
     return reg;
   }();
   return *r;

@@ -344,3 +344,39 @@ def test_errors_carry_the_reason():
 
     with pytest.raises(llga.ExecutionError, match=r"aten::view .*shape is invalid for input of size 12"):
         llga.optimize(torch.jit.script(f))(np.zeros((3, 4), np.float32))
+
+
+def more_reductions(x: torch.Tensor, i: torch.Tensor):
+    return (torch.amax(x, [1]), torch.amin(x, 0, True), x.norm(), x.norm(1, [1]), x.norm(float("inf"), [0, 2]),
+            torch.linalg.vector_norm(x, 3.0, [-1], True), F.normalize(x, dim=1), torch.amax(i, [0]), torch.amin(i))
+
+
+def test_more_reductions():
+    check(more_reductions, rnd(3, 4, 5), rnd(4, 6, dtype=torch.int64))
+
+
+class Interpolations(torch.nn.Module):
+    def forward(self, x):
+        return (F.interpolate(x, scale_factor=2.0, mode="nearest"), F.interpolate(x, size=[5, 7], mode="nearest"),
+                F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=False),
+                F.interpolate(x, size=[9, 4], mode="bilinear", align_corners=True),
+                F.interpolate(x, size=[3, 2], mode="bilinear", align_corners=False))
+
+
+def test_interpolate():
+    # Traced: a scripted F.interpolate also holds the branches of every other
+    # mode, and llga rejects graphs naming ops it lacks even in dead branches.
+    x = rnd(2, 3, 6, 5)
+    traced = torch.jit.trace(Interpolations(), x)
+    compare(llga.optimize(traced)(x.numpy()), Interpolations()(x), 1e-5, 1e-6)
+
+
+def test_interpolate_traced_1d_3d():
+    class M(torch.nn.Module):
+        def forward(self, a, b):
+            return F.interpolate(a, scale_factor=3.0), F.interpolate(b, size=[4, 3, 5])
+
+    a, b = rnd(1, 2, 5), rnd(1, 1, 2, 3, 4)
+    traced = torch.jit.trace(M(), (a, b))
+    got = llga.optimize(traced)(a.numpy(), b.numpy())
+    compare(got, M()(a, b), 1e-6, 1e-6)

@@ -6,6 +6,7 @@
 
 #include "runtime/dnnl_utils.h"
 #include "runtime/ops/op_utils.h"
+#include "runtime/ops/primitive_cache.h"
 #include "runtime/strided.h"
 
 namespace llga {
@@ -174,22 +175,39 @@ void binaryLoop(Bin op, const Tensor& a, const Tensor& b, Tensor& out) {
   });
 }
 
+struct BinEntry {
+  dnnl::binary prim;
+  dnnl::memory::desc a_md, b_md, out_md, scratch_md;
+};
+using BinCache = PrimitiveCache<BinEntry>;
+
 // a op b into out (float32, a has out's shape, b broadcasts) on oneDNN.
-void dnnlBinaryRun(ExecContext& ctx, Bin op, const Tensor& a, const Tensor& b, const Tensor& out) {
+void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a, const Tensor& b, const Tensor& out) {
   Shape bshape(out.dim() - b.dim(), 1);
   bshape.insert(bshape.end(), b.sizes().begin(), b.sizes().end());
   Tensor bb = b.dim() == out.dim() ? b : b.view(bshape);
   if (bb.dim() == 0) bb = bb.view({1});
-  auto amd = plainDesc(a), bmd = plainDesc(bb), omd = plainDesc(out);
-  if (out.dim() == 0) { amd = plainDesc(a, {1}); omd = plainDesc(out, {1}); }
-  dnnl::binary::desc d(dnnlBinary(op), amd, bmd, omd);
-  dnnl::binary::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-  execute(ctx, dnnl::binary(pd), pd.scratchpad_desc(),
-          {{DNNL_ARG_SRC_0, wrap(a, amd)}, {DNNL_ARG_SRC_1, wrap(bb, bmd)}, {DNNL_ARG_DST, wrap(out, omd)}});
+  std::vector<int64_t> key{static_cast<int64_t>(op)};
+  addToKey(key, a);
+  addToKey(key, bb);
+  addToKey(key, out);
+  auto e = cache.get(key, [&] {
+    BinEntry en;
+    en.a_md = out.dim() == 0 ? plainDesc(a, {1}) : plainDesc(a);
+    en.b_md = plainDesc(bb);
+    en.out_md = out.dim() == 0 ? plainDesc(out, {1}) : plainDesc(out);
+    dnnl::binary::desc d(dnnlBinary(op), en.a_md, en.b_md, en.out_md);
+    dnnl::binary::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+    en.prim = dnnl::binary(pd);
+    en.scratch_md = pd.scratchpad_desc();
+    return en;
+  });
+  execute(ctx, e->prim, e->scratch_md,
+          {{DNNL_ARG_SRC_0, wrap(a, e->a_md)}, {DNNL_ARG_SRC_1, wrap(bb, e->b_md)}, {DNNL_ARG_DST, wrap(out, e->out_md)}});
 }
 
 // Computes a op b (tensors or scalars). `out` (when given) is written in place.
-RtValue binary(ExecContext& ctx, Bin op, const RtValue& av, const RtValue& bv, std::optional<Tensor> inplace) {
+RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, const RtValue& bv, std::optional<Tensor> inplace) {
   if (std::holds_alternative<std::string>(av.v) || std::holds_alternative<std::string>(bv.v)) {
     const std::string &x = av.str(), &y = bv.str();
     if (op == Bin::Add) return RtValue(x + y);
@@ -225,12 +243,12 @@ RtValue binary(ExecContext& ctx, Bin op, const RtValue& av, const RtValue& bv, s
   if (common == ScalarType::Float && out.dtype() == ScalarType::Float && dnnlBinary(op) != dnnl::algorithm::undef &&
       out.numel() > 0 && noZeroStrides(out)) {
     if (a.sizes() == shape && noZeroStrides(a) && noZeroStrides(b)) {
-      dnnlBinaryRun(ctx, op, a, b, out);
+      dnnlBinaryRun(ctx, cache, op, a, b, out);
       return out;
     }
     bool commutes = op == Bin::Add || op == Bin::Mul || op == Bin::Max || op == Bin::Min;
     if (commutes && b.sizes() == shape && noZeroStrides(a) && noZeroStrides(b)) {
-      dnnlBinaryRun(ctx, op, b, a, out);
+      dnnlBinaryRun(ctx, cache, op, b, a, out);
       return out;
     }
   }
@@ -244,23 +262,33 @@ RtValue binary(ExecContext& ctx, Bin op, const RtValue& av, const RtValue& bv, s
   return out;
 }
 
-// a + alpha * b (alpha defaults to 1)
+// Registers a kernel whose function gets a primitive cache of its own node.
+void addCached(OpRegistry& r, const std::string& kind, size_t lo, size_t hi,
+               std::function<void(const KernelArgs&, BinCache&)> fn) {
+  r.add(OpDef{kind, lo, hi, [fn](const Node&) {
+                auto cache = std::make_shared<BinCache>();
+                return std::make_unique<FnKernel>([fn, cache](const KernelArgs& a) { fn(a, *cache); });
+              }});
+}
+
+// b * alpha when an alpha other than 1 is given (alpha scaling is rare: no cache)
 RtValue scaled(ExecContext& ctx, const KernelArgs& a, size_t alpha_at, const RtValue& b) {
   if (a.num_in <= alpha_at) return b;
   const RtValue& alpha = a.input(alpha_at);
   if ((alpha.isInt() && alpha.toInt() == 1) || (alpha.isDouble() && alpha.toDouble() == 1.0)) return b;
-  return binary(ctx, Bin::Mul, b, alpha, std::nullopt);
+  BinCache once;
+  return binary(ctx, once, Bin::Mul, b, alpha, std::nullopt);
 }
 
 void addArith(OpRegistry& r, const std::string& name, Bin op, bool has_alpha) {
   size_t max_in = has_alpha ? 3 : 2;
-  r.add("aten::" + name, 2, max_in, [op, has_alpha](const KernelArgs& a) {
+  addCached(r, "aten::" + name, 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
     RtValue b = has_alpha ? scaled(a.ctx, a, 2, a.input(1)) : a.input(1);
-    a.set(0, binary(a.ctx, op, a.input(0), b, std::nullopt));
+    a.set(0, binary(a.ctx, c, op, a.input(0), b, std::nullopt));
   });
-  r.add("aten::" + name + "_", 2, max_in, [op, has_alpha](const KernelArgs& a) {
+  addCached(r, "aten::" + name + "_", 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
     RtValue b = has_alpha ? scaled(a.ctx, a, 2, a.input(1)) : a.input(1);
-    a.set(0, binary(a.ctx, op, a.input(0), b, a.tensor(0)));
+    a.set(0, binary(a.ctx, c, op, a.input(0), b, a.tensor(0)));
   });
 }
 
@@ -285,12 +313,12 @@ void registerBinaryOps(OpRegistry& r) {
     addArith(r, name, op, false);
   }
   // rsub(a, b, alpha) = b - alpha * a
-  r.add("aten::rsub", 2, 3, [](const KernelArgs& a) {
-    a.set(0, binary(a.ctx, Bin::Sub, a.input(1), scaled(a.ctx, a, 2, a.input(0)), std::nullopt));
+  addCached(r, "aten::rsub", 2, 3, [](const KernelArgs& a, BinCache& c) {
+    a.set(0, binary(a.ctx, c, Bin::Sub, a.input(1), scaled(a.ctx, a, 2, a.input(0)), std::nullopt));
   });
   // div(a, b, rounding_mode=None|"trunc"|"floor"); Python's int / int is true division too.
   auto div = [](bool inplace) {
-    return [inplace](const KernelArgs& a) {
+    return [inplace](const KernelArgs& a, BinCache& c) {
       Bin op = Bin::Div;
       if (a.num_in > 2 && !a.isNone(2)) {
         const std::string& mode = a.input(2).str();
@@ -300,11 +328,11 @@ void registerBinaryOps(OpRegistry& r) {
       }
       std::optional<Tensor> out;
       if (inplace) out = a.tensor(0);
-      a.set(0, binary(a.ctx, op, a.input(0), a.input(1), out));
+      a.set(0, binary(a.ctx, c, op, a.input(0), a.input(1), out));
     };
   };
-  r.add("aten::div", 2, 3, div(false));
-  r.add("aten::div_", 2, 3, div(true));
+  addCached(r, "aten::div", 2, 3, div(false));
+  addCached(r, "aten::div_", 2, 3, div(true));
   // where(condition, a, b): a where condition else b, broadcasting all three
   r.add("aten::where", 3, 3, [](const KernelArgs& a) {
     const Tensor& cond = a.tensor(0);
@@ -324,8 +352,8 @@ void registerBinaryOps(OpRegistry& r) {
       std::memcpy(o + i * item, (cp[i] ? xp : yp) + i * item, item);
     a.set(0, out);
   });
-  r.add("aten::floordiv", 2, 2, [](const KernelArgs& a) {
-    a.set(0, binary(a.ctx, Bin::FloorDivide, a.input(0), a.input(1), std::nullopt));
+  addCached(r, "aten::floordiv", 2, 2, [](const KernelArgs& a, BinCache& c) {
+    a.set(0, binary(a.ctx, c, Bin::FloorDivide, a.input(0), a.input(1), std::nullopt));
   });
 }
 

@@ -10,6 +10,7 @@
 #include "runtime/dnnl_utils.h"
 #include "runtime/kernel.h"
 #include "runtime/ops/op_utils.h"
+#include "runtime/ops/primitive_cache.h"
 #include "runtime/strided.h"
 
 namespace llga {
@@ -83,19 +84,38 @@ void unaryLoop(const Tensor& src, Tensor& dst, const std::function<double(double
   });
 }
 
+struct EltEntry {
+  dnnl::eltwise_forward prim;
+  dnnl::memory::desc src_md, dst_md, scratch_md;
+  bool same_layout;  // oneDNN's dst layout (it follows src) is dst's own
+};
+using EltCache = PrimitiveCache<EltEntry>;
+
 // oneDNN eltwise over a float32 tensor with no zero strides (dst may be src).
-void dnnlEltwise(ExecContext& ctx, algorithm alg, float alpha, float beta, const Tensor& src, const Tensor& dst) {
-  auto smd = plainDesc(src), dmd = plainDesc(dst);
-  dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg, smd, alpha, beta);
-  dnnl::eltwise_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-  if (pd.dst_desc() != dmd) {  // dst layout differs from what oneDNN picked (it follows src)
+void dnnlEltwise(ExecContext& ctx, EltCache& cache, algorithm alg, float alpha, float beta, const Tensor& src,
+                 const Tensor& dst) {
+  std::vector<int64_t> key{static_cast<int64_t>(alg), static_cast<int64_t>(alpha * 1e6), static_cast<int64_t>(beta * 1e6)};
+  addToKey(key, src);
+  addToKey(key, dst);
+  auto e = cache.get(key, [&] {
+    EltEntry en;
+    en.src_md = plainDesc(src);
+    en.dst_md = plainDesc(dst);
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg, en.src_md, alpha, beta);
+    dnnl::eltwise_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+    en.prim = dnnl::eltwise_forward(pd);
+    en.scratch_md = pd.scratchpad_desc();
+    en.same_layout = pd.dst_desc() == en.dst_md;
+    return en;
+  });
+  if (!e->same_layout) {  // compute into a buffer laid out like src, then copy
     Tensor tmp = Tensor::empty(ScalarType::Float, src.sizes());
     Tensor srcc = src.contiguous();
-    dnnlEltwise(ctx, alg, alpha, beta, srcc, tmp);
+    dnnlEltwise(ctx, cache, alg, alpha, beta, srcc, tmp);
     const_cast<Tensor&>(dst).copyFrom(tmp);
     return;
   }
-  execute(ctx, dnnl::eltwise_forward(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, wrap(src, smd)}, {DNNL_ARG_DST, wrap(dst, dmd)}});
+  execute(ctx, e->prim, e->scratch_md, {{DNNL_ARG_SRC, wrap(src, e->src_md)}, {DNNL_ARG_DST, wrap(dst, e->dst_md)}});
 }
 
 bool dnnlFriendly(const Tensor& t) {
@@ -105,13 +125,23 @@ bool dnnlFriendly(const Tensor& t) {
   return true;
 }
 
-void applyUnary(ExecContext& ctx, const UnaryDef& def, const Tensor& src, Tensor& dst, float alpha, float beta) {
+void applyUnary(ExecContext& ctx, EltCache& cache, const UnaryDef& def, const Tensor& src, Tensor& dst, float alpha,
+                float beta) {
   if (def.alg != algorithm::undef && dnnlFriendly(src) && dnnlFriendly(dst)) {
-    dnnlEltwise(ctx, def.alg, alpha, beta, src, dst);
+    dnnlEltwise(ctx, cache, def.alg, alpha, beta, src, dst);
     return;
   }
   auto fn = def.fn;
   unaryLoop(src, dst, [&](double x) { return fn(x, alpha, beta); });
+}
+
+// Registers a kernel whose function gets a primitive cache of its own node.
+void addCached(OpRegistry& r, const std::string& kind, size_t lo, size_t hi,
+               std::function<void(const KernelArgs&, EltCache&)> fn) {
+  r.add(OpDef{kind, lo, hi, [fn](const Node&) {
+                auto cache = std::make_shared<EltCache>();
+                return std::make_unique<FnKernel>([fn, cache](const KernelArgs& a) { fn(a, *cache); });
+              }});
 }
 
 ScalarType unaryResultType(ScalarType t, bool int_to_float) {
@@ -125,15 +155,15 @@ void registerUnary(OpRegistry& r, const UnaryDef& def) {
   bool int_to_float = name != "relu" && name != "abs" && name != "neg" && name != "square" && name != "floor" &&
                       name != "ceil" && name != "round" && name != "relu6";
   const UnaryDef* d = &def;
-  r.add("aten::" + name, 1, 1, [d, int_to_float](const KernelArgs& a) {
+  addCached(r, "aten::" + name, 1, 1, [d, int_to_float](const KernelArgs& a, EltCache& c) {
     const Tensor& x = a.tensor(0);
     Tensor out = Tensor::empty(unaryResultType(x.dtype(), int_to_float), x.sizes());
-    applyUnary(a.ctx, *d, x, out, d->alpha, d->beta);
+    applyUnary(a.ctx, c, *d, x, out, d->alpha, d->beta);
     a.set(0, out);
   });
-  r.add("aten::" + name + "_", 1, 1, [d](const KernelArgs& a) {
+  addCached(r, "aten::" + name + "_", 1, 1, [d](const KernelArgs& a, EltCache& c) {
     Tensor x = a.tensor(0);
-    applyUnary(a.ctx, *d, x, x, d->alpha, d->beta);
+    applyUnary(a.ctx, c, *d, x, x, d->alpha, d->beta);
     a.set(0, x);
   });
 }
@@ -141,24 +171,30 @@ void registerUnary(OpRegistry& r, const UnaryDef& def) {
 // Unary ops with scalar parameters: (name, first parameter input, defaults)
 void registerParamUnary(OpRegistry& r) {
   // gelu(x, approximate="none"|"tanh")
-  r.add("aten::gelu", 1, 2, [](const KernelArgs& a) {
+  addCached(r, "aten::gelu", 1, 2, [](const KernelArgs& a, EltCache& c) {
     const Tensor& x = a.tensor(0);
     std::string approx = a.num_in > 1 ? a.input(1).str() : "none";
     if (approx != "none" && approx != "tanh") throw std::invalid_argument("gelu: approximate must be 'none' or 'tanh'");
     static const UnaryDef erf_def{"gelu", algorithm::eltwise_gelu_erf, 0, 0, gelu_erf};
     static const UnaryDef tanh_def{"gelu", algorithm::eltwise_gelu_tanh, 0, 0, gelu_tanh};
     Tensor out = Tensor::empty(x.dtype(), x.sizes());
-    applyUnary(a.ctx, approx == "tanh" ? tanh_def : erf_def, x, out, 0, 0);
+    applyUnary(a.ctx, c, approx == "tanh" ? tanh_def : erf_def, x, out, 0, 0);
     a.set(0, out);
   });
   // clamp family: hardtanh(x, min, max), clamp(x, min?, max?)
   static const UnaryDef clip{"clip", algorithm::eltwise_clip, 0, 0,
                              [](double x, double lo, double hi) { return std::min(std::max(x, lo), hi); }};
-  auto clampKernel = [](bool inplace, bool hardtanh) {
-    return [inplace, hardtanh](const KernelArgs& a) {
+  // bounds: 0 = clamp(x, min?, max?), 1 = hardtanh(x, min, max), 2 = clamp_min(x, min), 3 = clamp_max(x, max)
+  auto clampKernel = [](bool inplace, int form) {
+    return [inplace, form](const KernelArgs& a, EltCache& c) {
       Tensor x = a.tensor(0);
       double lo = -INFINITY, hi = INFINITY;
-      if (hardtanh) {
+      auto bound = [&](size_t i) { return a.input(i).isTensor() ? a.tensor(i).item() : a.toDouble(i); };
+      if (form == 2) {
+        lo = bound(1);
+      } else if (form == 3) {
+        hi = bound(1);
+      } else if (form == 1) {
         lo = a.num_in > 1 ? a.toDouble(1) : -1.0;
         hi = a.num_in > 2 ? a.toDouble(2) : 1.0;
       } else {
@@ -169,25 +205,29 @@ void registerParamUnary(OpRegistry& r) {
       if (isIntegralType(x.dtype(), true) || std::isinf(lo) || std::isinf(hi)) {
         unaryLoop(x, out, [lo, hi](double v) { return std::min(std::max(v, lo), hi); });
       } else {
-        applyUnary(a.ctx, clip, x, out, static_cast<float>(lo), static_cast<float>(hi));
+        applyUnary(a.ctx, c, clip, x, out, static_cast<float>(lo), static_cast<float>(hi));
       }
       a.set(0, out);
     };
   };
-  r.add("aten::hardtanh", 1, 3, clampKernel(false, true));
-  r.add("aten::hardtanh_", 1, 3, clampKernel(true, true));
-  r.add("aten::clamp", 1, 3, clampKernel(false, false));
-  r.add("aten::clamp_", 1, 3, clampKernel(true, false));
-  r.add("aten::clip", 1, 3, clampKernel(false, false));
+  addCached(r, "aten::hardtanh", 1, 3, clampKernel(false, 1));
+  addCached(r, "aten::hardtanh_", 1, 3, clampKernel(true, 1));
+  addCached(r, "aten::clamp", 1, 3, clampKernel(false, 0));
+  addCached(r, "aten::clamp_", 1, 3, clampKernel(true, 0));
+  addCached(r, "aten::clip", 1, 3, clampKernel(false, 0));
+  addCached(r, "aten::clamp_min", 2, 2, clampKernel(false, 2));
+  addCached(r, "aten::clamp_min_", 2, 2, clampKernel(true, 2));
+  addCached(r, "aten::clamp_max", 2, 2, clampKernel(false, 3));
+  addCached(r, "aten::clamp_max_", 2, 2, clampKernel(true, 3));
   // leaky_relu(x, negative_slope=0.01), elu(x, alpha=1, scale=1, input_scale=1)
   static const UnaryDef leaky{"leaky_relu", algorithm::eltwise_relu, 0, 0,
                               [](double x, double s, double) { return x > 0 ? x : x * s; }};
   for (bool inplace : {false, true}) {
-    r.add(inplace ? "aten::leaky_relu_" : "aten::leaky_relu", 1, 2, [inplace](const KernelArgs& a) {
+    addCached(r, inplace ? "aten::leaky_relu_" : "aten::leaky_relu", 1, 2, [inplace](const KernelArgs& a, EltCache& c) {
       Tensor x = a.tensor(0);
       float slope = a.num_in > 1 ? static_cast<float>(a.toDouble(1)) : 0.01f;
       Tensor out = inplace ? x : Tensor::empty(x.dtype(), x.sizes());
-      applyUnary(a.ctx, leaky, x, out, slope, 0);
+      applyUnary(a.ctx, c, leaky, x, out, slope, 0);
       a.set(0, out);
     });
     r.add(inplace ? "aten::elu_" : "aten::elu", 1, 4, [inplace](const KernelArgs& a) {

@@ -1,68 +1,107 @@
-// Reductions on oneDNN's reduction primitive (float32); integer sums in C++.
+// Reductions. float32 runs on oneDNN's reduction primitive; other dtypes
+// (and empty tensors) accumulate in C++ (double for floats, int64 for ints).
 //   aten::mean(x, dtype?) / aten::mean(x, dims, keepdim=False, dtype?)
 //   aten::sum(x, dtype?)  / aten::sum(x, dims, keepdim=False, dtype?)
+//   aten::amax(x, dims=[], keepdim=False), aten::amin(...)
+//   aten::norm(x, p?) / aten::norm(x, p?, dims, keepdim=False, dtype?)
+//   aten::linalg_vector_norm(x, ord=2, dims?, keepdim=False, dtype?)
+#include <cmath>
+
 #include "runtime/dnnl_utils.h"
 #include "runtime/ops/op_utils.h"
 
 namespace llga {
 namespace {
 
-Tensor reduce(ExecContext& ctx, Tensor x, Shape dims, bool keepdim, bool mean, std::optional<ScalarType> dtype) {
-  ScalarType out_t = dtype ? *dtype : (!mean && isIntegralType(x.dtype(), true)) ? ScalarType::Long : x.dtype();
-  if (mean && !isFloatingType(out_t)) throw std::invalid_argument("mean needs a floating point dtype, got " + x.describe());
+enum class Red { Sum, Mean, Max, Min, Norm };
+
+struct Reduction {
+  Red kind;
+  double p = 2;  // for Norm
+};
+
+Tensor reduce(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim, Reduction r,
+              std::optional<ScalarType> dtype) {
+  ScalarType out_t = dtype ? *dtype
+                           : (r.kind == Red::Sum && isIntegralType(x.dtype(), true)) ? ScalarType::Long : x.dtype();
+  if ((r.kind == Red::Mean || r.kind == Red::Norm) && !isFloatingType(out_t))
+    throw std::invalid_argument("this reduction needs a floating point dtype, got " + x.describe());
   std::vector<bool> reduced(static_cast<size_t>(x.dim()), dims.empty());
   for (int64_t d : dims) {
     int64_t w = x.wrapDim(d);
     if (reduced[w] && !dims.empty()) throw std::invalid_argument("reduction: dim " + std::to_string(d) + " appears twice");
     reduced[w] = true;
   }
-  Shape kept_shape;  // keepdim shape
-  for (int64_t d = 0; d < x.dim(); ++d) kept_shape.push_back(reduced[d] ? 1 : x.size(d));
+  Shape kept_shape;
+  int64_t count = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    kept_shape.push_back(reduced[d] ? 1 : x.size(d));
+    if (reduced[d]) count *= x.size(d);
+  }
+  if (count == 0 && (r.kind == Red::Max || r.kind == Red::Min))
+    throw std::invalid_argument("max/min of an empty dimension is not defined");
   Tensor out;
   if (out_t == ScalarType::Float && x.numel() > 0) {
     Tensor src = x.to(ScalarType::Float);
     if (src.dim() == 0) src = src.view({1});
+    if (r.kind == Red::Norm && std::isinf(r.p)) {  // inf-norm: max |x|
+      src = src.contiguous().clone();
+      for (float *q = src.data<float>(), *e = q + src.numel(); q != e; ++q) *q = std::fabs(*q);
+      r = Reduction{Red::Max};
+    }
     Shape dshape = kept_shape.empty() ? Shape{1} : kept_shape;
     out = Tensor::empty(ScalarType::Float, dshape);
-    if (src.sizes() == dshape) {
+    if (src.sizes() == dshape && r.kind != Red::Norm) {
       out.copyFrom(src);
     } else {
+      using A = dnnl::algorithm;
+      A alg = r.kind == Red::Sum ? A::reduction_sum : r.kind == Red::Mean ? A::reduction_mean
+            : r.kind == Red::Max ? A::reduction_max : r.kind == Red::Min ? A::reduction_min : A::reduction_norm_lp_sum;
+      if (r.kind == Red::Norm && r.p < 1.0) throw std::invalid_argument("norm: p must be >= 1 (or inf)");
       auto smd = plainDesc(src), dmd = plainDesc(out);
-      dnnl::reduction::desc d(mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum, smd, dmd, 0.f, 0.f);
+      dnnl::reduction::desc d(alg, smd, dmd, static_cast<float>(r.p), 0.f);
       dnnl::reduction::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
       execute(ctx, dnnl::reduction(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, wrap(src, smd)}, {DNNL_ARG_DST, wrap(out, dmd)}});
     }
-  } else {  // double, integers, empty tensors: accumulate in double/int64
+  } else {
+    if (r.kind == Red::Norm) throw std::invalid_argument("norm supports float32 tensors here, got " + x.describe());
     Tensor src = x.contiguous();
-    Tensor acc = Tensor::zeros(isFloatingType(out_t) ? ScalarType::Double : ScalarType::Long, kept_shape);
+    bool integral = !isFloatingType(out_t);
+    Tensor acc = Tensor::empty(integral ? ScalarType::Long : ScalarType::Double, kept_shape);
+    double init = r.kind == Red::Max ? -INFINITY : r.kind == Red::Min ? INFINITY : 0.0;
+    if (integral) {
+      int64_t i0 = r.kind == Red::Max ? INT64_MIN : r.kind == Red::Min ? INT64_MAX : 0;
+      std::fill(acc.data<int64_t>(), acc.data<int64_t>() + acc.numel(), i0);
+    } else {
+      std::fill(acc.data<double>(), acc.data<double>() + acc.numel(), init);
+    }
     Shape acc_strides = acc.strides();
     for (int64_t d = 0; d < x.dim(); ++d)
       if (reduced[d]) acc_strides[d] = 0;
-    Tensor accv = acc.asStrided(x.sizes(), acc_strides, 0);
-    // walk every element of x, adding into its output slot
-    int64_t n = src.numel();
     std::vector<int64_t> idx(static_cast<size_t>(x.dim()), 0);
     dispatchDtype(src.dtype(), [&](auto z) {
       using T = decltype(z);
       const T* p = src.data<T>();
-      for (int64_t i = 0; i < n; ++i) {
+      for (int64_t i = 0, n = src.numel(); i < n; ++i) {
         int64_t off = 0;
-        for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * accv.strides()[d];
-        if (acc.dtype() == ScalarType::Double) acc.data<double>()[off] += toDouble(p[i]);
-        else acc.data<int64_t>()[off] += static_cast<int64_t>(toDouble(p[i]));
+        for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * acc_strides[d];
+        if (integral) {
+          int64_t v = static_cast<int64_t>(toDouble(p[i]));
+          int64_t& a = acc.data<int64_t>()[off];
+          a = r.kind == Red::Max ? std::max(a, v) : r.kind == Red::Min ? std::min(a, v) : a + v;
+        } else {
+          double v = toDouble(p[i]);
+          double& a = acc.data<double>()[off];
+          a = r.kind == Red::Max ? std::max(a, v) : r.kind == Red::Min ? std::min(a, v) : a + v;
+        }
         for (size_t d = idx.size(); d-- > 0;) {
           if (++idx[d] < x.size(static_cast<int64_t>(d))) break;
           idx[d] = 0;
         }
       }
     });
-    if (mean) {
-      int64_t count = 1;
-      for (int64_t d = 0; d < x.dim(); ++d)
-        if (reduced[d]) count *= x.size(d);
-      double* q = acc.data<double>();
-      for (int64_t i = 0; i < acc.numel(); ++i) q[i] = count ? q[i] / static_cast<double>(count) : NAN;
-    }
+    if (r.kind == Red::Mean)
+      for (double *q = acc.data<double>(), *e = q + acc.numel(); q != e; ++q) *q = count ? *q / static_cast<double>(count) : NAN;
     out = acc.to(out_t);
   }
   if (keepdim) return out.view(kept_shape);
@@ -79,23 +118,46 @@ std::optional<ScalarType> dtypeArg(const KernelArgs& a, size_t i) {
   return t;
 }
 
-KernelFn reduction(bool mean) {
-  return [mean](const KernelArgs& a) {
+Shape dimsArg(const KernelArgs& a, size_t i) { return a.isNone(i) ? Shape{} : a.intList(i); }
+
+KernelFn sumOrMean(Red kind) {
+  return [kind](const KernelArgs& a) {
     const Tensor& x = a.tensor(0);
     if (a.num_in <= 2) {  // (x, dtype?)
-      a.set(0, reduce(a.ctx, x, {}, false, mean, dtypeArg(a, 1)));
+      a.set(0, reduce(a.ctx, x, {}, false, {kind}, dtypeArg(a, 1)));
       return;
     }
-    Shape dims = a.isNone(1) ? Shape{} : a.intList(1);
-    a.set(0, reduce(a.ctx, x, dims, a.toBool(2), mean, dtypeArg(a, 3)));
+    a.set(0, reduce(a.ctx, x, dimsArg(a, 1), a.toBool(2), {kind}, dtypeArg(a, 3)));
   };
+}
+
+double pArg(const KernelArgs& a, size_t i) {
+  if (a.isNone(i)) return 2.0;
+  return a.input(i).toDouble();
 }
 
 }  // namespace
 
 void registerReduceOps(OpRegistry& r) {
-  r.add("aten::mean", 1, 4, reduction(true));
-  r.add("aten::sum", 1, 4, reduction(false));
+  r.add("aten::mean", 1, 4, sumOrMean(Red::Mean));
+  r.add("aten::sum", 1, 4, sumOrMean(Red::Sum));
+  for (auto [name, kind] : {std::pair{"aten::amax", Red::Max}, {"aten::amin", Red::Min}}) {
+    Red k = kind;
+    r.add(name, 1, 3, [k](const KernelArgs& a) {
+      a.set(0, reduce(a.ctx, a.tensor(0), a.num_in > 1 ? dimsArg(a, 1) : Shape{}, a.num_in > 2 && a.toBool(2), {k}, std::nullopt));
+    });
+  }
+  // norm(x, p?) and norm(x, p?, dims, keepdim, dtype?)
+  r.add("aten::norm", 1, 5, [](const KernelArgs& a) {
+    double p = a.num_in > 1 ? pArg(a, 1) : 2.0;
+    Shape dims = a.num_in > 2 ? dimsArg(a, 2) : Shape{};
+    bool keepdim = a.num_in > 3 && a.toBool(3);
+    a.set(0, reduce(a.ctx, a.tensor(0), dims, keepdim, {Red::Norm, p}, a.num_in > 4 ? dtypeArg(a, 4) : std::nullopt));
+  });
+  r.add("aten::linalg_vector_norm", 1, 5, [](const KernelArgs& a) {
+    a.set(0, reduce(a.ctx, a.tensor(0), a.num_in > 2 ? dimsArg(a, 2) : Shape{}, a.num_in > 3 && a.toBool(3),
+                    {Red::Norm, a.num_in > 1 ? pArg(a, 1) : 2.0}, a.num_in > 4 ? dtypeArg(a, 4) : std::nullopt));
+  });
 }
 
 }  // namespace llga
