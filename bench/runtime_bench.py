@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 import warnings
@@ -33,6 +32,7 @@ def main() -> int:
 
     import llga
     from llga import zoo
+    from llga.timing import interleaved, summary_ms
 
     torch.set_num_threads(args.threads)
     llga.set_num_threads(args.threads)
@@ -52,18 +52,10 @@ def main() -> int:
     if err > 1e-4:
         print(f"llga differs from PyTorch (relative error {err:.2e}); not timing", file=sys.stderr)
         return 1
-    times = {"llga": [], "torch": []}
     with torch.no_grad():
-        for _ in range(3):
-            compiled(xn)
-            model(x)
-        for _ in range(args.runs):
-            for name, fn in (("llga", lambda: compiled(xn)), ("torch", lambda: model(x))):
-                t0 = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t0)
-    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    best = {k: min(v) * 1e3 for k, v in times.items()}
+        times = interleaved({"llga": lambda: compiled(xn), "torch": lambda: model(x)}, args.runs)
+    med = {k: summary_ms(v)["median"] for k, v in times.items()}
+    best = {k: summary_ms(v)["min"] for k, v in times.items()}
     print(f"{args.model}, batch {args.batch}, {args.threads} threads, {args.runs} interleaved runs "
           f"(llga compile {compile_s * 1e3:.0f} ms, relative error {err:.1e})")
     print(f"{'system':<22} {'median ms':>10} {'min ms':>8}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import statistics
 import time
 import warnings
 
@@ -25,6 +24,7 @@ def main(argv=None) -> int:
 
     import llga
     from llga import zoo
+    from llga.timing import interleaved, summary_ms
 
     torch.set_num_threads(2)
     print(f"tracing torchvision {args.model} (random weights) ...", flush=True)
@@ -79,21 +79,12 @@ def main(argv=None) -> int:
     diff = float(np.abs(out - ref).max())
     print(f"\nllga.optimize: {compile_s * 1e3:.0f} ms; first call {first_s * 1e3:.0f} ms")
     print(f"max |llga - torch| = {diff:.2e} (relative {diff / float(np.abs(ref).max()):.2e})")
-    llga_t, torch_t = [], []
     with torch.no_grad():
-        for _ in range(3):
-            compiled(xn)
-            model(x)
-        for _ in range(args.runs):
-            t0 = time.perf_counter()
-            compiled(xn)
-            llga_t.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            model(x)
-            torch_t.append(time.perf_counter() - t0)
-    print(f"latency over {args.runs} runs, {torch.get_num_threads()} threads (median / min):")
-    print(f"  llga (op by op)  {statistics.median(llga_t) * 1e3:7.1f} / {min(llga_t) * 1e3:6.1f} ms")
-    print(f"  PyTorch eager    {statistics.median(torch_t) * 1e3:7.1f} / {min(torch_t) * 1e3:6.1f} ms")
+        times = interleaved({"llga (op by op)": lambda: compiled(xn), "PyTorch eager": lambda: model(x)}, args.runs)
+    print(f"latency over {args.runs} interleaved runs, {torch.get_num_threads()} threads (median / min):")
+    for name, samples in times.items():
+        s = summary_ms(samples)
+        print(f"  {name:<16} {s['median']:7.1f} / {s['min']:6.1f} ms")
     return 0
 
 

@@ -26,6 +26,15 @@ dnnl::primitive_attr scratchpadAttr();
 // Executes `prim` with `args` plus this call's scratchpad, then waits.
 void execute(ExecContext& ctx, const dnnl::primitive& prim, const dnnl::memory::desc& scratch_md,
              std::unordered_map<int, dnnl::memory> args);
+// A primitive built from `d` with a user-managed scratchpad, whose descriptor
+// goes to `scratch` (pass it to execute()).
+template <typename Prim>
+Prim makePrimitive(const typename Prim::desc& d, dnnl::memory::desc& scratch) {
+  typename Prim::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+  scratch = pd.scratchpad_desc();
+  return Prim(pd);
+}
+
 // src -> dst reorder (a reorder primitive with a user scratchpad).
 void reorder(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst);
 

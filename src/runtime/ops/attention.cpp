@@ -79,11 +79,8 @@ struct Attention {
 };
 
 bool constantInputs(const Node& n, std::initializer_list<size_t> idx) {
-  for (size_t i : idx) {
-    if (i >= n.inputs().size()) return false;
-    Symbol k = n.input(i)->node()->kind();
-    if (k != prim::Constant && k != prim::GetAttr) return false;
-  }
+  for (size_t i : idx)
+    if (!isConstantInput(n, i)) return false;
   return true;
 }
 

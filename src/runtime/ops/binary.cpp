@@ -197,9 +197,7 @@ void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a, c
     en.b_md = plainDesc(bb);
     en.out_md = out.dim() == 0 ? plainDesc(out, {1}) : plainDesc(out);
     dnnl::binary::desc d(dnnlBinary(op), en.a_md, en.b_md, en.out_md);
-    dnnl::binary::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-    en.prim = dnnl::binary(pd);
-    en.scratch_md = pd.scratchpad_desc();
+    en.prim = makePrimitive<dnnl::binary>(d, en.scratch_md);
     return en;
   });
   execute(ctx, e->prim, e->scratch_md,
@@ -262,15 +260,6 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
   return out;
 }
 
-// Registers a kernel whose function gets a primitive cache of its own node.
-void addCached(OpRegistry& r, const std::string& kind, size_t lo, size_t hi,
-               std::function<void(const KernelArgs&, BinCache&)> fn) {
-  r.add(OpDef{kind, lo, hi, [fn](const Node&) {
-                auto cache = std::make_shared<BinCache>();
-                return std::make_unique<FnKernel>([fn, cache](const KernelArgs& a) { fn(a, *cache); });
-              }});
-}
-
 // b * alpha when an alpha other than 1 is given (alpha scaling is rare: no cache)
 RtValue scaled(ExecContext& ctx, const KernelArgs& a, size_t alpha_at, const RtValue& b) {
   if (a.num_in <= alpha_at) return b;
@@ -282,11 +271,11 @@ RtValue scaled(ExecContext& ctx, const KernelArgs& a, size_t alpha_at, const RtV
 
 void addArith(OpRegistry& r, const std::string& name, Bin op, bool has_alpha) {
   size_t max_in = has_alpha ? 3 : 2;
-  addCached(r, "aten::" + name, 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
+  addCached<BinCache>(r, "aten::" + name, 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
     RtValue b = has_alpha ? scaled(a.ctx, a, 2, a.input(1)) : a.input(1);
     a.set(0, binary(a.ctx, c, op, a.input(0), b, std::nullopt));
   });
-  addCached(r, "aten::" + name + "_", 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
+  addCached<BinCache>(r, "aten::" + name + "_", 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
     RtValue b = has_alpha ? scaled(a.ctx, a, 2, a.input(1)) : a.input(1);
     a.set(0, binary(a.ctx, c, op, a.input(0), b, a.tensor(0)));
   });
@@ -313,7 +302,7 @@ void registerBinaryOps(OpRegistry& r) {
     addArith(r, name, op, false);
   }
   // rsub(a, b, alpha) = b - alpha * a
-  addCached(r, "aten::rsub", 2, 3, [](const KernelArgs& a, BinCache& c) {
+  addCached<BinCache>(r, "aten::rsub", 2, 3, [](const KernelArgs& a, BinCache& c) {
     a.set(0, binary(a.ctx, c, Bin::Sub, a.input(1), scaled(a.ctx, a, 2, a.input(0)), std::nullopt));
   });
   // div(a, b, rounding_mode=None|"trunc"|"floor"); Python's int / int is true division too.
@@ -331,8 +320,8 @@ void registerBinaryOps(OpRegistry& r) {
       a.set(0, binary(a.ctx, c, op, a.input(0), a.input(1), out));
     };
   };
-  addCached(r, "aten::div", 2, 3, div(false));
-  addCached(r, "aten::div_", 2, 3, div(true));
+  addCached<BinCache>(r, "aten::div", 2, 3, div(false));
+  addCached<BinCache>(r, "aten::div_", 2, 3, div(true));
   // where(condition, a, b): a where condition else b, broadcasting all three
   r.add("aten::where", 3, 3, [](const KernelArgs& a) {
     const Tensor& cond = a.tensor(0);
@@ -352,7 +341,7 @@ void registerBinaryOps(OpRegistry& r) {
       std::memcpy(o + i * item, (cp[i] ? xp : yp) + i * item, item);
     a.set(0, out);
   });
-  addCached(r, "aten::floordiv", 2, 2, [](const KernelArgs& a, BinCache& c) {
+  addCached<BinCache>(r, "aten::floordiv", 2, 2, [](const KernelArgs& a, BinCache& c) {
     a.set(0, binary(a.ctx, c, Bin::FloorDivide, a.input(0), a.input(1), std::nullopt));
   });
 }

@@ -208,22 +208,24 @@ class ConvKernel final : public Kernel {
     memory::desc src_any = any(x.sizes()), dst_any = any(out), wei_any = any(wplain.dims());
     memory::desc bias_md = has_bias ? memory::desc({oc}, memory::data_type::f32, tag::a) : memory::desc();
     auto prop = dnnl::prop_kind::forward_inference;
+    auto take = [&e](const auto& pd, dnnl::primitive prim) {
+      e.prim = std::move(prim);
+      e.scratch_md = pd.scratchpad_desc();
+      e.src_md = pd.src_desc();
+      e.wei_md = pd.weights_desc();
+      e.dst_md = pd.dst_desc();
+      e.impl = pd.impl_info_str();
+    };
     if (!p.transposed) {
       dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, src_any, wei_any, bias_md, dst_any,
                                         p.stride, dil, p.padding_l, pad_r);
       dnnl::convolution_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-      e.prim = dnnl::convolution_forward(pd);
-      e.scratch_md = pd.scratchpad_desc();
-      e.src_md = pd.src_desc(); e.wei_md = pd.weights_desc(); e.dst_md = pd.dst_desc();
-      e.impl = pd.impl_info_str();
+      take(pd, dnnl::convolution_forward(pd));
     } else {
       dnnl::deconvolution_forward::desc d(prop, dnnl::algorithm::deconvolution_direct, src_any, wei_any, bias_md, dst_any,
                                           p.stride, dil, p.padding_l, pad_r);
       dnnl::deconvolution_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-      e.prim = dnnl::deconvolution_forward(pd);
-      e.scratch_md = pd.scratchpad_desc();
-      e.src_md = pd.src_desc(); e.wei_md = pd.weights_desc(); e.dst_md = pd.dst_desc();
-      e.impl = pd.impl_info_str();
+      take(pd, dnnl::deconvolution_forward(pd));
     }
     e.src_plain = plainDesc(x);
     e.dst_plain = memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out));
@@ -241,12 +243,6 @@ class ConvKernel final : public Kernel {
   bool constant_weight_;
   PrimitiveCache<ConvEntry> cache_;
 };
-
-bool isConstantInput(const Node& n, size_t i) {
-  if (i >= n.inputs().size()) return false;
-  Symbol k = n.input(i)->node()->kind();
-  return k == prim::Constant || k == prim::GetAttr;
-}
 
 }  // namespace
 

@@ -135,15 +135,6 @@ void applyUnary(ExecContext& ctx, EltCache& cache, const UnaryDef& def, const Te
   unaryLoop(src, dst, [&](double x) { return fn(x, alpha, beta); });
 }
 
-// Registers a kernel whose function gets a primitive cache of its own node.
-void addCached(OpRegistry& r, const std::string& kind, size_t lo, size_t hi,
-               std::function<void(const KernelArgs&, EltCache&)> fn) {
-  r.add(OpDef{kind, lo, hi, [fn](const Node&) {
-                auto cache = std::make_shared<EltCache>();
-                return std::make_unique<FnKernel>([fn, cache](const KernelArgs& a) { fn(a, *cache); });
-              }});
-}
-
 ScalarType unaryResultType(ScalarType t, bool int_to_float) {
   if (int_to_float && isIntegralType(t, true)) return ScalarType::Float;
   return t;
@@ -155,13 +146,13 @@ void registerUnary(OpRegistry& r, const UnaryDef& def) {
   bool int_to_float = name != "relu" && name != "abs" && name != "neg" && name != "square" && name != "floor" &&
                       name != "ceil" && name != "round" && name != "relu6";
   const UnaryDef* d = &def;
-  addCached(r, "aten::" + name, 1, 1, [d, int_to_float](const KernelArgs& a, EltCache& c) {
+  addCached<EltCache>(r, "aten::" + name, 1, 1, [d, int_to_float](const KernelArgs& a, EltCache& c) {
     const Tensor& x = a.tensor(0);
     Tensor out = Tensor::empty(unaryResultType(x.dtype(), int_to_float), x.sizes());
     applyUnary(a.ctx, c, *d, x, out, d->alpha, d->beta);
     a.set(0, out);
   });
-  addCached(r, "aten::" + name + "_", 1, 1, [d](const KernelArgs& a, EltCache& c) {
+  addCached<EltCache>(r, "aten::" + name + "_", 1, 1, [d](const KernelArgs& a, EltCache& c) {
     Tensor x = a.tensor(0);
     applyUnary(a.ctx, c, *d, x, x, d->alpha, d->beta);
     a.set(0, x);
@@ -171,7 +162,7 @@ void registerUnary(OpRegistry& r, const UnaryDef& def) {
 // Unary ops with scalar parameters: (name, first parameter input, defaults)
 void registerParamUnary(OpRegistry& r) {
   // gelu(x, approximate="none"|"tanh")
-  addCached(r, "aten::gelu", 1, 2, [](const KernelArgs& a, EltCache& c) {
+  addCached<EltCache>(r, "aten::gelu", 1, 2, [](const KernelArgs& a, EltCache& c) {
     const Tensor& x = a.tensor(0);
     std::string approx = a.num_in > 1 ? a.input(1).str() : "none";
     if (approx != "none" && approx != "tanh") throw std::invalid_argument("gelu: approximate must be 'none' or 'tanh'");
@@ -210,20 +201,20 @@ void registerParamUnary(OpRegistry& r) {
       a.set(0, out);
     };
   };
-  addCached(r, "aten::hardtanh", 1, 3, clampKernel(false, 1));
-  addCached(r, "aten::hardtanh_", 1, 3, clampKernel(true, 1));
-  addCached(r, "aten::clamp", 1, 3, clampKernel(false, 0));
-  addCached(r, "aten::clamp_", 1, 3, clampKernel(true, 0));
-  addCached(r, "aten::clip", 1, 3, clampKernel(false, 0));
-  addCached(r, "aten::clamp_min", 2, 2, clampKernel(false, 2));
-  addCached(r, "aten::clamp_min_", 2, 2, clampKernel(true, 2));
-  addCached(r, "aten::clamp_max", 2, 2, clampKernel(false, 3));
-  addCached(r, "aten::clamp_max_", 2, 2, clampKernel(true, 3));
+  addCached<EltCache>(r, "aten::hardtanh", 1, 3, clampKernel(false, 1));
+  addCached<EltCache>(r, "aten::hardtanh_", 1, 3, clampKernel(true, 1));
+  addCached<EltCache>(r, "aten::clamp", 1, 3, clampKernel(false, 0));
+  addCached<EltCache>(r, "aten::clamp_", 1, 3, clampKernel(true, 0));
+  addCached<EltCache>(r, "aten::clip", 1, 3, clampKernel(false, 0));
+  addCached<EltCache>(r, "aten::clamp_min", 2, 2, clampKernel(false, 2));
+  addCached<EltCache>(r, "aten::clamp_min_", 2, 2, clampKernel(true, 2));
+  addCached<EltCache>(r, "aten::clamp_max", 2, 2, clampKernel(false, 3));
+  addCached<EltCache>(r, "aten::clamp_max_", 2, 2, clampKernel(true, 3));
   // leaky_relu(x, negative_slope=0.01), elu(x, alpha=1, scale=1, input_scale=1)
   static const UnaryDef leaky{"leaky_relu", algorithm::eltwise_relu, 0, 0,
                               [](double x, double s, double) { return x > 0 ? x : x * s; }};
   for (bool inplace : {false, true}) {
-    addCached(r, inplace ? "aten::leaky_relu_" : "aten::leaky_relu", 1, 2, [inplace](const KernelArgs& a, EltCache& c) {
+    addCached<EltCache>(r, inplace ? "aten::leaky_relu_" : "aten::leaky_relu", 1, 2, [inplace](const KernelArgs& a, EltCache& c) {
       Tensor x = a.tensor(0);
       float slope = a.num_in > 1 ? static_cast<float>(a.toDouble(1)) : 0.01f;
       Tensor out = inplace ? x : Tensor::empty(x.dtype(), x.sizes());

@@ -112,12 +112,6 @@ Tensor matmul(ExecContext& ctx, Tensor a, Tensor b, PrimitiveCache<MatmulEntry>*
   return out;
 }
 
-bool isConstantInput(const Node& n, size_t i) {
-  if (i >= n.inputs().size()) return false;
-  Symbol k = n.input(i)->node()->kind();
-  return k == prim::Constant || k == prim::GetAttr;
-}
-
 class MatmulKernel final : public Kernel {
  public:
   enum class Form { Matmul, Mm, Bmm };

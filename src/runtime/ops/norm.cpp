@@ -47,9 +47,7 @@ class BatchNormKernel final : public Kernel {
       NormEntry ne;
       ne.md = plainDesc(xin);
       dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, eps, fl);
-      dnnl::batch_normalization_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-      ne.prim = dnnl::batch_normalization_forward(pd);
-      ne.scratch_md = pd.scratchpad_desc();
+      ne.prim = makePrimitive<dnnl::batch_normalization_forward>(d, ne.scratch_md);
       return ne;
     });
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(xin, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)},
@@ -78,9 +76,7 @@ Tensor layerNormImpl(ExecContext& ctx, const Tensor& x, int64_t n, const std::op
     NormEntry ne;
     ne.md = plainDesc(x2);
     dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, eps, fl);
-    dnnl::layer_normalization_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-    ne.prim = dnnl::layer_normalization_forward(pd);
-    ne.scratch_md = pd.scratchpad_desc();
+    ne.prim = makePrimitive<dnnl::layer_normalization_forward>(d, ne.scratch_md);
     return ne;
   });
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(x2, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)}};
@@ -107,14 +103,10 @@ Tensor softmaxImpl(ExecContext& ctx, Tensor x, int64_t dim, bool log, PrimitiveC
       ne.md = plainDesc(x);
       if (log) {
         dnnl::logsoftmax_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, axis);
-        dnnl::logsoftmax_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-        ne.prim = dnnl::logsoftmax_forward(pd);
-        ne.scratch_md = pd.scratchpad_desc();
+        ne.prim = makePrimitive<dnnl::logsoftmax_forward>(d, ne.scratch_md);
       } else {
         dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, axis);
-        dnnl::softmax_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-        ne.prim = dnnl::softmax_forward(pd);
-        ne.scratch_md = pd.scratchpad_desc();
+        ne.prim = makePrimitive<dnnl::softmax_forward>(d, ne.scratch_md);
       }
       return ne;
     });

@@ -36,4 +36,23 @@ Tensor asTensor(const RtValue& v, ScalarType dtype);
 
 void registerBinaryOps(OpRegistry& r);
 
+// True if input i of n is a constant or a bound weight (prim::Constant or
+// prim::GetAttr): kernels may cache work derived from its contents.
+inline bool isConstantInput(const Node& n, size_t i) {
+  if (i >= n.inputs().size()) return false;
+  Symbol k = n.input(i)->node()->kind();
+  return k == prim::Constant || k == prim::GetAttr;
+}
+
+// Registers `kind` with a function that also gets a Cache of its own node
+// (one per graph node, shared by every call of that node).
+template <typename Cache>
+void addCached(OpRegistry& r, const std::string& kind, size_t lo, size_t hi,
+               std::function<void(const KernelArgs&, Cache&)> fn) {
+  r.add(OpDef{kind, lo, hi, [fn](const Node&) {
+                auto cache = std::make_shared<Cache>();
+                return std::make_unique<FnKernel>([fn, cache](const KernelArgs& a) { fn(a, *cache); });
+              }});
+}
+
 }  // namespace llga

@@ -55,9 +55,7 @@ Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor&
     for (size_t i = 0; i < dil.size(); ++i) dil[i] = g.dilation[i] - 1;
     dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, pe.src_md, pe.dst_md, g.stride, g.kernel,
                                      dil, g.pad_l, g.pad_r);
-    dnnl::pooling_v2_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-    pe.prim = dnnl::pooling_v2_forward(pd);
-    pe.scratch_md = pd.scratchpad_desc();
+    pe.prim = makePrimitive<dnnl::pooling_v2_forward>(d, pe.scratch_md);
     return pe;
   });
   execute(ctx, e->prim, e->scratch_md, {{DNNL_ARG_SRC, wrap(x, e->src_md)}, {DNNL_ARG_DST, wrap(out, e->dst_md)}});

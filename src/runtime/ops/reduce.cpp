@@ -60,8 +60,9 @@ Tensor reduce(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim
       if (r.kind == Red::Norm && r.p < 1.0) throw std::invalid_argument("norm: p must be >= 1 (or inf)");
       auto smd = plainDesc(src), dmd = plainDesc(out);
       dnnl::reduction::desc d(alg, smd, dmd, static_cast<float>(r.p), 0.f);
-      dnnl::reduction::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-      execute(ctx, dnnl::reduction(pd), pd.scratchpad_desc(), {{DNNL_ARG_SRC, wrap(src, smd)}, {DNNL_ARG_DST, wrap(out, dmd)}});
+      dnnl::memory::desc scratch;
+      auto prim = makePrimitive<dnnl::reduction>(d, scratch);
+      execute(ctx, prim, scratch, {{DNNL_ARG_SRC, wrap(src, smd)}, {DNNL_ARG_DST, wrap(out, dmd)}});
     }
   } else {
     if (r.kind == Red::Norm) throw std::invalid_argument("norm supports float32 tensors here, got " + x.describe());
