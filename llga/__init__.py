@@ -15,13 +15,15 @@ from typing import Union
 from . import _llga
 from ._llga import Block, Graph, Node, TensorConstant, Type, Value
 from .compiler import CompiledGraph, optimize
-from .errors import CompileError, ExecutionError, InputError, LlgaError, ParseError, UnsupportedOpError, VerifyError
+from .errors import (CompileError, ExecutionError, InputError, LlgaError, ParseError, PassError, UnsupportedOpError,
+                     VerifyError)
+from .passes import PassRecord, list_passes
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Block", "Graph", "Node", "TensorConstant", "Type", "Value",
-    "CompiledGraph", "CompileError", "ExecutionError", "InputError",
+    "CompiledGraph", "CompileError", "ExecutionError", "InputError", "PassError", "PassRecord", "list_passes",
     "LlgaError", "ParseError", "UnsupportedOpError", "VerifyError",
     "parse", "parse_type", "import_torch", "optimize", "set_num_threads", "get_num_threads",
 ]

@@ -20,8 +20,9 @@ class CompiledGraph:
     kept. Safe to call from several threads at once.
     """
 
-    def __init__(self, graph: Graph, weights: Mapping[str, np.ndarray]):
+    def __init__(self, graph: Graph, weights: Mapping[str, np.ndarray], passes=None):
         self.graph = graph
+        self.passes = list(passes or [])  # PassRecord per pass of the pipeline
         self._weights = dict(weights)
         self._impl = _llga.CompiledGraphImpl(graph, self._weights)
         self._single = len(graph.outputs) == 1
@@ -74,9 +75,12 @@ def _load(obj, params: Optional[Mapping[str, Any]]):
 
 
 def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
-             params: Optional[Mapping[str, Any]] = None) -> CompiledGraph:
+             params: Optional[Mapping[str, Any]] = None, passes=None) -> CompiledGraph:
     """Compiles a TorchScript module/function/graph, IR text or an llga.Graph.
 
+    ``passes`` chooses the pipeline (a comma-separated string or a list of
+    pass names; None: the default, "" or []: none); ``compiled.passes`` holds
+    a PassRecord per pass. The caller's graph is not modified.
     ``params`` supplies (or overrides) weights by name: qualified attribute
     paths (``layer1.0.conv1.weight``) or frozen constants' value names. With
     ``example_inputs``, the graph runs once so that shape-dependent work is
@@ -85,8 +89,12 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     Raises :class:`llga.UnsupportedOpError` listing every op kind llga cannot
     run, and :class:`llga.CompileError` for missing or malformed weights.
     """
+    from . import passes as _passes
+
     graph, weights = _load(obj, params)
-    compiled = CompiledGraph(graph, weights)
+    graph = graph.copy()
+    records = _passes.run(graph, passes)
+    compiled = CompiledGraph(graph, weights, records)
     if example_inputs is not None:
         compiled(*example_inputs)
     return compiled

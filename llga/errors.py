@@ -40,6 +40,14 @@ class UnsupportedOpError(LlgaError, NotImplementedError):
         self.ops = dict(ops or {})
 
 
+class PassError(LlgaError, RuntimeError):
+    """A pass threw or left an invalid graph. ``records`` holds the pass records up to it."""
+
+    def __init__(self, message: str, records=None):
+        super().__init__(message)
+        self.records = list(records or [])
+
+
 class CompileError(LlgaError, ValueError):
     """A graph llga cannot compile: a missing weight, a malformed op, ..."""
 

@@ -144,6 +144,7 @@ void translateParseError(const ParseError& e) {
 }  // namespace
 
 void bindRuntime(py::module_& m);  // runtime_bindings.cpp
+void bindPasses(py::module_& m);   // passes_bindings.cpp
 
 PYBIND11_MODULE(_llga, m) {
   m.doc() = "llga core bindings (use the llga package, not this module)";
@@ -295,4 +296,5 @@ PYBIND11_MODULE(_llga, m) {
   m.def("parse_type", [](const std::string& text) { return PyType{parseType(text)}; });
   m.def("format_double", &formatDouble);
   bindRuntime(m);
+  bindPasses(m);
 }

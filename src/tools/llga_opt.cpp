@@ -1,7 +1,12 @@
-// llga-opt: reads TorchScript IR (a file or stdin), verifies it and prints it back.
+// llga-opt: reads TorchScript IR (a file or stdin), runs passes, prints the result.
 //
 //   llga-opt model.ir              parse, verify, print
 //   llga-opt - < model.ir          the same from stdin
+//   llga-opt --passes=remove-dropout,dce model.ir
+//       run a pipeline (verifying after every pass); with --print-ir-after-all
+//       (or --print-ir-after-change) each pass's IR is printed first, under a
+//       "// IR after <pass> (changed|unchanged)" header
+//   llga-opt --list-passes
 //   llga-opt --split-input-file cases.ir
 //       Each case (separated by a line starting "# -----") is handled on its
 //       own, with line numbers counted from the case's first line. Output
@@ -18,15 +23,21 @@
 
 #include "frontend/parser.h"
 #include "ir/verifier.h"
+#include "passes/pass.h"
 
 namespace {
 
 constexpr std::string_view kSplitMarker = "# -----";
 
 void usage(std::ostream& os) {
-  os << "usage: llga-opt [--split-input-file] [FILE|-]\n"
-        "Parses TorchScript IR text, verifies it and prints it back.\n"
-        "  --split-input-file  handle each '# -----'-separated case on its own\n";
+  os << "usage: llga-opt [--passes=a,b,c] [--print-ir-after-all|--print-ir-after-change]\n"
+        "                [--split-input-file] [--list-passes] [FILE|-]\n"
+        "Parses TorchScript IR text, runs passes (verifying after each) and prints the result.\n"
+        "  --passes=LIST          comma-separated pass names (see --list-passes)\n"
+        "  --print-ir-after-all   print the IR after every pass\n"
+        "  --print-ir-after-change  print the IR after every pass that changed it\n"
+        "  --split-input-file     handle each '# -----'-separated case on its own\n"
+        "  --list-passes          list the registered passes\n";
 }
 
 std::vector<std::string> splitCases(const std::string& text) {
@@ -51,12 +62,25 @@ std::string baseName(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool split = false;
-  std::string path = "-";
+  bool split = false, after_all = false, after_change = false;
+  std::string path = "-", pipeline;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--split-input-file") {
       split = true;
+    } else if (a.rfind("--passes=", 0) == 0) {
+      pipeline = a.substr(9);
+    } else if (a == "--print-ir-after-all") {
+      after_all = true;
+    } else if (a == "--print-ir-after-change") {
+      after_change = true;
+    } else if (a == "--verify-each") {
+      // always on: every pass is verified
+    } else if (a == "--list-passes") {
+      for (const llga::PassInfo* p : llga::PassRegistry::global().list())
+        std::cout << "  " << p->name << std::string(p->name.size() < 24 ? 24 - p->name.size() : 1, ' ')
+                  << p->description << "\n";
+      return 0;
     } else if (a == "-h" || a == "--help") {
       usage(std::cout);
       return 0;
@@ -80,6 +104,18 @@ int main(int argc, char** argv) {
     buf << f.rdbuf();
   }
   const std::string text = buf.str();
+  std::unique_ptr<llga::PassManager> pm;
+  try {
+    llga::PassManagerOptions opts;
+    opts.after_pass = [&](const llga::PassRecord& r) {
+      if (after_all || (after_change && r.changed))
+        std::cout << "// IR after " << r.name << (r.changed ? " (changed)" : " (unchanged)") << "\n" << r.ir;
+    };
+    pm = std::make_unique<llga::PassManager>(pipeline, opts);
+  } catch (const std::exception& e) {
+    std::cerr << "llga-opt: " << e.what() << "\n";
+    return 2;
+  }
   std::vector<std::string> cases = split ? splitCases(text) : std::vector<std::string>{text};
   int status = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -89,6 +125,8 @@ int main(int argc, char** argv) {
       opts.filename = path == "-" ? "<stdin>" : baseName(path);
       auto g = llga::parseGraph(cases[i], opts);
       llga::verifyOrThrow(*g);
+      pm->run(*g);
+      if (!pipeline.empty() && (after_all || after_change)) std::cout << "// final IR\n";
       std::cout << *g;
     } catch (const std::exception& e) {
       std::string msg = e.what();

@@ -90,7 +90,7 @@ def test_wrong_inputs_are_named():
 
 def test_unsupported_ops_are_listed_at_optimize_time():
     def f(x: torch.Tensor):
-        return torch.fft.fft(x).real + torch.cumsum(x, 0) + torch.cumsum(x, 0)
+        return torch.fft.fft(x).real + torch.cumsum(x, 0) + torch.cumsum(x * 2, 0)
 
     with pytest.raises(llga.UnsupportedOpError) as info:
         script(f)

@@ -1,0 +1,128 @@
+// constant-propagation: evaluates pure nodes whose inputs are all non-tensor
+// constants with the op library and replaces them by constants; inlines the
+// taken block of a prim::If whose condition is constant. Repeats to a fixed
+// point (bounded). Tensor results are left alone.
+#include "passes/effects.h"
+#include "passes/pass.h"
+#include "runtime/constant_eval.h"
+
+namespace llga {
+namespace {
+
+constexpr int kMaxRounds = 16;
+
+class ConstantPropagation final : public Pass {
+ public:
+  std::string_view name() const override { return "constant-propagation"; }
+  std::string_view description() const override { return "evaluate nodes on constant inputs; fold constant branches"; }
+
+  bool run(Graph& g) override {
+    bool any = false;
+    for (int round = 0; round < kMaxRounds; ++round) {
+      bool changed = visit(g, g.block());
+      any |= changed;
+      if (!changed) break;
+    }
+    return any;
+  }
+
+ private:
+  static std::optional<bool> constantBool(const Value* v) {
+    auto c = constantValue(*v->node());
+    if (!c || !(c->isBool() || c->isInt())) return std::nullopt;
+    return c->toBool();
+  }
+
+  // Moves the taken block's nodes before the If and drops the If.
+  static void inlineIf(Node* n, bool cond) {
+    Block* b = n->blocks()[cond ? 0 : 1];
+    for (Node* inner = b->paramNode()->next(); inner != b->returnNode();) {
+      Node* next = inner->next();
+      inner->moveBefore(n);
+      inner = next;
+    }
+    for (size_t i = 0; i < n->outputs().size(); ++i) n->output(i)->replaceAllUsesWith(b->outputs()[i]);
+    n->destroy();
+  }
+
+  static bool foldable(const Node& n) {
+    if (n.kind() == prim::Constant || n.kind() == prim::GetAttr || !n.blocks().empty() || hasSideEffects(n)) return false;
+    if (n.outputs().empty()) return false;
+    for (const Value* o : n.outputs()) {
+      if (o->type()->isTensor() || o->type()->kind() == TypeKind::Optional) return false;
+      if (isMutableType(*o->type()) && hasMutatingUse(*o)) return false;
+    }
+    return true;
+  }
+
+  bool fold(Graph& g, Node* n) {
+    std::vector<RtValue> inputs;
+    for (const Value* in : n->inputs()) {
+      auto c = constantValue(*in->node());
+      if (!c) return false;
+      inputs.push_back(std::move(*c));
+    }
+    std::optional<std::vector<RtValue>> outs;
+    try {
+      outs = evaluateNode(*n, std::move(inputs));
+    } catch (const std::exception&) {
+      return false;  // it would fail at run time too: leave it there, to fail with its message
+    }
+    if (!outs) return false;
+    std::vector<AttrValue> attrs;
+    for (size_t i = 0; i < outs->size(); ++i) {
+      const Value* o = n->output(i);
+      if ((*outs)[i].isNone() && o->type()->isSimple("NoneType")) {
+        attrs.emplace_back();
+        continue;
+      }
+      auto a = toAttr((*outs)[i], *o->type());
+      if (!a) return false;
+      attrs.push_back(std::move(*a));
+    }
+    for (size_t i = 0; i < attrs.size(); ++i) {
+      Value* o = n->output(i);
+      Node* c = g.create(prim::Constant, 1);
+      c->output()->setType(o->type());
+      if (!o->type()->isSimple("NoneType")) c->setAttr(attr::value, std::move(attrs[i]));
+      c->setScope(n->scope());
+      c->setSource(n->source());
+      c->insertBefore(n);
+      o->replaceAllUsesWith(c->output());
+      std::string name = o->debugName();
+      o->setDebugName(g.freshName());
+      c->output()->setDebugName(name);  // the folded value keeps its name
+    }
+    n->destroy();
+    return true;
+  }
+
+  bool visit(Graph& g, Block* b) {
+    bool changed = false;
+    for (Node* n = b->paramNode()->next(); n != b->returnNode();) {
+      Node* next = n->next();
+      if (n->kind() == prim::If) {
+        if (auto cond = constantBool(n->input(0))) {
+          Node* before = n->prev();
+          inlineIf(n, *cond);
+          changed = true;
+          n = before->next();  // continue with what was inlined
+          continue;
+        }
+      }
+      for (Block* sub : n->blocks()) changed |= visit(g, sub);
+      if (foldable(*n)) changed |= fold(g, n);
+      n = next;
+    }
+    return changed;
+  }
+};
+
+}  // namespace
+
+void registerConstantPropagationPass(PassRegistry& r) {
+  r.add({"constant-propagation", "evaluate nodes on constant inputs; fold constant branches",
+         [] { return std::make_unique<ConstantPropagation>(); }});
+}
+
+}  // namespace llga

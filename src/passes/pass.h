@@ -1,0 +1,102 @@
+// Passes and the PassManager.
+//
+// A pass is a small class with a name, a one-line description and
+// run(Graph&) -> changed. Passes are registered by name, so a pipeline is a
+// string ("remove-dropout,constant-propagation,cse,dce") usable from
+// llga-opt, Python and tests alike. Dumps, timing and verification are the
+// PassManager's job (instrumentation), never the passes'.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace llga {
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::string_view description() const = 0;
+  // Transforms g in place; returns whether anything changed.
+  virtual bool run(Graph& g) = 0;
+};
+
+struct PassInfo {
+  std::string name, description;
+  std::function<std::unique_ptr<Pass>()> make;
+};
+
+class PassRegistry {
+ public:
+  static PassRegistry& global();  // every pass registered
+  void add(PassInfo info);
+  const PassInfo* find(std::string_view name) const;
+  std::vector<const PassInfo*> list() const;  // sorted by name
+
+ private:
+  std::map<std::string, PassInfo, std::less<>> passes_;
+};
+
+// Node count by kind (all blocks) and the number of fusion groups.
+struct GraphStats {
+  size_t nodes = 0;
+  size_t fusion_groups = 0;
+  std::map<std::string, size_t> kinds;
+};
+GraphStats graphStats(const Graph& g);
+
+// What instrumentation records about one pass.
+struct PassRecord {
+  std::string name;
+  bool changed = false;
+  double seconds = 0;
+  GraphStats before, after;
+  std::string ir;  // the IR after the pass (before it, when the pass failed)
+  std::vector<std::string> verify_errors;
+  std::string error;  // what the pass threw, if it did
+};
+
+struct PassManagerOptions {
+  bool verify_each = true;  // run the verifier after every pass
+  bool keep_ir = true;      // keep each pass's IR text in its record
+  // Called after every pass (dumps, logs); `ir` is the text after it.
+  std::function<void(const PassRecord&)> after_pass;
+};
+
+struct PassError : std::runtime_error {
+  PassError(std::string msg, std::vector<PassRecord> records)
+      : std::runtime_error(std::move(msg)), records(std::move(records)) {}
+  std::vector<PassRecord> records;  // up to and including the failed pass
+};
+
+class PassManager {
+ public:
+  // `pipeline` is a comma-separated list of registered pass names; unknown
+  // names throw std::invalid_argument listing the known ones.
+  explicit PassManager(std::string_view pipeline, PassManagerOptions options = {});
+  // Runs every pass. Throws PassError if a pass throws or breaks the IR.
+  std::vector<PassRecord> run(Graph& g) const;
+  const std::vector<std::string>& names() const { return names_; }
+
+ private:
+  std::vector<std::string> names_;
+  PassManagerOptions options_;
+};
+
+// The default pipeline of llga.optimize.
+std::string_view defaultPipeline();
+
+// Each pass file adds itself here.
+void registerDcePass(PassRegistry& r);
+void registerCsePass(PassRegistry& r);
+void registerRemoveDropoutPass(PassRegistry& r);
+void registerConstantPropagationPass(PassRegistry& r);
+
+}  // namespace llga

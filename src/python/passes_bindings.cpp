@@ -1,0 +1,61 @@
+// Bindings for the pass pipeline: records as plain dicts (llga/passes.py wraps them).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "passes/pass.h"
+
+namespace py = pybind11;
+using namespace llga;
+
+namespace {
+
+py::dict statsDict(const GraphStats& s) {
+  py::dict d;
+  d["nodes"] = s.nodes;
+  d["fusion_groups"] = s.fusion_groups;
+  d["kinds"] = s.kinds;
+  return d;
+}
+
+py::dict recordDict(const PassRecord& r) {
+  py::dict d;
+  d["name"] = r.name;
+  d["changed"] = r.changed;
+  d["seconds"] = r.seconds;
+  d["ir"] = py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(r.ir.data(), static_cast<py::ssize_t>(r.ir.size()), "replace"));
+  d["before"] = statsDict(r.before);
+  d["after"] = statsDict(r.after);
+  d["verify_errors"] = r.verify_errors;
+  d["error"] = r.error;
+  return d;
+}
+
+}  // namespace
+
+void bindPasses(py::module_& m) {
+  m.def("run_passes", [](std::shared_ptr<Graph> g, const std::string& pipeline) {
+        std::vector<PassRecord> records;
+        try {
+          PassManager pm(pipeline);
+          py::gil_scoped_release release;
+          records = pm.run(*g);
+        } catch (const PassError& e) {
+          py::list recs;
+          for (const auto& r : e.records) recs.append(recordDict(r));
+          py::object cls = py::module_::import("llga.errors").attr("PassError");
+          py::object exc = cls(e.what(), recs);
+          PyErr_SetObject(cls.ptr(), exc.ptr());
+          throw py::error_already_set();
+        }
+        py::list out;
+        for (const auto& r : records) out.append(recordDict(r));
+        return out;
+      },
+      py::arg("graph"), py::arg("pipeline"), "Runs a pass pipeline on graph in place; returns the records.");
+  m.def("list_passes", [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const PassInfo* p : PassRegistry::global().list()) out.emplace_back(p->name, p->description);
+    return out;
+  });
+  m.def("default_pipeline", [] { return std::string(defaultPipeline()); });
+}
