@@ -29,12 +29,13 @@ class PassRecord:
     before: GraphStats = field(repr=False)
     after: GraphStats = field(repr=False)
     verify_errors: List[str] = field(default_factory=list, repr=False)
+    notes: List[str] = field(default_factory=list, repr=False)  # what the pass left alone, and why
     error: str = ""
 
     @staticmethod
     def from_dict(d) -> "PassRecord":
         return PassRecord(d["name"], d["changed"], d["seconds"], d["ir"], GraphStats(**d["before"]),
-                          GraphStats(**d["after"]), list(d["verify_errors"]), d["error"])
+                          GraphStats(**d["after"]), list(d["verify_errors"]), list(d["notes"]), d["error"])
 
     def __str__(self) -> str:
         state = "changed" if self.changed else "unchanged"

@@ -26,6 +26,15 @@ class Pass {
   virtual std::string_view description() const = 0;
   // Transforms g in place; returns whether anything changed.
   virtual bool run(Graph& g) = 0;
+  // What the last run chose not to do, and why ("aten::relu_ at f.py:3:4 (%y):
+  // its input is read afterwards"). Kept in the pass's record.
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ protected:
+  void note(std::string s) { notes_.push_back(std::move(s)); }
+
+ private:
+  std::vector<std::string> notes_;
 };
 
 struct PassInfo {
@@ -60,6 +69,7 @@ struct PassRecord {
   GraphStats before, after;
   std::string ir;  // the IR after the pass (before it, when the pass failed)
   std::vector<std::string> verify_errors;
+  std::vector<std::string> notes;  // what the pass left alone, and why
   std::string error;  // what the pass threw, if it did
 };
 
@@ -98,5 +108,6 @@ void registerDcePass(PassRegistry& r);
 void registerCsePass(PassRegistry& r);
 void registerRemoveDropoutPass(PassRegistry& r);
 void registerConstantPropagationPass(PassRegistry& r);
+void registerRemoveMutationPass(PassRegistry& r);
 
 }  // namespace llga

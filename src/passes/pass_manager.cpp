@@ -12,6 +12,7 @@ PassRegistry& PassRegistry::global() {
     registerCsePass(*reg);
     registerRemoveDropoutPass(*reg);
     registerConstantPropagationPass(*reg);
+    registerRemoveMutationPass(*reg);
     return reg;
   }();
   return *r;
@@ -43,7 +44,7 @@ GraphStats graphStats(const Graph& g) {
   return s;
 }
 
-std::string_view defaultPipeline() { return "remove-dropout,constant-propagation,cse,dce"; }
+std::string_view defaultPipeline() { return "remove-dropout,remove-mutation,constant-propagation,cse,dce"; }
 
 PassManager::PassManager(std::string_view pipeline, PassManagerOptions options) : options_(std::move(options)) {
   size_t start = 0;
@@ -87,6 +88,7 @@ std::vector<PassRecord> PassManager::run(Graph& g) const {
       throw PassError("pass '" + name + "' failed: " + rec.error, std::move(records));
     }
     rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rec.notes = pass->notes();
     if (options_.verify_each) rec.verify_errors = verify(g);
     rec.after = graphStats(g);
     if (options_.keep_ir) rec.ir = rec.changed ? g.toString() : before_ir;

@@ -26,6 +26,7 @@ py::dict recordDict(const PassRecord& r) {
   d["before"] = statsDict(r.before);
   d["after"] = statsDict(r.after);
   d["verify_errors"] = r.verify_errors;
+  d["notes"] = r.notes;
   d["error"] = r.error;
   return d;
 }

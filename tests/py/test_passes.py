@@ -63,3 +63,23 @@ def test_pipeline_time_on_the_largest_model():
     for r in records:
         print(f"{r.name:22s} {r.seconds * 1e3:7.2f} ms  {r.before.nodes} -> {r.after.nodes} nodes")
     assert g.verify() == []
+
+
+def inplace_kinds(kinds):
+    return {k: n for k, n in kinds.items() if k.endswith("_") and not k.endswith("__")}
+
+
+@pytest.mark.parametrize("model", ["resnet50", "mobilenet_v3_large", "efficientnet_b0"])
+def test_no_inplace_ops_left_in_cnns(model):
+    c = llga.optimize(corpus.traced(model)[1])
+    rec = {r.name: r for r in c.passes}["remove-mutation"]
+    assert inplace_kinds(rec.before.kinds), "the traced graph has in-place ops to begin with"
+    assert inplace_kinds(c.passes[-1].after.kinds) == {}
+    assert rec.notes == []
+
+
+def test_mutation_left_alone_says_why():
+    c = llga.optimize(corpus.traced("swin_t")[1])
+    rec = {r.name: r for r in c.passes}["remove-mutation"]
+    assert inplace_kinds(rec.after.kinds) == {"aten::fill_": 45}
+    assert len(rec.notes) == 45 and "aten::fill_ at " in rec.notes[0]

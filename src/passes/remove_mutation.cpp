@@ -1,0 +1,112 @@
+// remove-mutation: an in-place op (aten::relu_, add_, hardtanh_, ...) becomes
+// its functional form when nobody could observe the difference:
+//   * the written tensor is a fresh buffer: made by a node of this block that
+//     is not a view or alias op (not a graph input, block parameter, constant
+//     or weight, whose memory the caller or other calls own);
+//   * no view or alias of it was taken (a write through it would be seen
+//     there);
+//   * nothing reads it after the in-place op (it would now read the old value).
+// Otherwise the op stays, and the pass notes why.
+//
+//   Given:   %b = aten::batch_norm(...)       Result:  %b = aten::batch_norm(...)
+//            %r = aten::relu_(%b)                      %r = aten::relu(%b)
+#include <unordered_set>
+
+#include "passes/effects.h"
+#include "passes/pass.h"
+#include "runtime/kernel.h"
+
+namespace llga {
+namespace {
+
+// Ops whose output may share memory with an input.
+bool isAliasing(const Node& n) {
+  static const std::unordered_set<std::string> kinds = {
+      "aten::view", "aten::reshape", "aten::transpose", "aten::permute", "aten::select", "aten::slice",
+      "aten::expand", "aten::expand_as", "aten::unsqueeze", "aten::squeeze", "aten::flatten", "aten::t",
+      "aten::narrow", "aten::chunk", "aten::split", "aten::unbind", "aten::as_strided", "aten::view_as",
+      "aten::reshape_as", "aten::contiguous", "aten::detach", "aten::alias", "aten::to", "aten::type_as",
+      "aten::diagonal", "aten::unfold", "aten::numpy_T", "aten::__getitem__", "prim::ListConstruct",
+      "prim::TupleConstruct", "prim::DictConstruct", "prim::ListUnpack", "prim::TupleUnpack", "prim::unchecked_cast",
+      "aten::dropout", "aten::feature_dropout", "aten::append"};
+  return kinds.count(n.kind().toQualString()) > 0 || n.kind() == prim::If || n.kind() == prim::Loop;
+}
+
+std::string where(const Node& n) {
+  std::string s = n.kind().toQualString();
+  if (!n.source().empty()) s += " at " + n.source();
+  if (!n.outputs().empty()) s += " (%" + n.output()->debugName() + ")";
+  return s;
+}
+
+class RemoveMutation final : public Pass {
+ public:
+  std::string_view name() const override { return "remove-mutation"; }
+  std::string_view description() const override { return "in-place ops to functional ones where no alias can tell"; }
+  bool run(Graph& g) override { return visit(g, g.block()); }
+
+ private:
+  std::string whyNot(const Node& n) {
+    const Value* self = n.input(0);
+    const Node* producer = self->node();
+    if (producer->kind() == prim::Param) return "it writes into an input of the graph or block";
+    if (producer->kind() == prim::Constant || producer->kind() == prim::GetAttr) return "it writes into a constant or weight";
+    if (producer->owningBlock() != n.owningBlock()) return "its input comes from another block";
+    if (isAliasing(*producer)) return "its input is a view or alias (" + producer->kind().toQualString() + ")";
+    for (const Use& u : self->uses()) {
+      if (u.user == &n) continue;
+      if (u.user->owningBlock() != n.owningBlock()) return "its input is read inside another block";
+      if (isAliasing(*u.user)) return "a view or alias of its input exists (" + u.user->kind().toQualString() + ")";
+      if (hasSideEffects(*u.user)) return "its input is also mutated by " + u.user->kind().toQualString();
+      if (n.isBefore(u.user)) return "its input is read afterwards by " + u.user->kind().toQualString();
+    }
+    for (const Use& u : n.output()->uses())
+      if (u.user->owningBlock() != n.owningBlock() && u.user->kind() != prim::Return)
+        return "";  // uses of the result elsewhere are fine: the result is the same value
+    return "";
+  }
+
+  bool visit(Graph& g, Block* b) {
+    bool changed = false;
+    for (Node* n = b->paramNode()->next(); n != b->returnNode();) {
+      Node* next = n->next();
+      for (Block* sub : n->blocks()) changed |= visit(g, sub);
+      std::string_view name = n->kind().name();
+      bool inplace = n->kind().ns() == "aten" && name.size() > 1 && name.back() == '_' && name.substr(0, 2) != "__" &&
+                     n->outputs().size() == 1 && !n->inputs().empty();
+      if (inplace) {
+        Symbol functional = Symbol::fromQualString("aten::" + std::string(name.substr(0, name.size() - 1)));
+        if (!OpRegistry::global().find(functional)) {
+          note(where(*n) + ": no functional form " + functional.toQualString());
+        } else if (std::string why = whyNot(*n); !why.empty()) {
+          note(where(*n) + ": " + why);
+        } else {
+          Node* f = g.create(functional, 0);
+          for (Value* in : n->inputs()) f->addInput(in);
+          for (const auto& [k, v] : n->attributes()) f->setAttr(k, v);
+          f->setScope(n->scope());
+          f->setSource(n->source());
+          f->insertBefore(n);
+          Value* out = n->output();
+          Value* fout = f->addOutput(out->type());
+          out->replaceAllUsesWith(fout);
+          std::string keep = out->debugName();
+          n->destroy();
+          fout->setDebugName(keep);
+          changed = true;
+        }
+      }
+      n = next;
+    }
+    return changed;
+  }
+};
+
+}  // namespace
+
+void registerRemoveMutationPass(PassRegistry& r) {
+  r.add({"remove-mutation", "in-place ops to functional ones where no alias can tell",
+         [] { return std::make_unique<RemoveMutation>(); }});
+}
+
+}  // namespace llga
