@@ -93,7 +93,7 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
 
     graph, weights = _load(obj, params)
     graph = graph.copy()
-    records = _passes.run(graph, passes)
+    records = _passes.run(graph, passes, weights)
     compiled = CompiledGraph(graph, weights, records)
     if example_inputs is not None:
         compiled(*example_inputs)

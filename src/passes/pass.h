@@ -13,11 +13,18 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/ir.h"
 
 namespace llga {
+
+// What passes may read besides the graph: the weights bound to it, by
+// qualified attribute path ("layer1.0.conv1.weight") or constant name.
+struct PassContext {
+  std::unordered_map<std::string, TensorRef> weights;
+};
 
 class Pass {
  public:
@@ -29,12 +36,18 @@ class Pass {
   // What the last run chose not to do, and why ("aten::relu_ at f.py:3:4 (%y):
   // its input is read afterwards"). Kept in the pass's record.
   const std::vector<std::string>& notes() const { return notes_; }
+  void setContext(const PassContext* ctx) { ctx_ = ctx; }
 
  protected:
   void note(std::string s) { notes_.push_back(std::move(s)); }
+  const PassContext& context() const {
+    static const PassContext empty;
+    return ctx_ ? *ctx_ : empty;
+  }
 
  private:
   std::vector<std::string> notes_;
+  const PassContext* ctx_ = nullptr;
 };
 
 struct PassInfo {
@@ -78,6 +91,7 @@ struct PassManagerOptions {
   bool keep_ir = true;      // keep each pass's IR text in its record
   // Called after every pass (dumps, logs); `ir` is the text after it.
   std::function<void(const PassRecord&)> after_pass;
+  std::shared_ptr<const PassContext> context;  // weights for freeze and folding
 };
 
 struct PassError : std::runtime_error {
@@ -109,5 +123,7 @@ void registerCsePass(PassRegistry& r);
 void registerRemoveDropoutPass(PassRegistry& r);
 void registerConstantPropagationPass(PassRegistry& r);
 void registerRemoveMutationPass(PassRegistry& r);
+void registerFreezePass(PassRegistry& r);
+void registerFoldBatchnormPass(PassRegistry& r);
 
 }  // namespace llga

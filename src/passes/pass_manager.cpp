@@ -13,6 +13,8 @@ PassRegistry& PassRegistry::global() {
     registerRemoveDropoutPass(*reg);
     registerConstantPropagationPass(*reg);
     registerRemoveMutationPass(*reg);
+    registerFreezePass(*reg);
+    registerFoldBatchnormPass(*reg);
     return reg;
   }();
   return *r;
@@ -44,7 +46,9 @@ GraphStats graphStats(const Graph& g) {
   return s;
 }
 
-std::string_view defaultPipeline() { return "remove-dropout,remove-mutation,constant-propagation,cse,dce"; }
+std::string_view defaultPipeline() {
+  return "freeze,remove-dropout,remove-mutation,fold-batchnorm,constant-propagation,cse,dce";
+}
 
 PassManager::PassManager(std::string_view pipeline, PassManagerOptions options) : options_(std::move(options)) {
   size_t start = 0;
@@ -72,6 +76,7 @@ std::vector<PassRecord> PassManager::run(Graph& g) const {
   GraphStats before = graphStats(g);
   for (const std::string& name : names_) {
     auto pass = PassRegistry::global().find(name)->make();
+    pass->setContext(options_.context.get());
     PassRecord rec;
     rec.name = name;
     rec.before = before;

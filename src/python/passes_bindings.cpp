@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "passes/pass.h"
+#include "python/numpy_interop.h"
 
 namespace py = pybind11;
 using namespace llga;
@@ -34,10 +35,17 @@ py::dict recordDict(const PassRecord& r) {
 }  // namespace
 
 void bindPasses(py::module_& m) {
-  m.def("run_passes", [](std::shared_ptr<Graph> g, const std::string& pipeline) {
+  m.def("run_passes", [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights) {
         std::vector<PassRecord> records;
+        auto ctx = std::make_shared<PassContext>();
+        for (auto [k, v] : weights) {
+          std::string name = py::str(k);
+          ctx->weights.emplace(name, python::constantFromNumpy(py::array::ensure(v), "weight '" + name + "'"));
+        }
         try {
-          PassManager pm(pipeline);
+          PassManagerOptions opts;
+          opts.context = ctx;
+          PassManager pm(pipeline, opts);
           py::gil_scoped_release release;
           records = pm.run(*g);
         } catch (const PassError& e) {
@@ -52,7 +60,8 @@ void bindPasses(py::module_& m) {
         for (const auto& r : records) out.append(recordDict(r));
         return out;
       },
-      py::arg("graph"), py::arg("pipeline"), "Runs a pass pipeline on graph in place; returns the records.");
+      py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(),
+      "Runs a pass pipeline on graph in place (weights bind module attributes); returns the records.");
   m.def("list_passes", [] {
     std::vector<std::pair<std::string, std::string>> out;
     for (const PassInfo* p : PassRegistry::global().list()) out.emplace_back(p->name, p->description);

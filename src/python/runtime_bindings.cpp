@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "python/numpy_interop.h"
 #include "runtime/compiled.h"
 #include "runtime/threads.h"
 
@@ -10,20 +11,6 @@ namespace py = pybind11;
 using namespace llga;
 
 namespace {
-
-ScalarType dtypeFromNumpy(const py::dtype& dt, const std::string& what) {
-  char kind = dt.kind();
-  auto size = dt.itemsize();
-  if (kind == 'f' && size == 4) return ScalarType::Float;
-  if (kind == 'f' && size == 8) return ScalarType::Double;
-  if (kind == 'i' && size == 8) return ScalarType::Long;
-  if (kind == 'i' && size == 4) return ScalarType::Int;
-  if (kind == 'i' && size == 2) return ScalarType::Short;
-  if (kind == 'i' && size == 1) return ScalarType::Char;
-  if (kind == 'u' && size == 1) return ScalarType::Byte;
-  if (kind == 'b') return ScalarType::Bool;
-  throw py::type_error(what + ": numpy dtype " + std::string(py::str(static_cast<py::handle>(dt))) + " is not supported");
-}
 
 py::dtype numpyDtype(ScalarType t) {
   switch (t) {
@@ -41,29 +28,17 @@ py::dtype numpyDtype(ScalarType t) {
 
 // A tensor over the array's own memory; the array stays alive as long as the tensor's storage.
 Tensor tensorFromNumpy(py::array arr, const std::string& what) {
-  ScalarType dt = dtypeFromNumpy(arr.dtype(), what);
+  ScalarType dt = python::dtypeFromNumpy(arr.dtype(), what);
   auto item = static_cast<int64_t>(arr.itemsize());
   Shape sizes, strides;
-  bool ok = true;
-  for (py::ssize_t d = 0; d < arr.ndim(); ++d) {
-    sizes.push_back(arr.shape(d));
-    int64_t s = arr.strides(d);
-    ok &= s >= 0 && s % item == 0;
-    strides.push_back(s / item);
-  }
-  if (!ok) {  // negative or unaligned strides: one copy, here
+  if (!python::elementStrides(arr, sizes, strides)) {  // negative or unaligned strides: one copy, here
     arr = py::module_::import("numpy").attr("ascontiguousarray")(arr);
     return tensorFromNumpy(arr, what);
   }
   int64_t extent = 1;
   for (size_t d = 0; d < sizes.size(); ++d)
     if (sizes[d] > 0) extent += (sizes[d] - 1) * strides[d];
-  auto* keep = new py::object(arr);
-  std::shared_ptr<void> owner(keep, [](void* p) {
-    py::gil_scoped_acquire gil;
-    delete static_cast<py::object*>(p);
-  });
-  auto st = Storage::borrow(const_cast<void*>(arr.data()), static_cast<size_t>(extent * item), std::move(owner));
+  auto st = Storage::borrow(const_cast<void*>(arr.data()), static_cast<size_t>(extent * item), python::keepAlive(arr));
   return Tensor::fromStorage(std::move(st), dt, sizes, strides, 0);
 }
 

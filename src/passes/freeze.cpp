@@ -1,0 +1,73 @@
+// freeze: tensors read through prim::GetAttr chains from the module become
+// constants bound to their weights (the context's, by qualified path); the
+// module objects left unused go with dce. Attributes with no weight stay.
+//
+//   Given:  %conv1 : Conv2d = prim::GetAttr[name="conv1"](%self)
+//           %w : Tensor = prim::GetAttr[name="weight"](%conv1)
+//   Result: %w : Float(64, 3, 7, 7) = prim::Constant[value=<Tensor>]()     (bound to conv1.weight)
+#include <unordered_map>
+
+#include "passes/pass.h"
+
+namespace llga {
+namespace {
+
+class Freeze final : public Pass {
+ public:
+  std::string_view name() const override { return "freeze"; }
+  std::string_view description() const override { return "bind module weights as constants"; }
+
+  bool run(Graph& g) override {
+    std::unordered_map<const Value*, std::string> paths;
+    for (const Value* in : g.inputs())
+      if (in->type()->kind() == TypeKind::Class) paths[in] = "";
+    if (paths.empty()) return false;
+    bool changed = false;
+    std::vector<Node*> getattrs;
+    g.forEachNode([&](Node* n) {
+      if (n->kind() == prim::GetAttr) getattrs.push_back(n);
+    });
+    for (Node* n : getattrs) {  // program order: parents before children
+      auto it = paths.find(n->input(0));
+      if (it == paths.end()) continue;
+      const std::string& attr_name = n->attr(attr::name).get<std::string>();
+      std::string path = it->second.empty() ? attr_name : it->second + "." + attr_name;
+      if (n->output()->type()->kind() == TypeKind::Class) {
+        paths[n->output()] = path;
+        continue;
+      }
+      auto w = context().weights.find(path);
+      if (w == context().weights.end()) {
+        note("prim::GetAttr '" + path + "': no weight bound to it");
+        continue;
+      }
+      const ConstantTensor& t = *w->second;
+      TensorInfo info;
+      info.dtype = t.dtype;
+      info.sizes.emplace(t.sizes.begin(), t.sizes.end());
+      info.strides = t.strides;
+      info.requires_grad = false;
+      info.device = "cpu";
+      Node* c = g.create(prim::Constant, 1);
+      c->setAttr(attr::value, AttrValue(w->second));
+      c->output()->setType(Type::tensor(info));
+      c->setScope(n->scope());
+      c->insertBefore(n);
+      Value* out = n->output();
+      out->replaceAllUsesWith(c->output());
+      std::string keep = out->debugName();
+      n->destroy();
+      c->output()->setDebugName(keep);
+      changed = true;
+    }
+    return changed;
+  }
+};
+
+}  // namespace
+
+void registerFreezePass(PassRegistry& r) {
+  r.add({"freeze", "bind module weights as constants", [] { return std::make_unique<Freeze>(); }});
+}
+
+}  // namespace llga

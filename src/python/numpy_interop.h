@@ -1,0 +1,64 @@
+// numpy <-> llga conversions shared by the binding files.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "ir/attributes.h"
+
+namespace llga::python {
+
+namespace py = pybind11;
+
+inline ScalarType dtypeFromNumpy(const py::dtype& dt, const std::string& what) {
+  char kind = dt.kind();
+  auto size = dt.itemsize();
+  if (kind == 'f' && size == 4) return ScalarType::Float;
+  if (kind == 'f' && size == 8) return ScalarType::Double;
+  if (kind == 'i' && size == 8) return ScalarType::Long;
+  if (kind == 'i' && size == 4) return ScalarType::Int;
+  if (kind == 'i' && size == 2) return ScalarType::Short;
+  if (kind == 'i' && size == 1) return ScalarType::Char;
+  if (kind == 'u' && size == 1) return ScalarType::Byte;
+  if (kind == 'b') return ScalarType::Bool;
+  throw py::type_error(what + ": numpy dtype " + std::string(py::str(static_cast<py::handle>(dt))) + " is not supported");
+}
+
+// Keeps a Python object alive from C++; its release takes the GIL.
+inline std::shared_ptr<void> keepAlive(py::object o) {
+  auto* keep = new py::object(std::move(o));
+  return std::shared_ptr<void>(keep, [](void* p) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<py::object*>(p);
+  });
+}
+
+// Element strides of arr, or false when they are negative or not whole elements.
+inline bool elementStrides(const py::array& arr, std::vector<int64_t>& sizes, std::vector<int64_t>& strides) {
+  auto item = static_cast<int64_t>(arr.itemsize());
+  bool ok = true;
+  for (py::ssize_t d = 0; d < arr.ndim(); ++d) {
+    sizes.push_back(arr.shape(d));
+    int64_t s = arr.strides(d);
+    ok &= s >= 0 && s % item == 0;
+    strides.push_back(s / item);
+  }
+  return ok;
+}
+
+// A constant over the array's memory (no copy).
+inline TensorRef constantFromNumpy(py::array arr, const std::string& what) {
+  auto t = std::make_shared<ConstantTensor>();
+  t->dtype = dtypeFromNumpy(arr.dtype(), what);
+  if (!elementStrides(arr, t->sizes, t->strides)) {
+    arr = py::module_::import("numpy").attr("ascontiguousarray")(arr);
+    return constantFromNumpy(arr, what);
+  }
+  t->data = const_cast<void*>(arr.data());
+  t->owner = keepAlive(arr);
+  return t;
+}
+
+}  // namespace llga::python
