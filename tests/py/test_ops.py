@@ -293,6 +293,19 @@ def test_views():
     check(views, rnd(2, 3, 4))
 
 
+def test_as_strided():
+    def f(x: torch.Tensor):
+        return torch.as_strided(x, [3, 2], [1, 3]), torch.as_strided(x, [2, 2], [4, 1], 2)
+
+    check(f, rnd(12))
+
+    def bad(x: torch.Tensor):
+        return torch.as_strided(x, [5, 5], [5, 1])
+
+    with pytest.raises(llga.ExecutionError, match="outside the tensor's storage"):
+        llga.optimize(torch.jit.script(bad))(np.zeros(12, np.float32))
+
+
 def splits(x: torch.Tensor):
     a = torch.chunk(x, 3, 1)
     b = torch.split(x, [1, 3], 1)

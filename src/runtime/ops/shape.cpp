@@ -173,6 +173,22 @@ void registerShapeOps(OpRegistry& r) {
   r.add("aten::narrow", 4, 4, [](const KernelArgs& a) {
     a.set(0, a.tensor(0).narrow(a.toInt(1), a.toInt(2), a.toInt(3)));
   });
+  // as_strided(self, size, stride, storage_offset=None): a view on the same storage, checked against it
+  r.add("aten::as_strided", 3, 4, [](const KernelArgs& a) {
+    const Tensor& t = a.tensor(0);
+    Shape sizes = a.intList(1), strides = a.intList(2);
+    int64_t offset = a.isNone(3) ? t.offset() : a.toInt(3);
+    if (sizes.size() != strides.size()) throw std::invalid_argument("as_strided: size and stride differ in length");
+    int64_t last = offset;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (sizes[d] < 0 || strides[d] < 0) throw std::invalid_argument("as_strided: negative size or stride");
+      if (sizes[d] == 0) last = -1;
+      else if (last >= 0) last += (sizes[d] - 1) * strides[d];
+    }
+    if (offset < 0 || (last >= 0 && (last + 1) * static_cast<int64_t>(t.itemsize()) > static_cast<int64_t>(t.storage()->nbytes)))
+      throw std::out_of_range("as_strided: the view reaches outside the tensor's storage");
+    a.set(0, t.asStrided(sizes, strides, offset));
+  });
   r.add("aten::expand", 2, 3, [](const KernelArgs& a) { a.set(0, a.tensor(0).expand(a.intList(1))); });
   r.add("aten::expand_as", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).expand(a.tensor(1).sizes())); });
   r.add("aten::view_as", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).view(a.tensor(1).sizes())); });
