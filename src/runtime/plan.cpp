@@ -4,6 +4,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "runtime/constant_eval.h"
 #include "runtime/dnnl_utils.h"
 #include "runtime/threads.h"
 
@@ -65,16 +66,12 @@ Tensor tensorFromConstant(const ConstantTensor& c) {
   return Tensor::fromStorage(st, c.dtype, c.sizes, c.strides, 0);
 }
 
-RtValue listFromAttr(const AttrList& items, const TypePtr& type) {
+// Constant lists of tensors ("[<Tensor>, ...]"); other constants go through constantValue().
+RtValue tensorListFromAttr(const AttrList& items) {
   std::vector<RtValue> out;
-  bool bools = type && type->kind() == TypeKind::List && type->contained()[0]->isSimple("bool");
   for (const AttrValue& a : items) {
-    if (a.is<int64_t>()) out.emplace_back(bools ? RtValue(a.get<int64_t>() != 0) : RtValue(a.get<int64_t>()));
-    else if (a.is<double>()) out.emplace_back(a.get<double>());
-    else if (a.is<bool>()) out.emplace_back(a.get<bool>());
-    else if (a.is<std::string>()) out.emplace_back(a.get<std::string>());
-    else if (a.is<TensorRef>()) out.emplace_back(tensorFromConstant(*a.get<TensorRef>()));
-    else throw std::invalid_argument("unsupported list constant element");
+    if (!a.is<TensorRef>()) throw std::invalid_argument("unsupported list constant element");
+    out.emplace_back(tensorFromConstant(*a.get<TensorRef>()));
   }
   return makeList(std::move(out));
 }
@@ -135,12 +132,7 @@ class PlanBuilder {
   void bindConstant(const Node& n) {
     const Value* out = n.output();
     const AttrValue* a = n.attributes().find(attr::value);
-    const TypePtr& type = out->type();
-    if (!a) {
-      if (type->isSimple("Function")) return;  // a function reference: only prim::CallFunction reads it
-      return constant(out, RtValue());
-    }
-    if (a->is<TensorRef>()) {
+    if (a && a->is<TensorRef>()) {
       const ConstantTensor& c = *a->get<TensorRef>();
       if (auto it = weights_.find(out->debugName()); it != weights_.end()) return constant(out, it->second);
       if (!c.hasData()) {
@@ -155,17 +147,12 @@ class PlanBuilder {
       }
       return constant(out, tensorFromConstant(c));
     }
-    if (a->is<int64_t>()) {
-      if (type->isSimple("bool")) return constant(out, RtValue(a->get<int64_t>() != 0));
-      return constant(out, RtValue(a->get<int64_t>()));
+    if (auto v = constantValue(n)) return constant(out, std::move(*v));
+    if (!a && out->type()->isSimple("Function")) return;  // a function reference: only prim::CallFunction reads it
+    try {
+      if (a && a->is<AttrList>()) return constant(out, tensorListFromAttr(a->get<AttrList>()));
+    } catch (const std::invalid_argument&) {
     }
-    if (a->is<double>()) return constant(out, RtValue(a->get<double>()));
-    if (a->is<bool>()) return constant(out, RtValue(a->get<bool>()));
-    if (a->is<std::string>()) {
-      if (type->isSimple("Device")) return constant(out, RtValue(RtDevice{a->get<std::string>()}));
-      return constant(out, RtValue(a->get<std::string>()));
-    }
-    if (a->is<AttrList>()) return constant(out, listFromAttr(a->get<AttrList>(), type));
     errors_.push_back("unsupported constant " + n.str());
   }
 
