@@ -158,15 +158,17 @@ class Parser {
     for (Value* v : parseValueRefList(st, "'(' before the node's inputs")) n->addInput(v);
     block->appendNode(n);
     parseTrailer(n);
-    // Outputs come into scope after the inputs are resolved.
-    for (size_t i = 0; i < outs.size(); ++i) bringIntoScope(st, outs[i].first, n->outputs()[i]);
     if (isGroupKind(kind.text)) {
       if (!st.groups.emplace(kind.text, n).second) lex_.error(kind.pos, "group kind " + std::string(kind.text) + " used twice");
       st.group_pos[kind.text] = kind.pos;
     }
-    for (size_t i = 0; lex_.peek().kind == Tok::Ident && lex_.peek().text.substr(0, 5) == "block"; ++i)
+    for (size_t i = 0; lex_.peek().kind == Tok::Ident && lex_.peek().text.substr(0, 5) == "block"; ++i) {
+      if (!canHaveBlocks(*n)) lex_.error(lex_.peek().pos, n->kind().toQualString() + " cannot have blocks");
       parseBlock(st, n, i);
+    }
     if (std::string problem = checkNodeShape(*n); !problem.empty()) lex_.error(kind.pos, problem);
+    // Outputs come into scope after the inputs and the node's own blocks.
+    for (size_t i = 0; i < outs.size(); ++i) bringIntoScope(st, outs[i].first, n->outputs()[i]);
   }
 
   // block := 'block' N '(' [valuedef (',' valuedef)*] ')' ':' body '->' '(' refs ')'

@@ -91,6 +91,11 @@ class Verifier {
 
 }  // namespace
 
+bool canHaveBlocks(const Node& n) {
+  const std::string& k = n.kind().toQualString();
+  return k == "prim::If" || k == "prim::Loop" || k == "prim::Closure" || k == "prim::With";
+}
+
 std::string checkNodeShape(const Node& node) {
   const Node* n = &node;
   const Symbol k = n->kind();
@@ -114,7 +119,7 @@ std::string checkNodeShape(const Node& node) {
       return "prim::Loop carries " + std::to_string(carried) +
              " values: it has one output per carried value, and its block takes (i, carried...) and returns "
              "(condition, carried...)";
-  } else if (!n->blocks().empty() && n->kind().ns() != "prim") {
+  } else if (!n->blocks().empty() && !canHaveBlocks(*n)) {
     return n->kind().toQualString() + " cannot have blocks";
   }
   return "";

@@ -17,6 +17,8 @@ class Node;
 // The per-node structural rules (prim::If/Loop block arity, prim::Constant
 // shape): the first violation, or an empty string.
 std::string checkNodeShape(const Node& n);
+// Kinds that own blocks: prim::If, prim::Loop, prim::Closure, prim::With.
+bool canHaveBlocks(const Node& n);
 
 struct VerifyError : std::runtime_error {
   using std::runtime_error::runtime_error;
