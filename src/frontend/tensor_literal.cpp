@@ -112,6 +112,13 @@ std::shared_ptr<ConstantTensor> tryParseTensorLiteral(std::string_view text, siz
   std::vector<int64_t> sizes;
   if (p >= text.size() || text[p] != '[' || !parseTrailer(text, p, &dtype, &sizes, end, error)) return nullptr;
 
+  // Each value takes at least one character: sizes asking for more values
+  // than the text can hold are an error before anything is allocated.
+  const int64_t limit = static_cast<int64_t>(p - pos) + 1;
+  for (int64_t need = 1; int64_t s : sizes) {
+    if (s != 0 && need > limit / s) error(pos, "tensor literal sizes ask for more values than it holds");
+    need *= s;
+  }
   auto t = ConstantTensor::owned(dtype, sizes);
   const int64_t numel = t->numel();
   const int64_t cols = sizes.empty() ? 1 : sizes.back();
