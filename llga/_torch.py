@@ -89,3 +89,28 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
             name = node.output().debugName()
             weights[name] = tensor_to_numpy(node.t("value"), name)
     return graph, weights
+
+
+def import_with_methods(graph, module) -> Tuple[Graph, Dict[str, np.ndarray], Dict[str, Graph]]:
+    """`graph` (e.g. ``traced.graph``, with its prim::CallMethod calls) and
+    what the inline pass needs to expand it: the method graphs of every
+    submodule by ``"<class qualified name>.<method>"``, and every parameter
+    and buffer by its qualified path."""
+    torch = _torch()
+    if not isinstance(module, torch.jit.ScriptModule):
+        raise TypeError(f"module= must be the torch.jit.ScriptModule the graph belongs to, got {type(module).__name__}")
+    if not isinstance(graph, torch._C.Graph):
+        raise TypeError(f"with module=, the graph must be a torch._C.Graph, got {type(graph).__name__}")
+    text = graph.str()
+    llga_graph = parse(text, filename="<torchscript>")
+    weights: Dict[str, np.ndarray] = {}
+    for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+        weights[name] = tensor_to_numpy(t, name)
+    methods: Dict[str, Graph] = {}
+    for _, sub in module.named_modules():
+        cls = sub._c._type().qualified_name()
+        for mname in sub._c._method_names():
+            key = f"{cls}.{mname}"
+            if key not in methods:
+                methods[key] = parse(sub._c._get_method(mname).graph.str(), filename=f"<{key}>")
+    return llga_graph, weights, methods

@@ -45,6 +45,10 @@ class CompiledGraph:
         return f"<llga.CompiledGraph ({names}) -> {len(self.graph.outputs)} output(s)>"
 
 
+def _has_module_input(graph: Graph) -> bool:
+    return any(v.type.kind == "Class" for v in graph.inputs)
+
+
 def _to_numpy_if_torch(x: Any, i: int):
     mod = type(x).__module__
     if mod.startswith("torch") and hasattr(x, "numpy") and hasattr(x, "detach"):
@@ -54,9 +58,14 @@ def _to_numpy_if_torch(x: Any, i: int):
     return x
 
 
-def _load(obj, params: Optional[Mapping[str, Any]]):
+def _load(obj, params: Optional[Mapping[str, Any]], module=None):
     weights: Dict[str, np.ndarray] = {}
-    if isinstance(obj, Graph):
+    methods: Dict[str, Graph] = {}
+    if module is not None:
+        from ._torch import import_with_methods
+
+        graph, weights, methods = import_with_methods(obj, module)
+    elif isinstance(obj, Graph):
         graph = obj
     elif isinstance(obj, (str, bytes)):
         from . import parse
@@ -71,11 +80,11 @@ def _load(obj, params: Optional[Mapping[str, Any]]):
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"params[{name!r}] must be a numpy array or a torch tensor, got {type(value).__name__}")
         weights[name] = arr
-    return graph, weights
+    return graph, weights, methods
 
 
 def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
-             params: Optional[Mapping[str, Any]] = None, passes=None) -> CompiledGraph:
+             params: Optional[Mapping[str, Any]] = None, passes=None, module=None) -> CompiledGraph:
     """Compiles a TorchScript module/function/graph, IR text or an llga.Graph.
 
     ``passes`` chooses the pipeline (a comma-separated string or a list of
@@ -84,16 +93,25 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     ``params`` supplies (or overrides) weights by name: qualified attribute
     paths (``layer1.0.conv1.weight``) or frozen constants' value names. With
     ``example_inputs``, the graph runs once so that shape-dependent work is
-    done before the first real call.
+    done before the first real call, and propagate-shapes annotates every
+    value with the shapes these inputs give.
+    ``module``: with a ``torch._C.Graph`` that still calls submodules
+    (``traced.graph``), the ScriptModule it belongs to; the inline pass then
+    expands its ``prim::CallMethod`` calls.
 
     Raises :class:`llga.UnsupportedOpError` listing every op kind llga cannot
     run, and :class:`llga.CompileError` for missing or malformed weights.
     """
     from . import passes as _passes
 
-    graph, weights = _load(obj, params)
+    graph, weights, methods = _load(obj, params, module)
     graph = graph.copy()
-    records = _passes.run(graph, passes, weights)
+    examples = None
+    if example_inputs is not None:
+        examples = [_to_numpy_if_torch(x, i) for i, x in enumerate(example_inputs)]
+        if _has_module_input(graph):
+            examples = None  # the module input has no example; shapes come from the graph's types
+    records = _passes.run(graph, passes, weights, methods=methods, example_inputs=examples)
     compiled = CompiledGraph(graph, weights, records)
     if example_inputs is not None:
         compiled(*example_inputs)

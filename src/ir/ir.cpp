@@ -385,6 +385,39 @@ void cloneBlock(const Block* from, Block* to, std::unordered_map<const Value*, V
 }
 }  // namespace
 
+std::vector<Value*> insertGraph(Graph& g, const Graph& callee, const std::vector<Value*>& inputs, Node* before) {
+  if (inputs.size() != callee.inputs().size())
+    throw std::invalid_argument("insertGraph: " + std::to_string(inputs.size()) + " inputs for a graph taking " +
+                                std::to_string(callee.inputs().size()));
+  std::unordered_map<const Value*, Value*> map;
+  for (size_t i = 0; i < inputs.size(); ++i) map[callee.inputs()[i]] = inputs[i];
+  std::function<void(const Block*, Block*, Node*)> clone = [&](const Block* from, Block* to, Node* at) {
+    for (Node* n : from->nodes()) {
+      Node* c = g.create(n->kind(), 0);
+      for (Value* in : n->inputs()) c->addInput(map.at(in));
+      for (Value* o : n->outputs()) {
+        Value* v = c->addOutput(o->type());
+        if (!g.findValue(o->debugName())) v->setDebugName(o->debugName());
+        map[o] = v;
+      }
+      for (const auto& [k, v] : n->attributes()) c->setAttr(k, cloneAttr(v));
+      c->setScope(n->scope());
+      c->setSource(n->source());
+      if (at) c->insertBefore(at); else to->appendNode(c);
+      for (const Block* b : n->blocks()) {
+        Block* nb = c->addBlock();
+        for (Value* in : b->inputs()) map[in] = nb->addInput(g.findValue(in->debugName()) ? "" : in->debugName(), in->type());
+        clone(b, nb, nullptr);
+        for (Value* out : b->outputs()) nb->registerOutput(map.at(out));
+      }
+    }
+  };
+  clone(callee.block(), before->owningBlock(), before);
+  std::vector<Value*> outs;
+  for (Value* o : callee.outputs()) outs.push_back(map.at(o));
+  return outs;
+}
+
 std::shared_ptr<Graph> Graph::copy() const {
   auto g = std::make_shared<Graph>();
   std::unordered_map<const Value*, Value*> map;

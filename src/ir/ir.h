@@ -264,4 +264,9 @@ class Graph : public std::enable_shared_from_this<Graph> {
 
 std::ostream& operator<<(std::ostream& os, const Graph& g);
 
+// Copies `callee`'s body before `before` (in its block), its inputs bound to
+// `inputs`; returns the values that stand for its outputs. Value names are
+// kept where they are free in `g`.
+std::vector<Value*> insertGraph(Graph& g, const Graph& callee, const std::vector<Value*>& inputs, Node* before);
+
 }  // namespace llga

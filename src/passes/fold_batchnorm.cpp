@@ -9,29 +9,10 @@
 #include <cmath>
 
 #include "passes/pass.h"
+#include "passes/pass_utils.h"
 
 namespace llga {
 namespace {
-
-const ConstantTensor* boundTensor(const Value* v) {
-  const Node* n = v->node();
-  if (n->kind() != prim::Constant) return nullptr;
-  const AttrValue* a = n->attributes().find(attr::value);
-  if (!a || !a->is<TensorRef>() || !a->get<TensorRef>()->hasData()) return nullptr;
-  return a->get<TensorRef>().get();
-}
-
-bool isNone(const Value* v) { return v->type()->isSimple("NoneType"); }
-
-std::optional<double> constantNumber(const Value* v) {
-  const Node* n = v->node();
-  if (n->kind() != prim::Constant) return std::nullopt;
-  const AttrValue* a = n->attributes().find(attr::value);
-  if (!a) return std::nullopt;
-  if (a->is<double>()) return a->get<double>();
-  if (a->is<int64_t>()) return static_cast<double>(a->get<int64_t>());
-  return std::nullopt;
-}
 
 class FoldBatchnorm final : public Pass {
  public:

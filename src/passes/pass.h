@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -24,6 +25,10 @@ namespace llga {
 // qualified attribute path ("layer1.0.conv1.weight") or constant name.
 struct PassContext {
   std::unordered_map<std::string, TensorRef> weights;
+  // Method graphs of submodules by "<class qualified name>.<method>" (inline).
+  std::unordered_map<std::string, std::shared_ptr<const Graph>> methods;
+  // Example inputs of the graph, in order (propagate-shapes).
+  std::vector<TensorRef> example_inputs;
 };
 
 class Pass {
@@ -125,5 +130,11 @@ void registerConstantPropagationPass(PassRegistry& r);
 void registerRemoveMutationPass(PassRegistry& r);
 void registerFreezePass(PassRegistry& r);
 void registerFoldBatchnormPass(PassRegistry& r);
+void registerInlinePass(PassRegistry& r);
+void registerDecomposePass(PassRegistry& r);
+void registerPrepareBinaryPass(PassRegistry& r);
+void registerDeferSizeCheckPass(PassRegistry& r);
+void registerCanonicalizePass(PassRegistry& r);
+void registerPropagateShapesPass(PassRegistry& r);
 
 }  // namespace llga

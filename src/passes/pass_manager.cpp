@@ -15,6 +15,12 @@ PassRegistry& PassRegistry::global() {
     registerRemoveMutationPass(*reg);
     registerFreezePass(*reg);
     registerFoldBatchnormPass(*reg);
+    registerInlinePass(*reg);
+    registerDecomposePass(*reg);
+    registerPrepareBinaryPass(*reg);
+    registerDeferSizeCheckPass(*reg);
+    registerCanonicalizePass(*reg);
+    registerPropagateShapesPass(*reg);
     return reg;
   }();
   return *r;
@@ -47,7 +53,8 @@ GraphStats graphStats(const Graph& g) {
 }
 
 std::string_view defaultPipeline() {
-  return "freeze,remove-dropout,remove-mutation,fold-batchnorm,constant-propagation,cse,dce";
+  return "inline,freeze,remove-dropout,remove-mutation,decompose,propagate-shapes,prepare-binary,fold-batchnorm,"
+         "canonicalize,constant-propagation,defer-size-check,cse,dce";
 }
 
 PassManager::PassManager(std::string_view pipeline, PassManagerOptions options) : options_(std::move(options)) {

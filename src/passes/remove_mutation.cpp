@@ -8,12 +8,21 @@
 //   * nothing reads it after the in-place op (it would now read the old value).
 // Otherwise the op stays, and the pass notes why.
 //
+// List mutation: aten::append on a list made by prim::ListConstruct in the
+// same block, when every other reader of the list comes after the last
+// append (and none is inside a nested block or aliases it first), folds
+// into the construct:
+//   %l = prim::ListConstruct(%a); aten::append(%l, %b); f(%l)
+//     ->  %l = prim::ListConstruct(%a, %b); f(%l)
+//
 //   Given:   %b = aten::batch_norm(...)       Result:  %b = aten::batch_norm(...)
 //            %r = aten::relu_(%b)                      %r = aten::relu(%b)
+#include <algorithm>
 #include <unordered_set>
 
 #include "passes/effects.h"
 #include "passes/pass.h"
+#include "passes/pass_utils.h"
 #include "runtime/kernel.h"
 
 namespace llga {
@@ -32,18 +41,14 @@ bool isAliasing(const Node& n) {
   return kinds.count(n.kind().toQualString()) > 0 || n.kind() == prim::If || n.kind() == prim::Loop;
 }
 
-std::string where(const Node& n) {
-  std::string s = n.kind().toQualString();
-  if (!n.source().empty()) s += " at " + n.source();
-  if (!n.outputs().empty()) s += " (%" + n.output()->debugName() + ")";
-  return s;
-}
-
 class RemoveMutation final : public Pass {
  public:
   std::string_view name() const override { return "remove-mutation"; }
   std::string_view description() const override { return "in-place ops to functional ones where no alias can tell"; }
-  bool run(Graph& g) override { return visit(g, g.block()); }
+  bool run(Graph& g) override {
+    bool changed = visit(g, g.block());
+    return foldAppends(g) || changed;
+  }
 
  private:
   std::string whyNot(const Node& n) {
@@ -64,6 +69,44 @@ class RemoveMutation final : public Pass {
       if (u.user->owningBlock() != n.owningBlock() && u.user->kind() != prim::Return)
         return "";  // uses of the result elsewhere are fine: the result is the same value
     return "";
+  }
+
+  bool foldAppends(Graph& g) {
+    static const Symbol append = Symbol::fromQualString("aten::append");
+    std::vector<Node*> lists;
+    g.forEachNode([&](Node* n) {
+      if (n->kind() == prim::ListConstruct) lists.push_back(n);
+    });
+    bool changed = false;
+    for (Node* l : lists) {
+      std::vector<Node*> appends, others;
+      for (const Use& u : l->output()->uses()) (u.user->kind() == append && u.offset == 0 ? appends : others).push_back(u.user);
+      if (appends.empty()) continue;
+      auto fail = [&](const std::string& why) { note(where(*appends.front()) + ": list append kept: " + why); };
+      bool ok = true;
+      for (Node* a : appends)
+        if (a->owningBlock() != l->owningBlock()) { fail("it appends inside another block (a loop or branch)"); ok = false; break; }
+      if (!ok) continue;
+      std::sort(appends.begin(), appends.end(), [](Node* a, Node* b) { return a->isBefore(b); });
+      Node* last = appends.back();
+      for (Node* o : others) {
+        Node* top = o;  // o, or the node of l's block that contains it
+        while (top->owningBlock() != l->owningBlock()) top = top->owningBlock()->owningNode();
+        if (!last->isBefore(top)) { fail("the list is read (by " + o->kind().toQualString() + ") before its last append"); ok = false; break; }
+      }
+      if (!ok) continue;
+      for (Node* a : appends) {
+        if (a->outputs().size() == 1 && a->output()->hasUses()) { fail("the append's result is read"); ok = false; break; }
+      }
+      if (!ok) continue;
+      l->moveBefore(last);  // after every appended value's definition, before every reader
+      for (Node* a : appends) {
+        l->addInput(a->input(1));
+        a->destroy();
+      }
+      changed = true;
+    }
+    return changed;
   }
 
   bool visit(Graph& g, Block* b) {

@@ -35,12 +35,23 @@ py::dict recordDict(const PassRecord& r) {
 }  // namespace
 
 void bindPasses(py::module_& m) {
-  m.def("run_passes", [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights) {
+  m.def("run_passes", [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights, py::dict methods,
+                         py::object example_inputs) {
         std::vector<PassRecord> records;
         auto ctx = std::make_shared<PassContext>();
         for (auto [k, v] : weights) {
           std::string name = py::str(k);
           ctx->weights.emplace(name, python::constantFromNumpy(py::array::ensure(v), "weight '" + name + "'"));
+        }
+        for (auto [k, v] : methods) ctx->methods.emplace(py::str(k), v.cast<std::shared_ptr<Graph>>());
+        if (!example_inputs.is_none()) {
+          size_t i = 0;
+          for (py::handle x : example_inputs) {
+            py::array arr = py::array::ensure(x);
+            if (!arr) throw py::type_error("example input " + std::to_string(i) + " is not an array");
+            ctx->example_inputs.push_back(python::constantFromNumpy(arr, "example input " + std::to_string(i)));
+            ++i;
+          }
         }
         try {
           PassManagerOptions opts;
@@ -60,8 +71,10 @@ void bindPasses(py::module_& m) {
         for (const auto& r : records) out.append(recordDict(r));
         return out;
       },
-      py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(),
-      "Runs a pass pipeline on graph in place (weights bind module attributes); returns the records.");
+      py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(), py::arg("methods") = py::dict(),
+      py::arg("example_inputs") = py::none(),
+      "Runs a pass pipeline on graph in place (weights bind module attributes, methods feed inline, "
+      "example_inputs feed propagate-shapes); returns the records.");
   m.def("list_passes", [] {
     std::vector<std::pair<std::string, std::string>> out;
     for (const PassInfo* p : PassRegistry::global().list()) out.emplace_back(p->name, p->description);

@@ -1,6 +1,8 @@
 // Small helpers between llga tensors and oneDNN memory.
 #pragma once
 
+#include <functional>
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <unordered_map>
@@ -14,8 +16,14 @@ dnnl::engine& cpuEngine();
 // Per-call execution state. Primitives are created with a user-managed
 // scratchpad (scratchpadAttr) and run with this call's scratch buffer, which
 // makes them stateless: one primitive can run in many threads at once.
+class Node;
+struct RtValue;
+// Sees every executed node with its outputs (propagate-shapes, profilers).
+using NodeObserver = std::function<void(const Node&, RtValue* const* outputs, size_t count)>;
+
 struct ExecContext {
   dnnl::stream stream{cpuEngine()};
+  const NodeObserver* observer = nullptr;
   dnnl::memory scratchpad(const dnnl::memory::desc& md);
 
  private:

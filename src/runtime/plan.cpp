@@ -59,12 +59,12 @@ std::vector<std::string> OpRegistry::kinds() const {
 
 // ---------------------------------------------------------------- building
 
-namespace {
-
 Tensor tensorFromConstant(const ConstantTensor& c) {
   auto st = Storage::borrow(c.data, static_cast<size_t>(c.numel()) * scalarTypeSize(c.dtype), c.owner);
   return Tensor::fromStorage(st, c.dtype, c.sizes, c.strides, 0);
 }
+
+namespace {
 
 // Constant lists of tensors ("[<Tensor>, ...]"); other constants go through constantValue().
 RtValue tensorListFromAttr(const AttrList& items) {
@@ -276,7 +276,7 @@ size_t Plan::numInstructions() const { return main_.code.size(); }
 
 // ---------------------------------------------------------------- running
 
-std::vector<RtValue> Plan::run(std::vector<RtValue> inputs) const {
+std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, const NodeObserver* observer) const {
   if (inputs.size() != main_.inputs.size())
     throw std::invalid_argument("expected " + std::to_string(main_.inputs.size()) + " inputs, got " +
                                 std::to_string(inputs.size()));
@@ -285,6 +285,7 @@ std::vector<RtValue> Plan::run(std::vector<RtValue> inputs) const {
   for (const auto& [r, v] : constants_) regs[static_cast<size_t>(r)] = v;
   for (size_t i = 0; i < inputs.size(); ++i) regs[static_cast<size_t>(main_.inputs[i])] = std::move(inputs[i]);
   ExecContext ctx;
+  ctx.observer = observer;
   runBlock(main_, regs, ctx);
   std::vector<RtValue> out;
   out.reserve(main_.outputs.size());
@@ -313,6 +314,7 @@ void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& c
         for (size_t i = 0; i < ins.in.size(); ++i) in[i] = &at(ins.in[i]);
         for (size_t i = 0; i < ins.out.size(); ++i) out[i] = &at(ins.out[i]);
         ins.kernel->run(KernelArgs{in, ins.in.size(), out, ins.out.size(), ctx});
+        if (ctx.observer) (*ctx.observer)(*ins.node, out, ins.out.size());
         break;
       }
       case Instr::Kind::If: {

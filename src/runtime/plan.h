@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/ir.h"
+#include "runtime/dnnl_utils.h"
 #include "runtime/kernel.h"
 #include "runtime/value.h"
 
@@ -35,7 +36,8 @@ struct ExecutionError : std::runtime_error {
 class Plan {
  public:
   static std::unique_ptr<Plan> build(std::shared_ptr<const Graph> graph, const WeightMap& weights);
-  std::vector<RtValue> run(std::vector<RtValue> inputs) const;
+  // `observer`, if given, sees every executed op node and its outputs.
+  std::vector<RtValue> run(std::vector<RtValue> inputs, const NodeObserver* observer = nullptr) const;
   size_t numInstructions() const;
 
  private:
@@ -63,6 +65,9 @@ class Plan {
   std::vector<std::pair<int, RtValue>> constants_;
   Block main_;
 };
+
+// A tensor over a constant's bytes (no copy; the constant's owner kept alive).
+Tensor tensorFromConstant(const ConstantTensor& c);
 
 // Where a node came from, for messages: "aten::relu at model.py:3:4 (%y)".
 std::string describeNode(const Node& n);

@@ -12,6 +12,12 @@
 //       own, with line numbers counted from the case's first line. Output
 //       cases are separated by "// -----"; a case that fails prints
 //       "error: <message>" lines in its place (and to stderr).
+//   llga-opt --verify-each ...
+//       verify after every pass (otherwise once, after the pipeline)
+//
+// Method graphs for the inline pass: a line "# method: <class>.<name>" in
+// a case starts that method's graph; the text before the first such line is
+// the graph to optimize.
 //
 // Exit status: 0 on success, 1 if any case failed to parse or verify, 2 on usage errors.
 #include <algorithm>
@@ -31,11 +37,12 @@ constexpr std::string_view kSplitMarker = "# -----";
 
 void usage(std::ostream& os) {
   os << "usage: llga-opt [--passes=a,b,c] [--print-ir-after-all|--print-ir-after-change]\n"
-        "                [--split-input-file] [--list-passes] [FILE|-]\n"
-        "Parses TorchScript IR text, runs passes (verifying after each) and prints the result.\n"
+        "                [--verify-each] [--split-input-file] [--list-passes] [FILE|-]\n"
+        "Parses TorchScript IR text, runs passes (verifying the result) and prints it.\n"
         "  --passes=LIST          comma-separated pass names (see --list-passes)\n"
         "  --print-ir-after-all   print the IR after every pass\n"
         "  --print-ir-after-change  print the IR after every pass that changed it\n"
+        "  --verify-each          verify after every pass, not only after the pipeline\n"
         "  --split-input-file     handle each '# -----'-separated case on its own\n"
         "  --list-passes          list the registered passes\n";
 }
@@ -54,6 +61,24 @@ std::vector<std::string> splitCases(const std::string& text) {
   return cases;
 }
 
+constexpr std::string_view kMethodMarker = "# method: ";
+
+// Splits a case into its main graph and "# method: <key>" sections.
+std::pair<std::string, std::vector<std::pair<std::string, std::string>>> splitMethods(const std::string& text) {
+  std::string main;
+  std::vector<std::pair<std::string, std::string>> methods;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(kMethodMarker, 0) == 0) {
+      methods.emplace_back(line.substr(kMethodMarker.size()), "");
+      continue;
+    }
+    (methods.empty() ? main : methods.back().second) += line + "\n";
+  }
+  return {main, methods};
+}
+
 std::string baseName(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -62,7 +87,7 @@ std::string baseName(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool split = false, after_all = false, after_change = false;
+  bool split = false, after_all = false, after_change = false, verify_each = false;
   std::string path = "-", pipeline;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -75,7 +100,7 @@ int main(int argc, char** argv) {
     } else if (a == "--print-ir-after-change") {
       after_change = true;
     } else if (a == "--verify-each") {
-      // always on: every pass is verified
+      verify_each = true;
     } else if (a == "--list-passes") {
       for (const llga::PassInfo* p : llga::PassRegistry::global().list())
         std::cout << "  " << p->name << std::string(p->name.size() < 24 ? 24 - p->name.size() : 1, ' ')
@@ -104,9 +129,12 @@ int main(int argc, char** argv) {
     buf << f.rdbuf();
   }
   const std::string text = buf.str();
+  auto context = std::make_shared<llga::PassContext>();
   std::unique_ptr<llga::PassManager> pm;
   try {
     llga::PassManagerOptions opts;
+    opts.verify_each = verify_each;
+    opts.context = context;
     opts.after_pass = [&](const llga::PassRecord& r) {
       if (after_all || (after_change && r.changed))
         std::cout << "// IR after " << r.name << (r.changed ? " (changed)" : " (unchanged)") << "\n" << r.ir;
@@ -123,9 +151,13 @@ int main(int argc, char** argv) {
     try {
       llga::ParseOptions opts;
       opts.filename = path == "-" ? "<stdin>" : baseName(path);
-      auto g = llga::parseGraph(cases[i], opts);
+      auto [main_text, methods] = splitMethods(cases[i]);
+      context->methods.clear();
+      for (const auto& [key, body] : methods) context->methods[key] = llga::parseGraph(body, opts);
+      auto g = llga::parseGraph(main_text, opts);
       llga::verifyOrThrow(*g);
       pm->run(*g);
+      llga::verifyOrThrow(*g);
       if (!pipeline.empty() && (after_all || after_change)) std::cout << "// final IR\n";
       std::cout << *g;
     } catch (const std::exception& e) {

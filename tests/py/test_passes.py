@@ -116,3 +116,93 @@ def test_folded_values_match_pytorch_fusion():
         conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.eps, bn.weight, bn.bias)
     np.testing.assert_allclose(w.numpy(), want_w.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b.numpy(), want_b.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_inline_expands_traced_graph_given_its_module():
+    eager, traced = corpus.traced("resnet18")
+    assert "prim::CallMethod" in traced.graph.str()
+    c = llga.optimize(traced.graph, module=traced)
+    rec = {r.name: r for r in c.passes}
+    assert rec["inline"].changed and rec["inline"].before.kinds["prim::CallMethod"] > 0
+    assert "prim::CallMethod" not in rec["inline"].after.kinds
+    assert c.graph.node_counts().get("prim::GetAttr", 0) == 0  # freeze resolved every chain
+    assert "aten::batch_norm" not in str(c.graph)
+    x = corpus.example_inputs("resnet18")[0]
+    with torch.no_grad():
+        want = eager(x).numpy()
+    np.testing.assert_allclose(c(x.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
+def test_inline_without_module_leaves_calls_and_says_so():
+    with pytest.raises(llga.UnsupportedOpError, match="prim::CallMethod"):
+        llga.optimize(corpus.traced("resnet18")[1].graph)
+    g = llga.import_torch(corpus.traced("resnet18")[1].graph)[0]
+    rec = llga.passes.run(g, "inline")[0]
+    assert not rec.changed and "no graph for method" in rec.notes[0]
+
+
+@pytest.mark.parametrize("norm_first,activation", [(False, "gelu"), (True, "relu")])
+def test_decompose_encoder_layer_matches_pytorch(norm_first, activation):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, activation=activation,
+                                             batch_first=True, norm_first=norm_first).eval()
+    x = torch.randn(2, 7, 32)
+    with torch.no_grad():
+        traced = torch.jit.trace(layer, x, check_trace=False)
+        want = layer(x).numpy()
+    assert "aten::_transformer_encoder_layer_fwd" in traced.inlined_graph.str()
+    c = llga.optimize(traced)
+    rec = {r.name: r for r in c.passes}["decompose"]
+    assert rec.changed and rec.notes == []
+    kinds = c.graph.node_counts()
+    assert "aten::_transformer_encoder_layer_fwd" not in kinds
+    assert kinds["aten::layer_norm"] == 2 and kinds["aten::softmax"] == 1 and kinds["aten::linear"] == 4
+    assert kinds[f"aten::{activation}"] == 1
+    np.testing.assert_allclose(c(x.numpy()), want, rtol=1e-4, atol=1e-5)
+    # Another batch and length: the decomposition reads sizes at run time.
+    x2 = torch.randn(3, 5, 32)
+    with torch.no_grad():
+        np.testing.assert_allclose(c(x2.numpy()), layer(x2).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_decompose_leaves_attention_whose_weights_are_read():
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = mha
+
+        def forward(self, x):
+            return self.mha(x, x, x, need_weights=True)
+
+    x = torch.randn(1, 5, 16)
+    with torch.no_grad():
+        traced = torch.jit.trace(M().eval(), x, check_trace=False)
+        want_out, want_w = M().eval()(x)
+    c = llga.optimize(traced)
+    rec = {r.name: r for r in c.passes}["decompose"]
+    if "aten::_native_multi_head_attention" in traced.inlined_graph.str():
+        assert any("its attention weights are read" in n for n in rec.notes)
+    out, w = c(x.numpy())
+    np.testing.assert_allclose(out, want_out.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(w, want_w.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_propagate_shapes_from_example_inputs():
+    @torch.jit.script
+    def f(x: torch.Tensor, y: torch.Tensor):
+        z = torch.matmul(x, y.t())
+        return torch.relu(z).sum(1)
+
+    assert "Float(" not in f.graph.str()
+    x, y = np.ones((2, 3), np.float32), np.ones((5, 3), np.float32)
+    c = llga.optimize(f, example_inputs=(x, y))
+    rec = {r.name: r for r in c.passes}["propagate-shapes"]
+    assert rec.changed
+    assert "Float(2, 5, strides=[5, 1], requires_grad=0, device=cpu) = aten::matmul" in rec.ir
+    assert "Float(2, strides=[1], requires_grad=0, device=cpu) = aten::sum" in rec.ir
+    np.testing.assert_allclose(c(x, y), np.full((2,), 15, np.float32))
+    # Without example inputs and with incomplete types, it says why it did nothing.
+    rec = {r.name: r for r in llga.optimize(f).passes}["propagate-shapes"]
+    assert not rec.changed and "no example inputs" in rec.notes[0]

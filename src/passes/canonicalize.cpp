@@ -1,0 +1,145 @@
+// canonicalize: peephole rewrites, one table entry per rule. A rule looks at
+// one node (its root) and returns the value that replaces the root's output,
+// the root's own output when it rewrote the root in place, or null. Rules never fire on a result that something writes in place.
+// Runs to a fixed point (bounded).
+#include "passes/effects.h"
+#include "passes/pass.h"
+#include "passes/pass_utils.h"
+
+namespace llga {
+namespace {
+
+using RuleFn = Value* (*)(Node* root, Graph& g);
+
+struct Rule {
+  const char* name;
+  const char* root;     // the op kind the rule starts from
+  const char* diagram;  // what it does
+  RuleFn apply;
+};
+
+Node* producer(const Value* v, const char* kind) {
+  Node* p = v->node();
+  return p->kind().toQualString() == kind ? p : nullptr;
+}
+
+bool sameInts(const Value* a, const Value* b) {
+  auto x = constantInt(a), y = constantInt(b);
+  return x && y && *x == *y;
+}
+
+// Both transposes swap the same pair of dims (in either order), given as the
+// same non-negative constants.
+Value* transposeTranspose(Node* n, Graph&) {
+  Node* p = producer(n->input(0), "aten::transpose");
+  if (!p) return nullptr;
+  auto a = constantInt(n->input(1)), b = constantInt(n->input(2));
+  auto c = constantInt(p->input(1)), d = constantInt(p->input(2));
+  if (!a || !b || !c || !d) return nullptr;
+  if ((*a == *c && *b == *d) || (*a == *d && *b == *c)) return p->input(0);
+  return nullptr;
+}
+
+Value* tT(Node* n, Graph&) {
+  Node* p = producer(n->input(0), "aten::t");
+  return p ? p->input(0) : nullptr;
+}
+
+Value* negNeg(Node* n, Graph&) {
+  Node* p = producer(n->input(0), "aten::neg");
+  return p ? p->input(0) : nullptr;
+}
+
+Value* detach(Node* n, Graph&) { return n->input(0); }
+
+Value* squeezeUnsqueeze(Node* n, Graph&) {
+  if (n->inputs().size() != 2) return nullptr;
+  Node* p = producer(n->input(0), "aten::unsqueeze");
+  return p && sameInts(p->input(1), n->input(1)) ? p->input(0) : nullptr;
+}
+
+Value* flattenOneDim(Node* n, Graph&) {
+  return sameInts(n->input(1), n->input(2)) ? n->input(0) : nullptr;
+}
+
+// reshape(reshape(x, s1), s2) -> reshape(x, s2): the inner shape is never seen.
+Value* reshapeReshape(Node* n, Graph&) {
+  Node* p = producer(n->input(0), "aten::reshape");
+  if (!p) return nullptr;
+  n->replaceInput(0, p->input(0));  // the inner reshape goes with dce if nothing else reads it
+  return n->output();
+}
+
+// to(x, dtype, non_blocking, copy=False[, None]) where x already has that dtype.
+Value* toSameDtype(Node* n, Graph&) {
+  if (n->inputs().size() != 5 && n->inputs().size() != 4) return nullptr;
+  auto dt = knownDtype(n->input(0));
+  auto want = constantInt(n->input(1));
+  auto copy = constantInt(n->input(3));
+  if (!dt || !want || !copy || *copy != 0 || !n->input(1)->type()->isSimple("int")) return nullptr;
+  if (n->inputs().size() == 5 && !isNone(n->input(4))) return nullptr;  // a memory format asks for a copy
+  return static_cast<int64_t>(*dt) == *want ? n->input(0) : nullptr;
+}
+
+// clang-format off
+const Rule kRules[] = {
+  {"transpose-transpose", "aten::transpose", "transpose(transpose(x, a, b), a, b)  ->  x", transposeTranspose},
+  {"t-t",                 "aten::t",         "t(t(x))  ->  x",                            tT},
+  {"neg-neg",             "aten::neg",       "neg(neg(x))  ->  x",                        negNeg},
+  {"detach",              "aten::detach",    "detach(x)  ->  x           (inference)",    detach},
+  {"squeeze-unsqueeze",   "aten::squeeze",   "squeeze(unsqueeze(x, d), d)  ->  x",        squeezeUnsqueeze},
+  {"flatten-one-dim",     "aten::flatten",   "flatten(x, d, d)  ->  x",                   flattenOneDim},
+  {"reshape-reshape",     "aten::reshape",   "reshape(reshape(x, s1), s2)  ->  reshape(x, s2)", reshapeReshape},
+  {"to-same-dtype",       "aten::to",        "to(x, dtype(x), copy=False)  ->  x",         toSameDtype},
+};
+// clang-format on
+
+constexpr int kMaxRounds = 8;
+
+class Canonicalize final : public Pass {
+ public:
+  std::string_view name() const override { return "canonicalize"; }
+  std::string_view description() const override { return "peephole rewrites from a rule table"; }
+
+  bool run(Graph& g) override {
+    bool any = false;
+    for (int round = 0; round < kMaxRounds; ++round) {
+      std::vector<Node*> nodes;
+      g.forEachNode([&](Node* n) { nodes.push_back(n); });
+      std::set<Node*> dead;
+      bool changed = false;
+      for (Node* n : nodes) {
+        if (dead.count(n) || n->outputs().size() != 1) continue;
+        for (const Rule& r : kRules) {
+          if (n->kind().toQualString() != r.root) continue;
+          if (hasMutatingUse(*n->output())) break;
+          Value* rep = r.apply(n, g);
+          if (!rep) continue;
+          if (rep != n->output()) {
+            n->output()->replaceAllUsesWith(rep);
+            dead.insert(n);
+            n->destroy();
+          }
+          changed = true;
+          ++fired_[r.name];
+          break;
+        }
+      }
+      any |= changed;
+      if (!changed) break;
+    }
+    for (const auto& [rule, count] : fired_) note("rule " + rule + " fired " + std::to_string(count) + " time(s)");
+    return any;
+  }
+
+ private:
+  std::map<std::string, int> fired_;
+};
+
+}  // namespace
+
+void registerCanonicalizePass(PassRegistry& r) {
+  r.add({"canonicalize", "peephole rewrites from a rule table", [] { return std::make_unique<Canonicalize>(); }});
+}
+
+}  // namespace llga

@@ -1,0 +1,209 @@
+// decompose: composite ops into the primitives the fuser matches.
+//
+//   silu(x)           ->  mul(x, sigmoid(x))      when x comes from a conv,
+//                                                 linear or matmul (the fuser
+//                                                 takes sigmoid*mul as a swish post-op)
+//   addmm(b, x, w, beta, alpha)  ->  add(mul(mm(x, w), alpha), mul(b, beta))
+//                                                 (the muls only where != 1; beta == 0 drops b)
+//   _native_multi_head_attention(q, k, v, E, H, Wqkv, bqkv, Wo, bo, None, ...)
+//        ->  linear (one for self-attention, else three on weight slices)
+//            -> reshape [B, L, H, D] -> transpose(1, 2)
+//            -> matmul(q, k^T) * 1/sqrt(D) -> softmax(-1) -> matmul(., v)
+//            -> transpose(1, 2) -> reshape [B, L, E] -> linear(Wo, bo)
+//   _transformer_encoder_layer_fwd(src, ...)  ->  the attention above, the
+//        residual adds, two layer_norms and linear -> gelu|relu -> linear,
+//        in norm-first or norm-last order
+//
+// Left alone, with a note: attention with a mask, attention whose weights
+// output is read, non-constant embed_dim/heads/flags, inputs of unknown or
+// other rank than 3, addmm with non-constant alpha/beta.
+#include <cmath>
+
+#include "passes/pass.h"
+#include "passes/pass_utils.h"
+
+namespace llga {
+namespace {
+
+bool is(const Node& n, const char* kind) { return n.kind().toQualString() == kind; }
+
+std::optional<size_t> knownRank(const Value* v) {
+  if (!v->type()->isTensor()) return std::nullopt;
+  return v->type()->tensorInfo().rank();
+}
+
+class Decompose final : public Pass {
+ public:
+  std::string_view name() const override { return "decompose"; }
+  std::string_view description() const override { return "composite ops (silu, addmm, attention) into primitives"; }
+
+  bool run(Graph& g) override {
+    std::vector<Node*> todo;
+    g.forEachNode([&](Node* n) {
+      if (is(*n, "aten::silu") || is(*n, "aten::addmm") || is(*n, "aten::_native_multi_head_attention") ||
+          is(*n, "aten::_transformer_encoder_layer_fwd"))
+        todo.push_back(n);
+    });
+    bool changed = false;
+    for (Node* n : todo) {
+      if (is(*n, "aten::silu")) changed |= silu(g, n);
+      else if (is(*n, "aten::addmm")) changed |= addmm(g, n);
+      else if (is(*n, "aten::_native_multi_head_attention")) changed |= mha(g, n);
+      else changed |= encoderLayer(g, n);
+    }
+    return changed;
+  }
+
+ private:
+  bool skip(const Node* n, const std::string& why) {
+    note(where(*n) + ": " + why);
+    return false;
+  }
+
+  // Replaces n's single output by `v` (which takes its name and type) and drops n.
+  static void finish(Graph& g, Node* n, Value* v) {
+    v->setType(n->output()->type());
+    replaceKeepingName(g, n->output(), v);
+    n->destroy();
+  }
+
+  bool silu(Graph& g, Node* n) {
+    const Node* p = n->input(0)->node();
+    static const std::set<std::string> producers = {"aten::_convolution", "aten::conv2d", "aten::conv1d", "aten::conv3d",
+                                                    "aten::linear", "aten::matmul", "aten::mm", "aten::bmm", "aten::addmm"};
+    if (!producers.count(p->kind().toQualString()))
+      return skip(n, "its input comes from " + p->kind().toQualString() + ", which no post-op chain starts from");
+    Emitter e(g, n, n);
+    Value* x = n->input(0);
+    finish(g, n, e.op("aten::mul", {x, e.op("aten::sigmoid", {x}, x->type())}));
+    return true;
+  }
+
+  bool addmm(Graph& g, Node* n) {
+    if (n->inputs().size() != 5) return skip(n, "unexpected arity");
+    auto beta = constantNumber(n->input(3)), alpha = constantNumber(n->input(4));
+    if (!beta || !alpha) return skip(n, "alpha or beta is not a constant");
+    Emitter e(g, n, n);
+    Value* prod = e.op("aten::mm", {n->input(1), n->input(2)});
+    if (*alpha != 1) prod = e.op("aten::mul", {prod, e.f(*alpha)});
+    Value* out = prod;
+    if (*beta != 0) {
+      Value* bias = n->input(0);
+      if (*beta != 1) bias = e.op("aten::mul", {bias, e.f(*beta)});
+      out = e.op("aten::add", {prod, bias, e.i(1)});
+    }
+    finish(g, n, out);
+    return true;
+  }
+
+  struct Heads {
+    int64_t embed, heads;
+  };
+
+  // The attention core on [B, L, E] inputs; returns [B, L, E].
+  static Value* attention(Emitter& e, Value* q_in, Value* k_in, Value* v_in, Heads h, Value* w, Value* b, Value* wo,
+                          Value* bo) {
+    const int64_t E = h.embed, H = h.heads, D = E / H;
+    Value *q, *k, *v;
+    auto slice = [&](Value* t, int64_t dim, int64_t i) { return e.op("aten::slice", {t, e.i(dim), e.i(i * E), e.i((i + 1) * E), e.i(1)}); };
+    if (q_in == k_in && k_in == v_in) {
+      Value* qkv = e.op("aten::linear", {q_in, w, b});
+      q = slice(qkv, -1, 0);
+      k = slice(qkv, -1, 1);
+      v = slice(qkv, -1, 2);
+    } else {
+      q = e.op("aten::linear", {q_in, slice(w, 0, 0), slice(b, 0, 0)});
+      k = e.op("aten::linear", {k_in, slice(w, 0, 1), slice(b, 0, 1)});
+      v = e.op("aten::linear", {v_in, slice(w, 0, 2), slice(b, 0, 2)});
+    }
+    Value* batch = e.op("aten::size", {q_in, e.i(0)}, Type::Int());
+    Value* len = e.op("aten::size", {q_in, e.i(1)}, Type::Int());
+    Value* src_len = k_in == q_in ? len : e.op("aten::size", {k_in, e.i(1)}, Type::Int());
+    auto split = [&](Value* t, Value* l) {
+      Value* shape = e.list({batch, l, e.i(H), e.i(D)}, Type::Int());
+      return e.op("aten::transpose", {e.op("aten::reshape", {t, shape}), e.i(1), e.i(2)});
+    };
+    Value* qh = split(q, len);
+    Value* kt = e.op("aten::transpose", {split(k, src_len), e.i(-2), e.i(-1)});
+    Value* scores = e.op("aten::matmul", {qh, kt});
+    scores = e.op("aten::mul", {scores, e.f(1.0 / std::sqrt(static_cast<double>(D)))});
+    Value* attn = e.op("aten::softmax", {scores, e.i(-1), e.none()});
+    Value* ctx = e.op("aten::matmul", {attn, split(v, src_len)});
+    Value* merged = e.op("aten::reshape", {e.op("aten::transpose", {ctx, e.i(1), e.i(2)}), e.list({batch, len, e.i(E)}, Type::Int())});
+    return e.op("aten::linear", {merged, wo, bo});
+  }
+
+  std::optional<Heads> heads(Node* n, size_t embed_at, size_t heads_at) {
+    auto E = constantInt(n->input(embed_at)), H = constantInt(n->input(heads_at));
+    if (!E || !H || *H <= 0 || *E % *H != 0) {
+      skip(n, "embed_dim/num_heads are not constants (or do not divide)");
+      return std::nullopt;
+    }
+    return Heads{*E, *H};
+  }
+
+  bool rank3(Node* n, std::initializer_list<const Value*> vs) {
+    for (const Value* v : vs)
+      if (knownRank(v) != 3) {
+        skip(n, "input %" + v->debugName() + " is not known to be [B, L, E]");
+        return false;
+      }
+    return true;
+  }
+
+  bool mha(Graph& g, Node* n) {
+    if (n->inputs().size() < 9) return skip(n, "unexpected arity");
+    if (n->inputs().size() > 9 && !isNone(n->input(9))) return skip(n, "masked attention");
+    if (n->outputs().size() > 1 && n->output(1)->hasUses()) return skip(n, "its attention weights are read");
+    auto h = heads(n, 3, 4);
+    if (!h || !rank3(n, {n->input(0), n->input(1), n->input(2)})) return false;
+    Emitter e(g, n, n);
+    Value* out = attention(e, n->input(0), n->input(1), n->input(2), *h, n->input(5), n->input(6), n->input(7), n->input(8));
+    out->setType(n->output(0)->type());
+    replaceKeepingName(g, n->output(0), out);
+    n->destroy();
+    return true;
+  }
+
+  bool encoderLayer(Graph& g, Node* n) {
+    if (n->inputs().size() < 18) return skip(n, "unexpected arity");
+    if (n->inputs().size() > 18 && !isNone(n->input(18))) return skip(n, "masked attention");
+    auto h = heads(n, 1, 2);
+    auto gelu = constantInt(n->input(7)), norm_first = constantInt(n->input(8));
+    auto eps = constantNumber(n->input(9));
+    if (!h) return false;
+    if (!gelu || !norm_first || !eps) return skip(n, "use_gelu/norm_first/eps are not constants");
+    if (!rank3(n, {n->input(0)})) return false;
+    Emitter e(g, n, n);
+    Value* shape = e.ints({h->embed});
+    auto norm = [&](Value* x, size_t w) {
+      return e.op("aten::layer_norm", {x, shape, n->input(w), n->input(w + 1), e.f(*eps), e.b(false)});
+    };
+    auto attn = [&](Value* x) { return attention(e, x, x, x, *h, n->input(3), n->input(4), n->input(5), n->input(6)); };
+    auto ffn = [&](Value* x) {
+      Value* hid = e.op("aten::linear", {x, n->input(14), n->input(15)});
+      hid = *gelu ? e.op("aten::gelu", {hid, e.constant(AttrValue(std::string("none")), Type::Str())})
+                  : e.op("aten::relu", {hid});
+      return e.op("aten::linear", {hid, n->input(16), n->input(17)});
+    };
+    auto add = [&](Value* a, Value* b) { return e.op("aten::add", {a, b, e.i(1)}); };
+    Value* x = n->input(0);
+    if (*norm_first) {
+      x = add(x, attn(norm(x, 10)));
+      x = add(x, ffn(norm(x, 12)));
+    } else {
+      x = norm(add(x, attn(x)), 10);
+      x = norm(add(x, ffn(x)), 12);
+    }
+    finish(g, n, x);
+    return true;
+  }
+};
+
+}  // namespace
+
+void registerDecomposePass(PassRegistry& r) {
+  r.add({"decompose", "composite ops (silu, addmm, attention) into primitives", [] { return std::make_unique<Decompose>(); }});
+}
+
+}  // namespace llga

@@ -1,0 +1,97 @@
+#include "passes/pass_utils.h"
+
+#include <cctype>
+
+namespace llga {
+
+const ConstantTensor* boundTensor(const Value* v) {
+  const Node* n = v->node();
+  if (n->kind() != prim::Constant) return nullptr;
+  const AttrValue* a = n->attributes().find(attr::value);
+  if (!a || !a->is<TensorRef>() || !a->get<TensorRef>()->hasData()) return nullptr;
+  return a->get<TensorRef>().get();
+}
+
+bool isNone(const Value* v) { return v->type()->isSimple("NoneType"); }
+
+std::optional<double> constantNumber(const Value* v) {
+  const Node* n = v->node();
+  if (n->kind() != prim::Constant) return std::nullopt;
+  const AttrValue* a = n->attributes().find(attr::value);
+  if (!a) return std::nullopt;
+  if (a->is<double>()) return a->get<double>();
+  if (a->is<int64_t>()) return static_cast<double>(a->get<int64_t>());
+  if (a->is<bool>()) return a->get<bool>() ? 1.0 : 0.0;
+  return std::nullopt;
+}
+
+std::optional<int64_t> constantInt(const Value* v) {
+  const Node* n = v->node();
+  if (n->kind() != prim::Constant) return std::nullopt;
+  const AttrValue* a = n->attributes().find(attr::value);
+  if (!a) return std::nullopt;
+  if (a->is<int64_t>()) return a->get<int64_t>();
+  if (a->is<bool>()) return a->get<bool>() ? 1 : 0;
+  return std::nullopt;
+}
+
+std::string where(const Node& n) {
+  std::string s = n.kind().toQualString();
+  if (!n.source().empty()) s += " at " + n.source();
+  if (!n.outputs().empty()) s += " (%" + n.output()->debugName() + ")";
+  return s;
+}
+
+std::optional<ScalarType> knownDtype(const Value* v) {
+  if (!v->type()->isTensor()) return std::nullopt;
+  return v->type()->tensorInfo().dtype;
+}
+
+Node* Emitter::place(Node* n) {
+  n->setScope(origin_->scope());
+  n->setSource(origin_->source());
+  n->insertBefore(at_);
+  return n;
+}
+
+Node* Emitter::node(const char* kind, const std::vector<Value*>& inputs, size_t outputs) {
+  return place(g_.create(Symbol::fromQualString(kind), inputs, outputs));
+}
+
+Value* Emitter::op(const char* kind, const std::vector<Value*>& inputs, TypePtr type) {
+  Node* n = node(kind, inputs, 1);
+  n->output()->setType(type ? std::move(type) : Type::tensor());
+  return n->output();
+}
+
+Value* Emitter::constant(AttrValue v, TypePtr type) {
+  Node* n = g_.create(prim::Constant, 1);
+  if (!type->isSimple("NoneType")) n->setAttr(attr::value, std::move(v));
+  n->output()->setType(std::move(type));
+  return place(n)->output();
+}
+
+Value* Emitter::i(int64_t v) { return constant(AttrValue(v), Type::Int()); }
+Value* Emitter::f(double v) { return constant(AttrValue(v), Type::Float()); }
+Value* Emitter::b(bool v) { return constant(AttrValue(int64_t{v ? 1 : 0}), Type::Bool()); }  // printed value=0|1, as TorchScript does
+Value* Emitter::none() { return constant(AttrValue(), Type::None()); }
+
+Value* Emitter::ints(const std::vector<int64_t>& v) {
+  AttrList items;
+  for (int64_t x : v) items.emplace_back(x);
+  return constant(AttrValue(std::move(items)), Type::list(Type::Int()));
+}
+
+Value* Emitter::list(const std::vector<Value*>& items, TypePtr elem) {
+  return op("prim::ListConstruct", items, Type::list(std::move(elem)));
+}
+
+void replaceKeepingName(Graph& g, Value* from, Value* to) {
+  from->replaceAllUsesWith(to);
+  if (!to->debugName().empty() && !std::isdigit(static_cast<unsigned char>(to->debugName()[0]))) return;
+  std::string name = from->debugName();
+  from->setDebugName(g.freshName());
+  to->setDebugName(name);
+}
+
+}  // namespace llga

@@ -1,0 +1,51 @@
+// Small helpers shared by rewriting passes: reading constants, describing
+// nodes in notes, and emitting replacement nodes that keep their origin's
+// scope and source (so dumps and error messages still point at user code).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace llga {
+
+// The tensor a prim::Constant holds, when its contents are bound.
+const ConstantTensor* boundTensor(const Value* v);
+bool isNone(const Value* v);
+// A constant int, float or bool, as a double.
+std::optional<double> constantNumber(const Value* v);
+std::optional<int64_t> constantInt(const Value* v);
+// "aten::relu_ at f.py:3:4 (%y)"
+std::string where(const Node& n);
+// The dtype a value's type records, if any.
+std::optional<ScalarType> knownDtype(const Value* v);
+
+// Emits nodes before `at`, each taking scope and source from `origin`.
+class Emitter {
+ public:
+  Emitter(Graph& g, Node* at, const Node* origin) : g_(g), at_(at), origin_(origin) {}
+  // One node of `kind` with `inputs` and one output of `type` (plain Tensor if null).
+  Value* op(const char* kind, const std::vector<Value*>& inputs, TypePtr type = nullptr);
+  Node* node(const char* kind, const std::vector<Value*>& inputs, size_t outputs);
+  Value* constant(AttrValue v, TypePtr type);
+  Value* i(int64_t v);
+  Value* f(double v);
+  Value* b(bool v);
+  Value* none();
+  Value* ints(const std::vector<int64_t>& v);  // int[] constant
+  Value* list(const std::vector<Value*>& items, TypePtr elem);
+
+ private:
+  Node* place(Node* n);
+  Graph& g_;
+  Node* at_;
+  const Node* origin_;
+};
+
+// Replaces every use of `from` by `to`, and lets `to` keep `from`'s name
+// when it has none of its own choosing (dumps stay readable).
+void replaceKeepingName(Graph& g, Value* from, Value* to);
+
+}  // namespace llga
