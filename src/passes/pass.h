@@ -136,5 +136,6 @@ void registerPrepareBinaryPass(PassRegistry& r);
 void registerDeferSizeCheckPass(PassRegistry& r);
 void registerCanonicalizePass(PassRegistry& r);
 void registerPropagateShapesPass(PassRegistry& r);
+void registerFusePass(PassRegistry& r);  // fuser/fuse.cpp
 
 }  // namespace llga

@@ -21,6 +21,7 @@ PassRegistry& PassRegistry::global() {
     registerDeferSizeCheckPass(*reg);
     registerCanonicalizePass(*reg);
     registerPropagateShapesPass(*reg);
+    registerFusePass(*reg);
     return reg;
   }();
   return *r;
@@ -54,7 +55,7 @@ GraphStats graphStats(const Graph& g) {
 
 std::string_view defaultPipeline() {
   return "inline,freeze,remove-dropout,remove-mutation,decompose,propagate-shapes,prepare-binary,fold-batchnorm,"
-         "canonicalize,constant-propagation,defer-size-check,cse,dce";
+         "canonicalize,constant-propagation,defer-size-check,cse,dce,fuse";
 }
 
 PassManager::PassManager(std::string_view pipeline, PassManagerOptions options) : options_(std::move(options)) {

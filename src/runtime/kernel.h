@@ -85,6 +85,7 @@ void registerShapeOps(OpRegistry& r);
 void registerElementwiseOps(OpRegistry& r);
 void registerConvOps(OpRegistry& r);
 void registerMatmulOps(OpRegistry& r);
+void registerFusionGroupOps(OpRegistry& r);  // backend/dnnl/fusion_group.cpp
 void registerPoolOps(OpRegistry& r);
 void registerNormOps(OpRegistry& r);
 void registerReduceOps(OpRegistry& r);

@@ -25,6 +25,7 @@ OpRegistry& OpRegistry::global() {
     registerElementwiseOps(*reg);
     registerConvOps(*reg);
     registerMatmulOps(*reg);
+    registerFusionGroupOps(*reg);
     registerPoolOps(*reg);
     registerNormOps(*reg);
     registerReduceOps(*reg);

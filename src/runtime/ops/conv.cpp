@@ -5,8 +5,12 @@
 //   aten::conv_transpose{1,2,3}d(input, weight, bias, stride, padding, output_padding, groups, dilation)
 // Activations and weights use format_tag::any; constant weights are reordered
 // into the primitive's layout once per input shape and kept.
+#include <limits>
+
 #include "runtime/dnnl_utils.h"
+#include "runtime/ops/fused.h"
 #include "runtime/ops/op_utils.h"
+#include "runtime/post_ops.h"
 #include "runtime/ops/primitive_cache.h"
 
 namespace llga {
@@ -35,12 +39,16 @@ struct ConvEntry {
   Tensor weights_buf;
   Shape out_shape;
   std::string impl;
+  std::vector<PostOp> ops;  // the chain for these shapes (a same-shape add becomes a sum)
+  int sum_operand = -1;     // which operand pre-fills dst for the sum, if any
 };
 
 class ConvKernel final : public Kernel {
  public:
   enum class Form { Internal, Conv, ConvTranspose };
-  ConvKernel(Form form, bool constant_weight) : form_(form), constant_weight_(constant_weight) {}
+  ConvKernel(Form form, bool constant_weight, std::vector<PostOp> post = {},
+             size_t anchor_inputs = std::numeric_limits<size_t>::max())
+      : form_(form), constant_weight_(constant_weight), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
   void run(const KernelArgs& a) override {
     Tensor x = a.tensor(0);
@@ -64,8 +72,16 @@ class ConvKernel final : public Kernel {
     key.push_back(p.groups);
     key.push_back(p.transposed);
     if (constant_weight_) key.push_back(reinterpret_cast<int64_t>(w.data()));
-    auto e = cache_.get(key, [&] { return prepare(x, w, b.has_value(), p); });
+    std::vector<Tensor> operands;  // of the Binary post-ops, in chain order
+    for (size_t i = anchor_inputs_; i < a.num_in; ++i) {
+      Tensor t = a.tensor(i);
+      if (t.dtype() != ScalarType::Float) t = t.to(ScalarType::Float);
+      addToKey(key, t);
+      operands.push_back(std::move(t));
+    }
+    auto e = cache_.get(key, [&] { return prepare(x, w, b.has_value(), p, operands); });
 
+    for (const Tensor& t : operands) checkOperandFits(t, e->out_shape);
     Tensor out = Tensor::empty(ScalarType::Float, e->out_shape);
     ExecContext& ctx = a.ctx;
     memory src = wrap(x, e->src_plain);
@@ -83,6 +99,16 @@ class ConvKernel final : public Kernel {
     memory dst_plain = wrap(out, e->dst_plain);
     memory dst = e->dst_md == e->dst_plain ? dst_plain : memory(e->dst_md, cpuEngine());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+    for (size_t i = 0, o = 0; i < e->ops.size(); ++i) {
+      if (e->ops[i].kind == PostOp::Kind::Eltwise) continue;
+      if (e->ops[i].kind == PostOp::Kind::Sum) {  // dst starts as the operand; the primitive adds into it
+        reorder(ctx, wrap(operands[o], plainDesc(operands[o])), dst);
+      } else {
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1] =
+            wrap(operands[o], binaryOperandDesc(operands[o], e->out_shape.size()));
+      }
+      ++o;
+    }
     Tensor bias;
     if (b) {
       bias = b->contiguous();
@@ -181,7 +207,8 @@ class ConvKernel final : public Kernel {
     return memory::desc(dims, memory::data_type::f32, strides);
   }
 
-  ConvEntry prepare(const Tensor& x, const Tensor& w, bool has_bias, const ConvParams& p) const {
+  ConvEntry prepare(const Tensor& x, const Tensor& w, bool has_bias, const ConvParams& p,
+                    const std::vector<Tensor>& operands) const {
     const size_t nsp = static_cast<size_t>(w.dim() - 2);
     const int64_t oc = p.transposed ? w.size(1) * p.groups : w.size(0);
     Shape out = {x.size(0), oc};
@@ -208,6 +235,22 @@ class ConvKernel final : public Kernel {
     memory::desc src_any = any(x.sizes()), dst_any = any(out), wei_any = any(wplain.dims());
     memory::desc bias_md = has_bias ? memory::desc({oc}, memory::data_type::f32, tag::a) : memory::desc();
     auto prop = dnnl::prop_kind::forward_inference;
+    // The chain: the first add whose operand has the output's exact shape is
+    // a sum (dst pre-filled with it); other operands are binary post-ops.
+    e.ops = post_;
+    std::vector<memory::desc> operand_mds;
+    for (size_t i = 0, o = 0; i < e.ops.size(); ++i) {
+      if (e.ops[i].kind == PostOp::Kind::Eltwise) continue;
+      const Tensor& t = operands.at(o);
+      if (e.sum_operand < 0 && e.ops[i].alg == dnnl::algorithm::binary_add && t.sizes() == out) {
+        e.ops[i].kind = PostOp::Kind::Sum;
+        e.sum_operand = static_cast<int>(o);
+      } else {
+        operand_mds.push_back(binaryOperandDesc(t, out.size()));
+      }
+      ++o;
+    }
+    dnnl::primitive_attr attr = postOpAttr(e.ops, operand_mds);
     auto take = [&e](const auto& pd, dnnl::primitive prim) {
       e.prim = std::move(prim);
       e.scratch_md = pd.scratchpad_desc();
@@ -219,12 +262,12 @@ class ConvKernel final : public Kernel {
     if (!p.transposed) {
       dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, src_any, wei_any, bias_md, dst_any,
                                         p.stride, dil, p.padding_l, pad_r);
-      dnnl::convolution_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+      dnnl::convolution_forward::primitive_desc pd(d, attr, cpuEngine());
       take(pd, dnnl::convolution_forward(pd));
     } else {
       dnnl::deconvolution_forward::desc d(prop, dnnl::algorithm::deconvolution_direct, src_any, wei_any, bias_md, dst_any,
                                           p.stride, dil, p.padding_l, pad_r);
-      dnnl::deconvolution_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+      dnnl::deconvolution_forward::primitive_desc pd(d, attr, cpuEngine());
       take(pd, dnnl::deconvolution_forward(pd));
     }
     e.src_plain = plainDesc(x);
@@ -241,10 +284,23 @@ class ConvKernel final : public Kernel {
 
   Form form_;
   bool constant_weight_;
+  std::vector<PostOp> post_;
+  size_t anchor_inputs_;
   PrimitiveCache<ConvEntry> cache_;
 };
 
+ConvKernel::Form convForm(const std::string& kind) {
+  if (kind == "aten::_convolution") return ConvKernel::Form::Internal;
+  if (kind.rfind("aten::conv_transpose", 0) == 0) return ConvKernel::Form::ConvTranspose;
+  return ConvKernel::Form::Conv;
+}
+
 }  // namespace
+
+std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight) {
+  return std::make_unique<ConvKernel>(convForm(anchor.kind().toQualString()), constant_weight, std::move(post),
+                                      anchor.inputs().size());
+}
 
 void registerConvOps(OpRegistry& r) {
   auto add = [&](const char* name, ConvKernel::Form form, size_t lo, size_t hi) {

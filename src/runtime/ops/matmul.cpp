@@ -7,6 +7,7 @@
 #include "runtime/dnnl_utils.h"
 #include "runtime/ops/op_utils.h"
 #include "runtime/ops/functional.h"
+#include "runtime/ops/fused.h"
 #include "runtime/ops/primitive_cache.h"
 
 namespace llga {
@@ -28,10 +29,16 @@ bool stridesOk(const Tensor& t) {
   return true;
 }
 
+// A post-op chain and its operands, each already of the output's rank.
+struct Chain {
+  const std::vector<PostOp>* ops = nullptr;
+  std::vector<Tensor> operands;
+};
+
 // a @ b for a[..., M, K], b[..., K, N] whose batch dims already broadcast
-// (equal or 1), plus an optional bias broadcast to [..., M, N].
+// (equal or 1), plus an optional bias broadcast to [..., M, N], then the chain.
 Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tensor>& bias,
-                  PrimitiveCache<MatmulEntry>* cache, bool constant_b) {
+                  PrimitiveCache<MatmulEntry>* cache, bool constant_b, const Chain* chain = nullptr) {
   if (a.dtype() != ScalarType::Float || b.dtype() != ScalarType::Float)
     throw std::invalid_argument("matmul supports float32, got " + a.describe() + " and " + b.describe());
   if (a.size(-1) != b.size(-2))
@@ -43,6 +50,8 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   for (int64_t d = 0; d + 2 < nd; ++d) out_shape[d] = std::max(a.size(d), b.size(d));
   out_shape.push_back(a.size(-2));
   out_shape.push_back(b.size(-1));
+  if (chain)
+    for (const Tensor& t : chain->operands) checkOperandFits(t, out_shape);
   Tensor out = Tensor::empty(ScalarType::Float, out_shape);
   if (out.numel() == 0) return out;
   if (a.size(-1) == 0) {
@@ -61,6 +70,8 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   addToKey(key, b);
   if (bb) addToKey(key, *bb);
   if (constant_b) key.push_back(reinterpret_cast<int64_t>(b.data()));
+  if (chain)
+    for (const Tensor& t : chain->operands) addToKey(key, t);
   auto make = [&] {
     MatmulEntry e;
     e.src_md = plainDesc(a);
@@ -69,7 +80,10 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     e.dst_md = plainDesc(out);
     memory::desc bias_md = bb ? plainDesc(*bb) : memory::desc();
     dnnl::matmul::desc d(e.src_md, wei_md, bias_md, e.dst_md);
-    dnnl::matmul::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+    std::vector<memory::desc> operand_mds;
+    if (chain)
+      for (const Tensor& t : chain->operands) operand_mds.push_back(binaryOperandDesc(t, static_cast<size_t>(nd)));
+    dnnl::matmul::primitive_desc pd(d, chain ? postOpAttr(*chain->ops, operand_mds) : scratchpadAttr(), cpuEngine());
     e.prim = dnnl::matmul(pd);
     e.scratch_md = pd.scratchpad_desc();
     e.wei_md = pd.weights_desc();
@@ -90,12 +104,19 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
                                        {DNNL_ARG_WEIGHTS, constant_b ? e->weights : wrap(b, e->wei_plain)},
                                        {DNNL_ARG_DST, wrap(out, e->dst_md)}};
   if (bb) args[DNNL_ARG_BIAS] = wrap(*bb);
+  if (chain)
+    for (size_t i = 0, o = 0; i < chain->ops->size(); ++i)
+      if ((*chain->ops)[i].kind != PostOp::Kind::Eltwise) {
+        const Tensor& t = chain->operands[o++];
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1] = wrap(t, binaryOperandDesc(t, static_cast<size_t>(nd)));
+      }
   execute(ctx, e->prim, e->scratch_md, std::move(args));
   return out;
 }
 
 // numpy matmul: promote 1-D operands, broadcast batch dims (as size-1 dims, not copies).
-Tensor matmul(ExecContext& ctx, Tensor a, Tensor b, PrimitiveCache<MatmulEntry>* cache, bool constant_b) {
+Tensor matmul(ExecContext& ctx, Tensor a, Tensor b, PrimitiveCache<MatmulEntry>* cache, bool constant_b,
+              Chain* chain = nullptr) {
   if (a.dim() == 0 || b.dim() == 0) throw std::invalid_argument("matmul: both arguments need at least 1 dimension");
   bool a1 = a.dim() == 1, b1 = b.dim() == 1;
   if (a1) a = a.unsqueeze(0);
@@ -106,7 +127,11 @@ Tensor matmul(ExecContext& ctx, Tensor a, Tensor b, PrimitiveCache<MatmulEntry>*
   for (int64_t d = 0; d + 2 < nd; ++d)
     if (a.size(d) != b.size(d) && a.size(d) != 1 && b.size(d) != 1)
       throw std::invalid_argument("matmul: batch dimensions " + a.describe() + " and " + b.describe() + " do not broadcast");
-  Tensor out = matmulCore(ctx, a, b, std::nullopt, cache, constant_b);
+  if (chain && (a1 || b1)) throw std::invalid_argument("fused matmul: 1-D operands are not fused");
+  if (chain)
+    for (Tensor& t : chain->operands)
+      if (t.dim() > nd) throw std::invalid_argument("fused matmul: operand " + t.describe() + " has more dims than the product");
+  Tensor out = matmulCore(ctx, a, b, std::nullopt, cache, constant_b, chain);
   if (a1) out = out.squeeze(-2);
   if (b1) out = out.squeeze(-1);
   return out;
@@ -166,6 +191,66 @@ class LinearKernel final : public Kernel {
   bool constant_;
   MatmulCache cache_;
 };
+
+namespace {
+
+// The operands of a chain, float32.
+std::vector<Tensor> chainOperands(const KernelArgs& a, size_t first) {
+  std::vector<Tensor> out;
+  for (size_t i = first; i < a.num_in; ++i) {
+    Tensor t = a.tensor(i);
+    out.push_back(t.dtype() == ScalarType::Float ? t : t.to(ScalarType::Float));
+  }
+  return out;
+}
+
+// linear / matmul / mm / bmm followed by a post-op chain, in one primitive.
+class FusedMatmulKernel final : public Kernel {
+ public:
+  FusedMatmulKernel(bool linear, bool constant_b, std::vector<PostOp> post, size_t anchor_inputs)
+      : linear_(linear), constant_(constant_b), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
+
+  void run(const KernelArgs& a) override {
+    Chain chain{&post_, chainOperands(a, anchor_inputs_)};
+    if (!linear_) {
+      a.set(0, matmul(a.ctx, a.tensor(0), a.tensor(1), &cache_.variable_b, false, &chain));
+      return;
+    }
+    const Tensor& x = a.tensor(0);
+    const Tensor& w = a.tensor(1);
+    if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
+      throw std::invalid_argument("linear: input " + x.describe() + " does not match weight " + w.describe());
+    Shape lead(x.sizes().begin(), x.sizes().end() - 1);
+    int64_t m = 1;
+    for (int64_t s : lead) m *= s;
+    Shape full = lead;
+    full.push_back(w.size(0));
+    // The 2-D product sees each operand as [m, N] (or [1, N] when it only varies along N).
+    for (Tensor& t : chain.operands) {
+      bool row = true;
+      for (int64_t d = 0; d + 1 < t.dim(); ++d) row &= t.size(d) == 1;
+      if (row) t = t.reshape({1, t.dim() ? t.size(-1) : 1});
+      else t = t.expand(full).contiguous().reshape({m, w.size(0)});
+    }
+    Tensor out = matmulCore(a.ctx, x.reshape({m, x.size(-1)}), w.transpose(0, 1), a.optTensor(2),
+                            constant_ ? &cache_.constant_b : &cache_.variable_b, constant_, &chain);
+    a.set(0, out.view(full));
+  }
+
+ private:
+  bool linear_, constant_;
+  std::vector<PostOp> post_;
+  size_t anchor_inputs_;
+  MatmulCache cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight) {
+  bool linear = anchor.kind().toQualString() == "aten::linear";
+  return std::make_unique<FusedMatmulKernel>(linear, linear && constant_weight, std::move(post),
+                                             anchor.inputs().size());
+}
 
 void registerMatmulOps(OpRegistry& r) {
   r.add(OpDef{"aten::linear", 2, 3, [](const Node& n) { return std::make_unique<LinearKernel>(isConstantInput(n, 1)); }});

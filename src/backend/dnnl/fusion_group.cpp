@@ -1,0 +1,135 @@
+// The kernel of an llga::FusionGroup node. A group whose anchor is a
+// convolution or a matrix product compiles to one oneDNN primitive with its
+// chain as post-ops (runtime/ops/fused.h); any other group (pooling,
+// layer_norm, softmax, concat, binary chains) runs its subgraph's ops back
+// to back in a plan of its own.
+#include "backend/dnnl/fusion_group.h"
+
+#include <set>
+
+#include "runtime/constant_eval.h"
+#include "runtime/ops/fused.h"
+#include "runtime/ops/op_utils.h"
+#include "runtime/plan.h"
+#include "runtime/post_ops.h"
+
+namespace llga {
+namespace {
+
+const std::set<std::string>& convKinds() {
+  static const std::set<std::string> k = {"aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d",
+                                          "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"};
+  return k;
+}
+const std::set<std::string>& matmulKinds() {
+  static const std::set<std::string> k = {"aten::linear", "aten::matmul", "aten::mm", "aten::bmm"};
+  return k;
+}
+
+// A value the fused kernel reads: a group input or a constant of the subgraph.
+struct Source {
+  int input = -1;  // group input index, or -1
+  RtValue constant;
+};
+
+Source sourceOf(const Graph& sub, const Value* v) {
+  const auto& ins = sub.inputs();
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i] == v) return {static_cast<int>(i), RtValue()};
+  const Node* c = v->node();
+  if (c->kind() != prim::Constant || v->type()->isTensor())
+    throw std::logic_error("fusion group: %" + v->debugName() + " is neither an input nor a non-tensor constant");
+  auto cv = constantValue(*c);
+  if (!cv) throw std::logic_error("fusion group: cannot read constant %" + v->debugName());
+  return {-1, std::move(*cv)};
+}
+
+// Anchor + post-ops in one primitive.
+class FusedAnchorKernel final : public Kernel {
+ public:
+  FusedAnchorKernel(std::unique_ptr<Kernel> inner, std::vector<Source> sources)
+      : inner_(std::move(inner)), sources_(std::move(sources)) {}
+
+  void run(const KernelArgs& a) override {
+    std::vector<RtValue*> in(sources_.size());
+    for (size_t i = 0; i < sources_.size(); ++i)
+      in[i] = sources_[i].input >= 0 ? a.in[sources_[i].input] : &sources_[i].constant;
+    inner_->run(KernelArgs{in.data(), in.size(), a.out, a.num_out, a.ctx});
+  }
+
+ private:
+  std::unique_ptr<Kernel> inner_;
+  std::vector<Source> sources_;
+};
+
+// The subgraph's ops, one after the other.
+class ChainKernel final : public Kernel {
+ public:
+  explicit ChainKernel(std::shared_ptr<const Graph> sub) : plan_(Plan::build(std::move(sub), {})) {}
+  void run(const KernelArgs& a) override {
+    std::vector<RtValue> in;
+    in.reserve(a.num_in);
+    for (size_t i = 0; i < a.num_in; ++i) in.push_back(*a.in[i]);
+    std::vector<RtValue> out = plan_->run(std::move(in), a.ctx.observer);
+    for (size_t i = 0; i < out.size() && i < a.num_out; ++i) a.set(i, std::move(out[i]));
+  }
+
+ private:
+  std::unique_ptr<Plan> plan_;
+};
+
+std::vector<const Node*> opsOf(const Graph& sub) {
+  std::vector<const Node*> ops;
+  for (const Node* n : sub.nodes())
+    if (n->kind() != prim::Constant) ops.push_back(n);
+  return ops;
+}
+
+}  // namespace
+
+std::optional<AnchorChain> analyzeFusionGroup(const Graph& sub) {
+  std::vector<const Node*> ops = opsOf(sub);
+  if (ops.empty()) return std::nullopt;
+  const Node* anchor = ops[0];
+  const std::string kind = anchor->kind().toQualString();
+  if (!convKinds().count(kind) && !matmulKinds().count(kind)) return std::nullopt;
+  AnchorChain chain{anchor, {}};
+  const Value* v = anchor->output();
+  for (size_t i = 1; i < ops.size(); ++i) {
+    const Node* n = ops[i];
+    // sigmoid(v) read only by mul(v, sigmoid(v)): the mul makes it a swish.
+    if (n->kind().toQualString() == "aten::sigmoid" && n->input(0) == v && i + 1 < ops.size() &&
+        n->output()->uses().size() == 1 && n->output()->uses()[0].user == ops[i + 1])
+      continue;
+    PostOpMatch m = translatePostOp(*n, v);
+    if (!m.ok()) return std::nullopt;
+    chain.ops.insert(chain.ops.end(), m.ops.begin(), m.ops.end());
+    v = n->output();
+  }
+  return chain;
+}
+
+std::unique_ptr<Kernel> makeFusionGroupKernel(const Node& group) {
+  std::shared_ptr<Graph> sub = group.subgraph();
+  if (!sub) throw std::invalid_argument("llga::FusionGroup without a subgraph");
+  if (auto chain = analyzeFusionGroup(*sub)) {
+    std::vector<Source> sources;
+    for (const Value* in : chain->anchor->inputs()) sources.push_back(sourceOf(*sub, in));
+    for (const PostOp& p : chain->ops)
+      if (p.operand) sources.push_back(sourceOf(*sub, p.operand));
+    const bool conv = convKinds().count(chain->anchor->kind().toQualString()) > 0;
+    // The weight is constant when the group reads it from a constant outside.
+    bool constant_weight = chain->anchor->inputs().size() > 1 && sources[1].input >= 0 &&
+                           isConstantInput(group, static_cast<size_t>(sources[1].input));
+    auto inner = conv ? makeFusedConv(*chain->anchor, chain->ops, constant_weight)
+                      : makeFusedMatmul(*chain->anchor, chain->ops, constant_weight);
+    return std::make_unique<FusedAnchorKernel>(std::move(inner), std::move(sources));
+  }
+  return std::make_unique<ChainKernel>(sub);
+}
+
+void registerFusionGroupOps(OpRegistry& r) {
+  r.add(OpDef{"llga::FusionGroup", 0, 1u << 20, [](const Node& n) { return makeFusionGroupKernel(n); }});
+}
+
+}  // namespace llga

@@ -1,0 +1,220 @@
+// fuse: partitions the graph into llga::FusionGroup nodes by the pattern
+// table (fuser/patterns.cpp). Greedy, in program order, highest tier first:
+// an anchor takes the chain of post-ops after it while each link is the only
+// reader of the value before it (so no intermediate is needed outside) and
+// runtime/post_ops.cpp can express it. Partitions stay inside one block (never
+// across control flow) and never take side-effecting ops.
+//
+//   Given:  %c = aten::_convolution(%x, %w, %b, ...)     Result:  %r = llga::FusionGroup_0(%x, %y)
+//           %a = aten::add(%c, %y, %one)                           with llga::FusionGroup_0 = graph(%x, %y):
+//           %r = aten::relu(%a)                                      (the three ops, constants inside)
+//
+// Every op left outside gets a note "unfused <kind> ...: <reason>".
+#include <map>
+#include <set>
+
+#include "fuser/patterns.h"
+#include "passes/effects.h"
+#include "passes/pass.h"
+#include "passes/pass_utils.h"
+#include "runtime/post_ops.h"
+
+namespace llga {
+namespace {
+
+const Symbol kFusionGroup = Symbol::fromQualString("llga::FusionGroup");
+const Symbol kPattern = Symbol::fromQualString("attr::pattern");
+
+const FusionPattern* patternFor(const Node& n) {
+  const std::string k = n.kind().toQualString();
+  for (const FusionPattern& p : fusionPatterns())
+    for (const std::string& a : p.anchors)
+      if (a == k) return &p;
+  return nullptr;
+}
+
+// Ops the matcher never considers (bookkeeping, not compute).
+bool isBookkeeping(const Node& n) {
+  return n.kind().ns() == "prim" || n.kind().toQualString() == "aten::size" || n.kind().toQualString() == "aten::Int";
+}
+
+class Fuse final : public Pass {
+ public:
+  std::string_view name() const override { return "fuse"; }
+  std::string_view description() const override { return "partition into llga::FusionGroup nodes by the pattern table"; }
+
+  bool run(Graph& g) override {
+    bool changed = visit(g, g.block());
+    for (const auto& [node_where, why] : unfused_) note("unfused " + node_where + ": " + why);
+    return changed;
+  }
+
+ private:
+  bool visit(Graph& g, Block* b) {
+    bool changed = false;
+    for (Node* n = b->paramNode()->next(); n != b->returnNode();) {
+      for (Block* sub : n->blocks()) changed |= visit(g, sub);
+      Node* next = n->next();
+      if (!isBookkeeping(*n)) {
+        if (Node* group = tryPartition(g, n)) {
+          changed = true;
+          next = group->next();
+        }
+      }
+      n = next;
+    }
+    return changed;
+  }
+
+  // Absorbs the chain after `anchor`; returns the group node, or null.
+  Node* tryPartition(Graph& g, Node* anchor) {
+    const FusionPattern* p = patternFor(*anchor);
+    if (!p) {
+      if (anchor->kind().ns() == "aten") unfused(*anchor, "no fusion pattern for this op");
+      return nullptr;
+    }
+    if (hasSideEffects(*anchor)) return unfused(*anchor, "it has side effects");
+    if (anchor->outputs().size() != 1) return unfused(*anchor, "more than one output");
+    if (auto dt = knownDtype(anchor->output()); dt && *dt != ScalarType::Float) return unfused(*anchor, "dtype is not float32");
+    std::vector<Node*> chain = {anchor};
+    Value* v = anchor->output();
+    int post = 0;
+    std::string stop;
+    while (post < p->max_post_ops) {
+      Node* next = nullptr;
+      std::vector<Node*> take;
+      const auto& uses = v->uses();
+      if (uses.size() == 2) {  // x * sigmoid(x)
+        Node* s = nullptr;
+        Node* m = nullptr;
+        for (const Use& u : uses)
+          if (u.user->kind().toQualString() == "aten::sigmoid") s = u.user;
+          else if (u.user->kind().toQualString() == "aten::mul") m = u.user;
+        if (s && m && s->output()->uses().size() == 1 && s->output()->uses()[0].user == m && s->isBefore(m) &&
+            s->owningBlock() == anchor->owningBlock() && m->owningBlock() == anchor->owningBlock()) {
+          take = {s, m};
+          next = m;
+        }
+      }
+      if (!next) {
+        if (uses.size() != 1) {
+          if (uses.size() > 1) stop = "%" + v->debugName() + " is read by " + std::to_string(uses.size()) + " ops";
+          break;
+        }
+        next = uses[0].user;
+        if (next->owningBlock() != anchor->owningBlock() || next->kind() == prim::Return) break;
+        PostOpMatch m = translatePostOp(*next, v);
+        if (!m.ok()) {
+          stop = m.why_not;
+          break;
+        }
+        if (auto dt = knownDtype(next->output()); dt && *dt != ScalarType::Float) break;
+        if (std::string why = operandFits(m, v); !why.empty()) {
+          stop = why;
+          break;
+        }
+        take = {next};
+      }
+      for (Node* t : take) chain.push_back(t);
+      v = next->output();
+      ++post;
+    }
+    if (chain.size() == 1 && !p->lone_ok)
+      return unfused(*anchor, "a lone " + anchor->kind().toQualString() + " is not a partition" +
+                                  (stop.empty() ? "" : " (" + stop + ")"));
+    return makeGroup(g, chain, *p);
+  }
+
+  // A binary post-op's operand must broadcast to the chain value without
+  // making it grow (the primitive writes the chain's shape): known from the
+  // recorded types, and checked again by the kernels on every call.
+  static std::string operandFits(const PostOpMatch& m, const Value* chain) {
+    for (const PostOp& op : m.ops) {
+      if (!op.operand) continue;
+      const Value* o = op.operand;
+      if (!o->type()->isTensor() || !chain->type()->isTensor()) return "operand shapes unknown";
+      auto os = o->type()->tensorInfo().concreteSizes(), cs = chain->type()->tensorInfo().concreteSizes();
+      if (!os || !cs) return "the shape of %" + o->debugName() + " or %" + chain->debugName() + " is unknown";
+      if (os->size() > cs->size()) return "%" + o->debugName() + " has more dims than the chain";
+      for (size_t i = 0; i < os->size(); ++i) {
+        int64_t od = (*os)[os->size() - 1 - i], cd = (*cs)[cs->size() - 1 - i];
+        if (od != 1 && od != cd) return "%" + o->debugName() + " would broadcast the chain value";
+      }
+      if (auto dt = knownDtype(o); !dt || *dt != ScalarType::Float) return "operand %" + o->debugName() + " is not known float32";
+    }
+    return "";
+  }
+
+  Node* makeGroup(Graph& g, const std::vector<Node*>& chain, const FusionPattern& p) {
+    auto sub = std::make_shared<Graph>();
+    std::unordered_map<const Value*, Value*> map;
+    std::set<const Node*> members(chain.begin(), chain.end());
+    Node* group = g.create(kFusionGroup, 0);
+    for (Node* n : chain) {
+      Node* c = sub->create(n->kind(), 0);
+      for (Value* in : n->inputs()) {
+        auto it = map.find(in);
+        if (it == map.end()) {
+          Value* inner;
+          // Non-tensor constants live inside the group; tensors (weights) stay
+          // outside, where the plan binds them (by name, when PyTorch printed
+          // only their first digits).
+          if (in->node()->kind() == prim::Constant && !in->type()->isTensor()) {
+            Node* k = sub->create(prim::Constant, 1);
+            for (const auto& [name, val] : in->node()->attributes()) k->setAttr(name, val);
+            k->output()->setType(in->type());
+            sub->appendNode(k);
+            inner = k->output();
+          } else {
+            inner = sub->addInput("", in->type());
+            group->addInput(in);
+          }
+          if (!sub->findValue(in->debugName())) inner->setDebugName(in->debugName());
+          it = map.emplace(in, inner).first;
+        }
+        c->addInput(it->second);
+      }
+      for (Value* o : n->outputs()) {
+        Value* inner = c->addOutput(o->type());
+        if (!sub->findValue(o->debugName())) inner->setDebugName(o->debugName());
+        map[o] = inner;
+      }
+      for (const auto& [k, v] : n->attributes()) c->setAttr(k, v);
+      c->setScope(n->scope());
+      c->setSource(n->source());
+      sub->appendNode(c);
+    }
+    Node* last = chain.back();
+    sub->registerOutput(map.at(last->output()));
+    group->setAttr(attr::Subgraph, AttrValue(sub));
+    group->setAttr(kPattern, AttrValue(std::string(p.name)));
+    group->setScope(chain.front()->scope());
+    group->setSource(chain.front()->source());
+    Value* out = group->addOutput(last->output()->type());
+    group->insertBefore(last);
+    replaceKeepingName(g, last->output(), out);
+    std::set<Node*> constants;
+    for (Node* n : chain)
+      for (Value* in : n->inputs())
+        if (in->node()->kind() == prim::Constant && !in->type()->isTensor()) constants.insert(in->node());
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) (*it)->destroy();
+    for (Node* c : constants)  // copied into the group; the outer ones may now be unused
+      if (!c->output()->hasUses()) c->destroy();
+    return group;
+  }
+
+  Node* unfused(const Node& n, std::string why) {
+    unfused_.emplace_back(where(n), std::move(why));
+    return nullptr;
+  }
+
+  std::vector<std::pair<std::string, std::string>> unfused_;
+};
+
+}  // namespace
+
+void registerFusePass(PassRegistry& r) {
+  r.add({"fuse", "partition into llga::FusionGroup nodes by the pattern table", [] { return std::make_unique<Fuse>(); }});
+}
+
+}  // namespace llga

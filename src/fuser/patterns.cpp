@@ -1,0 +1,111 @@
+#include "fuser/patterns.h"
+
+#include <algorithm>
+
+namespace llga {
+
+// Post-ops, for every chain below: eltwise relu gelu sigmoid tanh elu
+// leaky_relu hardswish hardsigmoid clamp hardtanh relu6 silu (and
+// x * sigmoid(x)) abs exp square sqrt log round mish, and binary add sub mul
+// div maximum minimum with a tensor (broadcast) or a scalar operand
+// (runtime/post_ops.cpp decides each one).
+//
+// A lone anchor becomes a partition only where the oneDNN Graph bridge makes
+// one too: convolution, linear/matmul, pooling, layer_norm, concat; a lone
+// batch_norm, softmax, eltwise or binary op stays outside.
+static const std::vector<FusionPattern> kPatterns = {
+    {"conv_post_ops", 3,
+     {"aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_transpose1d",
+      "aten::conv_transpose2d", "aten::conv_transpose3d"},
+     4, true, "dnnl convolution + post-ops (one primitive)",
+     R"(
+        x   W  b
+         \  |  /
+        convolution
+             |
+        [eltwise | binary(., y)] x0..4      e.g. conv -> add(residual) -> relu
+             |
+            out
+)"},
+    {"matmul_post_ops", 3, {"aten::linear", "aten::matmul", "aten::mm", "aten::bmm"}, 4, true,
+     "dnnl matmul + post-ops (one primitive)",
+     R"(
+        x   W  b                      q    k^T
+         \  |  /                       \   /
+         linear          or            matmul
+             |                            |
+        [eltwise | binary] x0..4      mul(scale) -> add(mask)
+             |                            |
+            out                          out
+)"},
+    {"pool_post_ops", 2, {"aten::max_pool2d", "aten::avg_pool2d", "aten::adaptive_avg_pool2d", "aten::max_pool1d",
+                          "aten::avg_pool1d", "aten::max_pool3d", "aten::avg_pool3d"},
+     4, true, "pooling, then its chain (llga chain)",
+     R"(
+          x
+          |
+       max/avg pool
+          |
+       [eltwise | binary] x0..4
+)"},
+    {"batchnorm_post_ops", 2, {"aten::batch_norm"}, 4, false, "batch_norm, then its chain (llga chain)",
+     R"(
+          x
+          |
+       batch_norm    (not folded: its input is no conv/linear with constant weights)
+          |
+       relu ...      (at least one post-op: a lone batch_norm is no partition)
+)"},
+    {"layernorm_post_ops", 2, {"aten::layer_norm"}, 4, true, "layer_norm, then its chain (llga chain)",
+     R"(
+          x
+          |
+       layer_norm
+          |
+       [eltwise | binary] x0..4
+)"},
+    {"softmax_post_ops", 2, {"aten::softmax"}, 4, false, "softmax, then its chain (llga chain)",
+     R"(
+          x
+          |
+       softmax      (at least one post-op: a lone softmax is no partition)
+          |
+       [eltwise | binary] x1..4
+)"},
+    {"concat", 2, {"aten::cat"}, 0, true, "concat (llga chain)",
+     R"(
+       x0  x1 ... xn
+         \  |   /
+          concat
+)"},
+    {"binary_post_ops", 1, {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::maximum", "aten::minimum"}, 4,
+     false, "binary, then its chain (llga chain)",
+     R"(
+       x     y
+        \   /
+        binary        (at least one post-op)
+          |
+       [eltwise | binary] x1..4
+)"},
+    {"eltwise_post_ops", 1,
+     {"aten::relu", "aten::gelu", "aten::sigmoid", "aten::tanh", "aten::elu", "aten::leaky_relu", "aten::hardswish",
+      "aten::hardsigmoid", "aten::hardtanh", "aten::relu6", "aten::clamp", "aten::silu", "aten::abs", "aten::exp",
+      "aten::sqrt", "aten::log", "aten::mish", "aten::square"},
+     4, false, "eltwise, then its chain (llga chain)",
+     R"(
+          x
+          |
+       eltwise        (at least one post-op)
+          |
+       [eltwise | binary] x1..4
+)"},
+};
+
+const std::vector<FusionPattern>& fusionPatterns() { return kPatterns; }
+
+const FusionPattern* findPattern(const std::string& name) {
+  auto it = std::find_if(kPatterns.begin(), kPatterns.end(), [&](const FusionPattern& p) { return name == p.name; });
+  return it == kPatterns.end() ? nullptr : &*it;
+}
+
+}  // namespace llga

@@ -1,0 +1,26 @@
+// The fusion pattern table: what llga groups into partitions. Each entry is
+// data (name, tier, anchor kinds, how long a post-op chain may grow, whether
+// a lone anchor is worth a partition, the kernel that runs it, a diagram);
+// the matcher in fuse.cpp is the only code that reads it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace llga {
+
+struct FusionPattern {
+  const char* name;
+  int tier;                          // higher tiers are tried first
+  std::vector<std::string> anchors;  // op kinds that start a partition
+  int max_post_ops;                  // post-ops (eltwise/binary) the chain may take
+  bool lone_ok;                      // a partition even with nothing fused
+  const char* kernel;                // what executes it
+  const char* diagram;
+};
+
+// Highest tier first.
+const std::vector<FusionPattern>& fusionPatterns();
+const FusionPattern* findPattern(const std::string& name);
+
+}  // namespace llga

@@ -1,0 +1,20 @@
+// Kernels for fusion groups: an anchor op (convolution, linear, matmul)
+// whose post-op chain runs inside the same oneDNN primitive. Their inputs
+// are the anchor's inputs followed by the chain's operands (Binary/Sum
+// post-ops, in chain order).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "runtime/kernel.h"
+#include "runtime/post_ops.h"
+
+namespace llga {
+
+// `constant_weight`: the anchor's weight (input 1) never changes, so its
+// reorder into the primitive's layout is done once and kept.
+std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight);
+std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight);
+
+}  // namespace llga
