@@ -14,7 +14,7 @@ from typing import Union
 
 from . import _llga
 from ._llga import Block, Graph, Node, TensorConstant, Type, Value
-from .compiler import CompiledGraph, optimize
+from .compiler import CompiledGraph, Partition, optimize
 from .errors import (CompileError, ExecutionError, InputError, LlgaError, ParseError, PassError, UnsupportedOpError,
                      VerifyError)
 from .passes import PassRecord, list_passes
@@ -25,8 +25,15 @@ __all__ = [
     "Block", "Graph", "Node", "TensorConstant", "Type", "Value",
     "CompiledGraph", "CompileError", "ExecutionError", "InputError", "PassError", "PassRecord", "list_passes",
     "LlgaError", "ParseError", "UnsupportedOpError", "VerifyError",
-    "parse", "parse_type", "import_torch", "optimize", "set_num_threads", "get_num_threads",
+    "parse", "parse_type", "import_torch", "optimize", "set_num_threads", "get_num_threads", "Partition",
+    "fusion_patterns",
 ]
+
+
+def fusion_patterns():
+    """The fusion pattern table (name, tier, anchors, max_post_ops, lone_ok,
+    kernel, diagram), highest tier first."""
+    return list(_llga.fusion_patterns())
 
 
 def set_num_threads(n: int) -> None:

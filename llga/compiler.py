@@ -3,7 +3,9 @@ callable that runs on numpy arrays."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -35,6 +37,38 @@ class CompiledGraph:
     def weight_bytes(self) -> int:
         return self._impl.weight_bytes
 
+    @property
+    def partitions(self) -> List[Partition]:
+        """The fusion partitions of the compiled graph, in program order."""
+        out = []
+        for node in self.graph.nodes(recursive=True):
+            if node.kind != "llga::FusionGroup":
+                continue
+            sub = node.subgraph
+            ops = [n.kind for n in sub.nodes() if n.kind != "prim::Constant"]
+            out.append(Partition(
+                id=len(out), pattern=str(node.attributes.get("pattern", "")), ops=ops,
+                inputs=[_shape_of(v) for v in node.inputs], outputs=[_shape_of(v) for v in node.outputs],
+                source=node.source))
+        return out
+
+    @property
+    def unfused(self) -> Dict[str, Dict[str, Any]]:
+        """{op kind: {"count": n, "reasons": {reason: n}}} for ops the fuse pass left
+        outside partitions (from its notes)."""
+        out: Dict[str, Dict[str, Any]] = {}
+        for rec in self.passes:
+            if rec.name != "fuse":
+                continue
+            for note in rec.notes:
+                m = _UNFUSED.match(note)
+                if not m:
+                    continue
+                entry = out.setdefault(m.group(1), {"count": 0, "reasons": {}})
+                entry["count"] += 1
+                entry["reasons"][m.group(2)] = entry["reasons"].get(m.group(2), 0) + 1
+        return out
+
     def __call__(self, *inputs):
         args = [_to_numpy_if_torch(x, i) for i, x in enumerate(inputs)]
         out = self._impl.run(args)
@@ -43,6 +77,31 @@ class CompiledGraph:
     def __repr__(self):
         names = ", ".join(self.input_names)
         return f"<llga.CompiledGraph ({names}) -> {len(self.graph.outputs)} output(s)>"
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One llga::FusionGroup: its pattern (a fusion table entry), the aten ops
+    inside, and its inputs' and outputs' recorded (dtype, shape)."""
+
+    id: int
+    pattern: str
+    ops: List[str]
+    inputs: List[Tuple[Optional[str], Optional[Tuple[Optional[int], ...]]]]
+    outputs: List[Tuple[Optional[str], Optional[Tuple[Optional[int], ...]]]]
+    source: str = ""
+
+
+# "unfused aten::relu at f.py:3:4 (%y): a lone aten::relu is not a partition"
+_UNFUSED = re.compile(r"^unfused (\S+)(?: at \S+)?(?: \(%[^)]*\))?: (.*)$")
+
+
+def _shape_of(v):
+    t = v.type
+    if not t.is_tensor:
+        return (t.kind, None)
+    sizes = t.sizes
+    return (t.dtype, tuple(sizes) if sizes is not None else None)
 
 
 def _has_module_input(graph: Graph) -> bool:

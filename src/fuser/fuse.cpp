@@ -52,16 +52,12 @@ class Fuse final : public Pass {
  private:
   bool visit(Graph& g, Block* b) {
     bool changed = false;
-    for (Node* n = b->paramNode()->next(); n != b->returnNode();) {
+    std::vector<Node*> order;  // a snapshot: partitions remove nodes ahead of the walk
+    for (Node* n : b->nodes()) order.push_back(n);
+    for (Node* n : order) {
+      if (gone_.count(n)) continue;
       for (Block* sub : n->blocks()) changed |= visit(g, sub);
-      Node* next = n->next();
-      if (!isBookkeeping(*n)) {
-        if (Node* group = tryPartition(g, n)) {
-          changed = true;
-          next = group->next();
-        }
-      }
-      n = next;
+      if (!isBookkeeping(*n)) changed |= tryPartition(g, n) != nullptr;
     }
     return changed;
   }
@@ -80,7 +76,16 @@ class Fuse final : public Pass {
     Value* v = anchor->output();
     int post = 0;
     std::string stop;
-    while (post < p->max_post_ops) {
+    int max_post = p->max_post_ops;
+    if (std::string(p->name) == "matmul_post_ops" && anchor->kind().toQualString() != "aten::linear")
+      for (const Value* in : {anchor->input(0), anchor->input(1)}) {
+        auto rank = in->type()->isTensor() ? in->type()->tensorInfo().rank() : std::nullopt;
+        if (!rank || *rank < 2) {
+          max_post = 0;  // 1-D (or unknown) operands: the product alone
+          stop = "matmul operand %" + in->debugName() + " is not known to have 2+ dims";
+        }
+      }
+    while (post < max_post) {
       Node* next = nullptr;
       std::vector<Node*> take;
       const auto& uses = v->uses();
@@ -140,7 +145,12 @@ class Fuse final : public Pass {
         int64_t od = (*os)[os->size() - 1 - i], cd = (*cs)[cs->size() - 1 - i];
         if (od != 1 && od != cd) return "%" + o->debugName() + " would broadcast the chain value";
       }
-      if (auto dt = knownDtype(o); !dt || *dt != ScalarType::Float) return "operand %" + o->debugName() + " is not known float32";
+      // float32, or a 0-dim number (PyTorch computes in float32 then too).
+      auto dt = knownDtype(o);
+      bool zero_dim_number = os->empty() && dt && *dt != ScalarType::Bool && scalarTypeSize(*dt) <= 8 &&
+                             *dt != ScalarType::ComplexHalf && *dt != ScalarType::ComplexFloat;
+      if (!zero_dim_number && (!dt || *dt != ScalarType::Float))
+        return "operand %" + o->debugName() + " is not known float32";
     }
     return "";
   }
@@ -197,9 +207,15 @@ class Fuse final : public Pass {
     for (Node* n : chain)
       for (Value* in : n->inputs())
         if (in->node()->kind() == prim::Constant && !in->type()->isTensor()) constants.insert(in->node());
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) (*it)->destroy();
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      gone_.insert(*it);
+      (*it)->destroy();
+    }
     for (Node* c : constants)  // copied into the group; the outer ones may now be unused
-      if (!c->output()->hasUses()) c->destroy();
+      if (!c->output()->hasUses()) {
+        gone_.insert(c);
+        c->destroy();
+      }
     return group;
   }
 
@@ -209,6 +225,7 @@ class Fuse final : public Pass {
   }
 
   std::vector<std::pair<std::string, std::string>> unfused_;
+  std::set<Node*> gone_;  // destroyed by partitioning: skipped in the walk's snapshot
 };
 
 }  // namespace

@@ -26,6 +26,18 @@ bool isScalarConstant(const Value* v) {
   return v->node()->kind() == prim::Constant && (v->type()->isSimple("int") || v->type()->isSimple("float"));
 }
 
+// A bound 0-dim tensor constant (what tracing records for `x * 1`): it
+// promotes like a Python scalar of its category.
+const ConstantTensor* zeroDimConstant(const Value* v) {
+  const ConstantTensor* t = boundTensor(v);
+  return t && t->sizes.empty() ? t : nullptr;
+}
+
+bool isIntegral(ScalarType t) {
+  return t == ScalarType::Byte || t == ScalarType::Char || t == ScalarType::Short || t == ScalarType::Int ||
+         t == ScalarType::Long;
+}
+
 bool isGraphInput(const Value* v) { return v->node() == v->owningGraph()->block()->paramNode(); }
 
 // Returned by the graph, directly or inside a tuple or list.
@@ -86,13 +98,23 @@ class PrepareBinary final : public Pass {
   bool dropIdentity(Graph& g, Node* n) {
     Value* x = n->input(0);
     Value* c = n->input(1);
-    if (!isScalarConstant(c)) return false;
-    auto v = constantNumber(c);
+    std::optional<double> v;
+    bool int_operand = false;
+    if (isScalarConstant(c)) {
+      v = constantNumber(c);
+      int_operand = c->type()->isSimple("int");
+    } else if (const ConstantTensor* t = zeroDimConstant(c)) {
+      v = t->scalarAsDouble(0);
+      int_operand = isIntegral(t->dtype);
+      if (!int_operand && !isFloating(t->dtype)) return false;
+    } else {
+      return false;
+    }
     bool identity = additive(n) ? *v == 0 : *v == 1;
     if (!identity) return false;
     auto dt = knownDtype(x);
     if (!dt) return fail(n, "x's dtype is unknown, so x + 0 may promote");
-    bool keeps = isFloating(*dt) || (*dt != ScalarType::Bool && c->type()->isSimple("int") && n->kind().name() != "div");
+    bool keeps = isFloating(*dt) || (isIntegral(*dt) && int_operand && n->kind().name() != "div");
     if (!keeps) return fail(n, "the result's dtype differs from x's");
     if (hasMutatingUse(*n->output())) return fail(n, "its result is written in place");
     if (isGraphInput(x) && isGraphOutput(n->output())) return fail(n, "it would return a graph input itself");

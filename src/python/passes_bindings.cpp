@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "fuser/patterns.h"
 #include "passes/pass.h"
 #include "python/numpy_interop.h"
 
@@ -75,6 +76,21 @@ void bindPasses(py::module_& m) {
       py::arg("example_inputs") = py::none(),
       "Runs a pass pipeline on graph in place (weights bind module attributes, methods feed inline, "
       "example_inputs feed propagate-shapes); returns the records.");
+  m.def("fusion_patterns", [] {
+    py::list out;
+    for (const FusionPattern& p : fusionPatterns()) {
+      py::dict d;
+      d["name"] = p.name;
+      d["tier"] = p.tier;
+      d["anchors"] = p.anchors;
+      d["max_post_ops"] = p.max_post_ops;
+      d["lone_ok"] = p.lone_ok;
+      d["kernel"] = p.kernel;
+      d["diagram"] = p.diagram;
+      out.append(d);
+    }
+    return out;
+  }, "The fusion pattern table, highest tier first.");
   m.def("list_passes", [] {
     std::vector<std::pair<std::string, std::string>> out;
     for (const PassInfo* p : PassRegistry::global().list()) out.emplace_back(p->name, p->description);

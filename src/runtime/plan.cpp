@@ -12,6 +12,12 @@ namespace llga {
 
 std::string describeNode(const Node& n) {
   std::string s = n.kind().toQualString();
+  if (auto sub = n.subgraph()) {  // a fusion group: name the ops inside
+    std::string ops;
+    for (const Node* inner : sub->nodes())
+      if (inner->kind() != prim::Constant) ops += (ops.empty() ? "" : " -> ") + inner->kind().toQualString();
+    s += " [" + ops + "]";
+  }
   if (!n.source().empty()) s += " at " + n.source();
   if (!n.outputs().empty()) s += " (%" + n.output(0)->debugName() + ")";
   return s;

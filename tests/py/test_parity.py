@@ -77,7 +77,7 @@ def test_missing_and_misshaped_weights_are_named():
     graph, weights = llga.import_torch(traced)
     weights["fc.weight"] = np.zeros((10, 3), np.float32)
     c = llga.optimize(graph, params=weights)
-    with pytest.raises(llga.ExecutionError, match=r"aten::linear .*input Float\(1, 512\) does not match weight Float\(10, 3\)"):
+    with pytest.raises(llga.ExecutionError, match=r"aten::linear.*input Float\(1, 512\) does not match weight Float\(10, 3\)"):
         c(corpus.example_inputs("resnet18")[0].numpy())
 
 
@@ -104,3 +104,17 @@ def test_scripted_functions_parity():
     assert np.allclose(got[0], want[0].numpy()) and got[1] == want[1]
     s = torch.jit.script(corpus.strings)
     assert llga.optimize(s)("-", ["a", "b"]) == s("-", ["a", "b"])
+
+
+FUSED_ONLY = {"aten::_convolution", "aten::conv2d", "aten::batch_norm", "aten::relu", "aten::linear",
+              "aten::avg_pool2d", "aten::max_pool2d"}
+CNNS = [m for m in corpus.MODELS if m not in ("vit_b_16", "swin_t", corpus.BERT)]
+
+
+@pytest.mark.parametrize("model", CNNS)
+def test_cnn_heavy_ops_run_inside_partitions(model, compiled):
+    c = compiled(model)
+    top = c.graph.node_counts()  # the graph outside partitions (subgraphs are not counted)
+    outside = {k: n for k, n in top.items() if k in FUSED_ONLY}
+    assert outside == {}, f"left outside partitions: {outside}; why: {c.unfused}"
+    assert len(c.partitions) > 0

@@ -213,7 +213,7 @@ class FusedMatmulKernel final : public Kernel {
   void run(const KernelArgs& a) override {
     Chain chain{&post_, chainOperands(a, anchor_inputs_)};
     if (!linear_) {
-      a.set(0, matmul(a.ctx, a.tensor(0), a.tensor(1), &cache_.variable_b, false, &chain));
+      a.set(0, matmul(a.ctx, a.tensor(0), a.tensor(1), &cache_.variable_b, false, post_.empty() ? nullptr : &chain));
       return;
     }
     const Tensor& x = a.tensor(0);

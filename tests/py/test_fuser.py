@@ -1,0 +1,144 @@
+"""Partitioning, in the oneDNN Graph bridge's terms (PyTorch's
+test_jit_llga_fuser.py describes the grouping it expects; these are the same
+semantics, checked on llga's own small models), plus parity with PyTorch."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import llga
+
+
+def compile_(module, *inputs):
+    module = module.eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(module, inputs, check_trace=False)
+        want = module(*inputs)
+    c = llga.optimize(traced)
+    got = c(*[x.numpy() for x in inputs])
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5)
+    return c
+
+
+def outside(c, kind):
+    return c.graph.node_counts().get(kind, 0)
+
+
+def randomized_bn(n):
+    bn = nn.BatchNorm2d(n)
+    with torch.no_grad():
+        bn.running_mean.normal_()
+        bn.running_var.uniform_(0.5, 2)
+        bn.weight.normal_()
+        bn.bias.normal_()
+    return bn
+
+
+def test_conv_relu_conv_relu_gives_two_groups():
+    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3), nn.ReLU())
+    c = compile_(m, torch.randn(1, 3, 16, 16))
+    assert [p.pattern for p in c.partitions] == ["conv_post_ops", "conv_post_ops"]
+    assert all(p.ops == ["aten::_convolution", "aten::relu"] for p in c.partitions)
+    assert outside(c, "aten::relu") == 0
+
+
+def test_conv_bn_relu_gives_one_group():
+    m = nn.Sequential(nn.Conv2d(3, 8, 3), randomized_bn(8), nn.ReLU())
+    c = compile_(m, torch.randn(2, 3, 16, 16))
+    assert len(c.partitions) == 1 and c.partitions[0].ops == ["aten::_convolution", "aten::relu"]
+
+
+def test_linear_gelu_gives_one_group():
+    m = nn.Sequential(nn.Linear(16, 32), nn.GELU())
+    c = compile_(m, torch.randn(4, 16))
+    assert [p.ops for p in c.partitions] == [["aten::linear", "aten::gelu"]]
+
+
+@pytest.mark.parametrize("op", [nn.BatchNorm2d(4), nn.Softmax(dim=1)])
+def test_lone_batchnorm_or_softmax_gives_no_group(op):
+    if isinstance(op, nn.BatchNorm2d):
+        op = randomized_bn(4)
+    c = compile_(nn.Sequential(op), torch.randn(1, 4, 5, 5))
+    assert c.partitions == []
+    (kind,) = c.unfused
+    assert "is not a partition" in next(iter(c.unfused[kind]["reasons"]))
+
+
+def test_conv_output_also_in_a_list_keeps_the_relu_outside():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return torch.cat([F.relu(y), y], 1)
+
+    c = compile_(M(), torch.randn(1, 3, 8, 8))
+    assert outside(c, "aten::relu") == 1
+    assert "aten::relu" in c.unfused
+    assert [p.pattern for p in c.partitions] == ["conv_post_ops", "concat"]
+
+
+def test_identity_arithmetic_leaves_no_op():
+    class M(nn.Module):
+        def forward(self, x):
+            return x * 1 + 0 + torch.relu(x)
+
+    c = compile_(M(), torch.randn(2, 3))
+    kinds = {k for k in c.graph.node_counts() if k.startswith("aten::")}
+    assert "aten::mul" not in kinds and kinds <= {"aten::add"}
+
+
+def test_residual_block_gives_three_groups():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.bn1 = nn.Conv2d(8, 8, 3, padding=1), randomized_bn(8)
+            self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1), randomized_bn(8)
+            self.conv3, self.bn3 = nn.Conv2d(8, 8, 3, padding=1), randomized_bn(8)
+
+        def forward(self, x, y):
+            z = F.relu(self.bn1(self.conv1(x)) + self.bn2(self.conv2(y)))
+            return self.bn3(self.conv3(z))
+
+    c = compile_(M(), torch.randn(1, 8, 10, 10), torch.randn(1, 8, 10, 10))
+    assert len(c.partitions) == 3
+    assert sorted(len(p.ops) for p in c.partitions) == [1, 1, 3]  # one conv takes the residual add and relu
+    assert outside(c, "aten::add") == 0 and outside(c, "aten::relu") == 0
+
+
+def test_swish_and_broadcast_mul_fuse_and_match():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(4, 4, 1)
+            self.scale = nn.Parameter(torch.randn(1, 4, 1, 1))
+
+        def forward(self, x):
+            y = F.silu(self.conv(x))
+            return y * self.scale - 0.5
+
+    c = compile_(M(), torch.randn(2, 4, 6, 6))
+    assert len(c.partitions) == 1
+    assert c.partitions[0].ops == ["aten::_convolution", "aten::sigmoid", "aten::mul", "aten::mul", "aten::sub"]
+
+
+def test_shape_change_between_calls_recompiles_correctly():
+    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4),
+                      nn.Tanh()).eval()
+    c = compile_(m, torch.randn(1, 3, 16, 16))
+    for shape in [(3, 3, 20, 24), (1, 3, 16, 16), (2, 3, 9, 9)]:
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_fusion_table_lists_diagrams():
+    from llga import fusion_patterns
+
+    table = fusion_patterns()
+    assert {"conv_post_ops", "matmul_post_ops", "pool_post_ops", "concat"} <= {p["name"] for p in table}
+    assert all(p["diagram"].strip() for p in table)
