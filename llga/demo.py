@@ -79,12 +79,26 @@ def main(argv=None) -> int:
     diff = float(np.abs(out - ref).max())
     print(f"\nllga.optimize: {compile_s * 1e3:.0f} ms; first call {first_s * 1e3:.0f} ms")
     print(f"max |llga - torch| = {diff:.2e} (relative {diff / float(np.abs(ref).max()):.2e})")
+
+    parts = compiled.partitions
+    print(f"\npartitions: {len(parts)} (pattern: ops -> output shape)")
+    for p in parts:
+        out_shape = "x".join(str(d) for d in (p.outputs[0][1] or ()))
+        print(f"  #{p.id:<3d} {p.pattern:<18} {' -> '.join(k.split('::')[1] for k in p.ops):<40} {out_shape}")
+    for kind, info in compiled.unfused.items():
+        print(f"  outside: {kind} x{info['count']}: {'; '.join(info['reasons'])}")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ofi = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
     with torch.no_grad():
-        times = interleaved({"llga (op by op)": lambda: compiled(xn), "PyTorch eager": lambda: model(x)}, args.runs)
-    print(f"latency over {args.runs} interleaved runs, {torch.get_num_threads()} threads (median / min):")
+        ofi(x)
+        times = interleaved({"llga (fused)": lambda: compiled(xn), "PyTorch eager": lambda: model(x),
+                             "PyTorch frozen+OFI": lambda: ofi(x)}, args.runs)
+    print(f"\nlatency over {args.runs} interleaved runs, {torch.get_num_threads()} threads (median / min):")
     for name, samples in times.items():
         s = summary_ms(samples)
-        print(f"  {name:<16} {s['median']:7.1f} / {s['min']:6.1f} ms")
+        print(f"  {name:<18} {s['median']:7.1f} / {s['min']:6.1f} ms")
     return 0
 
 
