@@ -93,13 +93,7 @@ class FoldBatchnorm final : public Pass {
     auto constant = [&](std::shared_ptr<ConstantTensor> t, const std::string& base) {
       Node* c = g.create(prim::Constant, 1);
       c->setAttr(attr::value, AttrValue(TensorRef(t)));
-      TensorInfo info;
-      info.dtype = ScalarType::Float;
-      info.sizes.emplace(t->sizes.begin(), t->sizes.end());
-      info.strides = t->strides;
-      info.requires_grad = false;
-      info.device = "cpu";
-      c->output()->setType(Type::tensor(info));
+      c->output()->setType(constantTensorType(*t));
       c->insertBefore(producer);
       std::string name = base + "_fused_bn";
       if (!g.findValue(name)) c->output()->setDebugName(name);

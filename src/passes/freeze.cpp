@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "passes/pass.h"
+#include "passes/pass_utils.h"
 
 namespace llga {
 namespace {
@@ -41,16 +42,9 @@ class Freeze final : public Pass {
         note("prim::GetAttr '" + path + "': no weight bound to it");
         continue;
       }
-      const ConstantTensor& t = *w->second;
-      TensorInfo info;
-      info.dtype = t.dtype;
-      info.sizes.emplace(t.sizes.begin(), t.sizes.end());
-      info.strides = t.strides;
-      info.requires_grad = false;
-      info.device = "cpu";
       Node* c = g.create(prim::Constant, 1);
       c->setAttr(attr::value, AttrValue(w->second));
-      c->output()->setType(Type::tensor(info));
+      c->output()->setType(constantTensorType(*w->second));
       c->setScope(n->scope());
       c->insertBefore(n);
       Value* out = n->output();

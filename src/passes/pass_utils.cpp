@@ -42,6 +42,16 @@ std::string where(const Node& n) {
   return s;
 }
 
+TypePtr constantTensorType(const ConstantTensor& t) {
+  TensorInfo info;
+  info.dtype = t.dtype;
+  info.sizes.emplace(t.sizes.begin(), t.sizes.end());
+  info.strides = t.strides;
+  info.requires_grad = false;
+  info.device = "cpu";
+  return Type::tensor(info);
+}
+
 std::optional<ScalarType> knownDtype(const Value* v) {
   if (!v->type()->isTensor()) return std::nullopt;
   return v->type()->tensorInfo().dtype;

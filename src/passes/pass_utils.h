@@ -19,6 +19,8 @@ std::optional<double> constantNumber(const Value* v);
 std::optional<int64_t> constantInt(const Value* v);
 // "aten::relu_ at f.py:3:4 (%y)"
 std::string where(const Node& n);
+// The type of a constant holding `t`: dtype, sizes, strides, cpu.
+TypePtr constantTensorType(const ConstantTensor& t);
 // The dtype a value's type records, if any.
 std::optional<ScalarType> knownDtype(const Value* v);
 

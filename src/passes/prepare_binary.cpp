@@ -140,13 +140,8 @@ class PrepareBinary final : public Pass {
       case ScalarType::Double: *static_cast<double*>(t->data) = v; break;
       default: return fail(n, "scalar operand kept: no 0-dim constant for half types");
     }
-    TensorInfo info;
-    info.dtype = *dt;
-    info.sizes.emplace();
-    info.requires_grad = false;
-    info.device = "cpu";
     Emitter e(g, n, n);
-    n->replaceInput(1, e.constant(AttrValue(TensorRef(t)), Type::tensor(info)));
+    n->replaceInput(1, e.constant(AttrValue(TensorRef(t)), constantTensorType(*t)));
     return true;
   }
 
