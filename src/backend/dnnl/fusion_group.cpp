@@ -5,8 +5,9 @@
 // to back in a plan of its own.
 #include "backend/dnnl/fusion_group.h"
 
-#include <set>
+#include <algorithm>
 
+#include "fuser/patterns.h"
 #include "runtime/constant_eval.h"
 #include "runtime/ops/fused.h"
 #include "runtime/ops/op_utils.h"
@@ -16,14 +17,10 @@
 namespace llga {
 namespace {
 
-const std::set<std::string>& convKinds() {
-  static const std::set<std::string> k = {"aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d",
-                                          "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"};
-  return k;
-}
-const std::set<std::string>& matmulKinds() {
-  static const std::set<std::string> k = {"aten::linear", "aten::matmul", "aten::mm", "aten::bmm"};
-  return k;
+// Anchors that compile to one primitive: the table's conv and matmul entries.
+bool anchoredBy(const char* pattern, const std::string& kind) {
+  const FusionPattern* p = findPattern(pattern);
+  return p && std::find(p->anchors.begin(), p->anchors.end(), kind) != p->anchors.end();
 }
 
 // A value the fused kernel reads: a group input or a constant of the subgraph.
@@ -92,7 +89,7 @@ std::optional<AnchorChain> analyzeFusionGroup(const Graph& sub) {
   if (ops.empty()) return std::nullopt;
   const Node* anchor = ops[0];
   const std::string kind = anchor->kind().toQualString();
-  if (!convKinds().count(kind) && !matmulKinds().count(kind)) return std::nullopt;
+  if (!anchoredBy("conv_post_ops", kind) && !anchoredBy("matmul_post_ops", kind)) return std::nullopt;
   AnchorChain chain{anchor, {}};
   const Value* v = anchor->output();
   for (size_t i = 1; i < ops.size(); ++i) {
@@ -117,7 +114,7 @@ std::unique_ptr<Kernel> makeFusionGroupKernel(const Node& group) {
     for (const Value* in : chain->anchor->inputs()) sources.push_back(sourceOf(*sub, in));
     for (const PostOp& p : chain->ops)
       if (p.operand) sources.push_back(sourceOf(*sub, p.operand));
-    const bool conv = convKinds().count(chain->anchor->kind().toQualString()) > 0;
+    const bool conv = anchoredBy("conv_post_ops", chain->anchor->kind().toQualString());
     // The weight is constant when the group reads it from a constant outside.
     bool constant_weight = chain->anchor->inputs().size() > 1 && sources[1].input >= 0 &&
                            isConstantInput(group, static_cast<size_t>(sources[1].input));
