@@ -38,6 +38,23 @@ class CompiledGraph:
         return self._impl.weight_bytes
 
     @property
+    def memory(self) -> Dict[str, Any]:
+        """Bytes held: ``weights`` (bound to the plan, shared with the caller
+        where they came from it), ``weight_cache`` (weights reordered into
+        primitives' layouts) and ``peak_activations`` ({input signature such
+        as "1x3x224x224:Float": the most activation bytes live at once during
+        a call with it}; empty before the first call)."""
+        return self._impl.memory()
+
+    @property
+    def flops(self) -> int:
+        """FLOPs of one call of the convolutions and matrix products, from the
+        compiled graph's recorded shapes (see llga.flops)."""
+        from . import flops as _flops
+
+        return _flops.count(self.graph)[0]
+
+    @property
     def partitions(self) -> List[Partition]:
         """The fusion partitions of the compiled graph, in program order."""
         out = []

@@ -5,6 +5,7 @@
 
 #include "python/numpy_interop.h"
 #include "runtime/compiled.h"
+#include "runtime/microbench.h"
 #include "runtime/threads.h"
 
 namespace py = pybind11;
@@ -152,8 +153,37 @@ void bindRuntime(py::module_& m) {
         for (const auto& s : c.inputs()) names.push_back(s.name);
         return names;
       })
-      .def_property_readonly("weight_bytes", &CompiledGraph::weightBytes);
+      .def_property_readonly("weight_bytes", &CompiledGraph::weightBytes)
+      .def("memory", [](const CompiledGraph& c) {
+        MemoryReport r = c.memory();
+        py::dict d;
+        d["weights"] = r.weights;
+        d["weight_cache"] = r.weight_cache;
+        py::dict peaks;
+        for (const auto& [sig, bytes] : r.peak_activations) peaks[py::str(sig)] = bytes;
+        d["peak_activations"] = peaks;
+        return d;
+      });
   m.def("set_num_threads", &setNumThreads);
   m.def("get_num_threads", &getNumThreads);
+  m.def(
+      "conv_throughput",
+      [](int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t k, const std::string& dtype, int runs) {
+        ConvThroughput r;
+        {
+          py::gil_scoped_release release;
+          r = convThroughput(n, c, h, w, oc, k, dtype, runs);
+        }
+        py::dict d;
+        d["gflops"] = r.gflops;
+        d["seconds"] = r.seconds;
+        d["flops"] = r.flops;
+        d["impl"] = r.impl;
+        d["dtype"] = r.dtype;
+        d["supported"] = r.supported;
+        return d;
+      },
+      py::arg("n"), py::arg("c"), py::arg("h"), py::arg("w"), py::arg("oc"), py::arg("k"), py::arg("dtype") = "f32",
+      py::arg("runs") = 20);
   m.def("supported_ops", [] { return OpRegistry::global().kinds(); });
 }

@@ -1,5 +1,7 @@
 #include "runtime/compiled.h"
 
+#include <algorithm>
+
 namespace llga {
 
 CompiledGraph::CompiledGraph(std::shared_ptr<Graph> graph, WeightMap weights)
@@ -46,9 +48,49 @@ void CompiledGraph::checkInputs(const std::vector<RtValue>& in) const {
   }
 }
 
+namespace {
+
+std::string signature(const std::vector<RtValue>& inputs) {
+  std::string s;
+  for (const RtValue& v : inputs) {
+    if (!s.empty()) s += ", ";
+    if (!v.isTensor()) {
+      s += v.kindName();
+      continue;
+    }
+    const Tensor& t = v.tensor();
+    for (size_t d = 0; d < t.sizes().size(); ++d) s += (d ? "x" : "") + std::to_string(t.sizes()[d]);
+    s += ":";
+    s += scalarTypeName(t.dtype());
+  }
+  return s;
+}
+
+}  // namespace
+
 std::vector<RtValue> CompiledGraph::run(std::vector<RtValue> inputs) const {
   checkInputs(inputs);
-  return plan_->run(std::move(inputs));
+  std::string sig = signature(inputs);
+  auto activations = std::make_shared<MemoryMeter>();
+  std::vector<RtValue> out;
+  {
+    MeterScope scope(activations, cache_meter_);
+    out = plan_->run(std::move(inputs));
+  }
+  int64_t peak = activations->peak.load();
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t& p = peaks_[sig];
+  p = std::max(p, peak);
+  return out;
+}
+
+MemoryReport CompiledGraph::memory() const {
+  MemoryReport r;
+  r.weights = static_cast<int64_t>(plan_->constantBytes());
+  r.weight_cache = cache_meter_->live.load();
+  std::lock_guard<std::mutex> lock(mu_);
+  r.peak_activations = peaks_;
+  return r;
 }
 
 }  // namespace llga

@@ -1,7 +1,9 @@
 // A graph ready to run: its weights bound, its plan built, its inputs checked.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,16 @@ struct InputSpec {
   TypePtr type;
 };
 
+// What a compiled graph holds, in bytes (compiled.memory).
+struct MemoryReport {
+  int64_t weights = 0;       // weights and tensor constants bound to the plan (shared with the caller where given)
+  int64_t weight_cache = 0;  // weights reordered into primitives' layouts, held by the kernels
+  // Per input signature ("1x3x224x224:Float, ..."): the most bytes of
+  // activations (every buffer llga allocated during the call, outputs and
+  // oneDNN scratch included) live at once, over the calls with it.
+  std::map<std::string, int64_t> peak_activations;
+};
+
 class CompiledGraph {
  public:
   CompiledGraph(std::shared_ptr<Graph> graph, WeightMap weights);
@@ -26,6 +38,7 @@ class CompiledGraph {
   const std::shared_ptr<Graph>& graph() const { return graph_; }
   const std::vector<InputSpec>& inputs() const { return inputs_; }
   size_t weightBytes() const;
+  MemoryReport memory() const;
 
  private:
   void checkInputs(const std::vector<RtValue>& inputs) const;
@@ -33,6 +46,9 @@ class CompiledGraph {
   WeightMap weights_;
   std::vector<InputSpec> inputs_;
   std::unique_ptr<Plan> plan_;
+  std::shared_ptr<MemoryMeter> cache_meter_ = std::make_shared<MemoryMeter>();
+  mutable std::mutex mu_;
+  mutable std::map<std::string, int64_t> peaks_;
 };
 
 }  // namespace llga

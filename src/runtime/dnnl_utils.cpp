@@ -1,5 +1,8 @@
 #include "runtime/dnnl_utils.h"
 
+#include <map>
+#include <mutex>
+
 namespace llga {
 
 dnnl::engine& cpuEngine() {
@@ -15,7 +18,7 @@ dnnl::primitive_attr scratchpadAttr() {
 
 dnnl::memory ExecContext::scratchpad(const dnnl::memory::desc& md) {
   size_t need = md.get_size();
-  if (!scratch_ || scratch_->nbytes < need) scratch_ = Storage::allocate(std::max<size_t>(need, 1 << 16));
+  if (!scratch_ || scratch_->nbytes < need) scratch_ = Storage::allocate(std::max<size_t>(need, 1 << 16), AllocPurpose::Activation);
   return dnnl::memory(md, cpuEngine(), scratch_->data);
 }
 
@@ -58,10 +61,54 @@ dnnl::memory::desc plainDesc(const Tensor& t, const Shape& sizes) {
 
 dnnl::memory wrap(const Tensor& t, const dnnl::memory::desc& md) { return dnnl::memory(md, cpuEngine(), t.data()); }
 
-Tensor allocateFor(const dnnl::memory::desc& md) {
+Tensor allocateFor(const dnnl::memory::desc& md, AllocPurpose purpose) {
   size_t bytes = md.get_size();
-  auto st = Storage::allocate(bytes);
+  auto st = Storage::allocate(bytes, purpose);
   return Tensor::fromStorage(st, ScalarType::Byte, {static_cast<int64_t>(bytes)}, {1}, 0);
+}
+
+namespace {
+
+struct WeightKey {
+  const void* data;
+  std::string layouts;  // the plain and the target descriptors' bytes
+  bool operator<(const WeightKey& o) const { return data != o.data ? data < o.data : layouts < o.layouts; }
+};
+struct WeightEntry {
+  std::weak_ptr<Storage> original;  // the entry is valid only for this very buffer
+  std::weak_ptr<Storage> reordered;
+};
+
+}  // namespace
+
+Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const dnnl::memory::desc& md) {
+  static std::mutex mu;
+  static std::map<WeightKey, WeightEntry> cache;
+  static size_t inserts = 0;
+  WeightKey key{w.data(), std::string(reinterpret_cast<const char*>(&plain.data), sizeof(plain.data)) +
+                              std::string(reinterpret_cast<const char*>(&md.data), sizeof(md.data))};
+  auto view = [&md](std::shared_ptr<Storage> st) {
+    return Tensor::fromStorage(std::move(st), ScalarType::Byte, {static_cast<int64_t>(md.get_size())}, {1}, 0);
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) {
+      auto orig = it->second.original.lock();
+      if (auto st = it->second.reordered.lock(); st && orig && orig == w.storage()) return view(std::move(st));
+    }
+  }
+  Tensor out = allocateFor(md, AllocPurpose::WeightCache);
+  ExecContext ctx;
+  reorder(ctx, dnnl::memory(plain, cpuEngine(), w.data()), dnnl::memory(md, cpuEngine(), out.data()));
+  std::lock_guard<std::mutex> lock(mu);
+  if (++inserts % 64 == 0) std::erase_if(cache, [](const auto& kv) { return kv.second.reordered.expired(); });
+  cache[key] = WeightEntry{w.storage(), out.storage()};
+  return out;
+}
+
+dnnl::memory temporary(const dnnl::memory::desc& md, Tensor& keep) {
+  keep = allocateFor(md, AllocPurpose::Activation);
+  return dnnl::memory(md, cpuEngine(), keep.data());
 }
 
 std::string implName(const dnnl::primitive_desc_base& pd) { return pd.impl_info_str(); }

@@ -54,8 +54,17 @@ dnnl::memory::desc plainDesc(const Tensor& t, const Shape& as_sizes);  // same s
 // oneDNN memory over the tensor's own buffer (no copy).
 dnnl::memory wrap(const Tensor& t, const dnnl::memory::desc& md);
 inline dnnl::memory wrap(const Tensor& t) { return wrap(t, plainDesc(t)); }
-// A tensor whose bytes oneDNN may treat as any layout (for reordered weights).
-Tensor allocateFor(const dnnl::memory::desc& md);
+// A tensor whose bytes oneDNN may treat as any layout: by default a cached
+// weight in a primitive's layout, counted as weight cache.
+Tensor allocateFor(const dnnl::memory::desc& md, AllocPurpose purpose = AllocPurpose::WeightCache);
+// The constant weight `w` (described by `plain`) reordered into `md`, made
+// once and shared by every kernel that asks for the same tensor in the same
+// layout while any of them holds it (shape specializations of one model
+// share their weights this way). Counted as weight cache.
+Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const dnnl::memory::desc& md);
+// oneDNN memory of layout `md` for this call only (counted as an activation);
+// `keep` owns the bytes and must outlive the memory's use.
+dnnl::memory temporary(const dnnl::memory::desc& md, Tensor& keep);
 // Short name of the implementation oneDNN chose ("brgconv:avx512_core").
 std::string implName(const dnnl::primitive_desc_base& pd);
 

@@ -281,6 +281,21 @@ std::unique_ptr<Plan> Plan::build(std::shared_ptr<const Graph> graph, const Weig
 
 size_t Plan::numInstructions() const { return main_.code.size(); }
 
+size_t Plan::constantBytes() const {
+  std::unordered_set<const void*> seen;
+  size_t n = 0;
+  auto add = [&](const RtValue& v, auto& self) -> void {
+    if (v.isTensor()) {
+      const Tensor& t = v.tensor();
+      if (t.storage() && seen.insert(t.storage()->data).second) n += t.storage()->nbytes;
+    } else if (v.isList()) {
+      for (const RtValue& item : *v.list()) self(item, self);
+    }
+  };
+  for (const auto& [r, v] : constants_) add(v, add);
+  return n;
+}
+
 // ---------------------------------------------------------------- running
 
 std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, const NodeObserver* observer) const {

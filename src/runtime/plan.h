@@ -39,6 +39,8 @@ class Plan {
   // `observer`, if given, sees every executed op node and its outputs.
   std::vector<RtValue> run(std::vector<RtValue> inputs, const NodeObserver* observer = nullptr) const;
   size_t numInstructions() const;
+  // Bytes of the tensors bound as constants (weights), each buffer once.
+  size_t constantBytes() const;
 
  private:
   struct Block;

@@ -5,19 +5,42 @@
 #include <numeric>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "runtime/strided.h"
 
 namespace llga {
 
-std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
+namespace {
+thread_local std::shared_ptr<MemoryMeter> t_meters[2];  // indexed by AllocPurpose
+}
+
+MeterScope::MeterScope(std::shared_ptr<MemoryMeter> activations, std::shared_ptr<MemoryMeter> weight_cache) {
+  prev_[0] = std::exchange(t_meters[0], std::move(activations));
+  prev_[1] = std::exchange(t_meters[1], std::move(weight_cache));
+}
+
+MeterScope::~MeterScope() {
+  t_meters[0] = std::move(prev_[0]);
+  t_meters[1] = std::move(prev_[1]);
+}
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, AllocPurpose purpose) {
   size_t rounded = std::max<size_t>(64, (nbytes + 63) / 64 * 64);
   void* p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
   auto s = std::make_shared<Storage>();
   s->data = p;
   s->nbytes = nbytes;
-  s->owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  if (const auto& meter = t_meters[static_cast<int>(purpose)]) {
+    meter->add(static_cast<int64_t>(rounded));
+    s->owner = std::shared_ptr<void>(p, [meter, rounded](void* q) {
+      meter->sub(static_cast<int64_t>(rounded));
+      std::free(q);
+    });
+  } else {
+    s->owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  }
   return s;
 }
 

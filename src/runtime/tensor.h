@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <atomic>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -20,12 +21,41 @@ using Shape = std::vector<int64_t>;
 
 // A buffer. Owned (aligned allocation) or borrowed from someone else (a numpy
 // array, a torch tensor), in which case `owner` keeps that memory alive.
+// Bytes held by the buffers llga allocates, for compiled.memory: `live` now,
+// `peak` the most ever live at once. Safe to update from any thread.
+struct MemoryMeter {
+  std::atomic<int64_t> live{0}, peak{0};
+  void add(int64_t n) {
+    int64_t now = live.fetch_add(n) + n, p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
+    }
+  }
+  void sub(int64_t n) { live.fetch_sub(n); }
+};
+
+// What a buffer is for: a per-call activation (or scratch) or a kernel's
+// cached copy of a weight in a primitive's layout.
+enum class AllocPurpose { Activation, WeightCache };
+
+// While alive, buffers the calling thread allocates are counted on these
+// meters (each may be null) until they are freed, wherever that happens.
+class MeterScope {
+ public:
+  MeterScope(std::shared_ptr<MemoryMeter> activations, std::shared_ptr<MemoryMeter> weight_cache);
+  ~MeterScope();
+  MeterScope(const MeterScope&) = delete;
+  MeterScope& operator=(const MeterScope&) = delete;
+
+ private:
+  std::shared_ptr<MemoryMeter> prev_[2];
+};
+
 struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   std::shared_ptr<void> owner;
 
-  static std::shared_ptr<Storage> allocate(size_t nbytes);
+  static std::shared_ptr<Storage> allocate(size_t nbytes, AllocPurpose purpose = AllocPurpose::Activation);
   static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, std::shared_ptr<void> owner);
 };
 

@@ -84,20 +84,21 @@ class ConvKernel final : public Kernel {
     for (const Tensor& t : operands) checkOperandFits(t, e->out_shape);
     Tensor out = Tensor::empty(ScalarType::Float, e->out_shape);
     ExecContext& ctx = a.ctx;
+    Tensor src_buf, wei_buf, dst_buf;  // this call's blocked copies
     memory src = wrap(x, e->src_plain);
     if (e->src_md != e->src_plain) {
-      memory tmp(e->src_md, cpuEngine());
+      memory tmp = temporary(e->src_md, src_buf);
       reorder(ctx, src, tmp);
       src = tmp;
     }
     memory wei = e->weights;
     if (!constant_weight_) {
       memory plain = wrap(w, weightsPlainDesc(w, p));
-      wei = memory(e->wei_md, cpuEngine());
+      wei = temporary(e->wei_md, wei_buf);
       reorder(ctx, plain, wei);
     }
     memory dst_plain = wrap(out, e->dst_plain);
-    memory dst = e->dst_md == e->dst_plain ? dst_plain : memory(e->dst_md, cpuEngine());
+    memory dst = e->dst_md == e->dst_plain ? dst_plain : temporary(e->dst_md, dst_buf);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
     for (size_t i = 0, o = 0; i < e->ops.size(); ++i) {
       if (e->ops[i].kind == PostOp::Kind::Eltwise) continue;
@@ -273,11 +274,8 @@ class ConvKernel final : public Kernel {
     e.src_plain = plainDesc(x);
     e.dst_plain = memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out));
     if (constant_weight_) {
-      e.weights_buf = allocateFor(e.wei_md);
+      e.weights_buf = reorderedWeight(w, wplain, e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
-      memory plain(wplain, cpuEngine(), w.data());
-      ExecContext ctx;
-      reorder(ctx, plain, e.weights);
     }
     return e;
   }

@@ -89,11 +89,8 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     e.wei_md = pd.weights_desc();
     e.impl = pd.impl_info_str();
     if (constant_b) {
-      e.weights_buf = allocateFor(e.wei_md);
+      e.weights_buf = reorderedWeight(b, e.wei_plain, e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
-      memory plain(e.wei_plain, cpuEngine(), b.data());
-      ExecContext local_ctx;
-      reorder(local_ctx, plain, e.weights);
     }
     return e;
   };

@@ -1,0 +1,26 @@
+// The machine's limit: what one oneDNN convolution achieves here.
+// Used by the benchmark suite to put every model's GFLOP/s in proportion.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace llga {
+
+struct ConvThroughput {
+  double gflops = 0;      // best over the timed runs
+  double seconds = 0;     // best time of one execution
+  int64_t flops = 0;      // of one execution
+  std::string impl;       // oneDNN's implementation, e.g. "brgconv:avx512_core"
+  std::string dtype;      // "f32" or "bf16"
+  bool supported = true;  // false when the CPU has no such implementation (bf16 without AVX512-BF16)
+};
+
+// A forward 2-D convolution n x c x h x w, oc output channels, k x k kernel,
+// stride 1, "same" padding, every layout format_tag::any. `dtype` is "f32" or
+// "bf16" (bf16 src/weights, f32 accumulate, bf16 dst). Runs `runs` times after
+// a warm-up, with the current oneDNN thread count.
+ConvThroughput convThroughput(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t k,
+                              const std::string& dtype, int runs);
+
+}  // namespace llga
