@@ -8,7 +8,7 @@ JOBS    ?= 2
 CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all bootstrap build demo test test-cpp test-asan test-py test-install fuzz fuzz-smoke bench-parse bench-runtime clean
+.PHONY: all bootstrap build demo test test-cpp test-asan test-py test-install fuzz fuzz-smoke bench bench-quick bench-parse bench-runtime clean
 
 all: build
 
@@ -49,6 +49,16 @@ fuzz: bootstrap
 
 fuzz-smoke:
 	$(MAKE) fuzz FUZZ_SECONDS=45
+
+# llga vs PyTorch (eager, frozen+OFI), ONNX Runtime and the machine's limit.
+# Writes bench/results/latest.{json,md,png}. BENCH_ARGS="--models resnet50 --batch 1,16"
+bench: build
+	@scripts/bootstrap.sh bench
+	$(PY) -m bench $(BENCH_ARGS)
+
+bench-quick: build
+	@scripts/bootstrap.sh bench
+	$(PY) -m bench --quick $(BENCH_ARGS)
 
 bench-parse: build
 	$(PY) bench/parse_bench.py

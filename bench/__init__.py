@@ -1,0 +1,1 @@
+"""llga's benchmark suite: `/usr/bin/python3 -m bench --help`."""

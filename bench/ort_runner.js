@@ -1,0 +1,65 @@
+// ONNX Runtime (onnxruntime-node) as one benchmark runner, in its own Node
+// process. Same protocol as bench/worker.py:
+//   node bench/ort_runner.js WORKDIR MODULE_DIR
+// reads WORKDIR/spec.json and WORKDIR/model.onnx, runs once (writing its
+// outputs as raw little-endian files), then answers JSON lines on stdin:
+// {"cmd":"run","n":k} -> per-call seconds, {"cmd":"quit"} -> peak RSS.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const readline = require('readline');
+
+const [workdir, moduleDir] = process.argv.slice(2);
+const ort = require(path.join(moduleDir, 'onnxruntime-node'));
+const spec = JSON.parse(fs.readFileSync(path.join(workdir, 'spec.json'), 'utf8'));
+
+function reply(obj) { process.stdout.write('@@ ' + JSON.stringify(obj) + '\n'); }
+
+function loadInput(inp) {
+  const buf = fs.readFileSync(path.join(workdir, inp.raw));
+  const bytes = buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length);
+  const data = inp.dtype === 'float32' ? new Float32Array(bytes) : new BigInt64Array(bytes);
+  return new ort.Tensor(inp.dtype === 'float32' ? 'float32' : 'int64', data, inp.shape);
+}
+
+async function main() {
+  const t0 = process.hrtime.bigint();
+  const session = await ort.InferenceSession.create(path.join(workdir, 'model.onnx'), {
+    intraOpNumThreads: spec.threads, interOpNumThreads: 1, graphOptimizationLevel: 'all',
+    executionMode: 'sequential',
+  });
+  const compile_s = Number(process.hrtime.bigint() - t0) / 1e9;
+  const feeds = {};
+  spec.inputs.forEach((inp, i) => { feeds[session.inputNames[i]] = loadInput(inp); });
+  const t1 = process.hrtime.bigint();
+  const out = await session.run(feeds);
+  const first_s = Number(process.hrtime.bigint() - t1) / 1e9;
+  const files = [];
+  session.outputNames.forEach((name, i) => {
+    const d = out[name].data;
+    const file = `out-ort-${i}.raw`;
+    fs.writeFileSync(path.join(workdir, file), Buffer.from(d.buffer, d.byteOffset, d.byteLength));
+    files.push({ file, dtype: out[name].type, shape: out[name].dims });
+  });
+  reply({ ready: true, compile_s, first_call_s: first_s, outputs: files });
+  const rl = readline.createInterface({ input: process.stdin });
+  for await (const line of rl) {
+    const cmd = JSON.parse(line);
+    if (cmd.cmd === 'run') {
+      const times = [];
+      for (let i = 0; i < cmd.n; ++i) {
+        const s = process.hrtime.bigint();
+        await session.run(feeds);
+        times.push(Number(process.hrtime.bigint() - s) / 1e9);
+      }
+      reply({ times });
+    } else if (cmd.cmd === 'quit') {
+      // VmHWM, not resourceUsage().maxRSS: Linux carries the parent's peak across fork and exec.
+      const hwm = /VmHWM:\s+(\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+      reply({ maxrss_kib: hwm ? Number(hwm[1]) : process.resourceUsage().maxRSS });
+      process.exit(0);
+    }
+  }
+}
+
+main().catch((e) => { process.stderr.write(String(e && e.stack || e) + '\n'); process.exit(1); });

@@ -1,0 +1,146 @@
+"""The bench's outputs: JSON (everything), a Markdown table, a PNG chart."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from typing import List, Optional
+
+ORDER = ("llga", "ofi", "eager", "ort")
+LABELS = {"llga": "llga", "ofi": "PyTorch frozen+OFI", "eager": "PyTorch eager", "ort": "ONNX Runtime 1.30"}
+
+
+def _ms(entry: Optional[dict]) -> Optional[float]:
+    return entry.get("median_ms") if entry and entry.get("ok") else None
+
+
+def _cell(entry: Optional[dict]) -> str:
+    if not entry:
+        return "-"
+    if not entry.get("ok"):
+        return "n/a"
+    v = entry["median_ms"]
+    return f"{v:.3f}" if v < 1 else f"{v:.1f}"
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a and b else None
+
+
+def _geomean(xs: List[float]) -> Optional[float]:
+    xs = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def _fmt_ratio(r: Optional[float]) -> str:
+    return f"{r:.2f}x" if r else "-"
+
+
+def markdown(run: dict) -> str:
+    lim = run["limit"]
+    m = run["machine"]
+    lines = [
+        f"llga benchmark, {run['date']}, {run['threads']} threads, fp32; median latency in ms "
+        f"(ratio < 1: llga faster).",
+        f"Machine: {m.get('cpu', '?')}, {m.get('cpus')} CPUs; limit (oneDNN conv 1x256x56x56 3x3): "
+        f"{lim['f32']['gflops']:.0f} GFLOP/s f32 ({lim['f32']['impl']}), "
+        + (f"{lim['bf16']['gflops']:.0f} GFLOP/s bf16 ({lim['bf16']['impl']})" if lim["bf16"]["supported"]
+           else "bf16 unsupported") + ".",
+        "",
+        "| model | batch | GFLOP | llga | PyTorch frozen+OFI | PyTorch eager | ONNX Runtime | llga/ORT | llga/OFI "
+        "| llga GFLOP/s (% limit) | llga compile s | peak RSS MiB llga / OFI / ORT | llga act. / cache MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    r_ort, r_ofi = [], []
+    notes = []
+    for r in run["results"]:
+        sy = r.get("systems", {})
+        if "error" in r:
+            notes.append(f"{r['model']} (batch {r['batch']}): {r['error']}")
+            continue
+        llga = _ms(sy.get("llga"))
+        ro, rf = _ratio(llga, _ms(sy.get("ort"))), _ratio(llga, _ms(sy.get("ofi")))
+        r_ort.append(ro)
+        r_ofi.append(rf)
+        l = sy.get("llga", {})
+        gf = f"{l['gflops']:.0f} ({l['pct_limit']:.0f}%)" if l.get("gflops") else "-"
+        rss = " / ".join(f"{sy[s]['maxrss_mib']:.0f}" if sy.get(s, {}).get("maxrss_mib") else "-"
+                         for s in ("llga", "ofi", "ort"))
+        mem = r.get("llga_memory") or {}
+        act = max(mem.get("peak_activations", {}).values(), default=0)
+        memcell = f"{act / 2**20:.1f} / {mem.get('weight_cache', 0) / 2**20:.0f}" if mem else "-"
+        gflop = f"{r['flops'] / 1e9:.2f}" if r.get("flops") is not None else "-"
+        lines.append(f"| {r['model']} | {r['batch']} | {gflop} | {_cell(sy.get('llga'))} | {_cell(sy.get('ofi'))} | "
+                     f"{_cell(sy.get('eager'))} | {_cell(sy.get('ort'))} | {_fmt_ratio(ro)} | {_fmt_ratio(rf)} | {gf} | "
+                     f"{l.get('compile_s', 0):.2f} | {rss} | {memcell} |")
+        for s, e in sy.items():
+            if not e.get("ok"):
+                notes.append(f"{r['model']} (batch {r['batch']}), {LABELS[s]}: {e.get('error')}")
+    lines.append(f"| geometric mean | | | | | | | {_fmt_ratio(_geomean(r_ort))} | {_fmt_ratio(_geomean(r_ofi))} "
+                 "| | | | |")
+    if notes:
+        lines.append("")
+        lines += [f"- {n}" for n in notes]
+    lines.append("")
+    lines.append(f"Command: `{run['command']}`; {run['seconds']:.0f} s. Versions: "
+                 + ", ".join(f"{k} {v}" for k, v in run["versions"].items()) + ".")
+    return "\n".join(lines)
+
+
+def chart(run: dict, path: str) -> Optional[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    results = [r for r in run["results"] if "error" not in r]
+    if not results:
+        return None
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(results)), 4.5))
+    width = 0.8 / len(ORDER)
+    colors = {"llga": "#d62728", "ofi": "#1f77b4", "eager": "#aec7e8", "ort": "#2ca02c"}
+    for i, s in enumerate(ORDER):
+        xs, ys = [], []
+        for j, r in enumerate(results):
+            v = _ms(r["systems"].get(s))
+            if v:
+                xs.append(j + (i - (len(ORDER) - 1) / 2) * width)
+                ys.append(v)
+        ax.bar(xs, ys, width, label=LABELS[s], color=colors[s])
+    for j, r in enumerate(results):
+        if r.get("floor_ms"):
+            ax.hlines(r["floor_ms"], j - 0.45, j + 0.45, colors="black", linestyles="dashed",
+                      label="limit (FLOPs / f32 conv GFLOP/s)" if j == 0 else None)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(results)))
+    ax.set_xticklabels([f"{r['model']}\nb{r['batch']}" for r in results])
+    ax.set_ylabel("median latency, ms (log)")
+    ax.set_title(f"llga vs peers, {run['threads']} threads, fp32 ({run['date'][:10]})")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write(run: dict, out_dir: str, stamp: str) -> List[str]:
+    os.makedirs(out_dir, exist_ok=True)
+    base = os.path.join(out_dir, f"run-{stamp}")
+    paths = []
+    with open(base + ".json", "w") as f:
+        json.dump(run, f, indent=1, default=lambda o: None if isinstance(o, float) and math.isinf(o) else str(o))
+    paths.append(base + ".json")
+    with open(base + ".md", "w") as f:
+        f.write(markdown(run) + "\n")
+    paths.append(base + ".md")
+    if chart(run, base + ".png"):
+        paths.append(base + ".png")
+    for p in list(paths):
+        latest = os.path.join(out_dir, "latest" + os.path.splitext(p)[1])
+        shutil.copyfile(p, latest)
+        paths.append(latest)
+    return paths

@@ -1,0 +1,377 @@
+"""llga against PyTorch (eager, frozen + optimize_for_inference), ONNX Runtime
+and the machine's limit, in one run.
+
+    /usr/bin/python3 -m bench [--models resnet50,bert] [--batch 1,16] [--runs 10] [--quick]
+
+Each system runs in its own process (its own peak RSS), all with the same
+thread count; timing rounds are interleaved between the systems so drift hits
+all alike. Each system's outputs are checked against PyTorch eager before its
+times count. Writes bench/results/run-<time>.{json,md,png} and latest.*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from bench import models as bench_models
+from bench import report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CACHE = os.path.join(ROOT, "bench", ".cache")
+RESULTS = os.path.join(ROOT, "bench", "results")
+ORT_VERSION = "1.30.0"
+SYSTEMS = ("llga", "ofi", "eager", "ort")
+LABELS = {"llga": "llga", "ofi": "PyTorch frozen+OFI", "eager": "PyTorch eager", "ort": "ONNX Runtime"}
+PAUSE_S = 0.2  # between timing blocks of different systems
+TOLERANCE = 1e-3  # relative to the output's largest magnitude; tests hold llga to 1e-4
+
+
+# ----------------------------------------------------------------- set-up
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def setup_ort(log) -> Dict[str, str]:
+    """Installs onnxruntime-node into bench/.cache (once); {"module_dir"} or {"error"}."""
+    module_dir = os.path.join(CACHE, "node_modules")
+    lib = os.path.join(module_dir, "onnxruntime-node", "bin", "napi-v6", "linux", "x64", "libonnxruntime.so.1")
+    pkg = os.path.join(module_dir, "onnxruntime-node", "package.json")
+    if os.path.exists(pkg) and json.loads(_read(pkg)).get("version") == ORT_VERSION and os.path.exists(lib):
+        return {"module_dir": module_dir}
+    if not shutil.which("node") or not shutil.which("npm"):
+        return {"error": "node/npm not found (scripts/bootstrap.sh bench installs them)"}
+    os.makedirs(CACHE, exist_ok=True)
+    log(f"installing onnxruntime-node@{ORT_VERSION} into {CACHE} (npm, --ignore-scripts)")
+    r = subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", "--prefix", CACHE,
+                        f"onnxruntime-node@{ORT_VERSION}"], capture_output=True, text=True)
+    if r.returncode != 0 or not os.path.exists(lib):
+        return {"error": f"npm install failed: {(r.stderr or r.stdout).strip()[-400:]}"}
+    return {"module_dir": module_dir}
+
+
+def machine_info() -> Dict[str, object]:
+    info: Dict[str, object] = {"platform": platform.platform(), "cpus": os.cpu_count()}
+    try:
+        cpuinfo = _read("/proc/cpuinfo")
+        for line in cpuinfo.splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                info["isa"] = sorted(f for f in flags if f.startswith(("avx512f", "avx512_bf16", "amx", "avx2")))
+                break
+        for line in _read("/proc/meminfo").splitlines():
+            if line.startswith("MemTotal"):
+                info["mem_gib"] = round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return info
+
+
+def versions(ort_dir: Optional[str]) -> Dict[str, str]:
+    import torch
+
+    import llga
+
+    v = {"llga": llga.__version__, "torch": torch.__version__, "numpy": np.__version__,
+         "python": platform.python_version()}
+    try:
+        v["node"] = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    if ort_dir:
+        v["onnxruntime-node"] = json.loads(_read(os.path.join(ort_dir, "onnxruntime-node", "package.json")))["version"]
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "libdnnl-dev"], capture_output=True, text=True)
+        v["onednn"] = out.stdout.strip()
+    except OSError:
+        pass
+    return v
+
+
+def machine_limit(threads: int, runs: int) -> Dict[str, dict]:
+    import llga
+    from llga import _llga
+
+    llga.set_num_threads(threads)
+    # The PERFORMANCE.md microbenchmark: 1x256x56x56, 3x3, 256 out, format_tag::any.
+    return {dt: _llga.conv_throughput(1, 256, 56, 56, 256, 3, dt, runs) for dt in ("f32", "bf16")}
+
+
+# ----------------------------------------------------------------- runners
+
+class Runner:
+    """One system in its own process, speaking bench/worker.py's protocol."""
+
+    def __init__(self, system: str, argv: List[str], workdir: str, env):
+        self.system = system
+        self.log_path = os.path.join(workdir, f"{system}.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     env=env, cwd=ROOT)
+
+    def recv(self) -> dict:
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                self.proc.wait()
+                self.log.close()
+                tail = _read(self.log_path).strip().splitlines()[-6:]
+                raise RuntimeError(f"{self.system} runner exited ({self.proc.returncode}): " + " | ".join(tail))
+            if line.startswith("@@ "):
+                return json.loads(line[3:])
+
+    def send(self, obj) -> dict:
+        self.proc.stdin.write(json.dumps(obj) + "\n")
+        self.proc.stdin.flush()
+        return self.recv()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def close(self) -> dict:
+        try:
+            return self.send({"cmd": "quit"})
+        finally:
+            self.proc.wait(timeout=60)
+            self.proc.stdin.close()
+            self.proc.stdout.close()
+            self.log.close()
+
+
+def runner_env(threads: int):
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+               PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
+    return env
+
+
+def read_outputs(system: str, ready: dict, workdir: str) -> List[np.ndarray]:
+    outs = []
+    for o in ready["outputs"]:
+        if system == "ort":
+            dt = {"float32": np.float32, "int64": np.int64}[o["dtype"]]
+            outs.append(np.fromfile(os.path.join(workdir, o["file"]), dtype=dt).reshape(o["shape"]))
+        else:
+            outs.append(np.load(os.path.join(workdir, o)))
+    return outs
+
+
+def rel_error(outs: List[np.ndarray], refs: List[np.ndarray]) -> float:
+    if len(outs) != len(refs):
+        return math.inf
+    worst = 0.0
+    for o, r in zip(outs, refs):
+        if o.shape != r.shape:
+            return math.inf
+        scale = float(np.abs(r).max()) or 1.0
+        worst = max(worst, float(np.abs(o.astype(np.float64) - r).max()) / scale)
+    return worst
+
+
+# ----------------------------------------------------------------- one model
+
+def export(name: str, batch: int, workdir: str, want_onnx: bool, threads: int) -> dict:
+    """Builds the model, writes inputs, IR text + weights and the ONNX file;
+    returns the spec plus PyTorch's reference outputs."""
+    import torch
+
+    import llga
+
+    torch.set_num_threads(threads)
+    model, inputs = bench_models.build(name, batch)
+    spec = {"model": name, "batch": batch, "threads": threads, "inputs": []}
+    for i, x in enumerate(inputs):
+        a = x.numpy()
+        np.save(os.path.join(workdir, f"in{i}.npy"), a)
+        a.tofile(os.path.join(workdir, f"in{i}.raw"))
+        spec["inputs"].append({"file": f"in{i}.npy", "raw": f"in{i}.raw", "dtype": str(a.dtype),
+                               "shape": list(a.shape)})
+    with torch.no_grad():
+        ref = model(*inputs)
+    refs = [r.numpy() for r in (ref if isinstance(ref, tuple) else (ref,))]
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(model, tuple(inputs), check_trace=False)
+    graph, weights = llga.import_torch(traced)
+    with open(os.path.join(workdir, "graph.txt"), "w") as f:
+        f.write(traced.inlined_graph.str())
+    np.savez(os.path.join(workdir, "weights.npz"), **weights)
+    spec["onnx_error"] = None
+    if want_onnx:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(model, tuple(inputs), os.path.join(workdir, "model.onnx"), opset_version=14,
+                                  do_constant_folding=True)
+        except Exception as e:  # noqa: BLE001 - reported in the results, the others still run
+            spec["onnx_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    with open(os.path.join(workdir, "spec.json"), "w") as f:
+        json.dump(spec, f)
+    return {"spec": spec, "refs": refs}
+
+
+def run_model(name: str, batch: int, args, ort: dict, limit: dict, bar) -> dict:
+    workdir = os.path.join(CACHE, "work", f"{name}-b{batch}")
+    shutil.rmtree(workdir, ignore_errors=True)
+    os.makedirs(workdir)
+    systems = [s for s in args.systems if s != "ort" or "module_dir" in ort]
+    bar.set_description(f"{name} b{batch}: export")
+    exported = export(name, batch, workdir, "ort" in systems, args.threads)
+    spec, refs = exported["spec"], exported["refs"]
+    result: dict = {"model": name, "batch": batch, "description": bench_models.DESCRIPTIONS.get(name, name),
+                    "systems": {}}
+    if "ort" in args.systems and "module_dir" not in ort:
+        result["systems"]["ort"] = {"ok": False, "error": ort.get("error")}
+    if spec["onnx_error"]:
+        systems.remove("ort")
+        result["systems"]["ort"] = {"ok": False, "error": "torch.onnx.export failed: " + spec["onnx_error"]}
+    bar.update(1)
+
+    env = runner_env(args.threads)
+    runners: Dict[str, Runner] = {}
+    try:
+        for s in systems:
+            bar.set_description(f"{name} b{batch}: start {s}")
+            if s == "ort":
+                argv = ["node", os.path.join(ROOT, "bench", "ort_runner.js"), workdir, ort["module_dir"]]
+            else:
+                argv = [args.python, "-m", "bench.worker", s, workdir]
+            r = Runner(s, argv, workdir, env)
+            try:
+                ready = r.recv()
+            except RuntimeError as e:
+                result["systems"][s] = {"ok": False, "error": str(e)}
+                continue
+            err = rel_error(read_outputs(s, ready, workdir), refs)
+            entry = {"compile_s": ready["compile_s"], "first_call_ms": ready["first_call_s"] * 1e3, "rel_err": err,
+                     "ok": err <= TOLERANCE}
+            if not entry["ok"]:
+                entry["error"] = f"output differs from PyTorch eager (relative error {err:.2e}); times not counted"
+            result["systems"][s] = entry
+            runners[s] = r
+        bar.update(1)
+
+        # Calls per block: about 100 ms of work, so tiny models are not timed one
+        # call at a time. Between blocks the driver pauses briefly: thread pools
+        # (OpenMP's, ORT's) spin for a while after their work, and that spinning
+        # must not land on the next system's time.
+        est = {s: max(1e-6, result["systems"][s]["first_call_ms"] / 1e3) for s in runners}
+        for s, r in runners.items():
+            est[s] = max(1e-6, min(r.send({"cmd": "run", "n": 1})["times"]))  # warm
+        block = {s: max(1, min(5000, int(0.1 / est[s]))) for s in runners}
+        rounds = {s: max(3, min(args.runs, int(args.max_seconds / (est[s] * block[s])))) for s in runners}
+        times: Dict[str, List[float]] = {s: [] for s in runners}
+        for s, r in runners.items():  # warm-up block
+            time.sleep(PAUSE_S)
+            r.send({"cmd": "run", "n": block[s]})
+        for i in range(max(rounds.values(), default=0)):
+            bar.set_description(f"{name} b{batch}: round {i + 1}")
+            for s, r in runners.items():
+                if i < rounds[s]:
+                    time.sleep(PAUSE_S)
+                    times[s].extend(r.send({"cmd": "run", "n": block[s]})["times"])
+            bar.update(args.runs / max(rounds.values()))
+        for s, r in runners.items():
+            info = r.close()
+            entry = result["systems"][s]
+            entry["maxrss_mib"] = info["maxrss_kib"] / 1024
+            entry["calls"] = len(times[s])
+            if entry["ok"]:
+                entry["median_ms"] = statistics.median(times[s]) * 1e3
+                entry["min_ms"] = min(times[s]) * 1e3
+            if s == "llga":
+                result["flops"] = info["flops"]
+                result["llga_memory"] = info["memory"]
+                result["llga_partitions"] = info["partitions"]
+    finally:
+        for r in runners.values():
+            r.kill()
+    flops = result.get("flops")
+    for s, entry in result["systems"].items():
+        if flops and entry.get("median_ms"):
+            entry["gflops"] = flops / (entry["median_ms"] * 1e-3) * 1e-9
+            entry["pct_limit"] = 100 * entry["gflops"] / limit["f32"]["gflops"]
+    if flops:
+        result["floor_ms"] = flops / (limit["f32"]["gflops"] * 1e9) * 1e3
+    bar.update(1)
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+# ----------------------------------------------------------------- main
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=None, help=f"comma-separated (default: {','.join(bench_models.DEFAULT)})")
+    ap.add_argument("--batch", default="1", help="comma-separated batch sizes (16 for throughput)")
+    ap.add_argument("--runs", type=int, default=10, help="timed rounds per system (each about 20 ms or one call)")
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-seconds", type=float, default=60.0,
+                    help="per system and model: fewer rounds (at least 3) when they would take longer")
+    ap.add_argument("--quick", action="store_true", help=f"{','.join(bench_models.QUICK)}, 5 rounds: about a minute")
+    ap.add_argument("--out", default=RESULTS)
+    ap.add_argument("--keep", action="store_true", help="keep the exported files under bench/.cache/work")
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.models = args.models or ",".join(bench_models.QUICK)
+        args.runs = min(args.runs, 5)
+    names = (args.models or ",".join(bench_models.DEFAULT)).split(",")
+    for n in names:
+        if n not in bench_models.BUILDERS:
+            ap.error(f"unknown model {n!r}; known: {', '.join(bench_models.BUILDERS)}")
+    batches = [int(b) for b in args.batch.split(",")]
+    args.systems = args.systems.split(",")
+    for s in args.systems:
+        if s not in SYSTEMS:
+            ap.error(f"unknown system {s!r}; known: {', '.join(SYSTEMS)}")
+
+    from tqdm import tqdm
+
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    started = datetime.datetime.now()
+    ort = setup_ort(log) if "ort" in args.systems else {"error": "not asked for"}
+    if "error" in ort and "ort" in args.systems:
+        log(f"ONNX Runtime unavailable: {ort['error']}")
+    log("measuring the machine's limit (oneDNN convolution, f32 and bf16) ...")
+    limit = machine_limit(args.threads, 20)
+    run = {"date": started.isoformat(timespec="seconds"), "command": "python -m bench " + " ".join(argv or sys.argv[1:]),
+           "threads": args.threads, "machine": machine_info(), "versions": versions(ort.get("module_dir")),
+           "limit": limit, "results": []}
+    jobs = [(n, b) for b in batches for n in names]
+    with tqdm(total=len(jobs) * (3 + args.runs), file=sys.stderr, unit="step", dynamic_ncols=True) as bar:
+        for name, batch in jobs:
+            try:
+                run["results"].append(run_model(name, batch, args, ort, limit, bar))
+            except Exception as e:  # noqa: BLE001 - one model failing must not lose the others
+                log(f"{name} batch {batch} failed: {type(e).__name__}: {e}")
+                run["results"].append({"model": name, "batch": batch, "error": f"{type(e).__name__}: {e}",
+                                       "systems": {}})
+    run["seconds"] = (datetime.datetime.now() - started).total_seconds()
+    paths = report.write(run, args.out, started.strftime("%Y%m%d-%H%M%S"))
+    print(report.markdown(run))
+    for p in paths:
+        print(f"wrote {os.path.relpath(p, ROOT)}")
+    llga_ok = all(r.get("systems", {}).get("llga", {}).get("ok") for r in run["results"])
+    return 0 if llga_ok else 1

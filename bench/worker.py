@@ -1,0 +1,136 @@
+"""One benchmark runner in its own process (so its peak RSS is its own).
+
+    /usr/bin/python3 -m bench.worker {llga|eager|ofi} WORKDIR
+
+Reads WORKDIR/spec.json, prepares the model, calls it once (writing its
+outputs for the driver's correctness check), then answers commands on stdin,
+one JSON object per line: {"cmd": "run", "n": k} -> per-call seconds;
+{"cmd": "quit"} -> peak RSS (and llga's memory report). Replies are stdout
+lines starting with "@@ " so that library chatter cannot be mistaken for one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+import warnings
+
+
+def reply(obj) -> None:
+    sys.stdout.write("@@ " + json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def peak_rss_kib() -> int:
+    """This process's peak RSS (VmHWM). getrusage's ru_maxrss would not do:
+    Linux carries the parent's figure across fork and exec."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def load_inputs(workdir: str, spec):
+    import numpy as np
+
+    return [np.load(os.path.join(workdir, i["file"])) for i in spec["inputs"]]
+
+
+def prepare_llga(workdir: str, spec, threads: int):
+    """IR text plus a weights file: the deployment path, no PyTorch imported."""
+    import numpy as np
+
+    import llga
+
+    llga.set_num_threads(threads)
+    with open(os.path.join(workdir, "graph.txt")) as f:
+        text = f.read()
+    with np.load(os.path.join(workdir, "weights.npz")) as z:
+        weights = {k: z[k] for k in z.files}
+    xs = load_inputs(workdir, spec)
+    t0 = time.perf_counter()
+    compiled = llga.optimize(text, params=weights)
+    compile_s = time.perf_counter() - t0
+    del weights  # the compiled graph holds what it needs
+
+    def call():
+        return compiled(*xs)
+
+    def extra():
+        return {"memory": compiled.memory, "flops": compiled.flops, "partitions": len(compiled.partitions)}
+
+    assert "torch" not in sys.modules, "the llga runner must not need PyTorch"
+    return call, compile_s, extra
+
+
+def prepare_torch(workdir: str, spec, threads: int, system: str):
+    import numpy as np
+    import torch
+
+    from bench.models import build
+
+    torch.set_num_threads(threads)
+    model, _ = build(spec["model"], spec["batch"])
+    xs = [torch.from_numpy(x) for x in load_inputs(workdir, spec)]
+    t0 = time.perf_counter()
+    if system == "ofi":
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            traced = torch.jit.trace(model, tuple(xs), check_trace=False)
+            model = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
+    compile_s = time.perf_counter() - t0
+
+    def call():
+        with torch.no_grad():
+            out = model(*xs)
+        return tuple(o.numpy() for o in out) if isinstance(out, tuple) else out.numpy()
+
+    return call, compile_s, lambda: {}
+
+
+def main(argv) -> int:
+    system, workdir = argv[1], argv[2]
+    with open(os.path.join(workdir, "spec.json")) as f:
+        spec = json.load(f)
+    threads = spec["threads"]
+    if system == "llga":
+        call, compile_s, extra = prepare_llga(workdir, spec, threads)
+    elif system in ("eager", "ofi"):
+        call, compile_s, extra = prepare_torch(workdir, spec, threads, system)
+    else:
+        raise SystemExit(f"unknown system {system!r}")
+    import numpy as np
+
+    t0 = time.perf_counter()
+    out = call()
+    first_s = time.perf_counter() - t0
+    outs = out if isinstance(out, tuple) else (out,)
+    files = []
+    for i, o in enumerate(outs):
+        name = f"out-{system}-{i}.npy"
+        np.save(os.path.join(workdir, name), np.asarray(o))
+        files.append(name)
+    reply({"ready": True, "compile_s": compile_s, "first_call_s": first_s, "outputs": files})
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        if cmd["cmd"] == "run":
+            times = []
+            for _ in range(int(cmd["n"])):
+                t0 = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - t0)
+            reply({"times": times})
+        elif cmd["cmd"] == "quit":
+            info = {"maxrss_kib": peak_rss_kib()}
+            info.update(extra())
+            reply(info)
+            return 0
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

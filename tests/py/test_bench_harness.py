@@ -1,0 +1,57 @@
+"""The benchmark harness runs end to end on the tiny model (times not judged:
+the bench is run by hand; this only keeps the harness from rotting)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    r = subprocess.run([sys.executable, "-m", "bench", "--models", "tiny", "--runs", "2", "--max-seconds", "2",
+                        "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out, json.loads((out / "latest.json").read_text()), r.stdout
+
+
+def test_writes_json_markdown_and_chart(tiny_run):
+    out, run, stdout = tiny_run
+    assert {"latest.json", "latest.md", "latest.png"} <= set(os.listdir(out))
+    assert (out / "latest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "latest.md").read_text()
+    assert "| tiny | 1 |" in md and "geometric mean" in md
+    assert md.strip() in stdout  # the table is also printed
+
+
+def test_every_system_checked_and_timed(tiny_run):
+    _, run, _ = tiny_run
+    (res,) = run["results"]
+    llga = res["systems"]["llga"]
+    assert llga["ok"] and llga["rel_err"] <= 1e-4
+    assert llga["calls"] >= 2 and 0 < llga["min_ms"] <= llga["median_ms"]
+    for s in ("eager", "ofi"):
+        assert res["systems"][s]["ok"], res["systems"][s]
+    ort = res["systems"]["ort"]
+    if shutil.which("node") is None:
+        assert not ort["ok"] and "node" in ort["error"]
+    else:
+        assert ort["ok"], ort
+    # FLOPs counted by llga from the graph: 32 x 28 x 64 multiply-adds.
+    assert res["flops"] == 2 * 32 * 28 * 64
+    assert res["llga_memory"]["peak_activations"]
+    assert run["limit"]["f32"]["gflops"] > 1 and run["limit"]["f32"]["impl"]
+    # Each runner reports its own peak RSS (not the driver's).
+    assert llga["maxrss_mib"] < res["systems"]["ofi"]["maxrss_mib"]
+
+
+def test_rejects_unknown_model():
+    r = subprocess.run([sys.executable, "-m", "bench", "--models", "nope"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown model 'nope'" in r.stderr
