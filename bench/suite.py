@@ -291,14 +291,18 @@ def run_model(name: str, batch: int, args, ort: dict, limit: dict, bar) -> dict:
                     times[s].extend(r.send({"cmd": "run", "n": block[s]})["times"])
             bar.update(args.runs / max(rounds.values()))
         for s, r in runners.items():
-            info = r.close()
             entry = result["systems"][s]
+            try:
+                info = r.close()
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:  # keep the times measured
+                info = {"maxrss_kib": 0}
+                entry["close_error"] = str(e)
             entry["maxrss_mib"] = info["maxrss_kib"] / 1024
             entry["calls"] = len(times[s])
             if entry["ok"]:
                 entry["median_ms"] = statistics.median(times[s]) * 1e3
                 entry["min_ms"] = min(times[s]) * 1e3
-            if s == "llga":
+            if s == "llga" and "flops" in info:
                 result["flops"] = info["flops"]
                 result["llga_memory"] = info["memory"]
                 result["llga_partitions"] = info["partitions"]

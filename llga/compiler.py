@@ -58,15 +58,17 @@ class CompiledGraph:
     def partitions(self) -> List[Partition]:
         """The fusion partitions of the compiled graph, in program order."""
         out = []
+        kernels = self._impl.kernel_descriptions()
         for node in self.graph.nodes(recursive=True):
             if node.kind != "llga::FusionGroup":
                 continue
             sub = node.subgraph
             ops = [n.kind for n in sub.nodes() if n.kind != "prim::Constant"]
+            impl, _, layouts = kernels.get(node.outputs[0].name, "").partition(" ")
             out.append(Partition(
                 id=len(out), pattern=str(node.attributes.get("pattern", "")), ops=ops,
                 inputs=[_shape_of(v) for v in node.inputs], outputs=[_shape_of(v) for v in node.outputs],
-                source=node.source))
+                source=node.source, impl=impl, layouts=layouts))
         return out
 
     @property
@@ -99,7 +101,8 @@ class CompiledGraph:
 @dataclass(frozen=True)
 class Partition:
     """One llga::FusionGroup: its pattern (a fusion table entry), the aten ops
-    inside, and its inputs' and outputs' recorded (dtype, shape)."""
+    inside, its inputs' and outputs' recorded (dtype, shape), and what oneDNN
+    ran for it on the latest call."""
 
     id: int
     pattern: str
@@ -107,6 +110,12 @@ class Partition:
     inputs: List[Tuple[Optional[str], Optional[Tuple[Optional[int], ...]]]]
     outputs: List[Tuple[Optional[str], Optional[Tuple[Optional[int], ...]]]]
     source: str = ""
+    # After a call: oneDNN's implementation ("brgconv:avx512_core") and the
+    # layouts it used ("src nChw16c wei OIhw16i16o dst nChw16c (kept)": kept
+    # means the output went to the next partitions blocked, without a reorder).
+    # Empty for partitions that run op by op, and before the first call.
+    impl: str = ""
+    layouts: str = ""
 
 
 # "unfused aten::relu at f.py:3:4 (%y): a lone aten::relu is not a partition"

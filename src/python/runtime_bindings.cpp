@@ -154,6 +154,12 @@ void bindRuntime(py::module_& m) {
         return names;
       })
       .def_property_readonly("weight_bytes", &CompiledGraph::weightBytes)
+      .def("kernel_descriptions", [](const CompiledGraph& c) {
+        py::dict d;  // first output's name -> what the kernel did on its latest call
+        for (const auto& [node, text] : c.describeKernels())
+          if (!text.empty() && !node->outputs().empty()) d[py::str(node->output(0)->debugName())] = text;
+        return d;
+      })
       .def("memory", [](const CompiledGraph& c) {
         MemoryReport r = c.memory();
         py::dict d;

@@ -39,6 +39,8 @@ class CompiledGraph {
   const std::vector<InputSpec>& inputs() const { return inputs_; }
   size_t weightBytes() const;
   MemoryReport memory() const;
+  // Each op's kernel with what it did on its latest call ("" when nothing to say).
+  std::vector<std::pair<const Node*, std::string>> describeKernels() const { return plan_->describeKernels(); }
 
  private:
   void checkInputs(const std::vector<RtValue>& inputs) const;

@@ -1,5 +1,6 @@
 #include "runtime/dnnl_utils.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -109,6 +110,43 @@ Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const d
 dnnl::memory temporary(const dnnl::memory::desc& md, Tensor& keep) {
   keep = allocateFor(md, AllocPurpose::Activation);
   return dnnl::memory(md, cpuEngine(), keep.data());
+}
+
+std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md) {
+  return std::make_shared<const BlockedLayout>(BlockedLayout{md, layoutName(md)});
+}
+
+std::string layoutName(const dnnl::memory::desc& md, bool weights) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked) return d.format_kind == dnnl_format_kind_any ? "any" : "opaque";
+  const int nd = d.ndims;
+  const char* letters = weights ? (nd == 3 ? "oiw" : nd == 4 ? "oihw" : nd == 5 ? "goihw" : "abcdefghijkl")
+                                : (nd == 3 ? "ncw" : nd == 4 ? "nchw" : nd == 5 ? "ncdhw" : "abcdefghijkl");
+  const auto& b = d.format_desc.blocking;
+  std::vector<int> order(static_cast<size_t>(nd));
+  for (int i = 0; i < nd; ++i) order[static_cast<size_t>(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return b.strides[x] > b.strides[y]; });
+  std::string s;
+  for (int i : order) {
+    bool inner = false;
+    for (int k = 0; k < b.inner_nblks; ++k) inner |= b.inner_idxs[k] == i;
+    char c = letters[i];
+    s += inner ? static_cast<char>(c - 'a' + 'A') : c;
+  }
+  for (int k = 0; k < b.inner_nblks; ++k) s += std::to_string(b.inner_blks[k]) + letters[b.inner_idxs[k]];
+  return s;
+}
+
+dnnl::memory memoryOf(const Tensor& t) {
+  if (t.isBlocked()) return dnnl::memory(t.blockedLayout()->md, cpuEngine(), t.data());
+  return wrap(t);
+}
+
+Tensor toPlain(ExecContext& ctx, const Tensor& t) {
+  if (!t.isBlocked()) return t;
+  Tensor out = Tensor::empty(t.dtype(), t.sizes());
+  reorder(ctx, memoryOf(t), wrap(out));
+  return out;
 }
 
 std::string implName(const dnnl::primitive_desc_base& pd) { return pd.impl_info_str(); }

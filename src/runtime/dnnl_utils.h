@@ -65,6 +65,20 @@ Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const d
 // oneDNN memory of layout `md` for this call only (counted as an activation);
 // `keep` owns the bytes and must outlive the memory's use.
 dnnl::memory temporary(const dnnl::memory::desc& md, Tensor& keep);
+// A oneDNN layout a tensor's bytes are in (Tensor::blocked).
+struct BlockedLayout {
+  dnnl::memory::desc md;
+  std::string name;  // "nChw16c"
+};
+std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md);
+// oneDNN's name-like spelling of a layout: "nchw", "nhwc", "nChw16c" (for
+// weights, "OIhw16i16o"), from the blocking strides and inner blocks.
+std::string layoutName(const dnnl::memory::desc& md, bool weights = false);
+// oneDNN memory over the tensor's bytes in whatever layout they are (blocked or strided).
+dnnl::memory memoryOf(const Tensor& t);
+// The tensor in a plain contiguous layout: itself unless blocked.
+Tensor toPlain(ExecContext& ctx, const Tensor& t);
+
 // Short name of the implementation oneDNN chose ("brgconv:avx512_core").
 std::string implName(const dnnl::primitive_desc_base& pd);
 

@@ -48,6 +48,17 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual void run(const KernelArgs& args) = 0;
+
+  // Layout propagation. An input a kernel accepts blocked may arrive in a
+  // oneDNN blocked layout (Tensor::isBlocked); the plan hands every other
+  // input over plain.
+  virtual bool acceptsBlocked(size_t /*input*/) const { return false; }
+  // Called while the plan is built, for an output whose every reader accepts
+  // it blocked: the kernel may then hand it out in its primitive's layout.
+  virtual void allowBlockedOutput(size_t /*output*/) {}
+  // What the kernel did on its latest call, for dumps and profiles
+  // ("brgconv:avx512_core src nChw16c dst nChw16c"); empty if nothing to say.
+  virtual std::string describe() const { return {}; }
 };
 
 using KernelFn = std::function<void(const KernelArgs&)>;

@@ -230,7 +230,37 @@ class PlanBuilder {
       }
       out.code.push_back(std::move(ins));
     }
+    propagateLayouts(b, out);
     computeFrees(b, out);
+  }
+
+  // Layout propagation: an op output whose every reader (in this block, not
+  // inside nested blocks, not a block output) accepts a blocked tensor may be
+  // handed out in its producer's primitive layout, so no reorder to plain and
+  // back happens between those kernels.
+  void propagateLayouts(const llga::Block* b, Plan::Block& out) {
+    std::unordered_set<int> barred;  // block outputs and values read inside nested blocks
+    for (const Value* v : b->outputs()) barred.insert(reg(v));
+    std::unordered_map<int, std::vector<std::pair<const Plan::Instr*, size_t>>> readers;
+    for (const Plan::Instr& ins : out.code) {
+      for (size_t p = 0; p < ins.in.size(); ++p) readers[ins.in[p]].emplace_back(&ins, p);
+      for (const auto& blk : ins.blocks) {
+        std::vector<int> used(blk->outputs.begin(), blk->outputs.end());
+        for (const auto& sub : blk->code) collectUses(sub, used);
+        barred.insert(used.begin(), used.end());
+      }
+    }
+    for (Plan::Instr& ins : out.code) {
+      if (ins.kind != Plan::Instr::Kind::Op) continue;
+      for (size_t j = 0; j < ins.out.size(); ++j) {
+        auto it = readers.find(ins.out[j]);
+        if (barred.count(ins.out[j]) || it == readers.end()) continue;
+        bool all = true;
+        for (const auto& [reader, p] : it->second)
+          all = all && reader->kind == Plan::Instr::Kind::Op && reader->kernel->acceptsBlocked(p);
+        if (all) ins.kernel->allowBlockedOutput(j);
+      }
+    }
   }
 
   // A register is freed right after the last instruction of its own block
@@ -281,6 +311,18 @@ std::unique_ptr<Plan> Plan::build(std::shared_ptr<const Graph> graph, const Weig
 
 size_t Plan::numInstructions() const { return main_.code.size(); }
 
+std::vector<std::pair<const Node*, std::string>> Plan::describeKernels() const {
+  std::vector<std::pair<const Node*, std::string>> out;
+  auto walk = [&out](const Block& b, auto& self) -> void {
+    for (const Instr& ins : b.code) {
+      if (ins.kernel) out.emplace_back(ins.node, ins.kernel->describe());
+      for (const auto& sub : ins.blocks) self(*sub, self);
+    }
+  };
+  walk(main_, walk);
+  return out;
+}
+
 size_t Plan::constantBytes() const {
   std::unordered_set<const void*> seen;
   size_t n = 0;
@@ -311,7 +353,10 @@ std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, const NodeObserver* 
   runBlock(main_, regs, ctx);
   std::vector<RtValue> out;
   out.reserve(main_.outputs.size());
-  for (int r : main_.outputs) out.push_back(regs[static_cast<size_t>(r)]);
+  for (int r : main_.outputs) {
+    RtValue& v = regs[static_cast<size_t>(r)];
+    out.push_back(v.isTensor() && v.tensor().isBlocked() ? RtValue(toPlain(ctx, v.tensor())) : v);
+  }
   return out;
 }
 
@@ -333,7 +378,15 @@ void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& c
         RtValue** out = out_small.data();
         if (ins.in.size() > in_small.size()) { in_big.resize(ins.in.size()); in = in_big.data(); }
         if (ins.out.size() > out_small.size()) { out_big.resize(ins.out.size()); out = out_big.data(); }
-        for (size_t i = 0; i < ins.in.size(); ++i) in[i] = &at(ins.in[i]);
+        std::vector<RtValue> plain;  // blocked inputs the kernel cannot take, converted (not expected to happen)
+        for (size_t i = 0; i < ins.in.size(); ++i) {
+          in[i] = &at(ins.in[i]);
+          if (in[i]->isTensor() && in[i]->tensor().isBlocked() && !ins.kernel->acceptsBlocked(i)) {
+            if (plain.empty()) plain.reserve(ins.in.size());
+            plain.emplace_back(toPlain(ctx, in[i]->tensor()));
+            in[i] = &plain.back();
+          }
+        }
         for (size_t i = 0; i < ins.out.size(); ++i) out[i] = &at(ins.out[i]);
         ins.kernel->run(KernelArgs{in, ins.in.size(), out, ins.out.size(), ctx});
         if (ctx.observer) (*ctx.observer)(*ins.node, out, ins.out.size());

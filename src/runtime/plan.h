@@ -39,6 +39,8 @@ class Plan {
   // `observer`, if given, sees every executed op node and its outputs.
   std::vector<RtValue> run(std::vector<RtValue> inputs, const NodeObserver* observer = nullptr) const;
   size_t numInstructions() const;
+  // Each op's kernel with what it did on its latest call (Kernel::describe).
+  std::vector<std::pair<const Node*, std::string>> describeKernels() const;
   // Bytes of the tensors bound as constants (weights), each buffer once.
   size_t constantBytes() const;
 

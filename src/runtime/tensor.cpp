@@ -52,6 +52,14 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, std::shared_
   return s;
 }
 
+Tensor Tensor::blocked(std::shared_ptr<Storage> s, ScalarType dtype, Shape sizes,
+                       std::shared_ptr<const BlockedLayout> layout) {
+  Shape strides = contiguousStrides(sizes);
+  Tensor t = fromStorage(std::move(s), dtype, std::move(sizes), std::move(strides), 0);
+  t.blocked_ = std::move(layout);
+  return t;
+}
+
 bool isFloatingType(ScalarType t) {
   return t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half || t == ScalarType::BFloat16;
 }

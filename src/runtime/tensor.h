@@ -74,6 +74,10 @@ struct BFloat16 {
   }
 };
 
+// A oneDNN blocked layout (e.g. nChw16c) a tensor's bytes are in; defined in
+// runtime/dnnl_utils.h. Only kernels that say they accept one ever see it.
+struct BlockedLayout;
+
 class Tensor {
  public:
   Tensor() = default;  // undefined
@@ -81,6 +85,12 @@ class Tensor {
   static Tensor zeros(ScalarType dtype, const Shape& sizes);
   static Tensor scalar(ScalarType dtype, double v);
   static Tensor fromStorage(std::shared_ptr<Storage> s, ScalarType dtype, Shape sizes, Shape strides, int64_t offset);
+  // A tensor whose bytes are in `layout`; sizes are the logical sizes, strides
+  // the contiguous ones (for keys and shape records; never for addressing).
+  static Tensor blocked(std::shared_ptr<Storage> s, ScalarType dtype, Shape sizes,
+                        std::shared_ptr<const BlockedLayout> layout);
+  bool isBlocked() const { return blocked_ != nullptr; }
+  const std::shared_ptr<const BlockedLayout>& blockedLayout() const { return blocked_; }
 
   bool defined() const { return storage_ != nullptr; }
   ScalarType dtype() const { return dtype_; }
@@ -137,6 +147,7 @@ class Tensor {
 
  private:
   std::shared_ptr<Storage> storage_;
+  std::shared_ptr<const BlockedLayout> blocked_;
   ScalarType dtype_ = ScalarType::Float;
   Shape sizes_, strides_;
   int64_t offset_ = 0;

@@ -53,6 +53,17 @@ class FusedAnchorKernel final : public Kernel {
       in[i] = sources_[i].input >= 0 ? a.in[sources_[i].input] : &sources_[i].constant;
     inner_->run(KernelArgs{in.data(), in.size(), a.out, a.num_out, a.ctx});
   }
+  bool acceptsBlocked(size_t input) const override {
+    bool any = false;
+    for (size_t k = 0; k < sources_.size(); ++k) {
+      if (sources_[k].input != static_cast<int>(input)) continue;
+      if (!inner_->acceptsBlocked(k)) return false;
+      any = true;
+    }
+    return any;
+  }
+  void allowBlockedOutput(size_t output) override { inner_->allowBlockedOutput(output); }
+  std::string describe() const override { return inner_->describe(); }
 
  private:
   std::unique_ptr<Kernel> inner_;

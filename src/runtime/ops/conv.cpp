@@ -5,6 +5,7 @@
 //   aten::conv_transpose{1,2,3}d(input, weight, bias, stride, padding, output_padding, groups, dilation)
 // Activations and weights use format_tag::any; constant weights are reordered
 // into the primitive's layout once per input shape and kept.
+#include <atomic>
 #include <limits>
 
 #include "runtime/dnnl_utils.h"
@@ -39,6 +40,7 @@ struct ConvEntry {
   Tensor weights_buf;
   Shape out_shape;
   std::string impl;
+  std::shared_ptr<const BlockedLayout> dst_layout;  // of dst_md, for outputs kept blocked
   std::vector<PostOp> ops;  // the chain for these shapes (a same-shape add becomes a sum)
   int sum_operand = -1;     // which operand pre-fills dst for the sum, if any
 };
@@ -50,6 +52,17 @@ class ConvKernel final : public Kernel {
              size_t anchor_inputs = std::numeric_limits<size_t>::max())
       : form_(form), constant_weight_(constant_weight), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
+  // The activation and the post-op operands may arrive blocked; weight and bias not.
+  bool acceptsBlocked(size_t input) const override { return input == 0 || input >= anchor_inputs_; }
+  void allowBlockedOutput(size_t output) override { blocked_output_ = blocked_output_ || output == 0; }
+  std::string describe() const override {
+    const ConvEntry* e = last_.load();
+    if (!e) return {};
+    const bool kept = blocked_output_ && e->dst_md != e->dst_plain;
+    return e->impl + " src " + layoutName(e->src_md) + " wei " + layoutName(e->wei_md, true) + " dst " +
+           layoutName(e->dst_md) + (kept ? " (kept)" : " (to plain)");
+  }
+
   void run(const KernelArgs& a) override {
     Tensor x = a.tensor(0);
     const Tensor& w = a.tensor(1);
@@ -59,7 +72,7 @@ class ConvKernel final : public Kernel {
     const int64_t nsp = w.dim() - 2;
     if (nsp < 1 || nsp > 3) throw std::invalid_argument("convolution weight must have 3 to 5 dims");
     bool batched = x.dim() == nsp + 2;
-    if (!batched && x.dim() == nsp + 1) x = x.unsqueeze(0);
+    if (!batched && x.dim() == nsp + 1) x = toPlain(a.ctx, x).unsqueeze(0);
     else if (!batched) throw std::invalid_argument("convolution input " + x.describe() + " does not match weight " + w.describe());
     ConvParams p = params(a, static_cast<size_t>(nsp), x, w);
 
@@ -82,14 +95,23 @@ class ConvKernel final : public Kernel {
     auto e = cache_.get(key, [&] { return prepare(x, w, b.has_value(), p, operands); });
 
     for (const Tensor& t : operands) checkOperandFits(t, e->out_shape);
-    Tensor out = Tensor::empty(ScalarType::Float, e->out_shape);
     ExecContext& ctx = a.ctx;
     Tensor src_buf, wei_buf, dst_buf;  // this call's blocked copies
-    memory src = wrap(x, e->src_plain);
-    if (e->src_md != e->src_plain) {
-      memory tmp = temporary(e->src_md, src_buf);
-      reorder(ctx, src, tmp);
-      src = tmp;
+    memory src;
+    if (x.isBlocked()) {  // from a producer that kept its layout: used as is when it is the one wanted
+      src = memoryOf(x);
+      if (x.blockedLayout()->md != e->src_md) {
+        memory tmp = temporary(e->src_md, src_buf);
+        reorder(ctx, src, tmp);
+        src = tmp;
+      }
+    } else {
+      src = wrap(x, e->src_plain);
+      if (e->src_md != e->src_plain) {
+        memory tmp = temporary(e->src_md, src_buf);
+        reorder(ctx, src, tmp);
+        src = tmp;
+      }
     }
     memory wei = e->weights;
     if (!constant_weight_) {
@@ -97,16 +119,29 @@ class ConvKernel final : public Kernel {
       wei = temporary(e->wei_md, wei_buf);
       reorder(ctx, plain, wei);
     }
-    memory dst_plain = wrap(out, e->dst_plain);
-    memory dst = e->dst_md == e->dst_plain ? dst_plain : temporary(e->dst_md, dst_buf);
+    // The output stays in the primitive's layout when every reader takes it so.
+    const bool keep_blocked = blocked_output_ && batched && e->dst_md != e->dst_plain;
+    Tensor out;
+    memory dst, dst_plain;
+    if (keep_blocked) {
+      out = Tensor::blocked(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, e->out_shape, e->dst_layout);
+      dst = memoryOf(out);
+    } else {
+      out = Tensor::empty(ScalarType::Float, e->out_shape);
+      dst_plain = wrap(out, e->dst_plain);
+      dst = e->dst_md == e->dst_plain ? dst_plain : temporary(e->dst_md, dst_buf);
+    }
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+    std::vector<Tensor> plain_operands;  // blocked binary operands, made plain for their broadcast descriptor
+    plain_operands.reserve(operands.size());
     for (size_t i = 0, o = 0; i < e->ops.size(); ++i) {
       if (e->ops[i].kind == PostOp::Kind::Eltwise) continue;
       if (e->ops[i].kind == PostOp::Kind::Sum) {  // dst starts as the operand; the primitive adds into it
-        reorder(ctx, wrap(operands[o], plainDesc(operands[o])), dst);
+        reorder(ctx, memoryOf(operands[o]), dst);
       } else {
+        const Tensor& t = plain_operands.emplace_back(toPlain(ctx, operands[o]));
         args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1] =
-            wrap(operands[o], binaryOperandDesc(operands[o], e->out_shape.size()));
+            wrap(t, binaryOperandDesc(t, e->out_shape.size()));
       }
       ++o;
     }
@@ -116,7 +151,8 @@ class ConvKernel final : public Kernel {
       args[DNNL_ARG_BIAS] = wrap(bias);
     }
     execute(ctx, e->prim, e->scratch_md, std::move(args));
-    if (dst != dst_plain) reorder(ctx, dst, dst_plain);
+    if (!keep_blocked && dst != dst_plain) reorder(ctx, dst, dst_plain);
+    last_.store(e.get());
     a.set(0, batched ? out : out.squeeze(0));
   }
 
@@ -273,6 +309,7 @@ class ConvKernel final : public Kernel {
     }
     e.src_plain = plainDesc(x);
     e.dst_plain = memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out));
+    e.dst_layout = makeLayout(e.dst_md);
     if (constant_weight_) {
       e.weights_buf = reorderedWeight(w, wplain, e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
@@ -284,7 +321,9 @@ class ConvKernel final : public Kernel {
   bool constant_weight_;
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
+  bool blocked_output_ = false;
   PrimitiveCache<ConvEntry> cache_;
+  std::atomic<const ConvEntry*> last_{nullptr};  // the entry of the latest call (entries live as long as the cache)
 };
 
 ConvKernel::Form convForm(const std::string& kind) {

@@ -4,6 +4,8 @@
 //   aten::mm, aten::bmm, aten::addmm(bias, a, b, beta, alpha), aten::addmm_
 // Strided inputs (transposed views) are read in place. A constant linear
 // weight is reordered once into the layout the primitive prefers.
+#include <atomic>
+
 #include "runtime/dnnl_utils.h"
 #include "runtime/ops/op_utils.h"
 #include "runtime/ops/functional.h"
@@ -33,6 +35,7 @@ bool stridesOk(const Tensor& t) {
 struct Chain {
   const std::vector<PostOp>* ops = nullptr;
   std::vector<Tensor> operands;
+  mutable const MatmulEntry* used = nullptr;  // set by matmulCore: the primitive that ran
 };
 
 // a @ b for a[..., M, K], b[..., K, N] whose batch dims already broadcast
@@ -108,6 +111,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
         args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1] = wrap(t, binaryOperandDesc(t, static_cast<size_t>(nd)));
       }
   execute(ctx, e->prim, e->scratch_md, std::move(args));
+  if (chain) chain->used = e.get();
   return out;
 }
 
@@ -211,6 +215,7 @@ class FusedMatmulKernel final : public Kernel {
     Chain chain{&post_, chainOperands(a, anchor_inputs_)};
     if (!linear_) {
       a.set(0, matmul(a.ctx, a.tensor(0), a.tensor(1), &cache_.variable_b, false, post_.empty() ? nullptr : &chain));
+      if (chain.used) last_.store(chain.used);
       return;
     }
     const Tensor& x = a.tensor(0);
@@ -231,7 +236,14 @@ class FusedMatmulKernel final : public Kernel {
     }
     Tensor out = matmulCore(a.ctx, x.reshape({m, x.size(-1)}), w.transpose(0, 1), a.optTensor(2),
                             constant_ ? &cache_.constant_b : &cache_.variable_b, constant_, &chain);
+    if (chain.used) last_.store(chain.used);
     a.set(0, out.view(full));
+  }
+  std::string describe() const override {
+    const MatmulEntry* e = last_.load();
+    return e ? e->impl + " src " + layoutName(e->src_md) + " wei " + layoutName(e->wei_md, true) + " dst " +
+                   layoutName(e->dst_md)
+             : std::string();
   }
 
  private:
@@ -239,6 +251,7 @@ class FusedMatmulKernel final : public Kernel {
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
   MatmulCache cache_;
+  std::atomic<const MatmulEntry*> last_{nullptr};  // entries live as long as the cache
 };
 
 }  // namespace

@@ -1,0 +1,91 @@
+"""Layout propagation: tensors that flow only between partitions stay in the
+layout their producer's primitive chose; everything else is handed out plain."""
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import corpus
+import llga
+
+
+def compile_and_check(model, *xs):
+    with torch.no_grad():
+        traced = torch.jit.trace(model.eval(), xs, check_trace=False)
+        ref = model(*xs)
+    compiled = llga.optimize(traced)
+    out = compiled(*[x.numpy() for x in xs])
+    refs = ref if isinstance(ref, tuple) else (ref,)
+    outs = out if isinstance(out, tuple) else (out,)
+    for o, r in zip(outs, refs):
+        assert isinstance(o, np.ndarray) and o.flags.c_contiguous  # graph outputs are always plain
+        np.testing.assert_allclose(o, r.numpy(), rtol=1e-4, atol=1e-4)
+    return compiled
+
+
+class ConvChain(nn.Module):
+    def __init__(self, expose_middle=False, side_reader=False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.c1, self.c2 = nn.Conv2d(16, 32, 3, padding=1), nn.Conv2d(32, 32, 3, padding=1)
+        self.expose_middle, self.side_reader = expose_middle, side_reader
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        z = torch.relu(self.c2(y))
+        if self.expose_middle:
+            return y, z
+        if self.side_reader:
+            return z + y.sum()  # y also read by an op outside any partition
+        return z
+
+
+def layouts(compiled):
+    return [p.layouts for p in compiled.partitions if p.pattern == "conv_post_ops"]
+
+
+def test_value_between_partitions_stays_blocked():
+    x = torch.randn(1, 16, 20, 20)
+    c = compile_and_check(ConvChain(), x)
+    first, last = layouts(c)
+    assert first.endswith("(kept)"), first  # c1 -> c2: no reorder to plain in between
+    assert last.endswith("(to plain)"), last  # the graph output
+    # the consumer read it in the producer's layout
+    assert re.search(r"dst (\S+)", first).group(1) == re.search(r"src (\S+)", last).group(1)
+
+
+def test_graph_output_is_plain_even_when_also_read_by_a_partition():
+    c = compile_and_check(ConvChain(expose_middle=True), torch.randn(1, 16, 20, 20))
+    assert all(l.endswith("(to plain)") for l in layouts(c))
+
+
+def test_reader_outside_partitions_gets_plain():
+    c = compile_and_check(ConvChain(side_reader=True), torch.randn(2, 16, 12, 12))
+    assert layouts(c)[0].endswith("(to plain)")
+
+
+def test_shape_change_between_calls_with_blocked_values():
+    model = ConvChain()
+    c = compile_and_check(model, torch.randn(1, 16, 20, 20))
+    for shape in [(3, 16, 9, 13), (1, 16, 20, 20)]:
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            np.testing.assert_allclose(c(x.numpy()), model(x).numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_cnn_keeps_layouts_between_convolutions(name):
+    model, traced = corpus.traced(name)
+    c = llga.optimize(traced)
+    x = corpus.example_inputs(name)[0]
+    with torch.no_grad():
+        ref = model(x).numpy()
+    np.testing.assert_allclose(c(x.numpy()), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    convs = [p for p in c.partitions if p.pattern == "conv_post_ops"]
+    assert all(p.impl for p in convs)  # the oneDNN implementation is reported
+    kept = [p for p in convs if p.layouts.endswith("(kept)")]
+    # Only convolutions feeding pooling/flatten/the classifier hand out plain tensors.
+    assert len(kept) >= len(convs) - 3, [p.layouts for p in convs]
