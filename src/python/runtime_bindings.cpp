@@ -6,6 +6,7 @@
 #include "python/numpy_interop.h"
 #include "runtime/compiled.h"
 #include "runtime/microbench.h"
+#include "runtime/ops/primitive_cache.h"
 #include "runtime/threads.h"
 
 namespace py = pybind11;
@@ -191,5 +192,14 @@ void bindRuntime(py::module_& m) {
       },
       py::arg("n"), py::arg("c"), py::arg("h"), py::arg("w"), py::arg("oc"), py::arg("k"), py::arg("dtype") = "f32",
       py::arg("runs") = 20);
+  m.def("specialization_stats", [] {
+    const PrimitiveCacheStats& st = primitiveCacheStats();
+    py::dict d;
+    d["built"] = st.built.load();
+    d["evicted"] = st.evicted.load();
+    d["hits"] = st.hits.load();
+    d["max_per_kernel"] = kMaxSpecializations;
+    return d;
+  });
   m.def("supported_ops", [] { return OpRegistry::global().kinds(); });
 }

@@ -1,4 +1,5 @@
 #include "runtime/dnnl_utils.h"
+#include "runtime/ops/primitive_cache.h"
 
 #include <algorithm>
 #include <map>
@@ -147,6 +148,11 @@ Tensor toPlain(ExecContext& ctx, const Tensor& t) {
   Tensor out = Tensor::empty(t.dtype(), t.sizes());
   reorder(ctx, memoryOf(t), wrap(out));
   return out;
+}
+
+PrimitiveCacheStats& primitiveCacheStats() {
+  static PrimitiveCacheStats stats;
+  return stats;
 }
 
 std::string implName(const dnnl::primitive_desc_base& pd) { return pd.impl_info_str(); }

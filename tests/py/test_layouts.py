@@ -89,3 +89,22 @@ def test_cnn_keeps_layouts_between_convolutions(name):
     kept = [p for p in convs if p.layouts.endswith("(kept)")]
     # Only convolutions feeding pooling/flatten/the classifier hand out plain tensors.
     assert len(kept) >= len(convs) - 3, [p.layouts for p in convs]
+
+
+def test_many_shapes_stay_correct_and_the_specialization_cache_is_bounded():
+    from llga import _llga
+
+    model = ConvChain()
+    c = compile_and_check(model, torch.randn(1, 16, 8, 8))
+    before = _llga.specialization_stats()
+    n = _llga.specialization_stats()["max_per_kernel"] + 4
+    for i in range(n):
+        x = torch.randn(1, 16, 6 + i, 7)
+        with torch.no_grad():
+            np.testing.assert_allclose(c(x.numpy()), model(x).numpy(), rtol=1e-4, atol=1e-4)
+    after = _llga.specialization_stats()
+    assert after["built"] - before["built"] >= 2 * n  # each conv specialized for each new shape
+    assert after["evicted"] - before["evicted"] >= 2 * (n - after["max_per_kernel"])
+    x = torch.randn(1, 16, 8, 8)  # the first shape was evicted: specialized again, still right
+    with torch.no_grad():
+        np.testing.assert_allclose(c(x.numpy()), model(x).numpy(), rtol=1e-4, atol=1e-4)

@@ -56,7 +56,7 @@ class ConvKernel final : public Kernel {
   bool acceptsBlocked(size_t input) const override { return input == 0 || input >= anchor_inputs_; }
   void allowBlockedOutput(size_t output) override { blocked_output_ = blocked_output_ || output == 0; }
   std::string describe() const override {
-    const ConvEntry* e = last_.load();
+    std::shared_ptr<const ConvEntry> e = last_.load();
     if (!e) return {};
     const bool kept = blocked_output_ && e->dst_md != e->dst_plain;
     return e->impl + " src " + layoutName(e->src_md) + " wei " + layoutName(e->wei_md, true) + " dst " +
@@ -152,7 +152,7 @@ class ConvKernel final : public Kernel {
     }
     execute(ctx, e->prim, e->scratch_md, std::move(args));
     if (!keep_blocked && dst != dst_plain) reorder(ctx, dst, dst_plain);
-    last_.store(e.get());
+    last_.store(e);
     a.set(0, batched ? out : out.squeeze(0));
   }
 
@@ -323,7 +323,7 @@ class ConvKernel final : public Kernel {
   size_t anchor_inputs_;
   bool blocked_output_ = false;
   PrimitiveCache<ConvEntry> cache_;
-  std::atomic<const ConvEntry*> last_{nullptr};  // the entry of the latest call (entries live as long as the cache)
+  std::atomic<std::shared_ptr<const ConvEntry>> last_;  // the entry of the latest call, for describe()
 };
 
 ConvKernel::Form convForm(const std::string& kind) {

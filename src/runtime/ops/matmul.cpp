@@ -35,7 +35,7 @@ bool stridesOk(const Tensor& t) {
 struct Chain {
   const std::vector<PostOp>* ops = nullptr;
   std::vector<Tensor> operands;
-  mutable const MatmulEntry* used = nullptr;  // set by matmulCore: the primitive that ran
+  mutable std::shared_ptr<const MatmulEntry> used;  // set by matmulCore: the primitive that ran
 };
 
 // a @ b for a[..., M, K], b[..., K, N] whose batch dims already broadcast
@@ -111,7 +111,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
         args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1] = wrap(t, binaryOperandDesc(t, static_cast<size_t>(nd)));
       }
   execute(ctx, e->prim, e->scratch_md, std::move(args));
-  if (chain) chain->used = e.get();
+  if (chain) chain->used = e;
   return out;
 }
 
@@ -240,7 +240,7 @@ class FusedMatmulKernel final : public Kernel {
     a.set(0, out.view(full));
   }
   std::string describe() const override {
-    const MatmulEntry* e = last_.load();
+    std::shared_ptr<const MatmulEntry> e = last_.load();
     return e ? e->impl + " src " + layoutName(e->src_md) + " wei " + layoutName(e->wei_md, true) + " dst " +
                    layoutName(e->dst_md)
              : std::string();
@@ -251,7 +251,7 @@ class FusedMatmulKernel final : public Kernel {
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
   MatmulCache cache_;
-  std::atomic<const MatmulEntry*> last_{nullptr};  // entries live as long as the cache
+  std::atomic<std::shared_ptr<const MatmulEntry>> last_;  // the entry of the latest call, for describe()
 };
 
 }  // namespace

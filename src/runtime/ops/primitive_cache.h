@@ -1,13 +1,26 @@
 // A small thread-safe cache of per-shape state for kernels (oneDNN
 // primitives, reordered weights), keyed by the shapes and parameters seen.
+// This is where shape specialization happens: a call with new shapes builds
+// a new entry. The cache is a bounded LRU (kMaxSpecializations entries per
+// kernel), so a model called with ever-changing shapes does not grow without
+// bound; every build and eviction is counted (primitiveCacheStats()).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 namespace llga {
+
+inline constexpr size_t kMaxSpecializations = 16;
+
+struct PrimitiveCacheStats {
+  std::atomic<int64_t> built{0}, evicted{0}, hits{0};
+};
+PrimitiveCacheStats& primitiveCacheStats();  // process-wide
 
 template <typename Entry>
 class PrimitiveCache {
@@ -17,16 +30,39 @@ class PrimitiveCache {
   std::shared_ptr<Entry> get(const Key& key, Make&& make) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = map_.find(key); it != map_.end()) return it->second;
+      if (auto it = map_.find(key); it != map_.end()) {
+        it->second.last_use = ++clock_;
+        primitiveCacheStats().hits.fetch_add(1, std::memory_order_relaxed);
+        return it->second.entry;
+      }
     }
     auto e = std::make_shared<Entry>(make());  // built outside the lock; a racing twin is harmless
+    primitiveCacheStats().built.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(mu_);
-    return map_.emplace(key, e).first->second;
+    if (map_.size() >= kMaxSpecializations && !map_.count(key)) {
+      auto victim = map_.begin();
+      for (auto it = map_.begin(); it != map_.end(); ++it)
+        if (it->second.last_use < victim->second.last_use) victim = it;
+      map_.erase(victim);  // entries in use elsewhere stay alive through their shared_ptr
+      primitiveCacheStats().evicted.fetch_add(1, std::memory_order_relaxed);
+    }
+    auto [it, inserted] = map_.try_emplace(key, Slot{e, 0});
+    it->second.last_use = ++clock_;
+    return it->second.entry;
+  }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return map_.size();
   }
 
  private:
-  std::mutex mu_;
-  std::map<Key, std::shared_ptr<Entry>> map_;
+  struct Slot {
+    std::shared_ptr<Entry> entry;
+    uint64_t last_use;
+  };
+  mutable std::mutex mu_;
+  std::map<Key, Slot> map_;
+  uint64_t clock_ = 0;
 };
 
 // Appends sizes and strides of a tensor-like to a key.
