@@ -18,6 +18,7 @@ from .compiler import CompiledGraph, Partition, optimize
 from .errors import (CompileError, ExecutionError, InputError, LlgaError, ParseError, PassError, UnsupportedOpError,
                      VerifyError)
 from .passes import PassRecord, list_passes
+from . import flops, profiler  # noqa: E402  (profiler reads LLGA_VERBOSE once, here)
 
 __version__ = "0.1.0"
 
@@ -26,7 +27,7 @@ __all__ = [
     "CompiledGraph", "CompileError", "ExecutionError", "InputError", "PassError", "PassRecord", "list_passes",
     "LlgaError", "ParseError", "UnsupportedOpError", "VerifyError",
     "parse", "parse_type", "import_torch", "optimize", "set_num_threads", "get_num_threads", "Partition",
-    "fusion_patterns",
+    "fusion_patterns", "profiler", "flops",
 ]
 
 

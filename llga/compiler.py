@@ -10,8 +10,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _llga
+from . import profiler as _profiler
 from ._llga import Graph
-from .errors import InputError
+from .errors import InputError, UnsupportedOpError
 
 
 class CompiledGraph:
@@ -89,6 +90,8 @@ class CompiledGraph:
         return out
 
     def __call__(self, *inputs):
+        if _llga.profiler_enabled():
+            _profiler._watch(self)
         args = [_to_numpy_if_torch(x, i) for i, x in enumerate(inputs)]
         out = self._impl.run(args)
         return out[0] if self._single else tuple(out)
@@ -169,7 +172,7 @@ def _load(obj, params: Optional[Mapping[str, Any]], module=None):
 
 
 def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
-             params: Optional[Mapping[str, Any]] = None, passes=None, module=None) -> CompiledGraph:
+             params: Optional[Mapping[str, Any]] = None, passes=None, module=None, route=None) -> CompiledGraph:
     """Compiles a TorchScript module/function/graph, IR text or an llga.Graph.
 
     ``passes`` chooses the pipeline (a comma-separated string or a list of
@@ -184,10 +187,17 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     (``traced.graph``), the ScriptModule it belongs to; the inline pass then
     expands its ``prim::CallMethod`` calls.
 
+    ``route``: which op kinds and fusion patterns may run fused, as
+    ``llga.profiler.chart(compiled)`` lists them (a list of
+    ``{"name": ..., "fused": bool}``, possibly edited) or ``{name: bool}``;
+    names with ``fused: False`` are kept out of partitions and run op by op.
+    Unknown names raise ValueError.
+
     Raises :class:`llga.UnsupportedOpError` listing every op kind llga cannot
     run, and :class:`llga.CompileError` for missing or malformed weights.
     """
     from . import passes as _passes
+    route_off = _profiler._route_off(route)
 
     graph, weights, methods = _load(obj, params, module)
     graph = graph.copy()
@@ -196,8 +206,12 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
         examples = [_to_numpy_if_torch(x, i) for i, x in enumerate(example_inputs)]
         if _has_module_input(graph):
             examples = None  # the module input has no example; shapes come from the graph's types
-    records = _passes.run(graph, passes, weights, methods=methods, example_inputs=examples)
-    compiled = CompiledGraph(graph, weights, records)
+    records = _passes.run(graph, passes, weights, methods=methods, example_inputs=examples, route_off=route_off)
+    try:
+        compiled = CompiledGraph(graph, weights, records)
+    except UnsupportedOpError as e:
+        _profiler._note_unsupported(e)
+        raise
     if example_inputs is not None:
         compiled(*example_inputs)
     return compiled

@@ -65,12 +65,13 @@ def default_pipeline() -> str:
 
 
 def run(graph, passes: Optional[Union[str, Sequence[str]]] = None, weights=None, *, methods=None,
-        example_inputs=None) -> List[PassRecord]:
+        example_inputs=None, route_off: Sequence[str] = ()) -> List[PassRecord]:
     """Runs a pipeline on `graph` in place. `passes`: a comma-separated string or a
     list of names; None means the default pipeline, "" or [] none. `weights`
     ({name: numpy array}) lets freeze and fold-batchnorm see the module's weights;
     `methods` ({"<class>.<method>": Graph}) lets inline expand prim::CallMethod;
-    `example_inputs` (numpy arrays) give propagate-shapes its shapes."""
+    `example_inputs` (numpy arrays) give propagate-shapes its shapes;
+    `route_off` names op kinds or fusion patterns fuse must leave out."""
     if passes is None:
         pipeline = default_pipeline()
     elif isinstance(passes, str):
@@ -78,7 +79,8 @@ def run(graph, passes: Optional[Union[str, Sequence[str]]] = None, weights=None,
     else:
         pipeline = ",".join(passes)
     records = [PassRecord.from_dict(d) for d in _llga.run_passes(graph, pipeline, dict(weights or {}), dict(methods or {}),
-                                                                     None if example_inputs is None else list(example_inputs))]
+                                                                     None if example_inputs is None else list(example_inputs),
+                                                                     list(route_off))]
     for r in records:
         if r.name in _LOGGED:
             state = "changed" if r.changed else "unchanged"

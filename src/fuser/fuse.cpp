@@ -69,6 +69,8 @@ class Fuse final : public Pass {
       if (anchor->kind().ns() == "aten") unfused(*anchor, "no fusion pattern for this op");
       return nullptr;
     }
+    if (routedOff(anchor->kind().toQualString()) || routedOff(p->name))
+      return unfused(*anchor, "routed off the fused path (route)");
     if (hasSideEffects(*anchor)) return unfused(*anchor, "it has side effects");
     if (anchor->outputs().size() != 1) return unfused(*anchor, "more than one output");
     if (auto dt = knownDtype(anchor->output()); dt && *dt != ScalarType::Float) return unfused(*anchor, "dtype is not float32");
@@ -95,7 +97,7 @@ class Fuse final : public Pass {
         for (const Use& u : uses)
           if (u.user->kind().toQualString() == "aten::sigmoid") s = u.user;
           else if (u.user->kind().toQualString() == "aten::mul") m = u.user;
-        if (s && m && s->output()->uses().size() == 1 && s->output()->uses()[0].user == m && s->isBefore(m) &&
+        if (s && m && !routedOff("aten::sigmoid") && !routedOff("aten::mul") && s->output()->uses().size() == 1 && s->output()->uses()[0].user == m && s->isBefore(m) &&
             s->owningBlock() == anchor->owningBlock() && m->owningBlock() == anchor->owningBlock()) {
           take = {s, m};
           next = m;
@@ -108,6 +110,10 @@ class Fuse final : public Pass {
         }
         next = uses[0].user;
         if (next->owningBlock() != anchor->owningBlock() || next->kind() == prim::Return) break;
+        if (routedOff(next->kind().toQualString())) {
+          stop = next->kind().toQualString() + " is routed off the fused path";
+          break;
+        }
         PostOpMatch m = translatePostOp(*next, v);
         if (!m.ok()) {
           stop = m.why_not;
@@ -218,6 +224,8 @@ class Fuse final : public Pass {
       }
     return group;
   }
+
+  bool routedOff(const std::string& name) const { return context().route_off.count(name) > 0; }
 
   Node* unfused(const Node& n, std::string why) {
     unfused_.emplace_back(where(n), std::move(why));

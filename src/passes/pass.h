@@ -29,6 +29,9 @@ struct PassContext {
   std::unordered_map<std::string, std::shared_ptr<const Graph>> methods;
   // Example inputs of the graph, in order (propagate-shapes).
   std::vector<TensorRef> example_inputs;
+  // Op kinds and fusion pattern names the fuse pass must leave out of
+  // partitions (llga.optimize(route=...)), to bisect a numerical difference.
+  std::set<std::string> route_off;
 };
 
 class Pass {

@@ -37,7 +37,7 @@ py::dict recordDict(const PassRecord& r) {
 
 void bindPasses(py::module_& m) {
   m.def("run_passes", [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights, py::dict methods,
-                         py::object example_inputs) {
+                         py::object example_inputs, std::vector<std::string> route_off) {
         std::vector<PassRecord> records;
         auto ctx = std::make_shared<PassContext>();
         for (auto [k, v] : weights) {
@@ -45,6 +45,7 @@ void bindPasses(py::module_& m) {
           ctx->weights.emplace(name, python::constantFromNumpy(py::array::ensure(v), "weight '" + name + "'"));
         }
         for (auto [k, v] : methods) ctx->methods.emplace(py::str(k), v.cast<std::shared_ptr<Graph>>());
+        ctx->route_off.insert(route_off.begin(), route_off.end());
         if (!example_inputs.is_none()) {
           size_t i = 0;
           for (py::handle x : example_inputs) {
@@ -73,9 +74,10 @@ void bindPasses(py::module_& m) {
         return out;
       },
       py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(), py::arg("methods") = py::dict(),
-      py::arg("example_inputs") = py::none(),
+      py::arg("example_inputs") = py::none(), py::arg("route_off") = std::vector<std::string>(),
       "Runs a pass pipeline on graph in place (weights bind module attributes, methods feed inline, "
-      "example_inputs feed propagate-shapes); returns the records.");
+      "example_inputs feed propagate-shapes, route_off keeps op kinds or patterns out of fusion); "
+      "returns the records.");
   m.def("fusion_patterns", [] {
     py::list out;
     for (const FusionPattern& p : fusionPatterns()) {

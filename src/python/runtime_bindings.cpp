@@ -7,6 +7,7 @@
 #include "runtime/compiled.h"
 #include "runtime/microbench.h"
 #include "runtime/ops/primitive_cache.h"
+#include "runtime/profiler.h"
 #include "runtime/threads.h"
 
 namespace py = pybind11;
@@ -192,6 +193,35 @@ void bindRuntime(py::module_& m) {
       },
       py::arg("n"), py::arg("c"), py::arg("h"), py::arg("w"), py::arg("oc"), py::arg("k"), py::arg("dtype") = "f32",
       py::arg("runs") = 20);
+  auto events = [](const std::vector<ProfileEvent>& evs) {
+    py::list out;
+    for (const ProfileEvent& e : evs) {
+      py::dict d;
+      d["name"] = e.name;
+      d["pattern"] = e.pattern;
+      d["partition"] = e.partition;
+      d["depth"] = e.depth;
+      d["start_ns"] = e.start_ns;
+      d["dur_ns"] = e.dur_ns;
+      d["thread"] = e.thread;
+      d["source"] = e.source;
+      d["primitive"] = e.primitive;
+      d["impl"] = e.impl;
+      d["inputs"] = e.inputs;
+      d["outputs"] = e.outputs;
+      out.append(std::move(d));
+    }
+    return out;
+  };
+  m.def("profiler_enable", [](bool on) { Profiler::global().setEnabled(on); });
+  m.def("profiler_enabled", [] { return Profiler::global().enabled(); });
+  m.def("profiler_kernel_log", [](bool on) { Profiler::global().setKernelLog(on); });
+  m.def("profiler_kernel_log_enabled", [] { return Profiler::global().kernelLog(); });
+  m.def("profiler_verbose", [](int level) { Profiler::global().setVerbose(level); });
+  m.def("profiler_events", [events] { return events(Profiler::global().events()); });
+  m.def("profiler_kernel_events", [events] { return events(Profiler::global().kernelEvents()); });
+  m.def("profiler_clear", [] { Profiler::global().clearEvents(); });
+  m.def("profiler_clear_kernel_log", [] { Profiler::global().clearKernelLog(); });
   m.def("specialization_stats", [] {
     const PrimitiveCacheStats& st = primitiveCacheStats();
     py::dict d;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/profiler.h"
+
 namespace llga {
 
 CompiledGraph::CompiledGraph(std::shared_ptr<Graph> graph, WeightMap weights)
@@ -73,9 +75,20 @@ std::vector<RtValue> CompiledGraph::run(std::vector<RtValue> inputs) const {
   std::string sig = signature(inputs);
   auto activations = std::make_shared<MemoryMeter>();
   std::vector<RtValue> out;
+  Profiler* prof = Profiler::active();
+  const int64_t t0 = prof ? Profiler::nowNs() : 0;
   {
     MeterScope scope(activations, cache_meter_);
     out = plan_->run(std::move(inputs));
+  }
+  if (prof) {
+    ProfileEvent e;
+    e.name = "llga::call";
+    e.depth = -1;
+    e.start_ns = t0;
+    e.dur_ns = Profiler::nowNs() - t0;
+    e.source = sig;
+    prof->record(std::move(e));
   }
   int64_t peak = activations->peak.load();
   std::lock_guard<std::mutex> lock(mu_);

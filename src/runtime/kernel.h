@@ -59,6 +59,8 @@ class Kernel {
   // What the kernel did on its latest call, for dumps and profiles
   // ("brgconv:avx512_core src nChw16c dst nChw16c"); empty if nothing to say.
   virtual std::string describe() const { return {}; }
+  // The oneDNN primitive kind it runs ("convolution", "matmul"), or "".
+  virtual const char* primitiveKind() const { return ""; }
 };
 
 using KernelFn = std::function<void(const KernelArgs&)>;

@@ -6,6 +6,7 @@
 
 #include "runtime/constant_eval.h"
 #include "runtime/dnnl_utils.h"
+#include "runtime/profiler.h"
 #include "runtime/threads.h"
 
 namespace llga {
@@ -211,6 +212,11 @@ class PlanBuilder {
           ins.blocks.push_back(std::move(pb));
         }
       } else if (const OpDef* def = OpRegistry::global().find(k)) {
+        if (auto sub = n->subgraph()) {
+          ins.partition = partitions_++;
+          if (const AttrValue* a = n->attributes().find(Symbol::fromQualString("attr::pattern")); a && a->is<std::string>())
+            ins.pattern = a->get<std::string>();
+        }
         size_t n_in = n->inputs().size();
         if (n_in < def->min_inputs || n_in > def->max_inputs) {
           errors_.push_back(k.toQualString() + " takes " + std::to_string(def->min_inputs) +
@@ -300,6 +306,7 @@ class PlanBuilder {
   std::map<std::string, std::vector<std::string>> unsupported_;
   std::vector<std::string> errors_;
   int next_reg_ = 0;
+  int partitions_ = 0;
 };
 
 std::unique_ptr<Plan> Plan::build(std::shared_ptr<const Graph> graph, const WeightMap& weights) {
@@ -339,6 +346,51 @@ size_t Plan::constantBytes() const {
 }
 
 // ---------------------------------------------------------------- running
+
+namespace {
+
+std::string describeValue(const RtValue& v) {
+  if (!v.isTensor()) return v.kindName();
+  const Tensor& t = v.tensor();
+  std::string s;
+  for (size_t d = 0; d < t.sizes().size(); ++d) s += (d ? "x" : "") + std::to_string(t.sizes()[d]);
+  if (t.sizes().empty()) s = "scalar";
+  s += ":";
+  s += scalarTypeName(t.dtype());
+  s += t.isBlocked() ? " " + t.blockedLayout()->name : t.isContiguous() ? " plain" : " strided";
+  return s;
+}
+
+}  // namespace
+
+void Plan::runProfiled(const Instr& ins, const KernelArgs& a) const {
+  Profiler& prof = *Profiler::active();
+  ProfileEvent e;
+  const bool details = prof.wantsDetails();
+  if (details)
+    for (size_t i = 0; i < a.num_in; ++i) e.inputs.push_back(describeValue(*a.in[i]));
+  int& depth = Profiler::depth();
+  e.depth = depth++;
+  e.start_ns = Profiler::nowNs();
+  try {
+    ins.kernel->run(a);
+  } catch (...) {
+    --depth;
+    throw;
+  }
+  e.dur_ns = Profiler::nowNs() - e.start_ns;
+  --depth;
+  e.name = ins.node->kind().toQualString();
+  e.pattern = ins.pattern;
+  e.partition = ins.partition;
+  e.source = ins.node->source();
+  if (details) {
+    for (size_t i = 0; i < a.num_out; ++i) e.outputs.push_back(describeValue(*a.out[i]));
+    e.primitive = ins.kernel->primitiveKind();
+    e.impl = ins.kernel->describe();
+  }
+  prof.record(std::move(e));
+}
 
 std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, const NodeObserver* observer) const {
   if (inputs.size() != main_.inputs.size())
@@ -388,7 +440,8 @@ void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& c
           }
         }
         for (size_t i = 0; i < ins.out.size(); ++i) out[i] = &at(ins.out[i]);
-        ins.kernel->run(KernelArgs{in, ins.in.size(), out, ins.out.size(), ctx});
+        if (Profiler::active()) runProfiled(ins, KernelArgs{in, ins.in.size(), out, ins.out.size(), ctx});
+        else ins.kernel->run(KernelArgs{in, ins.in.size(), out, ins.out.size(), ctx});
         if (ctx.observer) (*ctx.observer)(*ins.node, out, ins.out.size());
         break;
       }

@@ -52,6 +52,8 @@ class Plan {
     std::unique_ptr<Kernel> kernel;
     std::vector<int> in, out;
     std::vector<int> free_after;  // registers whose last use this is
+    int partition = -1;           // a fusion group's index in program order (profiles)
+    std::string pattern;          // and its pattern
     std::vector<std::unique_ptr<Block>> blocks;
   };
   struct Block {
@@ -62,6 +64,7 @@ class Plan {
 
   void runBlock(const Block& b, std::vector<RtValue>& regs, ExecContext& ctx) const;
   void runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& ctx) const;
+  void runProfiled(const Instr& ins, const KernelArgs& args) const;
 
   friend class PlanBuilder;
   std::shared_ptr<const Graph> graph_;

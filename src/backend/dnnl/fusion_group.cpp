@@ -64,6 +64,7 @@ class FusedAnchorKernel final : public Kernel {
   }
   void allowBlockedOutput(size_t output) override { inner_->allowBlockedOutput(output); }
   std::string describe() const override { return inner_->describe(); }
+  const char* primitiveKind() const override { return inner_->primitiveKind(); }
 
  private:
   std::unique_ptr<Kernel> inner_;
@@ -81,6 +82,7 @@ class ChainKernel final : public Kernel {
     std::vector<RtValue> out = plan_->run(std::move(in), a.ctx.observer);
     for (size_t i = 0; i < out.size() && i < a.num_out; ++i) a.set(i, std::move(out[i]));
   }
+  const char* primitiveKind() const override { return "ops in sequence"; }
 
  private:
   std::unique_ptr<Plan> plan_;

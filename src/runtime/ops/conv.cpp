@@ -55,6 +55,9 @@ class ConvKernel final : public Kernel {
   // The activation and the post-op operands may arrive blocked; weight and bias not.
   bool acceptsBlocked(size_t input) const override { return input == 0 || input >= anchor_inputs_; }
   void allowBlockedOutput(size_t output) override { blocked_output_ = blocked_output_ || output == 0; }
+  const char* primitiveKind() const override {
+    return form_ == Form::ConvTranspose ? "deconvolution" : "convolution";
+  }
   std::string describe() const override {
     std::shared_ptr<const ConvEntry> e = last_.load();
     if (!e) return {};

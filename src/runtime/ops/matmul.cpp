@@ -239,6 +239,7 @@ class FusedMatmulKernel final : public Kernel {
     if (chain.used) last_.store(chain.used);
     a.set(0, out.view(full));
   }
+  const char* primitiveKind() const override { return "matmul"; }
   std::string describe() const override {
     std::shared_ptr<const MatmulEntry> e = last_.load();
     return e ? e->impl + " src " + layoutName(e->src_md) + " wei " + layoutName(e->wei_md, true) + " dst " +
