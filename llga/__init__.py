@@ -18,7 +18,14 @@ from .compiler import CompiledGraph, Partition, optimize
 from .errors import (CompileError, ExecutionError, InputError, LlgaError, ParseError, PassError, UnsupportedOpError,
                      VerifyError)
 from .passes import PassRecord, list_passes
-from . import flops, profiler  # noqa: E402  (profiler reads LLGA_VERBOSE once, here)
+from . import flops, profiler, viz  # noqa: E402  (profiler reads LLGA_VERBOSE once, here)
+
+
+def _graph_html(self) -> str:
+    return viz.html_figure(self)
+
+
+Graph._repr_html_ = _graph_html  # Jupyter draws graphs; repr() stays the short text form
 
 __version__ = "0.1.0"
 
@@ -27,7 +34,7 @@ __all__ = [
     "CompiledGraph", "CompileError", "ExecutionError", "InputError", "PassError", "PassRecord", "list_passes",
     "LlgaError", "ParseError", "UnsupportedOpError", "VerifyError",
     "parse", "parse_type", "import_torch", "optimize", "set_num_threads", "get_num_threads", "Partition",
-    "fusion_patterns", "profiler", "flops",
+    "fusion_patterns", "profiler", "flops", "viz",
 ]
 
 

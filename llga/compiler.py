@@ -25,7 +25,10 @@ class CompiledGraph:
 
     def __init__(self, graph: Graph, weights: Mapping[str, np.ndarray], passes=None):
         self.graph = graph
-        self.passes = list(passes or [])  # PassRecord per pass of the pipeline
+        from .passes import PassList
+
+        # PassRecord per pass of the pipeline (the pass viewer in Jupyter)
+        self.passes = passes if isinstance(passes, PassList) else PassList(passes or [])
         self._weights = dict(weights)
         self._impl = _llga.CompiledGraphImpl(graph, self._weights)
         self._single = len(graph.outputs) == 1
@@ -56,9 +59,9 @@ class CompiledGraph:
         return _flops.count(self.graph)[0]
 
     @property
-    def partitions(self) -> List[Partition]:
+    def partitions(self) -> "PartitionList":
         """The fusion partitions of the compiled graph, in program order."""
-        out = []
+        out = PartitionList()
         kernels = self._impl.kernel_descriptions()
         for node in self.graph.nodes(recursive=True):
             if node.kind != "llga::FusionGroup":
@@ -98,7 +101,25 @@ class CompiledGraph:
 
     def __repr__(self):
         names = ", ".join(self.input_names)
-        return f"<llga.CompiledGraph ({names}) -> {len(self.graph.outputs)} output(s)>"
+        return (f"<llga.CompiledGraph ({names}) -> {len(self.graph.outputs)} output(s), "
+                f"{len(self.partitions)} partition(s), {len(self.unfused)} op kind(s) outside>")
+
+    def _repr_html_(self) -> str:
+        import html as _html
+
+        from . import viz
+
+        mem = self.memory
+        peak = max(mem["peak_activations"].values(), default=0)
+        unf = "".join(f"<li><code>{_html.escape(k)}</code> x{v['count']}: "
+                      f"{_html.escape('; '.join(v['reasons']))}</li>" for k, v in self.unfused.items())
+        return (f"<div><p><b>llga.CompiledGraph</b> ({_html.escape(', '.join(self.input_names))}) &rarr; "
+                f"{len(self.graph.outputs)} output(s); {len(self.passes)} passes; "
+                f"weights {mem['weights'] / 2**20:.1f} MiB, weight cache {mem['weight_cache'] / 2**20:.1f} MiB, "
+                f"peak activations {peak / 2**20:.1f} MiB</p>"
+                f"<details><summary>partitions ({len(self.partitions)})</summary>{self.partitions._repr_html_()}"
+                f"</details><details><summary>ops outside partitions ({len(self.unfused)})</summary><ul>{unf}</ul>"
+                f"</details><details open><summary>graph</summary>{viz.html_figure(self)}</details></div>")
 
 
 @dataclass(frozen=True)
@@ -119,6 +140,33 @@ class Partition:
     # Empty for partitions that run op by op, and before the first call.
     impl: str = ""
     layouts: str = ""
+
+
+class PartitionList(list):
+    """Partitions; a table in a terminal and in Jupyter."""
+
+    def _rows(self):
+        for p in self:
+            shape = "x".join(str(d) for d in (p.outputs[0][1] or ())) if p.outputs else ""
+            yield (str(p.id), p.pattern, " -> ".join(k.split("::")[-1] for k in p.ops), shape, p.impl, p.layouts)
+
+    def __repr__(self) -> str:
+        rows = list(self._rows())
+        if not rows:
+            return "PartitionList([])"
+        head = ("id", "pattern", "ops", "output", "impl", "layouts")
+        widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+        fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+        return "\n".join([fmt(head)] + [fmt(r) for r in rows])
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        import html as _html
+
+        head = "".join(f"<th>{h}</th>" for h in ("id", "pattern", "ops", "output", "oneDNN impl", "layouts"))
+        body = "".join("<tr>" + "".join(f"<td>{_html.escape(c)}</td>" for c in r) + "</tr>" for r in self._rows())
+        return f"<table class='llga-partitions'><tr>{head}</tr>{body}</table>"
 
 
 # "unfused aten::relu at f.py:3:4 (%y): a lone aten::relu is not a partition"

@@ -43,6 +43,81 @@ class PassRecord:
                 f"{self.before.nodes} -> {self.after.nodes} nodes")
 
 
+class PassList(list):
+    """The PassRecords of a pipeline run, in order. In Jupyter it displays as
+    the pass viewer (llga.viz.passes_html); in a terminal, one line per pass.
+    ``initial_ir`` is the graph before the first pass."""
+
+    def __init__(self, records=(), initial_ir: str = ""):
+        super().__init__(records)
+        self.initial_ir = initial_ir
+
+    def ir_before(self, i: int) -> str:
+        return self.initial_ir if i == 0 else self[i - 1].ir
+
+    def _index(self, which) -> int:
+        if isinstance(which, int):
+            return which
+        for i, r in enumerate(self):
+            if r.name == which:
+                return i
+        raise KeyError(f"no pass named {which!r} in this pipeline ({', '.join(r.name for r in self)})")
+
+    def diff(self, which, context: int = 2) -> str:
+        """Unified diff of the IR across one pass (by index or name)."""
+        from .viz import unified_diff
+
+        i = self._index(which)
+        return "\n".join(unified_diff(self.ir_before(i), self[i].ir, context))
+
+    def changes(self, which) -> Dict[str, list]:
+        """{"removed", "created", "replaced"}: what the pass did, by value name."""
+        from .viz import changes
+
+        i = self._index(which)
+        return changes(self.ir_before(i), self[i].ir)
+
+    def track(self, value: str) -> List[Dict[str, Optional[str]]]:
+        """Follows a value (by name, e.g. "input.5") across the pipeline: the kind
+        of the node producing it before the first pass and after each pass
+        (None once it is gone)."""
+        from .viz import producers
+
+        name = value.lstrip("%")
+        out = [{"after": "(input)", "producer": producers(self.initial_ir).get(name)}] if self.initial_ir else []
+        for r in self:
+            out.append({"after": r.name, "producer": producers(r.ir).get(name)})
+        return out
+
+    def to_html(self, path: Optional[str] = None, title: str = "llga pass pipeline", graphs: bool = True) -> str:
+        """A standalone HTML page of the viewer; written to `path` if given."""
+        from .viz import passes_html
+
+        page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head><body>"
+                f"<h2>{title}</h2>{passes_html(self, self.initial_ir, graphs=graphs)}</body></html>")
+        if path:
+            with open(path, "w") as f:
+                f.write(page)
+        return page
+
+    def _repr_html_(self) -> str:
+        from .viz import passes_html
+
+        return passes_html(self, self.initial_ir)
+
+    def __repr__(self) -> str:
+        if not self:
+            return "PassList([])"
+        w = max(len(r.name) for r in self)
+        lines = [f"{'pass':<{w}}  changed      ms  nodes before -> after  groups"]
+        for r in self:
+            lines.append(f"{r.name:<{w}}  {'yes' if r.changed else 'no':<7} {r.seconds * 1e3:7.2f}  "
+                         f"{r.before.nodes:>12} -> {r.after.nodes:<6}  {r.after.fusion_groups:>6}")
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+
 def _parse_log_spec(spec: str):
     """LLGA_LOG=">>fuse:remove-mutation" names the passes whose dumps go to stderr."""
     spec = spec.strip()
@@ -65,7 +140,7 @@ def default_pipeline() -> str:
 
 
 def run(graph, passes: Optional[Union[str, Sequence[str]]] = None, weights=None, *, methods=None,
-        example_inputs=None, route_off: Sequence[str] = ()) -> List[PassRecord]:
+        example_inputs=None, route_off: Sequence[str] = ()) -> "PassList":
     """Runs a pipeline on `graph` in place. `passes`: a comma-separated string or a
     list of names; None means the default pipeline, "" or [] none. `weights`
     ({name: numpy array}) lets freeze and fold-batchnorm see the module's weights;
@@ -78,6 +153,7 @@ def run(graph, passes: Optional[Union[str, Sequence[str]]] = None, weights=None,
         pipeline = passes
     else:
         pipeline = ",".join(passes)
+    initial_ir = str(graph)
     records = [PassRecord.from_dict(d) for d in _llga.run_passes(graph, pipeline, dict(weights or {}), dict(methods or {}),
                                                                      None if example_inputs is None else list(example_inputs),
                                                                      list(route_off))]
@@ -85,4 +161,4 @@ def run(graph, passes: Optional[Union[str, Sequence[str]]] = None, weights=None,
         if r.name in _LOGGED:
             state = "changed" if r.changed else "unchanged"
             print(f"// IR after {r.name} ({state})\n{r.ir}", file=sys.stderr, end="")
-    return records
+    return PassList(records, initial_ir)

@@ -14,6 +14,7 @@ packages=(
   python3-torch python3-torchvision
   clang libclang-rt-14-dev
   python3-tqdm python3-matplotlib nodejs  # the bench harness, which the tests run once on a tiny model
+  graphviz python3-nbformat python3-nbclient python3-ipykernel chromium  # llga.viz, notebooks, the browser test
 )
 # Debian's npm, unless an npm is already there (NodeSource's nodejs ships its own and conflicts with it).
 command -v npm >/dev/null 2>&1 || packages+=(npm)
