@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     print(f"verifier: {'ok' if not graph.verify() else graph.verify()}")
     print(f"round trip: str(llga.parse(text)) == text -> {str(graph) == text}")
 
-    # Run it: llga (op by op on oneDNN) next to PyTorch eager, interleaved.
+    # Run it: llga (fused partitions on oneDNN) next to PyTorch, interleaved.
     x = torch.randn(1, 3, 224, 224)
     t0 = time.perf_counter()
     compiled = llga.optimize(obj)
@@ -81,12 +81,15 @@ def main(argv=None) -> int:
     print(f"max |llga - torch| = {diff:.2e} (relative {diff / float(np.abs(ref).max()):.2e})")
 
     parts = compiled.partitions
-    print(f"\npartitions: {len(parts)} (pattern: ops -> output shape)")
-    for p in parts:
-        out_shape = "x".join(str(d) for d in (p.outputs[0][1] or ()))
-        print(f"  #{p.id:<3d} {p.pattern:<18} {' -> '.join(k.split('::')[1] for k in p.ops):<40} {out_shape}")
+    print(f"\npartitions: {len(parts)} (layouts from the first call; 'kept' = handed on without a reorder)")
+    print("  " + repr(parts).replace("\n", "\n  "))
     for kind, info in compiled.unfused.items():
         print(f"  outside: {kind} x{info['count']}: {'; '.join(info['reasons'])}")
+    mem = compiled.memory
+    peak = max(mem["peak_activations"].values(), default=0)
+    print(f"\nmemory: weights {mem['weights'] / 2**20:.1f} MiB, weight cache (primitive layouts) "
+          f"{mem['weight_cache'] / 2**20:.1f} MiB, peak activations {peak / 2**20:.1f} MiB; "
+          f"{compiled.flops / 1e9:.2f} GFLOP per call")
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -99,6 +102,7 @@ def main(argv=None) -> int:
     for name, samples in times.items():
         s = summary_ms(samples)
         print(f"  {name:<18} {s['median']:7.1f} / {s['min']:6.1f} ms")
+    print("\nmore: `make bench` (vs ONNX Runtime), `python -m llga profile resnet18`, notebooks/*.ipynb")
     return 0
 
 
