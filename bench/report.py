@@ -100,7 +100,7 @@ def chart(run: dict, path: str) -> Optional[str]:
     results = [r for r in run["results"] if "error" not in r]
     if not results:
         return None
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(results)), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(results)), 5))
     width = 0.8 / len(ORDER)
     colors = {"llga": "#d62728", "ofi": "#1f77b4", "eager": "#aec7e8", "ort": "#2ca02c"}
     for i, s in enumerate(ORDER):
@@ -120,7 +120,7 @@ def chart(run: dict, path: str) -> Optional[str]:
     ax.set_xticklabels([f"{r['model']}\nb{r['batch']}" for r in results])
     ax.set_ylabel("median latency, ms (log)")
     ax.set_title(f"llga vs peers, {run['threads']} threads, fp32 ({run['date'][:10]})")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=5, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
