@@ -25,15 +25,25 @@ torch.set_num_threads(2)
 llga.set_num_threads(2)
 warnings.simplefilter("ignore")"""
 
-quick = nb([
- ("md", "# 01 · Quickstart\n\nTrace a PyTorch model, hand it to llga, run the compiled model on numpy arrays and compare with PyTorch. Weights are random (torchvision ships none here), which is all a comparison needs."),
- ("code", setup),
- ("code", """model = zoo.torchvision_model("resnet18")
+# resnet18, traced and compiled: the start of most notebooks (each must run on its own)
+RESNET18 = """model = zoo.torchvision_model("resnet18")
 x = torch.randn(1, 3, 224, 224)
 with torch.no_grad():
     traced = torch.jit.trace(model, x, check_trace=False)
 compiled = llga.optimize(traced)
-compiled"""),
+"""
+
+# the BERT-like encoder, small (2 layers, hidden 128)
+BERT = """bert = zoo.bert_like(vocab=1000, hidden=128, layers=2, heads=4)
+ids, mask = zoo.bert_inputs(batch=1, seq=16, vocab=1000)
+with torch.no_grad():
+    bert_traced = torch.jit.trace(bert, (ids, mask), check_trace=False)
+"""
+
+quick = nb([
+ ("md", "# 01 · Quickstart\n\nTrace a PyTorch model, hand it to llga, run the compiled model on numpy arrays and compare with PyTorch. Weights are random (torchvision ships none here), which is all a comparison needs."),
+ ("code", setup),
+ ("code", RESNET18 + "compiled"),
  ("md", "The compiled model takes numpy arrays (used in place, no copy) and returns numpy arrays."),
  ("code", """y = compiled(x.numpy())
 with torch.no_grad():
@@ -59,20 +69,10 @@ except llga.InputError as e:
     print("InputError:", e)"""),
 ])
 
-bert_setup = """from llga import zoo
-bert = zoo.bert_like(vocab=1000, hidden=128, layers=2, heads=4)
-ids, mask = zoo.bert_inputs(batch=1, seq=16, vocab=1000)
-with torch.no_grad():
-    bert_traced = torch.jit.trace(bert, (ids, mask), check_trace=False)"""
-
 pipeline = nb([
  ("md", "# 02 · The pass pipeline, pass by pass\n\n`compiled.passes` records every pass: whether it changed the graph, its time, node counts and the IR after it. In Jupyter it displays as a table; click a row to open its IR diff (unified, or side by side), the graph before and after, and the list of nodes it removed, created or replaced. The checkbox hides passes that changed nothing."),
  ("code", setup),
- ("code", """model = zoo.torchvision_model("resnet18")
-with torch.no_grad():
-    traced = torch.jit.trace(model, torch.randn(1, 3, 224, 224), check_trace=False)
-compiled = llga.optimize(traced)
-compiled.passes"""),
+ ("code", RESNET18 + "compiled.passes"),
  ("md", "In a terminal the same records print as text:"),
  ("code", "print(repr(compiled.passes))"),
  ("md", "## What fold-batchnorm did\n\nEach `batch_norm` after a convolution is folded into the convolution's weight and bias. The diff shows it; `changes()` lists it by value name."),
@@ -83,8 +83,7 @@ print(compiled.passes.diff("fold-batchnorm")[:1500])"""),
  ("code", """for step in compiled.passes.track("input.5"):
     print(f"{step['after']:>22}: {step['producer']}")"""),
  ("md", "## The same on a BERT-like encoder\n\nExplicit `linear`, `matmul`, `softmax`, `layer_norm` and `gelu`, the way Hugging Face's BERT traces (2 layers, hidden 128, to keep it small)."),
- ("code", bert_setup + """
-bert_compiled = llga.optimize(bert_traced)
+ ("code", BERT + """bert_compiled = llga.optimize(bert_traced)
 bert_compiled.passes"""),
  ("code", """out = bert_compiled(ids.numpy(), mask.numpy())
 with torch.no_grad():
@@ -97,12 +96,7 @@ print([float(np.abs(o - r.numpy()).max()) for o, r in zip(out, ref)])"""),
 parts = nb([
  ("md", "# 03 · Partitions and layouts\n\nWhat fused, what did not and why, and which memory layout each tensor travels in between partitions."),
  ("code", setup),
- ("code", """model = zoo.torchvision_model("resnet18")
-x = torch.randn(1, 3, 224, 224)
-with torch.no_grad():
-    traced = torch.jit.trace(model, x, check_trace=False)
-compiled = llga.optimize(traced)
-compiled(x.numpy())  # layouts and oneDNN implementations are known after a call
+ ("code", RESNET18 + """compiled(x.numpy())  # layouts and oneDNN implementations are known after a call
 compiled.partitions"""),
  ("md", "Each `conv_post_ops` partition is one oneDNN convolution with its batch norm folded in and relu / residual add as post-ops. `(kept)` means its output went on to the next partitions in the primitive's layout (here `nhwc`) without a reorder; `(to plain)` marks the boundaries with ops outside partitions and graph outputs."),
  ("code", """kept = sum(p.layouts.endswith("(kept)") for p in compiled.partitions)
@@ -128,12 +122,7 @@ small"""),
 prof = nb([
  ("md", "# 04 · Profiling\n\n`llga.profiler` records the time of every executed instruction: per op kind and per partition pattern, the kernel log with oneDNN implementations and layouts, a Chrome trace, and routing ops off the fused path to bisect a numerical difference."),
  ("code", setup),
- ("code", """model = zoo.torchvision_model("resnet18")
-x = torch.randn(1, 3, 224, 224)
-with torch.no_grad():
-    traced = torch.jit.trace(model, x, check_trace=False)
-compiled = llga.optimize(traced)
-xn = x.numpy()
+ ("code", RESNET18 + """xn = x.numpy()
 compiled(xn)  # warm-up
 
 with llga.profiler.profile():
@@ -154,11 +143,7 @@ log[2]"""),
 path = llga.profiler.export_chrome_trace(os.path.join(tempfile.mkdtemp(), "resnet18.json"))
 print(path, os.path.getsize(path), "bytes")"""),
  ("md", "## Routing: move one op kind off the fused path\n\n`chart()` lists op kinds and patterns with `fused` flags; edit it and pass it back as `route`. Here gelu leaves the linear partitions of a BERT-like encoder, the results stay the same."),
- ("code", """bert = zoo.bert_like(vocab=1000, hidden=128, layers=2, heads=4)
-ids, mask = zoo.bert_inputs(batch=1, seq=16, vocab=1000)
-with torch.no_grad():
-    bert_traced = torch.jit.trace(bert, (ids, mask), check_trace=False)
-fused = llga.optimize(bert_traced)
+ ("code", BERT + """fused = llga.optimize(bert_traced)
 route = llga.profiler.chart(fused)
 for r in route:
     if r["name"] == "aten::gelu":

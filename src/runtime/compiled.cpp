@@ -60,10 +60,7 @@ std::string signature(const std::vector<RtValue>& inputs) {
       s += v.kindName();
       continue;
     }
-    const Tensor& t = v.tensor();
-    for (size_t d = 0; d < t.sizes().size(); ++d) s += (d ? "x" : "") + std::to_string(t.sizes()[d]);
-    s += ":";
-    s += scalarTypeName(t.dtype());
+    s += v.tensor().shapeKey();
   }
   return s;
 }

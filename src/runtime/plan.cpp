@@ -352,13 +352,7 @@ namespace {
 std::string describeValue(const RtValue& v) {
   if (!v.isTensor()) return v.kindName();
   const Tensor& t = v.tensor();
-  std::string s;
-  for (size_t d = 0; d < t.sizes().size(); ++d) s += (d ? "x" : "") + std::to_string(t.sizes()[d]);
-  if (t.sizes().empty()) s = "scalar";
-  s += ":";
-  s += scalarTypeName(t.dtype());
-  s += t.isBlocked() ? " " + t.blockedLayout()->name : t.isContiguous() ? " plain" : " strided";
-  return s;
+  return t.shapeKey() + (t.isBlocked() ? " " + t.blockedLayout()->name : t.isContiguous() ? " plain" : " strided");
 }
 
 }  // namespace

@@ -435,4 +435,13 @@ std::string Tensor::describe() const {
   return os.str();
 }
 
+std::string Tensor::shapeKey() const {
+  std::string s;
+  for (size_t d = 0; d < sizes_.size(); ++d) s += (d ? "x" : "") + std::to_string(sizes_[d]);
+  if (sizes_.empty()) s = "scalar";
+  s += ":";
+  s += scalarTypeName(dtype_);
+  return s;
+}
+
 }  // namespace llga

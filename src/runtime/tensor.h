@@ -139,6 +139,7 @@ class Tensor {
 
   double item() const;  // one element, as double
   std::string describe() const;  // "Float(1, 3, 224, 224)"
+  std::string shapeKey() const;  // "1x3x224x224:Float" (a 0-dim tensor: "scalar:Float")
 
   // Fills contiguous strides for sizes.
   static Shape contiguousStrides(const Shape& sizes);
