@@ -29,6 +29,9 @@ struct KernelArgs {
   RtValue* const* out;
   size_t num_out;
   ExecContext& ctx;
+  // Bit i: input i's register is freed right after this op (its last reader).
+  // With the buffer owned by llga and held nowhere else, a kernel may reuse it.
+  uint64_t dying = 0;
 
   const RtValue& input(size_t i) const { return *in[i]; }
   const Tensor& tensor(size_t i) const { return in[i]->tensor(); }
@@ -42,6 +45,7 @@ struct KernelArgs {
   bool isNone(size_t i) const { return i >= num_in || in[i]->isNone(); }
   std::vector<int64_t> intList(size_t i) const { return in[i]->intList(); }
   void set(size_t i, RtValue v) const { *out[i] = std::move(v); }
+  bool inputDies(size_t i) const { return i < 64 && ((dying >> i) & 1u); }
 };
 
 class Kernel {

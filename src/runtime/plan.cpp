@@ -1,5 +1,6 @@
 #include "runtime/plan.h"
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 #include <unordered_set>
@@ -288,6 +289,10 @@ class PlanBuilder {
     for (const Value* v : b->outputs()) keep.insert(reg(v));
     for (const auto& [r, i] : last)
       if (defined.count(r) && !keep.count(r) && !constant_regs_.count(r)) out.code[i].free_after.push_back(r);
+    for (Plan::Instr& ins : out.code)
+      for (size_t p = 0; p < ins.in.size() && p < 64; ++p)
+        if (std::find(ins.free_after.begin(), ins.free_after.end(), ins.in[p]) != ins.free_after.end())
+          ins.dying |= uint64_t{1} << p;
   }
 
   static void collectUses(const Plan::Instr& ins, std::vector<int>& used) {
@@ -434,8 +439,9 @@ void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& c
           }
         }
         for (size_t i = 0; i < ins.out.size(); ++i) out[i] = &at(ins.out[i]);
-        if (Profiler::active()) runProfiled(ins, KernelArgs{in, ins.in.size(), out, ins.out.size(), ctx});
-        else ins.kernel->run(KernelArgs{in, ins.in.size(), out, ins.out.size(), ctx});
+        const KernelArgs args{in, ins.in.size(), out, ins.out.size(), ctx, plain.empty() ? ins.dying : 0};
+        if (Profiler::active()) runProfiled(ins, args);
+        else ins.kernel->run(args);
         if (ctx.observer) (*ctx.observer)(*ins.node, out, ins.out.size());
         break;
       }

@@ -52,6 +52,7 @@ class Plan {
     std::unique_ptr<Kernel> kernel;
     std::vector<int> in, out;
     std::vector<int> free_after;  // registers whose last use this is
+    uint64_t dying = 0;           // bit p: input p's register is among them (KernelArgs::dying)
     int partition = -1;           // a fusion group's index in program order (profiles)
     std::string pattern;          // and its pattern
     std::vector<std::unique_ptr<Block>> blocks;

@@ -32,6 +32,7 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, AllocPurpose purpose) 
   auto s = std::make_shared<Storage>();
   s->data = p;
   s->nbytes = nbytes;
+  s->owned = true;
   if (const auto& meter = t_meters[static_cast<int>(purpose)]) {
     meter->add(static_cast<int64_t>(rounded));
     s->owner = std::shared_ptr<void>(p, [meter, rounded](void* q) {

@@ -54,6 +54,7 @@ struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   std::shared_ptr<void> owner;
+  bool owned = false;  // allocated by llga (not a caller's buffer)
 
   static std::shared_ptr<Storage> allocate(size_t nbytes, AllocPurpose purpose = AllocPurpose::Activation);
   static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, std::shared_ptr<void> owner);

@@ -51,7 +51,10 @@ class FusedAnchorKernel final : public Kernel {
     std::vector<RtValue*> in(sources_.size());
     for (size_t i = 0; i < sources_.size(); ++i)
       in[i] = sources_[i].input >= 0 ? a.in[sources_[i].input] : &sources_[i].constant;
-    inner_->run(KernelArgs{in.data(), in.size(), a.out, a.num_out, a.ctx});
+    uint64_t dying = 0;  // the group's dying inputs, at their positions in the anchor's arguments
+    for (size_t k = 0; k < sources_.size() && k < 64; ++k)
+      if (sources_[k].input >= 0 && a.inputDies(static_cast<size_t>(sources_[k].input))) dying |= uint64_t{1} << k;
+    inner_->run(KernelArgs{in.data(), in.size(), a.out, a.num_out, a.ctx, dying});
   }
   bool acceptsBlocked(size_t input) const override {
     bool any = false;

@@ -126,7 +126,14 @@ class ConvKernel final : public Kernel {
     const bool keep_blocked = blocked_output_ && batched && e->dst_md != e->dst_plain;
     Tensor out;
     memory dst, dst_plain;
-    if (keep_blocked) {
+    // The residual (sum) operand's buffer becomes the output when nobody else
+    // holds it and this is its last reader: no copy of it into dst.
+    const bool in_place = e->sum_operand >= 0 && canWriteInto(a, e->sum_operand, operands, *e, keep_blocked);
+    if (in_place) {
+      out = operands[static_cast<size_t>(e->sum_operand)];
+      dst = memoryOf(out);
+      if (!keep_blocked) dst_plain = dst;
+    } else if (keep_blocked) {
       out = Tensor::blocked(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, e->out_shape, e->dst_layout);
       dst = memoryOf(out);
     } else {
@@ -140,7 +147,7 @@ class ConvKernel final : public Kernel {
     for (size_t i = 0, o = 0; i < e->ops.size(); ++i) {
       if (e->ops[i].kind == PostOp::Kind::Eltwise) continue;
       if (e->ops[i].kind == PostOp::Kind::Sum) {  // dst starts as the operand; the primitive adds into it
-        reorder(ctx, memoryOf(operands[o]), dst);
+        if (!in_place) reorder(ctx, memoryOf(operands[o]), dst);
       } else {
         const Tensor& t = plain_operands.emplace_back(toPlain(ctx, operands[o]));
         args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1] =
@@ -160,6 +167,19 @@ class ConvKernel final : public Kernel {
   }
 
  private:
+  // Whether the sum operand `o` may serve as dst: its register dies here, llga
+  // owns its buffer and only the register and `operands` hold it, and it is
+  // already in dst's layout.
+  bool canWriteInto(const KernelArgs& a, int o, const std::vector<Tensor>& operands, const ConvEntry& e,
+                    bool keep_blocked) const {
+    const Tensor& t = operands[static_cast<size_t>(o)];
+    if (!a.inputDies(anchor_inputs_ + static_cast<size_t>(o)) || !t.storage() || !t.storage()->owned ||
+        t.storage().use_count() > 2 || t.dtype() != ScalarType::Float || t.sizes() != e.out_shape)
+      return false;
+    if (keep_blocked) return t.isBlocked() && t.blockedLayout()->md == e.dst_md;
+    return !t.isBlocked() && e.dst_md == e.dst_plain && t.isContiguous() && t.offset() == 0;
+  }
+
   ConvParams params(const KernelArgs& a, size_t nsp, const Tensor& x, const Tensor& w) const {
     ConvParams p;
     Shape padding;
