@@ -221,3 +221,16 @@ def test_cli_profile(tmp_path):
     bad_shape = subprocess.run([sys.executable, "-m", "llga", "profile", "resnet18", "--input", "1xax3"],
                                capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert bad_shape.returncode == 2 and "expected a shape" in bad_shape.stderr
+
+
+def test_kernel_log_names_a_transposed_convolution_deconvolution():
+    model = nn.Sequential(nn.ConvTranspose2d(4, 3, 3, stride=2), nn.ReLU())
+    x = torch.randn(1, 4, 5, 5)
+    compiled = llga.optimize(trace(model, x))
+    llga.profiler.kernel_log.enable()
+    y = compiled(x.numpy())
+    llga.profiler.kernel_log.disable()
+    (entry,) = llga.profiler.kernel_log.entries()
+    assert entry["primitive"] == "deconvolution" and entry["pattern"] == "conv_post_ops"
+    with torch.no_grad():
+        np.testing.assert_allclose(y, model(x).numpy(), rtol=1e-4, atol=1e-5)

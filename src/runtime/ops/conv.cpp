@@ -41,6 +41,7 @@ struct ConvEntry {
   Shape out_shape;
   std::string impl;
   std::shared_ptr<const BlockedLayout> dst_layout;  // of dst_md, for outputs kept blocked
+  bool transposed = false;
   std::vector<PostOp> ops;  // the chain for these shapes (a same-shape add becomes a sum)
   int sum_operand = -1;     // which operand pre-fills dst for the sum, if any
 };
@@ -56,7 +57,9 @@ class ConvKernel final : public Kernel {
   bool acceptsBlocked(size_t input) const override { return input == 0 || input >= anchor_inputs_; }
   void allowBlockedOutput(size_t output) override { blocked_output_ = blocked_output_ || output == 0; }
   const char* primitiveKind() const override {
-    return form_ == Form::ConvTranspose ? "deconvolution" : "convolution";
+    std::shared_ptr<const ConvEntry> e = last_.load();  // aten::_convolution says it per call
+    bool transposed = e ? e->transposed : form_ == Form::ConvTranspose;
+    return transposed ? "deconvolution" : "convolution";
   }
   std::string describe() const override {
     std::shared_ptr<const ConvEntry> e = last_.load();
@@ -290,6 +293,7 @@ class ConvKernel final : public Kernel {
     }
     ConvEntry e;
     e.out_shape = out;
+    e.transposed = p.transposed;
     auto any = [](const Shape& dims) { return memory::desc(dims, memory::data_type::f32, tag::any); };
     memory::desc wplain = weightsPlainDesc(w, p);
     memory::desc src_any = any(x.sizes()), dst_any = any(out), wei_any = any(wplain.dims());
