@@ -1,10 +1,10 @@
-"""Op-by-op llga latency next to PyTorch eager, measured in the same run.
+"""llga latency next to PyTorch eager, measured in the same run (a quick check;
+the benchmark suite is `python -m bench`).
 
     /usr/bin/python3 bench/runtime_bench.py [--model resnet50] [--batch 1] [--runs 30]
 
 Runs are interleaved (llga, torch, llga, torch, ...) after a warm-up, with 2
-threads for both; prints median and min, and the ratio. No fusion yet: each
-op runs on its own oneDNN primitive, with reorders around convolutions.
+threads for both; prints median and min, and the ratio.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def main() -> int:
     print(f"{args.model}, batch {args.batch}, {args.threads} threads, {args.runs} interleaved runs "
           f"(llga compile {compile_s * 1e3:.0f} ms, relative error {err:.1e})")
     print(f"{'system':<22} {'median ms':>10} {'min ms':>8}")
-    print(f"{'llga (op by op)':<22} {med['llga']:10.1f} {best['llga']:8.1f}")
+    print(f"{'llga':<22} {med['llga']:10.1f} {best['llga']:8.1f}")
     print(f"{'PyTorch eager':<22} {med['torch']:10.1f} {best['torch']:8.1f}")
     print(f"llga / PyTorch eager: {med['llga'] / med['torch']:.2f}x (median)")
     return 0
