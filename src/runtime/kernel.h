@@ -32,6 +32,9 @@ struct KernelArgs {
   // Bit i: input i's register is freed right after this op (its last reader).
   // With the buffer owned by llga and held nowhere else, a kernel may reuse it.
   uint64_t dying = 0;
+  // Bit i: output i may be handed out with any dense strides (e.g. channels-last),
+  // because every reader of it accepts strided tensors.
+  uint64_t strided_out = 0;
 
   const RtValue& input(size_t i) const { return *in[i]; }
   const Tensor& tensor(size_t i) const { return in[i]->tensor(); }
@@ -46,6 +49,7 @@ struct KernelArgs {
   std::vector<int64_t> intList(size_t i) const { return in[i]->intList(); }
   void set(size_t i, RtValue v) const { *out[i] = std::move(v); }
   bool inputDies(size_t i) const { return i < 64 && ((dying >> i) & 1u); }
+  bool stridedOutputOk(size_t i) const { return i < 64 && ((strided_out >> i) & 1u); }
 };
 
 class Kernel {
@@ -60,6 +64,14 @@ class Kernel {
   // Called while the plan is built, for an output whose every reader accepts
   // it blocked: the kernel may then hand it out in its primitive's layout.
   virtual void allowBlockedOutput(size_t /*output*/) {}
+  // Strided (dense, any dimension order, e.g. channels-last) inputs: kernels that
+  // take blocked ones take these too; others may opt in. Reading a strided tensor
+  // correctly is every kernel's duty; opting in says the op's result does not
+  // depend on its input's strides (no view, no stride query).
+  virtual bool acceptsStrided(size_t input) const { return acceptsBlocked(input); }
+  // Called while the plan is built, for an output whose every reader accepts
+  // strided tensors: the kernel may hand it out in its own dimension order.
+  virtual void allowStridedOutput(size_t /*output*/) {}
   // What the kernel did on its latest call, for dumps and profiles
   // ("brgconv:avx512_core src nChw16c dst nChw16c"); empty if nothing to say.
   virtual std::string describe() const { return {}; }
@@ -71,11 +83,22 @@ using KernelFn = std::function<void(const KernelArgs&)>;
 
 class FnKernel final : public Kernel {
  public:
-  explicit FnKernel(KernelFn fn) : fn_(std::move(fn)) {}
-  void run(const KernelArgs& a) override { fn_(a); }
+  explicit FnKernel(KernelFn fn, bool strided_inputs = false) : fn_(std::move(fn)), strided_inputs_(strided_inputs) {}
+  void run(const KernelArgs& a) override {
+    if (!strided_out_) return fn_(a);
+    KernelArgs b = a;
+    b.strided_out = strided_out_;
+    fn_(b);
+  }
+  bool acceptsStrided(size_t) const override { return strided_inputs_; }
+  void allowStridedOutput(size_t output) override {
+    if (strided_inputs_ && output < 64) strided_out_ |= uint64_t{1} << output;
+  }
 
  private:
   KernelFn fn_;
+  bool strided_inputs_;
+  uint64_t strided_out_ = 0;
 };
 
 struct OpDef {

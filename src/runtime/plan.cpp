@@ -89,6 +89,7 @@ RtValue tensorListFromAttr(const AttrList& items) {
 
 class PlanBuilder {
  public:
+  friend class Plan;
   PlanBuilder(Plan& p, const WeightMap& w) : p_(p), weights_(w) {}
 
   void build(const Graph& g) {
@@ -262,10 +263,14 @@ class PlanBuilder {
       for (size_t j = 0; j < ins.out.size(); ++j) {
         auto it = readers.find(ins.out[j]);
         if (barred.count(ins.out[j]) || it == readers.end()) continue;
-        bool all = true;
-        for (const auto& [reader, p] : it->second)
-          all = all && reader->kind == Plan::Instr::Kind::Op && reader->kernel->acceptsBlocked(p);
-        if (all) ins.kernel->allowBlockedOutput(j);
+        bool blocked = true, strided = true;
+        for (const auto& [reader, p] : it->second) {
+          const bool op = reader->kind == Plan::Instr::Kind::Op;
+          blocked = blocked && op && reader->kernel->acceptsBlocked(p);
+          strided = strided && op && reader->kernel->acceptsStrided(p);
+        }
+        if (blocked) ins.kernel->allowBlockedOutput(j);
+        if (strided) ins.kernel->allowStridedOutput(j);
       }
     }
   }
@@ -295,7 +300,7 @@ class PlanBuilder {
           ins.dying |= uint64_t{1} << p;
   }
 
-  static void collectUses(const Plan::Instr& ins, std::vector<int>& used) {
+  static void collectUses(const Plan::Instr& ins, std::vector<int>& used) {  // also used by Plan
     used.insert(used.end(), ins.in.begin(), ins.in.end());
     for (const auto& b : ins.blocks) {
       for (const auto& sub : b->code) collectUses(sub, used);
@@ -333,6 +338,50 @@ std::vector<std::pair<const Node*, std::string>> Plan::describeKernels() const {
   };
   walk(main_, walk);
   return out;
+}
+
+// Every reader of register r in the main block is an op that accepts a strided
+// tensor at that position, and r is not read inside a nested block.
+bool Plan::readersAcceptStrided(int r) const {
+  bool any = false;
+  for (const Instr& ins : main_.code) {
+    for (size_t p = 0; p < ins.in.size(); ++p)
+      if (ins.in[p] == r) {
+        if (ins.kind != Instr::Kind::Op || !ins.kernel->acceptsStrided(p)) return false;
+        any = true;
+      }
+    for (const auto& b : ins.blocks) {
+      std::vector<int> used(b->outputs.begin(), b->outputs.end());
+      for (const auto& sub : b->code) PlanBuilder::collectUses(sub, used);
+      if (std::find(used.begin(), used.end(), r) != used.end()) return false;
+    }
+  }
+  return any;
+}
+
+bool Plan::inputAcceptsStrided(size_t i) const {
+  if (i >= main_.inputs.size()) return false;
+  const int r = main_.inputs[i];
+  if (std::find(main_.outputs.begin(), main_.outputs.end(), r) != main_.outputs.end()) return false;
+  return readersAcceptStrided(r);
+}
+
+void Plan::allowOutputStrided(size_t j) {
+  if (j >= main_.outputs.size()) return;
+  const int r = main_.outputs[j];
+  if (std::count(main_.outputs.begin(), main_.outputs.end(), r) != 1) return;
+  for (Instr& ins : main_.code) {
+    for (size_t k = 0; k < ins.out.size(); ++k) {
+      if (ins.out[k] != r) continue;
+      // Inner readers of the value must take it strided too (none is the usual case).
+      bool inner_ok = true;
+      for (const Instr& other : main_.code)
+        for (size_t p = 0; p < other.in.size(); ++p)
+          if (other.in[p] == r) inner_ok = inner_ok && other.kind == Instr::Kind::Op && other.kernel->acceptsStrided(p);
+      if (ins.kind == Instr::Kind::Op && inner_ok) ins.kernel->allowStridedOutput(k);
+      return;
+    }
+  }
 }
 
 size_t Plan::constantBytes() const {

@@ -41,6 +41,10 @@ class Plan {
   size_t numInstructions() const;
   // Each op's kernel with what it did on its latest call (Kernel::describe).
   std::vector<std::pair<const Node*, std::string>> describeKernels() const;
+  // For a plan run as one kernel (a fusion group run op by op): whether graph
+  // input i may arrive strided, and letting graph output j leave strided.
+  bool inputAcceptsStrided(size_t i) const;
+  void allowOutputStrided(size_t j);
   // Bytes of the tensors bound as constants (weights), each buffer once.
   size_t constantBytes() const;
 
@@ -65,6 +69,7 @@ class Plan {
 
   void runBlock(const Block& b, std::vector<RtValue>& regs, ExecContext& ctx) const;
   void runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& ctx) const;
+  bool readersAcceptStrided(int r) const;
   void runProfiled(const Instr& ins, const KernelArgs& args) const;
 
   friend class PlanBuilder;

@@ -86,6 +86,11 @@ class Tensor {
   static Tensor zeros(ScalarType dtype, const Shape& sizes);
   static Tensor scalar(ScalarType dtype, double v);
   static Tensor fromStorage(std::shared_ptr<Storage> s, ScalarType dtype, Shape sizes, Shape strides, int64_t offset);
+  // A new dense tensor of `sizes` whose dimensions are laid out in the same
+  // order as `like`'s (e.g. channels-last); contiguous if ranks differ.
+  static Tensor emptyLike(ScalarType dtype, const Shape& sizes, const Tensor& like);
+  // Dense, non-overlapping and not in row-major order (e.g. channels-last).
+  bool isPermutedDense() const;
   // A tensor whose bytes are in `layout`; sizes are the logical sizes, strides
   // the contiguous ones (for keys and shape records; never for addressing).
   static Tensor blocked(std::shared_ptr<Storage> s, ScalarType dtype, Shape sizes,

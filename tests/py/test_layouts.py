@@ -146,3 +146,43 @@ def test_residual_sum_in_place_never_clobbers_a_live_value(variant):
         ref = model(torch.from_numpy(before))
     for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
         np.testing.assert_allclose(o, r.numpy(), rtol=1e-4, atol=1e-4)
+
+
+class StridedPath(nn.Module):
+    """conv -> maxpool -> conv, and a squeeze-excite style mul: channels-last
+    strides flow through pooling and elementwise ops without reorders; a view
+    after pooling still works (it gets a contiguous tensor)."""
+
+    def __init__(self, tail):
+        super().__init__()
+        torch.manual_seed(2)
+        self.c1, self.c2, self.c3 = nn.Conv2d(16, 16, 3, padding=1), nn.Conv2d(16, 16, 1), nn.Conv2d(16, 16, 1)
+        self.tail = tail
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        p = torch.max_pool2d(y, 2)
+        s = torch.sigmoid(self.c3(torch.nn.functional.adaptive_avg_pool2d(p, 1)))
+        z = self.c2(p * s)
+        if self.tail == "view":
+            return torch.max_pool2d(z, 2).view(z.shape[0], -1)
+        return torch.relu(self.c2(z))
+
+
+@pytest.mark.parametrize("tail", ["conv", "view"])
+def test_channels_last_strides_flow_through_pooling_and_mul(tail):
+    x = torch.randn(2, 16, 16, 16)
+    c = compile_and_check(StridedPath(tail), x)
+    llga.profiler.kernel_log.clear()
+    llga.profiler.kernel_log.enable()
+    try:
+        c(x.numpy())
+    finally:
+        llga.profiler.kernel_log.disable()
+    log = llga.profiler.kernel_log.entries()
+    mul = [e for e in log if e["op"] == "aten::mul"]
+    assert mul and mul[0]["outputs"][0].endswith("strided")  # the mul kept channels-last order
+    pools = [e for e in log if e["op"] == "aten::max_pool2d"]
+    assert pools[0]["inputs"][0].endswith("strided")  # from the first conv, without a reorder
+    if tail == "view":
+        assert pools[-1]["outputs"][0].endswith("plain")  # read by a view: contiguous

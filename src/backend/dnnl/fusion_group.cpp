@@ -66,6 +66,16 @@ class FusedAnchorKernel final : public Kernel {
     return any;
   }
   void allowBlockedOutput(size_t output) override { inner_->allowBlockedOutput(output); }
+  bool acceptsStrided(size_t input) const override {
+    bool any = false;
+    for (size_t k = 0; k < sources_.size(); ++k) {
+      if (sources_[k].input != static_cast<int>(input)) continue;
+      if (!inner_->acceptsStrided(k)) return false;
+      any = true;
+    }
+    return any;
+  }
+  void allowStridedOutput(size_t output) override { inner_->allowStridedOutput(output); }
   std::string describe() const override { return inner_->describe(); }
   const char* primitiveKind() const override { return inner_->primitiveKind(); }
 
@@ -86,6 +96,8 @@ class ChainKernel final : public Kernel {
     for (size_t i = 0; i < out.size() && i < a.num_out; ++i) a.set(i, std::move(out[i]));
   }
   const char* primitiveKind() const override { return "ops in sequence"; }
+  bool acceptsStrided(size_t input) const override { return plan_->inputAcceptsStrided(input); }
+  void allowStridedOutput(size_t output) override { plan_->allowOutputStrided(output); }
 
  private:
   std::unique_ptr<Plan> plan_;

@@ -205,7 +205,10 @@ void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a, c
 }
 
 // Computes a op b (tensors or scalars). `out` (when given) is written in place.
-RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, const RtValue& bv, std::optional<Tensor> inplace) {
+// `follow_layout`: the result may take the dimension order of the operand of the
+// result's shape (channels-last in, channels-last out), as PyTorch's ops do.
+RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, const RtValue& bv, std::optional<Tensor> inplace,
+               bool follow_layout = false) {
   if (std::holds_alternative<std::string>(av.v) || std::holds_alternative<std::string>(bv.v)) {
     const std::string &x = av.str(), &y = bv.str();
     if (op == Bin::Add) return RtValue(x + y);
@@ -232,6 +235,10 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
       throw std::invalid_argument("in-place op: the result shape does not match the tensor being written");
     if (!isComparison(op) && isIntegralType(out.dtype(), true) && !isIntegralType(common, true))
       throw std::invalid_argument("result type Float cannot be cast to the in-place tensor's integral dtype");
+  } else if (follow_layout && a.sizes() == shape && a.isPermutedDense()) {
+    out = Tensor::emptyLike(out_t, shape, a);
+  } else if (follow_layout && b.sizes() == shape && b.isPermutedDense()) {
+    out = Tensor::emptyLike(out_t, shape, b);
   } else {
     out = Tensor::empty(out_t, shape);
   }
@@ -269,12 +276,14 @@ RtValue scaled(ExecContext& ctx, const KernelArgs& a, size_t alpha_at, const RtV
   return binary(ctx, once, Bin::Mul, b, alpha, std::nullopt);
 }
 
-void addArith(OpRegistry& r, const std::string& name, Bin op, bool has_alpha) {
+// `strided`: the out-of-place op takes strided inputs and may give its result
+// their dimension order (add, sub, mul: the ops between convolutions).
+void addArith(OpRegistry& r, const std::string& name, Bin op, bool has_alpha, bool strided = false) {
   size_t max_in = has_alpha ? 3 : 2;
   addCached<BinCache>(r, "aten::" + name, 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
     RtValue b = has_alpha ? scaled(a.ctx, a, 2, a.input(1)) : a.input(1);
-    a.set(0, binary(a.ctx, c, op, a.input(0), b, std::nullopt));
-  });
+    a.set(0, binary(a.ctx, c, op, a.input(0), b, std::nullopt, a.stridedOutputOk(0)));
+  }, strided);
   addCached<BinCache>(r, "aten::" + name + "_", 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
     RtValue b = has_alpha ? scaled(a.ctx, a, 2, a.input(1)) : a.input(1);
     a.set(0, binary(a.ctx, c, op, a.input(0), b, a.tensor(0)));
@@ -284,9 +293,9 @@ void addArith(OpRegistry& r, const std::string& name, Bin op, bool has_alpha) {
 }  // namespace
 
 void registerBinaryOps(OpRegistry& r) {
-  addArith(r, "add", Bin::Add, true);
-  addArith(r, "sub", Bin::Sub, true);
-  addArith(r, "mul", Bin::Mul, false);
+  addArith(r, "add", Bin::Add, true, true);
+  addArith(r, "sub", Bin::Sub, true, true);
+  addArith(r, "mul", Bin::Mul, false, true);
   addArith(r, "floor_divide", Bin::FloorDivide, false);
   addArith(r, "remainder", Bin::Remainder, false);
   addArith(r, "pow", Bin::Pow, false);
@@ -317,10 +326,10 @@ void registerBinaryOps(OpRegistry& r) {
       }
       std::optional<Tensor> out;
       if (inplace) out = a.tensor(0);
-      a.set(0, binary(a.ctx, c, op, a.input(0), a.input(1), out));
+      a.set(0, binary(a.ctx, c, op, a.input(0), a.input(1), out, a.stridedOutputOk(0)));
     };
   };
-  addCached<BinCache>(r, "aten::div", 2, 3, div(false));
+  addCached<BinCache>(r, "aten::div", 2, 3, div(false), /*strided=*/true);
   addCached<BinCache>(r, "aten::div_", 2, 3, div(true));
   // where(condition, a, b): a where condition else b, broadcasting all three
   r.add("aten::where", 3, 3, [](const KernelArgs& a) {

@@ -41,6 +41,8 @@ struct ConvEntry {
   Shape out_shape;
   std::string impl;
   std::shared_ptr<const BlockedLayout> dst_layout;  // of dst_md, for outputs kept blocked
+  bool dst_strided = false;  // dst_md has no inner blocks (e.g. nhwc): expressible as strides
+  Shape dst_strides;
   bool transposed = false;
   std::vector<PostOp> ops;  // the chain for these shapes (a same-shape add becomes a sum)
   int sum_operand = -1;     // which operand pre-fills dst for the sum, if any
@@ -56,6 +58,7 @@ class ConvKernel final : public Kernel {
   // The activation and the post-op operands may arrive blocked; weight and bias not.
   bool acceptsBlocked(size_t input) const override { return input == 0 || input >= anchor_inputs_; }
   void allowBlockedOutput(size_t output) override { blocked_output_ = blocked_output_ || output == 0; }
+  void allowStridedOutput(size_t output) override { strided_output_ = strided_output_ || output == 0; }
   const char* primitiveKind() const override {
     std::shared_ptr<const ConvEntry> e = last_.load();  // aten::_convolution says it per call
     bool transposed = e ? e->transposed : form_ == Form::ConvTranspose;
@@ -64,7 +67,7 @@ class ConvKernel final : public Kernel {
   std::string describe() const override {
     std::shared_ptr<const ConvEntry> e = last_.load();
     if (!e) return {};
-    const bool kept = blocked_output_ && e->dst_md != e->dst_plain;
+    const bool kept = e->dst_md != e->dst_plain && (blocked_output_ || (strided_output_ && e->dst_strided));
     return e->impl + " src " + layoutName(e->src_md) + " wei " + layoutName(e->wei_md, true) + " dst " +
            layoutName(e->dst_md) + (kept ? " (kept)" : " (to plain)");
   }
@@ -127,15 +130,22 @@ class ConvKernel final : public Kernel {
     }
     // The output stays in the primitive's layout when every reader takes it so.
     const bool keep_blocked = blocked_output_ && batched && e->dst_md != e->dst_plain;
+    // Not blocked, but every reader takes strided tensors: a channels-last dst is handed out as strides.
+    const bool keep_strided = !keep_blocked && strided_output_ && batched && e->dst_strided && e->dst_md != e->dst_plain;
     Tensor out;
     memory dst, dst_plain;
     // The residual (sum) operand's buffer becomes the output when nobody else
     // holds it and this is its last reader: no copy of it into dst.
-    const bool in_place = e->sum_operand >= 0 && canWriteInto(a, e->sum_operand, operands, *e, keep_blocked);
+    const bool in_place = e->sum_operand >= 0 && canWriteInto(a, e->sum_operand, operands, *e, keep_blocked, keep_strided);
     if (in_place) {
       out = operands[static_cast<size_t>(e->sum_operand)];
-      dst = memoryOf(out);
+      dst = keep_strided ? wrap(out, e->dst_md) : memoryOf(out);
       if (!keep_blocked) dst_plain = dst;
+    } else if (keep_strided) {
+      out = Tensor::fromStorage(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, e->out_shape,
+                                e->dst_strides, 0);
+      dst = wrap(out, e->dst_md);
+      dst_plain = dst;
     } else if (keep_blocked) {
       out = Tensor::blocked(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, e->out_shape, e->dst_layout);
       dst = memoryOf(out);
@@ -174,13 +184,15 @@ class ConvKernel final : public Kernel {
   // owns its buffer and only the register and `operands` hold it, and it is
   // already in dst's layout.
   bool canWriteInto(const KernelArgs& a, int o, const std::vector<Tensor>& operands, const ConvEntry& e,
-                    bool keep_blocked) const {
+                    bool keep_blocked, bool keep_strided) const {
     const Tensor& t = operands[static_cast<size_t>(o)];
     if (!a.inputDies(anchor_inputs_ + static_cast<size_t>(o)) || !t.storage() || !t.storage()->owned ||
         t.storage().use_count() > 2 || t.dtype() != ScalarType::Float || t.sizes() != e.out_shape)
       return false;
     if (keep_blocked) return t.isBlocked() && t.blockedLayout()->md == e.dst_md;
-    return !t.isBlocked() && e.dst_md == e.dst_plain && t.isContiguous() && t.offset() == 0;
+    if (t.isBlocked() || t.offset() != 0) return false;
+    if (keep_strided) return t.strides() == e.dst_strides;
+    return e.dst_md == e.dst_plain && t.isContiguous();
   }
 
   ConvParams params(const KernelArgs& a, size_t nsp, const Tensor& x, const Tensor& w) const {
@@ -337,6 +349,11 @@ class ConvKernel final : public Kernel {
     e.src_plain = plainDesc(x);
     e.dst_plain = memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out));
     e.dst_layout = makeLayout(e.dst_md);
+    if (e.dst_md.data.format_kind == dnnl_blocked && e.dst_md.data.format_desc.blocking.inner_nblks == 0) {
+      e.dst_strided = true;
+      e.dst_strides.assign(e.dst_md.data.format_desc.blocking.strides,
+                           e.dst_md.data.format_desc.blocking.strides + e.dst_md.data.ndims);
+    }
     if (constant_weight_) {
       e.weights_buf = reorderedWeight(w, wplain, e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
@@ -349,6 +366,7 @@ class ConvKernel final : public Kernel {
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
   bool blocked_output_ = false;
+  bool strided_output_ = false;  // readers take any dense strides: a channels-last dst goes out as is
   PrimitiveCache<ConvEntry> cache_;
   std::atomic<std::shared_ptr<const ConvEntry>> last_;  // the entry of the latest call, for describe()
 };

@@ -48,10 +48,10 @@ inline bool isConstantInput(const Node& n, size_t i) {
 // (one per graph node, shared by every call of that node).
 template <typename Cache>
 void addCached(OpRegistry& r, const std::string& kind, size_t lo, size_t hi,
-               std::function<void(const KernelArgs&, Cache&)> fn) {
-  r.add(OpDef{kind, lo, hi, [fn](const Node&) {
+               std::function<void(const KernelArgs&, Cache&)> fn, bool strided_inputs = false) {
+  r.add(OpDef{kind, lo, hi, [fn, strided_inputs](const Node&) {
                 auto cache = std::make_shared<Cache>();
-                return std::make_unique<FnKernel>([fn, cache](const KernelArgs& a) { fn(a, *cache); });
+                return std::make_unique<FnKernel>([fn, cache](const KernelArgs& a) { fn(a, *cache); }, strided_inputs);
               }});
 }
 

@@ -39,10 +39,12 @@ struct PoolEntry {
   memory::desc src_md, dst_md, scratch_md;
 };
 
-Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor& x, const PoolGeom& g, dnnl::algorithm alg) {
+// `follow`: the output may take x's dimension order (channels-last in, channels-last out).
+Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor& x, const PoolGeom& g, dnnl::algorithm alg,
+               bool follow) {
   Shape out_shape(x.sizes().begin(), x.sizes().begin() + 2);
   out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
-  Tensor out = Tensor::empty(ScalarType::Float, out_shape);
+  Tensor out = follow ? Tensor::emptyLike(ScalarType::Float, out_shape, x) : Tensor::empty(ScalarType::Float, out_shape);
   std::vector<int64_t> key;
   addToKey(key, x);
   for (const Shape* s : {&g.kernel, &g.stride, &g.pad_l, &g.pad_r, &g.dilation}) key.insert(key.end(), s->begin(), s->end());
@@ -118,6 +120,8 @@ class PoolKernel final : public Kernel {
  public:
   enum class Kind { Max, Avg };
   PoolKernel(Kind k, size_t nsp) : kind_(k), nsp_(nsp) {}
+  bool acceptsStrided(size_t input) const override { return input == 0; }
+  void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
 
   void run(const KernelArgs& a) override {
     Tensor x = a.tensor(0);
@@ -154,13 +158,14 @@ class PoolKernel final : public Kernel {
     }
     Tensor out;
     if (kind_ == Kind::Max) {
-      out = runPool(a.ctx, cache_, x, g, dnnl::algorithm::pooling_max);
+      out = runPool(a.ctx, cache_, x, g, dnnl::algorithm::pooling_max, follow_);
     } else if (divisor || (count_include_pad && beyond_padding)) {
       out = avgPoolReference(x, g, count_include_pad, divisor);
     } else {
       out = runPool(a.ctx, cache_, x, g,
                     count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
-                                      : dnnl::algorithm::pooling_avg_exclude_padding);
+                                      : dnnl::algorithm::pooling_avg_exclude_padding,
+                    follow_);
     }
     a.set(0, batched ? out : out.squeeze(0));
   }
@@ -168,12 +173,15 @@ class PoolKernel final : public Kernel {
  private:
   Kind kind_;
   size_t nsp_;
+  bool follow_ = false;  // every reader takes strided tensors
   PrimitiveCache<PoolEntry> cache_;
 };
 
 class AdaptivePoolKernel final : public Kernel {
  public:
   AdaptivePoolKernel(bool max, size_t nsp) : max_(max), nsp_(nsp) {}
+  bool acceptsStrided(size_t input) const override { return input == 0; }
+  void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
   void run(const KernelArgs& a) override {
     Tensor x = a.tensor(0);
     if (x.dtype() != ScalarType::Float) throw std::invalid_argument("adaptive pooling supports float32, got " + x.describe());
@@ -194,7 +202,8 @@ class AdaptivePoolKernel final : public Kernel {
     g.dilation = Shape(nsp_, 1);
     Tensor out;
     if (even) {
-      out = runPool(a.ctx, cache_, x, g, max_ ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding);
+      out = runPool(a.ctx, cache_, x, g, max_ ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding,
+                    follow_);
     } else if (!max_) {
       out = adaptiveReference(x, g.out);
     } else {
@@ -247,6 +256,7 @@ class AdaptivePoolKernel final : public Kernel {
   }
   bool max_;
   size_t nsp_;
+  bool follow_ = false;  // every reader takes strided tensors
   PrimitiveCache<PoolEntry> cache_;
 };
 
