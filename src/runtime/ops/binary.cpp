@@ -235,13 +235,16 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
       throw std::invalid_argument("in-place op: the result shape does not match the tensor being written");
     if (!isComparison(op) && isIntegralType(out.dtype(), true) && !isIntegralType(common, true))
       throw std::invalid_argument("result type Float cannot be cast to the in-place tensor's integral dtype");
-  } else if (follow_layout && a.sizes() == shape && a.isPermutedDense()) {
+  } else if (a.sizes() == shape && a.isPermutedDense()) {  // computed in the operand's order (fast), see below
     out = Tensor::emptyLike(out_t, shape, a);
-  } else if (follow_layout && b.sizes() == shape && b.isPermutedDense()) {
+  } else if (b.sizes() == shape && b.isPermutedDense()) {
     out = Tensor::emptyLike(out_t, shape, b);
   } else {
     out = Tensor::empty(out_t, shape);
   }
+  // A result that took an operand's channels-last order goes out contiguous
+  // unless every reader takes strided tensors.
+  auto finish = [&](const Tensor& t) { return follow_layout || inplace ? t : t.contiguous(); };
   a = a.to(common);
   b = b.to(common);
   // oneDNN takes float32 with only the second operand broadcast.
@@ -249,12 +252,12 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
       out.numel() > 0 && noZeroStrides(out)) {
     if (a.sizes() == shape && noZeroStrides(a) && noZeroStrides(b)) {
       dnnlBinaryRun(ctx, cache, op, a, b, out);
-      return out;
+      return finish(out);
     }
     bool commutes = op == Bin::Add || op == Bin::Mul || op == Bin::Max || op == Bin::Min;
     if (commutes && b.sizes() == shape && noZeroStrides(a) && noZeroStrides(b)) {
       dnnlBinaryRun(ctx, cache, op, b, a, out);
-      return out;
+      return finish(out);
     }
   }
   if (out.dtype() == common || isComparison(op)) {
@@ -264,7 +267,7 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
     binaryLoop(op, a, b, tmp);
     out.copyFrom(tmp);
   }
-  return out;
+  return finish(out);
 }
 
 // b * alpha when an alpha other than 1 is given (alpha scaling is rare: no cache)

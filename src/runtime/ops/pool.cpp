@@ -44,7 +44,9 @@ Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor&
                bool follow) {
   Shape out_shape(x.sizes().begin(), x.sizes().begin() + 2);
   out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
-  Tensor out = follow ? Tensor::emptyLike(ScalarType::Float, out_shape, x) : Tensor::empty(ScalarType::Float, out_shape);
+  // The primitive runs with src and dst in the same order (mixed orders fall to
+  // oneDNN's slow reference kernels); a caller that needs contiguous gets a copy.
+  Tensor out = Tensor::emptyLike(ScalarType::Float, out_shape, x);
   std::vector<int64_t> key;
   addToKey(key, x);
   for (const Shape* s : {&g.kernel, &g.stride, &g.pad_l, &g.pad_r, &g.dilation}) key.insert(key.end(), s->begin(), s->end());
@@ -61,7 +63,7 @@ Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor&
     return pe;
   });
   execute(ctx, e->prim, e->scratch_md, {{DNNL_ARG_SRC, wrap(x, e->src_md)}, {DNNL_ARG_DST, wrap(out, e->dst_md)}});
-  return out;
+  return follow ? out : out.contiguous();
 }
 
 // Reference average pooling over [N, C, *spatial] (contiguous x), PyTorch's divisor rules.
