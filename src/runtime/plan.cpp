@@ -341,8 +341,9 @@ std::vector<std::pair<const Node*, std::string>> Plan::describeKernels() const {
 }
 
 // Every reader of register r in the main block is an op that accepts a strided
-// tensor at that position, and r is not read inside a nested block.
-bool Plan::readersAcceptStrided(int r) const {
+// tensor at that position, r is not read inside a nested block, and (if
+// need_reader) something reads it.
+bool Plan::readersAcceptStrided(int r, bool need_reader) const {
   bool any = false;
   for (const Instr& ins : main_.code) {
     for (size_t p = 0; p < ins.in.size(); ++p)
@@ -356,14 +357,14 @@ bool Plan::readersAcceptStrided(int r) const {
       if (std::find(used.begin(), used.end(), r) != used.end()) return false;
     }
   }
-  return any;
+  return any || !need_reader;
 }
 
 bool Plan::inputAcceptsStrided(size_t i) const {
   if (i >= main_.inputs.size()) return false;
   const int r = main_.inputs[i];
   if (std::find(main_.outputs.begin(), main_.outputs.end(), r) != main_.outputs.end()) return false;
-  return readersAcceptStrided(r);
+  return readersAcceptStrided(r, /*need_reader=*/true);
 }
 
 void Plan::allowOutputStrided(size_t j) {
@@ -374,11 +375,7 @@ void Plan::allowOutputStrided(size_t j) {
     for (size_t k = 0; k < ins.out.size(); ++k) {
       if (ins.out[k] != r) continue;
       // Inner readers of the value must take it strided too (none is the usual case).
-      bool inner_ok = true;
-      for (const Instr& other : main_.code)
-        for (size_t p = 0; p < other.in.size(); ++p)
-          if (other.in[p] == r) inner_ok = inner_ok && other.kind == Instr::Kind::Op && other.kernel->acceptsStrided(p);
-      if (ins.kind == Instr::Kind::Op && inner_ok) ins.kernel->allowStridedOutput(k);
+      if (ins.kind == Instr::Kind::Op && readersAcceptStrided(r, /*need_reader=*/false)) ins.kernel->allowStridedOutput(k);
       return;
     }
   }

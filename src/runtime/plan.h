@@ -69,7 +69,7 @@ class Plan {
 
   void runBlock(const Block& b, std::vector<RtValue>& regs, ExecContext& ctx) const;
   void runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& ctx) const;
-  bool readersAcceptStrided(int r) const;
+  bool readersAcceptStrided(int r, bool need_reader) const;
   void runProfiled(const Instr& ins, const KernelArgs& args) const;
 
   friend class PlanBuilder;

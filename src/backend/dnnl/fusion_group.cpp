@@ -56,30 +56,25 @@ class FusedAnchorKernel final : public Kernel {
       if (sources_[k].input >= 0 && a.inputDies(static_cast<size_t>(sources_[k].input))) dying |= uint64_t{1} << k;
     inner_->run(KernelArgs{in.data(), in.size(), a.out, a.num_out, a.ctx, dying});
   }
-  bool acceptsBlocked(size_t input) const override {
-    bool any = false;
-    for (size_t k = 0; k < sources_.size(); ++k) {
-      if (sources_[k].input != static_cast<int>(input)) continue;
-      if (!inner_->acceptsBlocked(k)) return false;
-      any = true;
-    }
-    return any;
-  }
+  bool acceptsBlocked(size_t input) const override { return everyUse(input, &Kernel::acceptsBlocked); }
   void allowBlockedOutput(size_t output) override { inner_->allowBlockedOutput(output); }
-  bool acceptsStrided(size_t input) const override {
-    bool any = false;
-    for (size_t k = 0; k < sources_.size(); ++k) {
-      if (sources_[k].input != static_cast<int>(input)) continue;
-      if (!inner_->acceptsStrided(k)) return false;
-      any = true;
-    }
-    return any;
-  }
+  bool acceptsStrided(size_t input) const override { return everyUse(input, &Kernel::acceptsStrided); }
   void allowStridedOutput(size_t output) override { inner_->allowStridedOutput(output); }
   std::string describe() const override { return inner_->describe(); }
   const char* primitiveKind() const override { return inner_->primitiveKind(); }
 
  private:
+  // Group input `input` is read by the anchor at least once, and `accepts` holds at each of those positions.
+  bool everyUse(size_t input, bool (Kernel::*accepts)(size_t) const) const {
+    bool any = false;
+    for (size_t k = 0; k < sources_.size(); ++k) {
+      if (sources_[k].input != static_cast<int>(input)) continue;
+      if (!((*inner_).*accepts)(k)) return false;
+      any = true;
+    }
+    return any;
+  }
+
   std::unique_ptr<Kernel> inner_;
   std::vector<Source> sources_;
 };
