@@ -50,6 +50,13 @@ struct KernelArgs {
   void set(size_t i, RtValue v) const { *out[i] = std::move(v); }
   bool inputDies(size_t i) const { return i < 64 && ((dying >> i) & 1u); }
   bool stridedOutputOk(size_t i) const { return i < 64 && ((strided_out >> i) & 1u); }
+  // Whether the op may write its result into input i's buffer: the register dies
+  // here, the buffer is llga's own (not a caller's array) and nothing else holds it.
+  bool reusable(size_t i) const {
+    if (!inputDies(i) || !in[i]->isTensor()) return false;
+    const Tensor& t = in[i]->tensor();
+    return t.storage() && t.storage()->owned && t.storage().use_count() == 1 && !t.isBlocked();
+  }
 };
 
 class Kernel {

@@ -186,3 +186,88 @@ def test_channels_last_strides_flow_through_pooling_and_mul(tail):
     assert pools[0]["inputs"][0].endswith("strided")  # from the first conv, without a reorder
     if tail == "view":
         assert pools[-1]["outputs"][0].endswith("plain")  # read by a view: contiguous
+
+
+class GlobalPool(nn.Module):
+    """conv -> global pooling -> 1x1 conv: the pool reads channels-last strides."""
+
+    def __init__(self, kind, hw):
+        super().__init__()
+        torch.manual_seed(3)
+        self.c1, self.c2 = nn.Conv2d(8, 32, 3, padding=1), nn.Conv2d(32, 16, 1)
+        self.kind, self.hw = kind, hw
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        if self.kind == "adaptive_avg":
+            p = torch.nn.functional.adaptive_avg_pool2d(y, 1)
+        elif self.kind == "avg":
+            p = torch.nn.functional.avg_pool2d(y, self.hw)
+        else:
+            p = torch.nn.functional.max_pool2d(y, self.hw)
+        return self.c2(p)
+
+
+@pytest.mark.parametrize("kind", ["adaptive_avg", "avg", "max"])
+@pytest.mark.parametrize("batch,hw,chunks", [(1, (14, 14), 2), (1, (13, 9), 13), (1, (7, 7), 0), (1, (56, 40), 2),
+                                            (3, (14, 14), 0)])
+def test_global_pool_split_into_row_chunks(kind, batch, hw, chunks):
+    """A batch smaller than the thread count pools rows in chunks and combines
+    them: same result as PyTorch, for primes, small planes (not split) and
+    batches that already fill the threads (not split)."""
+    threads = llga.get_num_threads()
+    llga.set_num_threads(2)
+    try:
+        x = torch.randn(batch, 8, *hw)
+        c = compile_and_check(GlobalPool(kind, hw), x)
+        llga.profiler.kernel_log.clear()
+        llga.profiler.kernel_log.enable()
+        try:
+            c(x.numpy())
+        finally:
+            llga.profiler.kernel_log.disable()
+    finally:
+        llga.set_num_threads(threads)
+    pool = [e for e in llga.profiler.kernel_log.entries() if "pool" in e["op"]]
+    assert len(pool) == 1 and pool[0]["inputs"][0].endswith("strided")
+    said = re.search(r"global pool in (\d+) row chunks", pool[0]["layouts"] or "")
+    assert (int(said.group(1)) if said else 0) == chunks
+
+
+class ScaleByGate(nn.Module):
+    """y * s with y dying at the mul (its buffer may be reused), or still alive."""
+
+    def __init__(self, variant):
+        super().__init__()
+        torch.manual_seed(4)
+        self.c1, self.g, self.c2 = nn.Conv2d(8, 16, 3, padding=1), nn.Conv2d(16, 16, 1), nn.Conv2d(16, 16, 1)
+        self.variant = variant
+
+    def forward(self, x):
+        if self.variant == "input":
+            s = torch.sigmoid(self.g(torch.nn.functional.adaptive_avg_pool2d(torch.relu(self.c1(x)), 1)))
+            return self.c1(s[:, :8].reshape(x.shape[0], 8, 1, 1) * x)  # the caller's array is never written
+        y = torch.relu(self.c1(x))
+        v = y.view(y.shape[0], -1) if self.variant == "view" else None  # aliases y's buffer
+        s = torch.sigmoid(self.g(torch.nn.functional.adaptive_avg_pool2d(y, 1)))
+        z = self.c2(s * y)
+        if self.variant == "returned":
+            return z, y
+        if self.variant == "view":
+            return z, v.sum(1)  # read after the mul, which is y's last reader
+        return z
+
+
+@pytest.mark.parametrize("variant", ["dies", "returned", "view", "input"])
+def test_binary_op_reuses_a_dying_operand_only(variant):
+    model = ScaleByGate(variant)
+    x = torch.randn(1, 8, 10, 10)
+    xn = x.numpy().copy()
+    c = compile_and_check(model, x)
+    before = xn.copy()
+    out = c(xn)
+    np.testing.assert_array_equal(xn, before)
+    with torch.no_grad():
+        ref = model(torch.from_numpy(before))
+    for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+        np.testing.assert_allclose(o, r.numpy(), rtol=1e-4, atol=1e-4)

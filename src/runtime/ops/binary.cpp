@@ -217,7 +217,7 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
     throw std::invalid_argument("unsupported operation on strings");
   }
   if (!av.isTensor() && !bv.isTensor()) {  // Python number arithmetic
-    bool floats = av.isDouble() || bv.isDouble() || op == Bin::Div || op == Bin::Pow && bv.isInt() && bv.toInt() < 0;
+    bool floats = av.isDouble() || bv.isDouble() || op == Bin::Div || (op == Bin::Pow && bv.isInt() && bv.toInt() < 0);
     if (isComparison(op)) return RtValue(floats ? applyCmp<double>(op, av.toDouble(), bv.toDouble())
                                                 : applyCmp<int64_t>(op, av.toInt(), bv.toInt()));
     if (floats) return RtValue(applyBin<double>(op, av.toDouble(), bv.toDouble()));
@@ -270,25 +270,50 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
   return finish(out);
 }
 
-// b * alpha when an alpha other than 1 is given (alpha scaling is rare: no cache)
-RtValue scaled(ExecContext& ctx, const KernelArgs& a, size_t alpha_at, const RtValue& b) {
+// b * alpha when an alpha other than 1 is given (alpha scaling is rare: no
+// cache), kept in `tmp`; b itself otherwise.
+const RtValue& scaled(ExecContext& ctx, const KernelArgs& a, size_t alpha_at, const RtValue& b, RtValue& tmp) {
   if (a.num_in <= alpha_at) return b;
   const RtValue& alpha = a.input(alpha_at);
   if ((alpha.isInt() && alpha.toInt() == 1) || (alpha.isDouble() && alpha.toDouble() == 1.0)) return b;
   BinCache once;
-  return binary(ctx, once, Bin::Mul, b, alpha, std::nullopt);
+  tmp = binary(ctx, once, Bin::Mul, b, alpha, std::nullopt);
+  return tmp;
+}
+
+// An out-of-place float op may write into a dying operand of the result's
+// shape (saves a buffer and the cache misses of a fresh one; efficientnet's
+// squeeze-excite scale x * s). Only the operand oneDNN reads as src0: it
+// supports dst == src0. It must keep the order the readers need.
+std::optional<Tensor> reuseTarget(const KernelArgs& a, Bin op, const RtValue& b) {
+  const RtValue& av = a.input(0);
+  if (!av.isTensor() || (b.isTensor() && b.tensor().dtype() != ScalarType::Float) ||
+      (!b.isTensor() && !b.isDouble() && !b.isInt()))
+    return std::nullopt;
+  const bool commutes = op == Bin::Add || op == Bin::Mul;
+  Shape shape = broadcastShapes(av.tensor().sizes(), b.isTensor() ? b.tensor().sizes() : Shape{});
+  auto fits = [&](size_t i, const Tensor& t) {
+    return a.reusable(i) && t.dtype() == ScalarType::Float && t.sizes() == shape &&
+           (t.isContiguous() || (t.isPermutedDense() && a.stridedOutputOk(0)));
+  };
+  if (fits(0, av.tensor())) return av.tensor();
+  // b: only when a broadcasts (so b is oneDNN's src0), and only input 1 itself, not alpha * input 1
+  if (commutes && av.tensor().sizes() != shape && &b == &a.input(1) && fits(1, b.tensor())) return b.tensor();
+  return std::nullopt;
 }
 
 // `strided`: the out-of-place op takes strided inputs and may give its result
 // their dimension order (add, sub, mul: the ops between convolutions).
 void addArith(OpRegistry& r, const std::string& name, Bin op, bool has_alpha, bool strided = false) {
   size_t max_in = has_alpha ? 3 : 2;
-  addCached<BinCache>(r, "aten::" + name, 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
-    RtValue b = has_alpha ? scaled(a.ctx, a, 2, a.input(1)) : a.input(1);
-    a.set(0, binary(a.ctx, c, op, a.input(0), b, std::nullopt, a.stridedOutputOk(0)));
+  addCached<BinCache>(r, "aten::" + name, 2, max_in, [op, has_alpha, strided](const KernelArgs& a, BinCache& c) {
+    RtValue tmp;
+    const RtValue& b = has_alpha ? scaled(a.ctx, a, 2, a.input(1), tmp) : a.input(1);
+    a.set(0, binary(a.ctx, c, op, a.input(0), b, strided ? reuseTarget(a, op, b) : std::nullopt, a.stridedOutputOk(0)));
   }, strided);
   addCached<BinCache>(r, "aten::" + name + "_", 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
-    RtValue b = has_alpha ? scaled(a.ctx, a, 2, a.input(1)) : a.input(1);
+    RtValue tmp;
+    const RtValue& b = has_alpha ? scaled(a.ctx, a, 2, a.input(1), tmp) : a.input(1);
     a.set(0, binary(a.ctx, c, op, a.input(0), b, a.tensor(0)));
   });
 }
@@ -315,7 +340,8 @@ void registerBinaryOps(OpRegistry& r) {
   }
   // rsub(a, b, alpha) = b - alpha * a
   addCached<BinCache>(r, "aten::rsub", 2, 3, [](const KernelArgs& a, BinCache& c) {
-    a.set(0, binary(a.ctx, c, Bin::Sub, a.input(1), scaled(a.ctx, a, 2, a.input(0)), std::nullopt));
+    RtValue tmp;
+    a.set(0, binary(a.ctx, c, Bin::Sub, a.input(1), scaled(a.ctx, a, 2, a.input(0), tmp), std::nullopt));
   });
   // div(a, b, rounding_mode=None|"trunc"|"floor"); Python's int / int is true division too.
   auto div = [](bool inplace) {
