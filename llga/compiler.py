@@ -45,9 +45,15 @@ class CompiledGraph:
     def memory(self) -> Dict[str, Any]:
         """Bytes held: ``weights`` (bound to the plan, shared with the caller
         where they came from it), ``weight_cache`` (weights reordered into
-        primitives' layouts) and ``peak_activations`` ({input signature such
+        primitives' layouts), ``peak_activations`` ({input signature such
         as "1x3x224x224:Float": the most activation bytes live at once during
-        a call with it}; empty before the first call)."""
+        a call with it}; empty before the first call) and ``arena`` ({input
+        signature: the memory planner's state}: ``bytes`` of the arena whose
+        static offsets serve the call's intermediate buffers, ``blocks`` given
+        an offset, ``heap_blocks`` left on the heap because they outlive the
+        call (outputs), and how many calls were ``recorded`` (on the heap),
+        ``planned`` (from the arena) or ``deviations`` from the plan; see
+        ``llga._llga.set_memory_planning``)."""
         return self._impl.memory()
 
     @property
@@ -111,12 +117,13 @@ class CompiledGraph:
 
         mem = self.memory
         peak = max(mem["peak_activations"].values(), default=0)
+        arena = max((a["bytes"] for a in mem["arena"].values()), default=0)
         unf = "".join(f"<li><code>{_html.escape(k)}</code> x{v['count']}: "
                       f"{_html.escape('; '.join(v['reasons']))}</li>" for k, v in self.unfused.items())
         return (f"<div><p><b>llga.CompiledGraph</b> ({_html.escape(', '.join(self.input_names))}) &rarr; "
                 f"{len(self.graph.outputs)} output(s); {len(self.passes)} passes; "
                 f"weights {mem['weights'] / 2**20:.1f} MiB, weight cache {mem['weight_cache'] / 2**20:.1f} MiB, "
-                f"peak activations {peak / 2**20:.1f} MiB</p>"
+                f"peak activations {peak / 2**20:.1f} MiB (planned arena {arena / 2**20:.1f} MiB)</p>"
                 f"<details><summary>partitions ({len(self.partitions)})</summary>{self.partitions._repr_html_()}"
                 f"</details><details><summary>ops outside partitions ({len(self.unfused)})</summary><ul>{unf}</ul>"
                 f"</details><details open><summary>graph</summary>{viz.html_figure(self)}</details></div>")

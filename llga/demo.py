@@ -87,9 +87,10 @@ def main(argv=None) -> int:
         print(f"  outside: {kind} x{info['count']}: {'; '.join(info['reasons'])}")
     mem = compiled.memory
     peak = max(mem["peak_activations"].values(), default=0)
+    arena = max((a["bytes"] for a in mem["arena"].values()), default=0)
     print(f"\nmemory: weights {mem['weights'] / 2**20:.1f} MiB, weight cache (primitive layouts) "
-          f"{mem['weight_cache'] / 2**20:.1f} MiB, peak activations {peak / 2**20:.1f} MiB; "
-          f"{compiled.flops / 1e9:.2f} GFLOP per call")
+          f"{mem['weight_cache'] / 2**20:.1f} MiB, peak activations {peak / 2**20:.1f} MiB "
+          f"(static arena {arena / 2**20:.1f} MiB); {compiled.flops / 1e9:.2f} GFLOP per call")
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -170,8 +170,23 @@ void bindRuntime(py::module_& m) {
         py::dict peaks;
         for (const auto& [sig, bytes] : r.peak_activations) peaks[py::str(sig)] = bytes;
         d["peak_activations"] = peaks;
+        py::dict arenas;
+        for (const auto& [sig, a] : r.arenas) {
+          py::dict e;
+          e["bytes"] = a.arena_bytes;
+          e["blocks"] = a.blocks;
+          e["heap_blocks"] = a.heap_blocks;
+          e["recorded_calls"] = a.recorded_calls;
+          e["planned_calls"] = a.planned_calls;
+          e["deviations"] = a.deviations;
+          e["disabled"] = a.disabled;
+          arenas[py::str(sig)] = e;
+        }
+        d["arena"] = arenas;
         return d;
       });
+  m.def("set_memory_planning", &ArenaPlanner::setEnabled, py::arg("on"));
+  m.def("memory_planning", &ArenaPlanner::enabled);
   m.def("set_num_threads", &setNumThreads);
   m.def("get_num_threads", &getNumThreads);
   m.def(

@@ -74,8 +74,10 @@ std::vector<RtValue> CompiledGraph::run(std::vector<RtValue> inputs) const {
   std::vector<RtValue> out;
   Profiler* prof = Profiler::active();
   const int64_t t0 = prof ? Profiler::nowNs() : 0;
+  std::shared_ptr<ArenaPlanner> planner = plannerFor(sig);
   {
     MeterScope scope(activations, cache_meter_);
+    ArenaPlanner::Call call(*planner);
     out = plan_->run(std::move(inputs));
   }
   if (prof) {
@@ -94,12 +96,27 @@ std::vector<RtValue> CompiledGraph::run(std::vector<RtValue> inputs) const {
   return out;
 }
 
+std::shared_ptr<ArenaPlanner> CompiledGraph::plannerFor(const std::string& sig) const {
+  constexpr size_t kMaxPlanners = 8;  // like the primitive caches: a bounded number of shapes keep their arena
+  std::lock_guard<std::mutex> lock(mu_);
+  PlannerSlot& slot = planners_[sig];
+  if (!slot.planner) slot.planner = std::make_shared<ArenaPlanner>();
+  slot.last_used = ++calls_;
+  if (planners_.size() > kMaxPlanners) {
+    auto oldest = std::min_element(planners_.begin(), planners_.end(),
+                                   [](const auto& a, const auto& b) { return a.second.last_used < b.second.last_used; });
+    planners_.erase(oldest);
+  }
+  return slot.planner;
+}
+
 MemoryReport CompiledGraph::memory() const {
   MemoryReport r;
   r.weights = static_cast<int64_t>(plan_->constantBytes());
   r.weight_cache = cache_meter_->live.load();
   std::lock_guard<std::mutex> lock(mu_);
   r.peak_activations = peaks_;
+  for (const auto& [sig, slot] : planners_) r.arenas[sig] = slot.planner->stats();
   return r;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/ir.h"
+#include "runtime/arena.h"
 #include "runtime/plan.h"
 
 namespace llga {
@@ -25,6 +26,8 @@ struct MemoryReport {
   // activations (every buffer llga allocated during the call, outputs and
   // oneDNN scratch included) live at once, over the calls with it.
   std::map<std::string, int64_t> peak_activations;
+  // Per input signature: the memory planner's arena (runtime/arena.h).
+  std::map<std::string, ArenaStats> arenas;
 };
 
 class CompiledGraph {
@@ -51,6 +54,14 @@ class CompiledGraph {
   std::shared_ptr<MemoryMeter> cache_meter_ = std::make_shared<MemoryMeter>();
   mutable std::mutex mu_;
   mutable std::map<std::string, int64_t> peaks_;
+  // The memory planner of each recent input signature (LRU by last call).
+  struct PlannerSlot {
+    std::shared_ptr<ArenaPlanner> planner;
+    uint64_t last_used = 0;
+  };
+  mutable std::map<std::string, PlannerSlot> planners_;
+  mutable uint64_t calls_ = 0;
+  std::shared_ptr<ArenaPlanner> plannerFor(const std::string& sig) const;
 };
 
 }  // namespace llga

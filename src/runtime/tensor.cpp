@@ -13,6 +13,7 @@ namespace llga {
 
 namespace {
 thread_local std::shared_ptr<MemoryMeter> t_meters[2];  // indexed by AllocPurpose
+thread_local ActivationSource* t_source = nullptr;
 }
 
 MeterScope::MeterScope(std::shared_ptr<MemoryMeter> activations, std::shared_ptr<MemoryMeter> weight_cache) {
@@ -25,15 +26,14 @@ MeterScope::~MeterScope() {
   t_meters[1] = std::move(prev_[1]);
 }
 
-std::shared_ptr<Storage> Storage::allocate(size_t nbytes, AllocPurpose purpose) {
-  size_t rounded = std::max<size_t>(64, (nbytes + 63) / 64 * 64);
+std::shared_ptr<Storage> Storage::heap(size_t nbytes, size_t rounded, const std::shared_ptr<MemoryMeter>& meter) {
   void* p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
   auto s = std::make_shared<Storage>();
   s->data = p;
   s->nbytes = nbytes;
   s->owned = true;
-  if (const auto& meter = t_meters[static_cast<int>(purpose)]) {
+  if (meter) {
     meter->add(static_cast<int64_t>(rounded));
     s->owner = std::shared_ptr<void>(p, [meter, rounded](void* q) {
       meter->sub(static_cast<int64_t>(rounded));
@@ -44,6 +44,16 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, AllocPurpose purpose) 
   }
   return s;
 }
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, AllocPurpose purpose) {
+  size_t rounded = std::max<size_t>(64, (nbytes + 63) / 64 * 64);
+  const auto& meter = t_meters[static_cast<int>(purpose)];
+  if (purpose == AllocPurpose::Activation && t_source) return t_source->allocate(nbytes, rounded, meter);
+  return heap(nbytes, rounded, meter);
+}
+
+SourceScope::SourceScope(ActivationSource* source) : prev_(std::exchange(t_source, source)) {}
+SourceScope::~SourceScope() { t_source = prev_; }
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, std::shared_ptr<void> owner) {
   auto s = std::make_shared<Storage>();

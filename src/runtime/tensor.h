@@ -56,8 +56,31 @@ struct Storage {
   std::shared_ptr<void> owner;
   bool owned = false;  // allocated by llga (not a caller's buffer)
 
+  // Activations come from the calling thread's ActivationSource when one is
+  // installed (the memory planner), from the heap otherwise.
   static std::shared_ptr<Storage> allocate(size_t nbytes, AllocPurpose purpose = AllocPurpose::Activation);
   static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, std::shared_ptr<void> owner);
+  // A heap buffer of `rounded` bytes (a multiple of 64), counted on `meter` (may be null) while it lives.
+  static std::shared_ptr<Storage> heap(size_t nbytes, size_t rounded, const std::shared_ptr<MemoryMeter>& meter);
+};
+
+// Where the calling thread's activation buffers come from while installed
+// (runtime/arena.h). `rounded` is nbytes rounded up to a multiple of 64.
+class ActivationSource {
+ public:
+  virtual ~ActivationSource() = default;
+  virtual std::shared_ptr<Storage> allocate(size_t nbytes, size_t rounded, const std::shared_ptr<MemoryMeter>& meter) = 0;
+};
+
+class SourceScope {
+ public:
+  explicit SourceScope(ActivationSource* source);
+  ~SourceScope();
+  SourceScope(const SourceScope&) = delete;
+  SourceScope& operator=(const SourceScope&) = delete;
+
+ private:
+  ActivationSource* prev_;
 };
 
 struct BFloat16 {

@@ -1,0 +1,258 @@
+#include "runtime/arena.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace llga {
+
+namespace {
+
+constexpr int kMaxFailuresInARow = 4;  // then the signature stays on the heap
+constexpr size_t kPoolSize = 2;        // arenas kept for the next calls (concurrent callers take more)
+
+std::atomic<bool>& enabledFlag() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("LLGA_MEMORY_PLAN");
+    return !(e && std::strcmp(e, "0") == 0);
+  }()};
+  return on;
+}
+
+}  // namespace
+
+// What a recorded call allocated, in allocation order. Times count
+// allocations and frees; `freed` < 0: still alive when the call returned.
+struct ArenaPlanner::Recording {
+  struct Block {
+    size_t bytes;
+    int64_t allocated, freed = -1;
+  };
+  std::mutex mu;
+  int64_t clock = 0;
+  bool ended = false;
+  std::vector<Block> blocks;
+};
+
+// The plan: the n-th allocation's size and offset (or heap), and the blocks
+// whose bytes it shares, which must all be dead when it is handed out.
+struct ArenaPlanner::Layout {
+  std::vector<size_t> bytes, offset;
+  std::vector<bool> heap;
+  std::vector<std::vector<uint32_t>> sharers;
+  size_t total = 0;
+};
+
+struct ArenaPlanner::Buffer {
+  void* data = nullptr;
+  std::unique_ptr<std::atomic<bool>[]> live;
+  size_t n = 0;
+  Buffer(size_t bytes, size_t blocks) : live(new std::atomic<bool>[blocks]), n(blocks) {
+    data = std::aligned_alloc(64, std::max<size_t>(64, bytes));
+    if (!data) throw std::bad_alloc();
+    for (size_t i = 0; i < n; ++i) live[i].store(false, std::memory_order_relaxed);
+  }
+  ~Buffer() { std::free(data); }
+  bool anyLive() const {
+    for (size_t i = 0; i < n; ++i)
+      if (live[i].load(std::memory_order_acquire)) return true;
+    return false;
+  }
+};
+
+namespace {
+
+using Layout = ArenaPlanner::Layout;
+using Recording = ArenaPlanner::Recording;
+using Buffer = ArenaPlanner::Buffer;
+
+// Greedy by size: largest blocks first, each at the lowest offset where it
+// overlaps no placed block whose lifetime overlaps its own.
+std::shared_ptr<Layout> plan(const std::vector<Recording::Block>& blocks) {
+  auto l = std::make_shared<Layout>();
+  const size_t n = blocks.size();
+  l->bytes.resize(n);
+  l->offset.assign(n, 0);
+  l->heap.resize(n);
+  l->sharers.resize(n);
+  std::vector<uint32_t> order;
+  for (size_t i = 0; i < n; ++i) {
+    l->bytes[i] = blocks[i].bytes;
+    l->heap[i] = blocks[i].freed < 0;
+    if (!l->heap[i]) order.push_back(static_cast<uint32_t>(i));
+  }
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return blocks[a].bytes > blocks[b].bytes; });
+  std::vector<uint32_t> placed;
+  std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of placed blocks alive at the same time
+  for (uint32_t i : order) {
+    busy.clear();
+    for (uint32_t k : placed)
+      if (blocks[i].allocated < blocks[k].freed && blocks[k].allocated < blocks[i].freed)
+        busy.emplace_back(l->offset[k], l->offset[k] + l->bytes[k]);
+    std::sort(busy.begin(), busy.end());
+    size_t at = 0;
+    for (const auto& [b, e] : busy) {
+      if (b >= at + l->bytes[i]) break;  // fits in the gap before this one
+      at = std::max(at, e);
+    }
+    l->offset[i] = at;
+    l->total = std::max(l->total, at + l->bytes[i]);
+    placed.push_back(i);
+  }
+  for (uint32_t i : order)
+    for (uint32_t k : order)
+      if (i != k && l->offset[i] < l->offset[k] + l->bytes[k] && l->offset[k] < l->offset[i] + l->bytes[i])
+        l->sharers[i].push_back(k);
+  return l;
+}
+
+class RecordingSource final : public ActivationSource {
+ public:
+  explicit RecordingSource(std::shared_ptr<Recording> rec) : rec_(std::move(rec)) {}
+  const std::shared_ptr<Recording>& recording() const { return rec_; }
+  std::shared_ptr<Storage> allocate(size_t nbytes, size_t rounded, const std::shared_ptr<MemoryMeter>& meter) override {
+    std::shared_ptr<Storage> s = Storage::heap(nbytes, rounded, meter);
+    size_t i;
+    {
+      std::lock_guard<std::mutex> lock(rec_->mu);
+      i = rec_->blocks.size();
+      rec_->blocks.push_back({rounded, rec_->clock++});
+    }
+    s->owner = std::shared_ptr<void>(s->data, [rec = rec_, i, heap = std::move(s->owner)](void*) mutable {
+      {
+        std::lock_guard<std::mutex> lock(rec->mu);
+        if (!rec->ended) rec->blocks[i].freed = rec->clock++;
+      }
+      heap.reset();
+    });
+    return s;
+  }
+
+ private:
+  std::shared_ptr<Recording> rec_;
+};
+
+class PlannedSource final : public ActivationSource {
+ public:
+  PlannedSource(std::shared_ptr<const Layout> layout, std::shared_ptr<Buffer> buffer)
+      : layout_(std::move(layout)), buffer_(std::move(buffer)) {}
+
+  std::shared_ptr<Storage> allocate(size_t nbytes, size_t rounded, const std::shared_ptr<MemoryMeter>& meter) override {
+    const size_t i = next_++;
+    const Layout& l = *layout_;
+    if (!deviated_ && (i >= l.bytes.size() || l.bytes[i] != rounded)) deviated_ = true;
+    if (deviated_ || l.heap[i]) return Storage::heap(nbytes, rounded, meter);
+    for (uint32_t k : l.sharers[i])
+      if (buffer_->live[k].load(std::memory_order_acquire)) {  // lifetimes differ from the recording
+        deviated_ = true;
+        return Storage::heap(nbytes, rounded, meter);
+      }
+    buffer_->live[i].store(true, std::memory_order_release);
+    if (meter) meter->add(static_cast<int64_t>(rounded));
+    auto s = std::make_shared<Storage>();
+    s->data = static_cast<char*>(buffer_->data) + l.offset[i];
+    s->nbytes = nbytes;
+    s->owned = true;
+    s->owner = std::shared_ptr<void>(s->data, [buf = buffer_, i, meter, rounded](void*) {
+      if (meter) meter->sub(static_cast<int64_t>(rounded));
+      buf->live[i].store(false, std::memory_order_release);
+    });
+    return s;
+  }
+
+  bool asPlanned() const { return !deviated_ && next_ == layout_->bytes.size(); }
+  const std::shared_ptr<const Layout>& layout() const { return layout_; }
+  std::shared_ptr<Buffer> buffer() const { return buffer_; }
+
+ private:
+  std::shared_ptr<const Layout> layout_;
+  std::shared_ptr<Buffer> buffer_;
+  size_t next_ = 0;
+  bool deviated_ = false;
+};
+
+}  // namespace
+
+ArenaPlanner::ArenaPlanner() = default;
+ArenaPlanner::~ArenaPlanner() = default;
+
+void ArenaPlanner::setEnabled(bool on) { enabledFlag().store(on); }
+bool ArenaPlanner::enabled() { return enabledFlag().load(); }
+
+ArenaPlanner::Call::Call(ArenaPlanner& planner) : planner_(planner) {
+  if (!enabled()) return;
+  std::lock_guard<std::mutex> lock(planner_.mu_);
+  if (planner_.stats_.disabled) return;
+  if (planner_.layout_) {
+    std::shared_ptr<Buffer> buf;
+    if (!planner_.pool_.empty()) {
+      buf = std::move(planner_.pool_.back());
+      planner_.pool_.pop_back();
+    } else {
+      buf = std::make_shared<Buffer>(planner_.layout_->total, planner_.layout_->bytes.size());
+    }
+    source_ = std::make_unique<PlannedSource>(planner_.layout_, std::move(buf));
+  } else if (!planner_.warm_) {
+    planner_.warm_ = true;  // the first call builds primitives and caches: its allocations are not typical
+    return;
+  } else if (!planner_.recording_) {
+    planner_.recording_ = true;
+    source_ = std::make_unique<RecordingSource>(std::make_shared<Recording>());
+  } else {
+    return;  // another call is recording: this one runs on the heap
+  }
+  scope_ = std::make_unique<SourceScope>(source_.get());
+}
+
+ArenaPlanner::Call::~Call() {
+  scope_.reset();
+  if (!source_) return;
+  if (auto* planned = dynamic_cast<PlannedSource*>(source_.get()))
+    planner_.finishPlanned(planned->asPlanned(), planned->buffer(), planned->layout());
+  else
+    planner_.finishRecording(static_cast<RecordingSource*>(source_.get())->recording());
+}
+
+void ArenaPlanner::finishRecording(const std::shared_ptr<Recording>& rec) {
+  std::vector<Recording::Block> blocks;
+  {
+    std::lock_guard<std::mutex> lock(rec->mu);
+    rec->ended = true;  // frees from now on (outputs, kept buffers) are not part of the call
+    blocks = rec->blocks;
+  }
+  std::shared_ptr<const Layout> layout = plan(blocks);
+  std::lock_guard<std::mutex> lock(mu_);
+  recording_ = false;
+  layout_ = layout;
+  pool_.clear();
+  ++stats_.recorded_calls;
+  stats_.arena_bytes = static_cast<int64_t>(layout->total);
+  stats_.blocks = static_cast<int64_t>(std::count(layout->heap.begin(), layout->heap.end(), false));
+  stats_.heap_blocks = static_cast<int64_t>(layout->heap.size()) - stats_.blocks;
+}
+
+void ArenaPlanner::finishPlanned(bool as_planned, std::shared_ptr<Buffer> buffer,
+                                 const std::shared_ptr<const Layout>& layout) {
+  const bool held = buffer->anyLive();  // a buffer from the arena outlives the call
+  std::lock_guard<std::mutex> lock(mu_);
+  if (layout_ != layout) {
+    // planned by a layout replaced meanwhile (a concurrent call deviated): only drop the buffer
+  } else if (as_planned && !held) {
+    ++stats_.planned_calls;
+    failures_in_a_row_ = 0;
+  } else {
+    ++stats_.deviations;
+    if (++failures_in_a_row_ >= kMaxFailuresInARow) stats_.disabled = true;
+    layout_.reset();  // the next call records again
+    pool_.clear();
+  }
+  // A held arena is left to its holders (freed with the last of them).
+  if (!held && layout_ == layout && pool_.size() < kPoolSize) pool_.push_back(std::move(buffer));
+}
+
+ArenaStats ArenaPlanner::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace llga
