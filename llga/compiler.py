@@ -29,8 +29,9 @@ class CompiledGraph:
 
         # PassRecord per pass of the pipeline (the pass viewer in Jupyter)
         self.passes = passes if isinstance(passes, PassList) else PassList(passes or [])
-        self._weights = dict(weights)
-        self._impl = _llga.CompiledGraphImpl(graph, self._weights)
+        # The plan holds the weights it reads (not this object: after the first
+        # call, those used only in a primitive's layout are let go, see memory).
+        self._impl = _llga.CompiledGraphImpl(graph, dict(weights))
         self._single = len(graph.outputs) == 1
 
     @property
@@ -43,9 +44,13 @@ class CompiledGraph:
 
     @property
     def memory(self) -> Dict[str, Any]:
-        """Bytes held: ``weights`` (bound to the plan, shared with the caller
-        where they came from it), ``weight_cache`` (weights reordered into
-        primitives' layouts), ``peak_activations`` ({input signature such
+        """Bytes held: ``weights`` (plain weights bound to the plan, shared
+        with the caller where they came from it), ``weight_cache`` (weights
+        reordered into primitives' layouts), ``released`` (original weights
+        let go after the first call because every reader uses only its
+        reordered copy: the plan no longer holds them and ``self.graph``'s
+        tensor constants keep only shape and dtype; memory returns to the
+        system once the caller drops its own references too), ``peak_activations`` ({input signature such
         as "1x3x224x224:Float": the most activation bytes live at once during
         a call with it}; empty before the first call) and ``arena`` ({input
         signature: the memory planner's state}: ``bytes`` of the arena whose

@@ -167,6 +167,7 @@ void bindRuntime(py::module_& m) {
         py::dict d;
         d["weights"] = r.weights;
         d["weight_cache"] = r.weight_cache;
+        d["released"] = r.released;
         py::dict peaks;
         for (const auto& [sig, bytes] : r.peak_activations) peaks[py::str(sig)] = bytes;
         d["peak_activations"] = peaks;

@@ -1,23 +1,41 @@
 #include "runtime/compiled.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "runtime/profiler.h"
 
 namespace llga {
 
-CompiledGraph::CompiledGraph(std::shared_ptr<Graph> graph, WeightMap weights)
-    : graph_(std::move(graph)), weights_(std::move(weights)) {
+CompiledGraph::CompiledGraph(std::shared_ptr<Graph> graph, WeightMap weights) : graph_(std::move(graph)) {
   for (const Value* v : graph_->inputs())
     if (v->type()->kind() != TypeKind::Class) inputs_.push_back({v->debugName(), v->type()});
-  plan_ = Plan::build(graph_, weights_);
+  plan_ = Plan::build(graph_, weights);  // the plan holds the weights it reads; the map goes
+  // Weights the plan lets go (only their reordered copies are used) leave the
+  // graph too: its tensor constants keep shape and dtype, not the data.
+  std::unordered_map<const void*, std::vector<Node*>> holders;
+  graph_->forEachNode([&](Node* n) {
+    if (n->kind() != prim::Constant) return;
+    const AttrValue* a = n->attributes().find(attr::value);
+    if (a && a->is<TensorRef>() && a->get<TensorRef>()->hasData()) holders[a->get<TensorRef>()->data].push_back(n);
+  });
+  plan_->setReleaseHook([this, holders = std::move(holders)](const void* data, size_t bytes) {
+    if (auto it = holders.find(data); it != holders.end())
+      for (Node* n : it->second) {
+        const ConstantTensor& c = *n->attributes().find(attr::value)->get<TensorRef>();
+        auto shell = std::make_shared<ConstantTensor>();
+        shell->dtype = c.dtype;
+        shell->sizes = c.sizes;
+        shell->strides = c.strides;
+        n->setAttr(attr::value, AttrValue(TensorRef(std::move(shell))));
+      }
+    std::lock_guard<std::mutex> lock(mu_);
+    released_bytes_ += static_cast<int64_t>(bytes);
+  });
 }
 
-size_t CompiledGraph::weightBytes() const {
-  size_t n = 0;
-  for (const auto& [k, t] : weights_) n += static_cast<size_t>(t.numel()) * t.itemsize();
-  return n;
-}
+size_t CompiledGraph::weightBytes() const { return plan_->constantBytes(); }
+
 
 void CompiledGraph::checkInputs(const std::vector<RtValue>& in) const {
   if (in.size() != inputs_.size()) {
@@ -115,6 +133,7 @@ MemoryReport CompiledGraph::memory() const {
   r.weights = static_cast<int64_t>(plan_->constantBytes());
   r.weight_cache = cache_meter_->live.load();
   std::lock_guard<std::mutex> lock(mu_);
+  r.released = released_bytes_;
   r.peak_activations = peaks_;
   for (const auto& [sig, slot] : planners_) r.arenas[sig] = slot.planner->stats();
   return r;

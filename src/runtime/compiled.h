@@ -1,6 +1,7 @@
 // A graph ready to run: its weights bound, its plan built, its inputs checked.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,7 @@ struct InputSpec {
 struct MemoryReport {
   int64_t weights = 0;       // weights and tensor constants bound to the plan (shared with the caller where given)
   int64_t weight_cache = 0;  // weights reordered into primitives' layouts, held by the kernels
+  int64_t released = 0;      // original weights let go during the first call (only the reordered copy is used)
   // Per input signature ("1x3x224x224:Float, ..."): the most bytes of
   // activations (every buffer llga allocated during the call, outputs and
   // oneDNN scratch included) live at once, over the calls with it.
@@ -40,7 +42,7 @@ class CompiledGraph {
 
   const std::shared_ptr<Graph>& graph() const { return graph_; }
   const std::vector<InputSpec>& inputs() const { return inputs_; }
-  size_t weightBytes() const;
+  size_t weightBytes() const;  // plain weights still held (see memory())
   MemoryReport memory() const;
   // Each op's kernel with what it did on its latest call ("" when nothing to say).
   std::vector<std::pair<const Node*, std::string>> describeKernels() const { return plan_->describeKernels(); }
@@ -48,12 +50,12 @@ class CompiledGraph {
  private:
   void checkInputs(const std::vector<RtValue>& inputs) const;
   std::shared_ptr<Graph> graph_;
-  WeightMap weights_;
   std::vector<InputSpec> inputs_;
   std::unique_ptr<Plan> plan_;
   std::shared_ptr<MemoryMeter> cache_meter_ = std::make_shared<MemoryMeter>();
   mutable std::mutex mu_;
   mutable std::map<std::string, int64_t> peaks_;
+  mutable int64_t released_bytes_ = 0;
   // The memory planner of each recent input signature (LRU by last call).
   struct PlannerSlot {
     std::shared_ptr<ArenaPlanner> planner;

@@ -84,6 +84,8 @@ struct WeightEntry {
 }  // namespace
 
 Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const dnnl::memory::desc& md) {
+  if (w.isBlocked() && plain == md)  // a compacted weight already in the wanted layout: itself
+    return Tensor::fromStorage(w.storage(), ScalarType::Byte, {static_cast<int64_t>(md.get_size())}, {1}, 0);
   static std::mutex mu;
   static std::map<WeightKey, WeightEntry> cache;
   static size_t inserts = 0;

@@ -79,6 +79,12 @@ class Kernel {
   // Called while the plan is built, for an output whose every reader accepts
   // strided tensors: the kernel may hand it out in its own dimension order.
   virtual void allowStridedOutput(size_t /*output*/) {}
+  // Weight compaction (Plan::takeReleased, during the first call): if the kernel
+  // reads constant input `input` only through the copy it reordered into its
+  // primitive's layout, that copy as a blocked tensor of the input's sizes.
+  // The plan may then hand it in place of the original on later calls, so the
+  // kernel must take it (acceptsBlocked) and reorder from it for new shapes.
+  virtual std::optional<Tensor> compactedWeight(size_t /*input*/) const { return std::nullopt; }
   // What the kernel did on its latest call, for dumps and profiles
   // ("brgconv:avx512_core src nChw16c dst nChw16c"); empty if nothing to say.
   virtual std::string describe() const { return {}; }

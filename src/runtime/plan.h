@@ -6,6 +6,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <atomic>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -45,8 +48,17 @@ class Plan {
   // input i may arrive strided, and letting graph output j leave strided.
   bool inputAcceptsStrided(size_t i) const;
   void allowOutputStrided(size_t j);
-  // Bytes of the tensors bound as constants (weights), each buffer once.
+  // Bytes of the plain tensors bound as constants (weights), each buffer once
+  // (compacted ones are counted with the weight cache).
   size_t constantBytes() const;
+  // Weight compaction: during the first call that runs to its end, each
+  // constant tensor whose readers (all of them run by then) take it only
+  // through the copy they reordered into their primitive's layout
+  // (Kernel::compactedWeight) is replaced by that copy right after its last
+  // reader, so from there on the plan holds only the copy. `hook` hears of
+  // each original let go (its data pointer and bytes), on the calling thread,
+  // so that other holders can let go too. Set before the first call.
+  void setReleaseHook(std::function<void(const void*, size_t)> hook) { on_release_ = std::move(hook); }
 
  private:
   struct Block;
@@ -70,12 +82,24 @@ class Plan {
   void runBlock(const Block& b, std::vector<RtValue>& regs, ExecContext& ctx) const;
   void runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& ctx) const;
   bool readersAcceptStrided(int r, bool need_reader) const;
+  void prepareCompaction() const;
+  void compactConstant(int r, std::vector<RtValue>& regs) const;
   void runProfiled(const Instr& ins, const KernelArgs& args) const;
 
   friend class PlanBuilder;
   std::shared_ptr<const Graph> graph_;
   int num_regs_ = 0;
-  std::vector<std::pair<int, RtValue>> constants_;
+  mutable std::vector<std::pair<int, RtValue>> constants_;  // swapped by the compacting call (under constants_mu_)
+  mutable std::shared_mutex constants_mu_;  // run() reads constants_ while the compacting call may replace some
+  struct Compaction {
+    bool prepared = false;
+    std::unordered_map<int, std::vector<std::pair<const Instr*, size_t>>> readers;  // constant register -> readers
+    std::unordered_map<int, size_t> index;  // compactable constant register -> its constants_ index
+    std::vector<std::vector<int>> after;    // per main_ instruction: constants whose last reader it is
+  };
+  mutable Compaction compaction_;  // only the compacting call (one at a time) touches it
+  mutable std::atomic<bool> compact_pending_{true};
+  std::function<void(const void*, size_t)> on_release_;
   Block main_;
 };
 

@@ -62,6 +62,15 @@ class FusedAnchorKernel final : public Kernel {
   void allowStridedOutput(size_t output) override { inner_->allowStridedOutput(output); }
   std::string describe() const override { return inner_->describe(); }
   const char* primitiveKind() const override { return inner_->primitiveKind(); }
+  std::optional<Tensor> compactedWeight(size_t input) const override {
+    std::optional<size_t> at;  // the one anchor position reading group input `input`
+    for (size_t k = 0; k < sources_.size(); ++k) {
+      if (sources_[k].input != static_cast<int>(input)) continue;
+      if (at) return std::nullopt;
+      at = k;
+    }
+    return at ? inner_->compactedWeight(*at) : std::nullopt;
+  }
 
  private:
   // Group input `input` is read by the anchor at least once, and `accepts` holds at each of those positions.

@@ -38,6 +38,7 @@ struct ConvEntry {
   memory::desc src_md, wei_md, dst_md, src_plain, dst_plain, scratch_md;
   memory weights;  // reordered, when the weight is a constant
   Tensor weights_buf;
+  Shape w_sizes;  // the weight's PyTorch sizes
   Shape out_shape;
   std::string impl;
   std::shared_ptr<const BlockedLayout> dst_layout;  // of dst_md, for outputs kept blocked
@@ -56,7 +57,14 @@ class ConvKernel final : public Kernel {
       : form_(form), constant_weight_(constant_weight), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
   // The activation and the post-op operands may arrive blocked; weight and bias not.
-  bool acceptsBlocked(size_t input) const override { return input == 0 || input >= anchor_inputs_; }
+  bool acceptsBlocked(size_t input) const override {
+    return input == 0 || input >= anchor_inputs_ || (input == 1 && constant_weight_);  // 1: a compacted weight
+  }
+  std::optional<Tensor> compactedWeight(size_t input) const override {
+    std::shared_ptr<const ConvEntry> e = last_.load();
+    if (input != 1 || !constant_weight_ || !e || !e->weights_buf.defined()) return std::nullopt;
+    return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, e->w_sizes, makeLayout(e->wei_md));
+  }
   void allowBlockedOutput(size_t output) override { blocked_output_ = blocked_output_ || output == 0; }
   void allowStridedOutput(size_t output) override { strided_output_ = strided_output_ || output == 0; }
   const char* primitiveKind() const override {
@@ -87,13 +95,13 @@ class ConvKernel final : public Kernel {
 
     std::vector<int64_t> key;
     addToKey(key, x);
-    addToKey(key, w);
+    if (constant_weight_) addConstantToKey(key, w);
+    else addToKey(key, w);
     key.push_back(b ? 1 : 0);
     for (const Shape* s : {&p.stride, &p.padding_l, &p.padding_r, &p.dilation, &p.output_padding})
       key.insert(key.end(), s->begin(), s->end());
     key.push_back(p.groups);
     key.push_back(p.transposed);
-    if (constant_weight_) key.push_back(reinterpret_cast<int64_t>(w.data()));
     std::vector<Tensor> operands;  // of the Binary post-ops, in chain order
     for (size_t i = anchor_inputs_; i < a.num_in; ++i) {
       Tensor t = a.tensor(i);
@@ -124,7 +132,7 @@ class ConvKernel final : public Kernel {
     }
     memory wei = e->weights;
     if (!constant_weight_) {
-      memory plain = wrap(w, weightsPlainDesc(w, p));
+      memory plain = w.isBlocked() ? memoryOf(w) : wrap(w, weightsPlainDesc(w, p));
       wei = temporary(e->wei_md, wei_buf);
       reorder(ctx, plain, wei);
     }
@@ -354,8 +362,9 @@ class ConvKernel final : public Kernel {
       e.dst_strides.assign(e.dst_md.data.format_desc.blocking.strides,
                            e.dst_md.data.format_desc.blocking.strides + e.dst_md.data.ndims);
     }
-    if (constant_weight_) {
-      e.weights_buf = reorderedWeight(w, wplain, e.wei_md);
+    e.w_sizes = w.sizes();
+    if (constant_weight_) {  // from the original, or from a compacted copy in another layout
+      e.weights_buf = reorderedWeight(w, w.isBlocked() ? w.blockedLayout()->md : wplain, e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
     }
     return e;

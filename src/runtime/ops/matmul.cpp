@@ -70,15 +70,15 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   }
   std::vector<int64_t> key;
   addToKey(key, a);
-  addToKey(key, b);
+  if (constant_b) addConstantToKey(key, b);
+  else addToKey(key, b);
   if (bb) addToKey(key, *bb);
-  if (constant_b) key.push_back(reinterpret_cast<int64_t>(b.data()));
   if (chain)
     for (const Tensor& t : chain->operands) addToKey(key, t);
   auto make = [&] {
     MatmulEntry e;
     e.src_md = plainDesc(a);
-    e.wei_plain = plainDesc(b);
+    e.wei_plain = b.isBlocked() ? b.blockedLayout()->md : plainDesc(b);  // blocked: a compacted constant
     memory::desc wei_md = constant_b ? memory::desc(b.sizes(), memory::data_type::f32, memory::format_tag::any) : e.wei_plain;
     e.dst_md = plainDesc(out);
     memory::desc bias_md = bb ? plainDesc(*bb) : memory::desc();
@@ -234,12 +234,23 @@ class FusedMatmulKernel final : public Kernel {
       if (row) t = t.reshape({1, t.dim() ? t.size(-1) : 1});
       else t = t.expand(full).contiguous().reshape({m, w.size(0)});
     }
-    Tensor out = matmulCore(a.ctx, x.reshape({m, x.size(-1)}), w.transpose(0, 1), a.optTensor(2),
+    // b = w^T; a compacted w is already b in the primitive's layout
+    Tensor b = w.isBlocked() ? Tensor::blocked(w.storage(), ScalarType::Float, {w.size(1), w.size(0)}, w.blockedLayout())
+                             : w.transpose(0, 1);
+    Tensor out = matmulCore(a.ctx, x.reshape({m, x.size(-1)}), b, a.optTensor(2),
                             constant_ ? &cache_.constant_b : &cache_.variable_b, constant_, &chain);
     if (chain.used) last_.store(chain.used);
     a.set(0, out.view(full));
   }
   const char* primitiveKind() const override { return "matmul"; }
+  bool acceptsBlocked(size_t input) const override { return linear_ && constant_ && input == 1; }  // a compacted weight
+  std::optional<Tensor> compactedWeight(size_t input) const override {
+    std::shared_ptr<const MatmulEntry> e = last_.load();
+    if (input != 1 || !linear_ || !constant_ || !e || !e->weights_buf.defined() || e->wei_md.data.ndims != 2)
+      return std::nullopt;
+    const auto* d = e->wei_md.data.dims;  // [K, N] of b = w^T
+    return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, {d[1], d[0]}, makeLayout(e->wei_md));
+  }
   std::string describe() const override {
     std::shared_ptr<const MatmulEntry> e = last_.load();
     return e ? e->impl + " src " + layoutName(e->src_md) + " wei " + layoutName(e->wei_md, true) + " dst " +

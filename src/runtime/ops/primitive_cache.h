@@ -74,4 +74,15 @@ void addToKey(std::vector<int64_t>& key, const T& t) {
   key.push_back(static_cast<int64_t>(t.dtype()));
 }
 
+// A constant weight: the same data on every call of its kernel, once in its
+// original form and, after the plan compacts it, as the reordered copy (other
+// strides, other buffer). Only its sizes and dtype pick the primitive, so the
+// entries built before compaction stay in use.
+template <typename T>
+void addConstantToKey(std::vector<int64_t>& key, const T& t) {
+  key.push_back(static_cast<int64_t>(t.sizes().size()));
+  key.insert(key.end(), t.sizes().begin(), t.sizes().end());
+  key.push_back(static_cast<int64_t>(t.dtype()));
+}
+
 }  // namespace llga
