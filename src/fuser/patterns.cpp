@@ -48,7 +48,7 @@ static const std::vector<FusionPattern> kPatterns = {
           |
        [eltwise | binary] x0..4
 )"},
-    {"batchnorm_post_ops", 2, {"aten::batch_norm"}, 4, false, "batch_norm, then its chain (llga chain)",
+    {"batchnorm_post_ops", 2, {"aten::batch_norm"}, 4, false, "batch_norm -> relu: one oneDNN batch_normalization (fuse_norm_relu); longer chains: llga chain",
      R"(
           x
           |
@@ -72,7 +72,7 @@ static const std::vector<FusionPattern> kPatterns = {
           |
        [eltwise | binary] x1..4
 )"},
-    {"concat", 2, {"aten::cat"}, 0, true, "concat (llga chain)",
+    {"concat", 2, {"aten::cat"}, 0, true, "oneDNN concat (channels-last parts stay so)",
      R"(
        x0  x1 ... xn
          \  |   /

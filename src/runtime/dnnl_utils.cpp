@@ -115,8 +115,8 @@ dnnl::memory temporary(const dnnl::memory::desc& md, Tensor& keep) {
   return dnnl::memory(md, cpuEngine(), keep.data());
 }
 
-std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md) {
-  return std::make_shared<const BlockedLayout>(BlockedLayout{md, layoutName(md)});
+std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md, bool weights) {
+  return std::make_shared<const BlockedLayout>(BlockedLayout{md, layoutName(md, weights)});
 }
 
 std::string layoutName(const dnnl::memory::desc& md, bool weights) {

@@ -70,7 +70,7 @@ struct BlockedLayout {
   dnnl::memory::desc md;
   std::string name;  // "nChw16c"
 };
-std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md);
+std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md, bool weights = false);  // named as layoutName
 // oneDNN's name-like spelling of a layout: "nchw", "nhwc", "nChw16c" (for
 // weights, "OIhw16i16o"), from the blocking strides and inner blocks.
 std::string layoutName(const dnnl::memory::desc& md, bool weights = false);

@@ -258,7 +258,10 @@ class PlanBuilder {
         barred.insert(used.begin(), used.end());
       }
     }
-    for (Plan::Instr& ins : out.code) {
+    // Readers first (reverse program order): a reader whose acceptance depends
+    // on its own readers (prim::ListConstruct) has heard from them by then.
+    for (auto rit = out.code.rbegin(); rit != out.code.rend(); ++rit) {
+      Plan::Instr& ins = *rit;
       if (ins.kind != Plan::Instr::Kind::Op) continue;
       for (size_t j = 0; j < ins.out.size(); ++j) {
         auto it = readers.find(ins.out[j]);

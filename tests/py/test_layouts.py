@@ -271,3 +271,47 @@ def test_binary_op_reuses_a_dying_operand_only(variant):
         ref = model(torch.from_numpy(before))
     for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
         np.testing.assert_allclose(o, r.numpy(), rtol=1e-4, atol=1e-4)
+
+
+class DenseBlockish(nn.Module):
+    """densenet's pattern: conv outputs concatenated, then batch_norm -> relu
+    -> conv. Channels-last flows through the list into cat, through the
+    batch_norm (relu fused into its primitive) into the next convolution."""
+
+    def __init__(self, variant):
+        super().__init__()
+        torch.manual_seed(7)
+        self.c0, self.c1 = nn.Conv2d(8, 16, 3, padding=1), nn.Conv2d(8, 16, 3, padding=1)
+        self.bn, self.c2 = nn.BatchNorm2d(32), nn.Conv2d(32, 16, 1)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+        self.variant = variant
+
+    def forward(self, x):
+        a, b = torch.relu(self.c0(x)), torch.relu(self.c1(x))
+        z = self.c2(torch.relu(self.bn(torch.cat([a, b], 1))))
+        if self.variant == "stack":
+            return z, torch.stack([a, b]).sum()  # another list, read by an op that wants plain items
+        return z
+
+
+@pytest.mark.parametrize("variant", ["cat", "stack"])
+def test_channels_last_through_concat_and_batchnorm_relu(variant):
+    x = torch.randn(1, 8, 12, 12)
+    c = compile_and_check(DenseBlockish(variant).eval(), x)
+    llga.profiler.kernel_log.clear()
+    llga.profiler.kernel_log.enable()
+    try:
+        c(x.numpy())
+    finally:
+        llga.profiler.kernel_log.disable()
+    log = [e for e in llga.profiler.kernel_log.entries() if e["depth"] == 0]
+    convs = [e for e in log if e["pattern"] == "conv_post_ops"]
+    bn = [e for e in log if e["pattern"] == "batchnorm_post_ops"]
+    assert len(bn) == 1 and bn[0]["primitive"] == "batch_normalization" and "relu fused" in bn[0]["layouts"]
+    if variant == "cat":
+        assert all(e["outputs"][0].endswith("strided") for e in convs[:2])  # into the list as channels-last
+        assert bn[0]["inputs"][0].endswith("strided") and bn[0]["outputs"][0].endswith("strided")
+    else:
+        assert all(e["outputs"][0].endswith("plain") for e in convs[:2])  # stack's list wants plain items

@@ -1,8 +1,9 @@
 // The kernel of an llga::FusionGroup node. A group whose anchor is a
 // convolution or a matrix product compiles to one oneDNN primitive with its
-// chain as post-ops (runtime/ops/fused.h); any other group (pooling,
-// layer_norm, softmax, concat, binary chains) runs its subgraph's ops back
-// to back in a plan of its own.
+// chain as post-ops (runtime/ops/fused.h), and so does batch_norm -> relu
+// (fuse_norm_relu); any other group (pooling, layer_norm, softmax, concat,
+// binary chains, longer batch_norm chains) runs its subgraph's ops back to
+// back in a plan of its own.
 #include "backend/dnnl/fusion_group.h"
 
 #include <algorithm>
@@ -138,9 +139,25 @@ std::optional<AnchorChain> analyzeFusionGroup(const Graph& sub) {
   return chain;
 }
 
+// batch_norm -> relu, the relu reading only it: one batch_normalization primitive.
+const Node* batchNormRelu(const Graph& sub) {
+  std::vector<const Node*> ops = opsOf(sub);
+  if (ops.size() != 2 || ops[0]->kind().toQualString() != "aten::batch_norm") return nullptr;
+  const std::string relu = ops[1]->kind().toQualString();
+  if ((relu != "aten::relu" && relu != "aten::relu_") || ops[1]->input(0) != ops[0]->output() ||
+      ops[0]->output()->uses().size() != 1 || sub.outputs().size() != 1 || sub.outputs()[0] != ops[1]->output())
+    return nullptr;
+  return ops[0];
+}
+
 std::unique_ptr<Kernel> makeFusionGroupKernel(const Node& group) {
   std::shared_ptr<Graph> sub = group.subgraph();
   if (!sub) throw std::invalid_argument("llga::FusionGroup without a subgraph");
+  if (const Node* bn = batchNormRelu(*sub)) {
+    std::vector<Source> sources;
+    for (const Value* in : bn->inputs()) sources.push_back(sourceOf(*sub, in));
+    return std::make_unique<FusedAnchorKernel>(makeBatchNormRelu(), std::move(sources));
+  }
   if (auto chain = analyzeFusionGroup(*sub)) {
     std::vector<Source> sources;
     for (const Value* in : chain->anchor->inputs()) sources.push_back(sourceOf(*sub, in));

@@ -63,7 +63,7 @@ class ConvKernel final : public Kernel {
   std::optional<Tensor> compactedWeight(size_t input) const override {
     std::shared_ptr<const ConvEntry> e = last_.load();
     if (input != 1 || !constant_weight_ || !e || !e->weights_buf.defined()) return std::nullopt;
-    return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, e->w_sizes, makeLayout(e->wei_md));
+    return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, e->w_sizes, makeLayout(e->wei_md, true));
   }
   void allowBlockedOutput(size_t output) override { blocked_output_ = blocked_output_ || output == 0; }
   void allowStridedOutput(size_t output) override { strided_output_ = strided_output_ || output == 0; }

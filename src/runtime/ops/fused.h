@@ -16,5 +16,7 @@ namespace llga {
 // reorder into the primitive's layout is done once and kept.
 std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight);
 std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight);
+// aten::batch_norm's kernel with relu in the same primitive (oneDNN's fuse_norm_relu).
+std::unique_ptr<Kernel> makeBatchNormRelu();
 
 }  // namespace llga

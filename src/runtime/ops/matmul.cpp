@@ -249,7 +249,7 @@ class FusedMatmulKernel final : public Kernel {
     if (input != 1 || !linear_ || !constant_ || !e || !e->weights_buf.defined() || e->wei_md.data.ndims != 2)
       return std::nullopt;
     const auto* d = e->wei_md.data.dims;  // [K, N] of b = w^T
-    return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, {d[1], d[0]}, makeLayout(e->wei_md));
+    return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, {d[1], d[0]}, makeLayout(e->wei_md, true));
   }
   std::string describe() const override {
     std::shared_ptr<const MatmulEntry> e = last_.load();

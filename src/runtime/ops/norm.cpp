@@ -2,6 +2,8 @@
 //   aten::batch_norm(x, weight?, bias?, running_mean?, running_var?, training, momentum, eps, cudnn_enabled)
 //   aten::layer_norm(x, normalized_shape, weight?, bias?, eps, cudnn_enable)
 //   aten::softmax(x, dim, dtype?), aten::log_softmax(x, dim, dtype?)
+#include <atomic>
+
 #include "runtime/dnnl_utils.h"
 #include "runtime/ops/op_utils.h"
 #include "runtime/ops/functional.h"
@@ -18,10 +20,23 @@ Tensor f32Contiguous(const Tensor& t) { return t.to(ScalarType::Float).contiguou
 struct NormEntry {
   dnnl::primitive prim;
   memory::desc md, scratch_md;
+  std::string impl;
 };
 
+// Takes x in any dense order (channels-last from convolutions) and, when its
+// readers allow, gives the result in that order. `fuse_relu`: relu applied by
+// the same primitive (a batch_norm -> relu partition).
 class BatchNormKernel final : public Kernel {
  public:
+  explicit BatchNormKernel(bool fuse_relu = false) : fuse_relu_(fuse_relu) {}
+  bool acceptsStrided(size_t input) const override { return input == 0; }
+  void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
+  const char* primitiveKind() const override { return "batch_normalization"; }
+  std::string describe() const override {
+    std::shared_ptr<const NormEntry> e = last_.load();
+    return e ? e->impl + " src " + layoutName(e->md) + (fuse_relu_ ? " (relu fused)" : "") : std::string();
+  }
+
   void run(const KernelArgs& a) override {
     Tensor x = a.tensor(0);
     if (a.toBool(5)) throw std::invalid_argument("batch_norm in training mode; call model.eval() before tracing");
@@ -36,9 +51,10 @@ class BatchNormKernel final : public Kernel {
       if (t->numel() != c) throw std::invalid_argument("batch_norm: statistics have " + std::to_string(t->numel()) +
                                                        " entries for " + std::to_string(c) + " channels");
     Tensor xin = x.dim() == 2 ? x.view({x.size(0), c, 1}) : x;  // oneDNN wants spatial dims
-    xin = xin.isContiguous() ? xin : xin.contiguous();
-    Tensor out = Tensor::empty(ScalarType::Float, xin.sizes());
-    auto fl = flags::use_global_stats | (w ? flags::use_scale : flags::none) | (b ? flags::use_shift : flags::none);
+    xin = xin.isContiguous() || xin.isPermutedDense() ? xin : xin.contiguous();
+    Tensor out = Tensor::emptyLike(ScalarType::Float, xin.sizes(), xin);  // same order: oneDNN's fast kernels
+    auto fl = flags::use_global_stats | (w ? flags::use_scale : flags::none) | (b ? flags::use_shift : flags::none) |
+              (fuse_relu_ ? flags::fuse_norm_relu : flags::none);
     std::vector<int64_t> key;
     addToKey(key, xin);
     key.push_back(static_cast<int64_t>(fl));
@@ -47,20 +63,28 @@ class BatchNormKernel final : public Kernel {
       NormEntry ne;
       ne.md = plainDesc(xin);
       dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, eps, fl);
-      ne.prim = makePrimitive<dnnl::batch_normalization_forward>(d, ne.scratch_md);
+      dnnl::batch_normalization_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+      ne.scratch_md = pd.scratchpad_desc();
+      ne.impl = implName(pd);
+      ne.prim = dnnl::batch_normalization_forward(pd);
       return ne;
     });
+    last_.store(e);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(xin, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)},
                                          {DNNL_ARG_MEAN, wrap(mean)}, {DNNL_ARG_VARIANCE, wrap(var)}};
     Tensor wc, bc;
     if (w) { wc = f32Contiguous(*w); args[DNNL_ARG_SCALE] = wrap(wc); }
     if (b) { bc = f32Contiguous(*b); args[DNNL_ARG_SHIFT] = wrap(bc); }
     execute(a.ctx, e->prim, e->scratch_md, std::move(args));
+    if (!follow_) out = out.contiguous();
     a.set(0, x.dim() == 2 ? out.view(x.sizes()) : out);
   }
 
  private:
+  bool fuse_relu_;
+  bool follow_ = false;  // every reader takes strided tensors
   PrimitiveCache<NormEntry> cache_;
+  std::atomic<std::shared_ptr<const NormEntry>> last_;
 };
 
 Tensor layerNormImpl(ExecContext& ctx, const Tensor& x, int64_t n, const std::optional<Tensor>& w,
@@ -151,6 +175,8 @@ class SoftmaxKernel final : public Kernel {
 };
 
 }  // namespace
+
+std::unique_ptr<Kernel> makeBatchNormRelu() { return std::make_unique<BatchNormKernel>(/*fuse_relu=*/true); }
 
 struct SoftmaxCache {
   PrimitiveCache<NormEntry> c;

@@ -23,14 +23,29 @@ std::string describeValue(const RtValue& v) {
   return v.kindName();
 }
 
+// Packs its inputs into a list. The items may arrive strided (e.g.
+// channels-last) exactly when every reader of the list takes strided items:
+// the plan tells it so through allowStridedOutput, before it asks the items'
+// producers (layout propagation visits readers first).
+class ListConstructKernel final : public Kernel {
+ public:
+  void run(const KernelArgs& a) override {
+    std::vector<RtValue> items;
+    items.reserve(a.num_in);
+    for (size_t i = 0; i < a.num_in; ++i) items.push_back(a.input(i));
+    a.set(0, makeList(std::move(items)));
+  }
+  bool acceptsStrided(size_t) const override { return pass_strided_; }
+  void allowStridedOutput(size_t) override { pass_strided_ = true; }
+
+ private:
+  bool pass_strided_ = false;
+};
+
 }  // namespace
 
 void registerPrimOps(OpRegistry& r) {
-  r.add("prim::ListConstruct", 0, 1 << 20, [](const KernelArgs& a) {
-    std::vector<RtValue> items;
-    for (size_t i = 0; i < a.num_in; ++i) items.push_back(a.input(i));
-    a.set(0, makeList(std::move(items)));
-  });
+  r.add(OpDef{"prim::ListConstruct", 0, 1 << 20, [](const Node&) { return std::make_unique<ListConstructKernel>(); }});
   r.add("prim::TupleConstruct", 0, 1 << 20, [](const KernelArgs& a) {
     std::vector<RtValue> items;
     for (size_t i = 0; i < a.num_in; ++i) items.push_back(a.input(i));

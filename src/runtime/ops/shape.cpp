@@ -1,5 +1,8 @@
-// Shape, view and data-movement ops in plain C++ (views share storage).
+// Shape, view and data-movement ops in plain C++ (views share storage);
+// aten::cat of float tensors on oneDNN's concat.
+#include "runtime/dnnl_utils.h"
 #include "runtime/ops/op_utils.h"
+#include "runtime/ops/primitive_cache.h"
 
 namespace llga {
 namespace {
@@ -24,7 +27,17 @@ std::vector<Tensor> tensorList(const RtValue& v) {
   return out;
 }
 
-Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
+// The dimension order of a dense tensor, outermost first.
+std::vector<size_t> dimOrder(const Tensor& t) {
+  std::vector<size_t> order(static_cast<size_t>(t.dim()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.stride(a) > t.stride(b); });
+  return order;
+}
+
+// `follow`: when every part is dense in one and the same non-contiguous order
+// (channels-last parts from convolutions), the result takes that order.
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim, bool follow = false) {
   // Legacy rule: 1-D empty tensors are skipped.
   std::vector<Tensor> parts;
   for (const Tensor& t : ts)
@@ -43,7 +56,10 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     shape[dim] += t.size(dim);
     dt = promoteTypes(dt, t.dtype());
   }
-  Tensor out = Tensor::empty(dt, shape);
+  bool same_order = follow;
+  for (const Tensor& t : parts)
+    same_order = same_order && t.isPermutedDense() && t.dtype() == dt && dimOrder(t) == dimOrder(ref);
+  Tensor out = same_order ? Tensor::emptyLike(dt, shape, ref) : Tensor::empty(dt, shape);
   int64_t at = 0;
   for (const Tensor& t : parts) {
     out.narrow(dim, at, t.size(dim)).copyFrom(t);
@@ -138,6 +154,65 @@ Tensor advancedIndex(const Tensor& self, const RtValue& list) {
       }
   return out;
 }
+
+struct ConcatEntry {
+  dnnl::concat prim;
+  std::vector<dnnl::memory::desc> src_mds;
+  dnnl::memory::desc dst_md, scratch_md;
+};
+
+// aten::cat of float32 parts as one oneDNN concat (its reorders are
+// multi-threaded and handle any strides: channels-last parts copy in whole
+// pixels); other dtypes and empty parts through cat() above.
+class CatKernel final : public Kernel {
+ public:
+  bool acceptsStrided(size_t input) const override { return input == 0; }
+  void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
+  const char* primitiveKind() const override { return "concat"; }
+
+  void run(const KernelArgs& a) override {
+    std::vector<Tensor> parts = tensorList(a.input(0));
+    const int64_t dim_arg = a.num_in > 1 ? a.toInt(1) : 0;
+    bool dnnl_ok = !parts.empty();
+    for (const Tensor& t : parts)
+      dnnl_ok = dnnl_ok && t.dtype() == ScalarType::Float && t.numel() > 0 && t.dim() == parts[0].dim() &&
+                t.dim() > 0 && !t.isBlocked();
+    if (!dnnl_ok) return a.set(0, cat(parts, dim_arg, follow_));
+    const Tensor& ref = parts[0];
+    const int64_t dim = ref.wrapDim(dim_arg);
+    Shape shape = ref.sizes();
+    shape[dim] = 0;
+    for (const Tensor& t : parts) {
+      for (int64_t d = 0; d < t.dim(); ++d)
+        if (d != dim && t.size(d) != ref.size(d))
+          throw std::invalid_argument("cat: sizes must match except in dim " + std::to_string(dim));
+      shape[dim] += t.size(dim);
+    }
+    bool same_order = follow_;
+    for (const Tensor& t : parts) same_order = same_order && t.isPermutedDense() && dimOrder(t) == dimOrder(ref);
+    Tensor out = same_order ? Tensor::emptyLike(ScalarType::Float, shape, ref) : Tensor::empty(ScalarType::Float, shape);
+    std::vector<int64_t> key{dim};
+    for (const Tensor& t : parts) addToKey(key, t);
+    addToKey(key, out);
+    auto e = cache_.get(key, [&] {
+      ConcatEntry ce;
+      for (const Tensor& t : parts) ce.src_mds.push_back(plainDesc(t));
+      ce.dst_md = plainDesc(out);
+      dnnl::concat::primitive_desc pd(ce.dst_md, static_cast<int>(dim), ce.src_mds, cpuEngine(), scratchpadAttr());
+      ce.scratch_md = pd.scratchpad_desc();
+      ce.prim = dnnl::concat(pd);
+      return ce;
+    });
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, wrap(out, e->dst_md)}};
+    for (size_t i = 0; i < parts.size(); ++i) args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = wrap(parts[i], e->src_mds[i]);
+    execute(a.ctx, e->prim, e->scratch_md, std::move(args));
+    a.set(0, out);
+  }
+
+ private:
+  bool follow_ = false;  // every reader takes strided tensors
+  PrimitiveCache<ConcatEntry> cache_;
+};
 
 }  // namespace
 
@@ -250,7 +325,10 @@ void registerShapeOps(OpRegistry& r) {
     r.add(name, 1, 3, [](const KernelArgs& a) { checkEvalDropout(a); a.set(0, a.tensor(0)); });
     r.add(std::string(name) + "_", 1, 3, [](const KernelArgs& a) { checkEvalDropout(a); a.set(0, a.tensor(0)); });
   }
-  r.add("aten::cat", 1, 2, [](const KernelArgs& a) { a.set(0, cat(tensorList(a.input(0)), a.num_in > 1 ? a.toInt(1) : 0)); });
+  // cat copies whatever strides its parts have: a list of channels-last parts
+  // may come in (prim::ListConstruct passes them on), and the result keeps
+  // their order when its readers take strided tensors.
+  r.add(OpDef{"aten::cat", 1, 2, [](const Node&) { return std::make_unique<CatKernel>(); }});
   r.add("aten::stack", 1, 2, [](const KernelArgs& a) {
     std::vector<Tensor> ts = tensorList(a.input(0));
     if (ts.empty()) throw std::invalid_argument("stack expects a non-empty list");
