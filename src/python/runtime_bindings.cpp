@@ -81,17 +81,17 @@ py::object toPython(const RtValue& v) {
         else if constexpr (std::is_same_v<T, RtList>) {
           py::list out;
           for (const RtValue& i : *x) out.append(toPython(i));
-          return std::move(out);
+          return py::object(std::move(out));
         } else if constexpr (std::is_same_v<T, RtTuplePtr>) {
           py::tuple out(x->items.size());
           for (size_t i = 0; i < x->items.size(); ++i) out[i] = toPython(x->items[i]);
-          return std::move(out);
+          return py::object(std::move(out));
         } else if constexpr (std::is_same_v<T, RtDevice>) {
           return py::str(x.name);
         } else if constexpr (std::is_same_v<T, RtDict>) {
           py::dict out;
           for (const auto& [k, v] : *x) out[toPython(k)] = toPython(v);
-          return std::move(out);
+          return py::object(std::move(out));
         } else {
           return py::cast(x);
         }

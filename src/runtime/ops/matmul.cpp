@@ -212,7 +212,7 @@ class FusedMatmulKernel final : public Kernel {
       : linear_(linear), constant_(constant_b), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
   void run(const KernelArgs& a) override {
-    Chain chain{&post_, chainOperands(a, anchor_inputs_)};
+    Chain chain{&post_, chainOperands(a, anchor_inputs_), nullptr};
     if (!linear_) {
       a.set(0, matmul(a.ctx, a.tensor(0), a.tensor(1), &cache_.variable_b, false, post_.empty() ? nullptr : &chain));
       if (chain.used) last_.store(chain.used);
