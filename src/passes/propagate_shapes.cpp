@@ -12,6 +12,7 @@
 
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
+#include "runtime/dnnl_utils.h"
 #include "runtime/plan.h"
 
 namespace llga {
@@ -66,6 +67,7 @@ class PropagateShapes final : public Pass {
       }
     };
     try {
+      PlainWeightsScope plain;  // one run: no reordered weight copies (they would only raise the compile's peak)
       Plan::build(view, weights)->run(std::move(inputs), &observe);
     } catch (const std::exception& e) {
       note(std::string("the graph could not run on its example inputs, shapes left as they were: ") + e.what());

@@ -1,4 +1,6 @@
 #include "runtime/dnnl_utils.h"
+
+#include <utility>
 #include "runtime/ops/primitive_cache.h"
 
 #include <algorithm>
@@ -83,9 +85,18 @@ struct WeightEntry {
 
 }  // namespace
 
+namespace {
+thread_local bool t_plain_weights = false;
+}
+
+PlainWeightsScope::PlainWeightsScope() : prev_(std::exchange(t_plain_weights, true)) {}
+PlainWeightsScope::~PlainWeightsScope() { t_plain_weights = prev_; }
+bool PlainWeightsScope::active() { return t_plain_weights; }
+
 Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const dnnl::memory::desc& md) {
-  if (w.isBlocked() && plain == md)  // a compacted weight already in the wanted layout: itself
-    return Tensor::fromStorage(w.storage(), ScalarType::Byte, {static_cast<int64_t>(md.get_size())}, {1}, 0);
+  if (plain == md)  // already in the wanted layout (a compacted weight, or plain weights wanted): itself
+    return Tensor::fromStorage(w.storage(), ScalarType::Byte, {static_cast<int64_t>(md.get_size())}, {1},
+                               w.offset() * static_cast<int64_t>(w.itemsize()));
   static std::mutex mu;
   static std::map<WeightKey, WeightEntry> cache;
   static size_t inserts = 0;

@@ -61,7 +61,24 @@ Tensor allocateFor(const dnnl::memory::desc& md, AllocPurpose purpose = AllocPur
 // once and shared by every kernel that asks for the same tensor in the same
 // layout while any of them holds it (shape specializations of one model
 // share their weights this way). Counted as weight cache.
+// When `md` equals `plain` (see PlainWeightsScope), `w`'s own bytes, no copy.
 Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const dnnl::memory::desc& md);
+
+// While alive, convolutions and matrix products built on this thread take
+// constant weights in their plain layout instead of one oneDNN picks: no
+// reordered copies (for runs made once, such as propagate-shapes', whose
+// copies would only add to the compile's peak memory).
+class PlainWeightsScope {
+ public:
+  PlainWeightsScope();
+  ~PlainWeightsScope();
+  PlainWeightsScope(const PlainWeightsScope&) = delete;
+  PlainWeightsScope& operator=(const PlainWeightsScope&) = delete;
+  static bool active();
+
+ private:
+  bool prev_;
+};
 // oneDNN memory of layout `md` for this call only (counted as an activation);
 // `keep` owns the bytes and must outlive the memory's use.
 dnnl::memory temporary(const dnnl::memory::desc& md, Tensor& keep);

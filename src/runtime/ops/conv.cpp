@@ -316,7 +316,7 @@ class ConvKernel final : public Kernel {
     e.transposed = p.transposed;
     auto any = [](const Shape& dims) { return memory::desc(dims, memory::data_type::f32, tag::any); };
     memory::desc wplain = weightsPlainDesc(w, p);
-    memory::desc src_any = any(x.sizes()), dst_any = any(out), wei_any = any(wplain.dims());
+    memory::desc src_any = any(x.sizes()), dst_any = any(out), wei_any = PlainWeightsScope::active() && constant_weight_ ? wplain : any(wplain.dims());
     memory::desc bias_md = has_bias ? memory::desc({oc}, memory::data_type::f32, tag::a) : memory::desc();
     auto prop = dnnl::prop_kind::forward_inference;
     // The chain: the first add whose operand has the output's exact shape is

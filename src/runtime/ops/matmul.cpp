@@ -79,7 +79,9 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     MatmulEntry e;
     e.src_md = plainDesc(a);
     e.wei_plain = b.isBlocked() ? b.blockedLayout()->md : plainDesc(b);  // blocked: a compacted constant
-    memory::desc wei_md = constant_b ? memory::desc(b.sizes(), memory::data_type::f32, memory::format_tag::any) : e.wei_plain;
+    memory::desc wei_md = constant_b && !PlainWeightsScope::active()
+                              ? memory::desc(b.sizes(), memory::data_type::f32, memory::format_tag::any)
+                              : e.wei_plain;
     e.dst_md = plainDesc(out);
     memory::desc bias_md = bb ? plainDesc(*bb) : memory::desc();
     dnnl::matmul::desc d(e.src_md, wei_md, bias_md, e.dst_md);
