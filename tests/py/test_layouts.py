@@ -43,6 +43,22 @@ class ConvChain(nn.Module):
         return z
 
 
+def logged_call(compiled, *arrays):
+    """Calls once with the kernel log on; its entries."""
+    llga.profiler.kernel_log.clear()
+    llga.profiler.kernel_log.enable()
+    try:
+        compiled(*arrays)
+    finally:
+        llga.profiler.kernel_log.disable()
+    return llga.profiler.kernel_log.entries()
+
+
+def assert_matches(out, ref):
+    for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+        np.testing.assert_allclose(o, r.numpy(), rtol=1e-4, atol=1e-4)
+
+
 def layouts(compiled):
     return [p.layouts for p in compiled.partitions if p.pattern == "conv_post_ops"]
 
@@ -143,9 +159,7 @@ def test_residual_sum_in_place_never_clobbers_a_live_value(variant):
     out = c(xn)
     np.testing.assert_array_equal(xn, before)  # the input is never written
     with torch.no_grad():
-        ref = model(torch.from_numpy(before))
-    for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
-        np.testing.assert_allclose(o, r.numpy(), rtol=1e-4, atol=1e-4)
+        assert_matches(out, model(torch.from_numpy(before)))
 
 
 class StridedPath(nn.Module):
@@ -173,13 +187,7 @@ class StridedPath(nn.Module):
 def test_channels_last_strides_flow_through_pooling_and_mul(tail):
     x = torch.randn(2, 16, 16, 16)
     c = compile_and_check(StridedPath(tail), x)
-    llga.profiler.kernel_log.clear()
-    llga.profiler.kernel_log.enable()
-    try:
-        c(x.numpy())
-    finally:
-        llga.profiler.kernel_log.disable()
-    log = llga.profiler.kernel_log.entries()
+    log = logged_call(c, x.numpy())
     mul = [e for e in log if e["op"] == "aten::mul"]
     assert mul and mul[0]["outputs"][0].endswith("strided")  # the mul kept channels-last order
     pools = [e for e in log if e["op"] == "aten::max_pool2d"]
@@ -220,15 +228,10 @@ def test_global_pool_split_into_row_chunks(kind, batch, hw, chunks):
     try:
         x = torch.randn(batch, 8, *hw)
         c = compile_and_check(GlobalPool(kind, hw), x)
-        llga.profiler.kernel_log.clear()
-        llga.profiler.kernel_log.enable()
-        try:
-            c(x.numpy())
-        finally:
-            llga.profiler.kernel_log.disable()
+        log = logged_call(c, x.numpy())
     finally:
         llga.set_num_threads(threads)
-    pool = [e for e in llga.profiler.kernel_log.entries() if "pool" in e["op"]]
+    pool = [e for e in log if "pool" in e["op"]]
     assert len(pool) == 1 and pool[0]["inputs"][0].endswith("strided")
     said = re.search(r"global pool in (\d+) row chunks", pool[0]["layouts"] or "")
     assert (int(said.group(1)) if said else 0) == chunks
@@ -268,9 +271,7 @@ def test_binary_op_reuses_a_dying_operand_only(variant):
     out = c(xn)
     np.testing.assert_array_equal(xn, before)
     with torch.no_grad():
-        ref = model(torch.from_numpy(before))
-    for o, r in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
-        np.testing.assert_allclose(o, r.numpy(), rtol=1e-4, atol=1e-4)
+        assert_matches(out, model(torch.from_numpy(before)))
 
 
 class DenseBlockish(nn.Module):
@@ -300,13 +301,7 @@ class DenseBlockish(nn.Module):
 def test_channels_last_through_concat_and_batchnorm_relu(variant):
     x = torch.randn(1, 8, 12, 12)
     c = compile_and_check(DenseBlockish(variant).eval(), x)
-    llga.profiler.kernel_log.clear()
-    llga.profiler.kernel_log.enable()
-    try:
-        c(x.numpy())
-    finally:
-        llga.profiler.kernel_log.disable()
-    log = [e for e in llga.profiler.kernel_log.entries() if e["depth"] == 0]
+    log = [e for e in logged_call(c, x.numpy()) if e["depth"] == 0]
     convs = [e for e in log if e["pattern"] == "conv_post_ops"]
     bn = [e for e in log if e["pattern"] == "batchnorm_post_ops"]
     assert len(bn) == 1 and bn[0]["primitive"] == "batch_normalization" and "relu fused" in bn[0]["layouts"]
