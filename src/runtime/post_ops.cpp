@@ -19,8 +19,6 @@ std::optional<double> number(const Value* v) {
   return c->toDouble();
 }
 
-bool isConstantNumber(const Value* v) { return number(v).has_value(); }
-
 PostOpMatch fail(std::string why) { return {{}, std::move(why)}; }
 
 PostOp eltwise(const char* name, alg a, float alpha = 0, float beta = 0) {
