@@ -33,7 +33,8 @@ __all__ = [
     "Block", "Graph", "Node", "TensorConstant", "Type", "Value",
     "CompiledGraph", "CompileError", "ExecutionError", "InputError", "PassError", "PassRecord", "list_passes",
     "LlgaError", "ParseError", "UnsupportedOpError", "VerifyError",
-    "parse", "parse_type", "import_torch", "optimize", "set_num_threads", "get_num_threads", "Partition",
+    "parse", "parse_type", "import_torch", "optimize", "set_num_threads", "get_num_threads",
+    "set_memory_planning", "memory_planning", "Partition",
     "fusion_patterns", "profiler", "flops", "viz",
 ]
 
@@ -51,6 +52,18 @@ def set_num_threads(n: int) -> None:
 
 def get_num_threads() -> int:
     return _llga.get_num_threads()
+
+
+def set_memory_planning(on: bool) -> None:
+    """The memory planner (on by default; ``LLGA_MEMORY_PLAN=0`` at start-up
+    turns it off): from the third call with an input signature, a call's
+    intermediate buffers come from one arena at offsets planned from the
+    second call's buffer lifetimes (``compiled.memory["arena"]``)."""
+    _llga.set_memory_planning(bool(on))
+
+
+def memory_planning() -> bool:
+    return _llga.memory_planning()
 
 
 def parse(text: Union[str, bytes], filename: str = "<string>") -> Graph:

@@ -58,7 +58,7 @@ class CompiledGraph:
         an offset, ``heap_blocks`` left on the heap because they outlive the
         call (outputs), and how many calls were ``recorded`` (on the heap),
         ``planned`` (from the arena) or ``deviations`` from the plan; see
-        ``llga._llga.set_memory_planning``)."""
+        ``llga.set_memory_planning``)."""
         return self._impl.memory()
 
     @property

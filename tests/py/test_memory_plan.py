@@ -12,7 +12,6 @@ from torch import nn
 
 import corpus
 import llga
-from llga import _llga
 
 
 @pytest.fixture(scope="module")
@@ -23,10 +22,10 @@ def resnet18():
 
 @pytest.fixture
 def planning():
-    was = _llga.memory_planning()
-    _llga.set_memory_planning(True)
+    was = llga.memory_planning()
+    llga.set_memory_planning(True)
     yield
-    _llga.set_memory_planning(was)
+    llga.set_memory_planning(was)
 
 
 def arena_of(compiled, shape):
@@ -52,11 +51,11 @@ def test_planned_calls_match_pytorch_and_outputs_survive_later_calls(resnet18, p
 def test_planned_and_heap_runs_agree_bit_for_bit(resnet18):
     _, compiled = resnet18
     x = np.random.default_rng(0).standard_normal((2, 3, 96, 96), dtype=np.float32)
-    _llga.set_memory_planning(False)
+    llga.set_memory_planning(False)
     try:
         heap = compiled(x)
     finally:
-        _llga.set_memory_planning(True)
+        llga.set_memory_planning(True)
     for _ in range(3):
         np.testing.assert_array_equal(compiled(x), heap)
     assert arena_of(compiled, (2, 3, 96, 96))["planned_calls"] >= 1
