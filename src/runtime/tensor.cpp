@@ -66,9 +66,7 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, std::shared_
 Tensor Tensor::emptyLike(ScalarType dtype, const Shape& sizes, const Tensor& like) {
   if (!like.isPermutedDense() || like.dim() != static_cast<int64_t>(sizes.size())) return empty(dtype, sizes);
   const size_t n = sizes.size();
-  std::vector<size_t> order(n);  // outermost first
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return like.strides()[a] > like.strides()[b]; });
+  const std::vector<size_t> order = like.dimOrder();
   Shape strides(n);
   int64_t s = 1;
   for (size_t k = n; k-- > 0;) {
@@ -81,15 +79,20 @@ Tensor Tensor::emptyLike(ScalarType dtype, const Shape& sizes, const Tensor& lik
 
 bool Tensor::isPermutedDense() const {
   if (!defined() || isBlocked() || isContiguous() || dim() < 2) return false;
-  std::vector<size_t> order(static_cast<size_t>(dim()));
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides_[a] > strides_[b]; });
+  const std::vector<size_t> order = dimOrder();
   int64_t expect = 1;
   for (size_t k = order.size(); k-- > 0;) {
     if (sizes_[order[k]] != 1 && strides_[order[k]] != expect) return false;
     expect *= sizes_[order[k]];
   }
   return true;
+}
+
+std::vector<size_t> Tensor::dimOrder() const {
+  std::vector<size_t> order(static_cast<size_t>(dim()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides_[a] > strides_[b]; });
+  return order;
 }
 
 Tensor Tensor::blocked(std::shared_ptr<Storage> s, ScalarType dtype, Shape sizes,

@@ -114,6 +114,8 @@ class Tensor {
   static Tensor emptyLike(ScalarType dtype, const Shape& sizes, const Tensor& like);
   // Dense, non-overlapping and not in row-major order (e.g. channels-last).
   bool isPermutedDense() const;
+  // The dimensions by decreasing stride, outermost first (ties keep their order).
+  std::vector<size_t> dimOrder() const;
   // A tensor whose bytes are in `layout`; sizes are the logical sizes, strides
   // the contiguous ones (for keys and shape records; never for addressing).
   static Tensor blocked(std::shared_ptr<Storage> s, ScalarType dtype, Shape sizes,

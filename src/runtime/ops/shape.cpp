@@ -27,14 +27,6 @@ std::vector<Tensor> tensorList(const RtValue& v) {
   return out;
 }
 
-// The dimension order of a dense tensor, outermost first.
-std::vector<size_t> dimOrder(const Tensor& t) {
-  std::vector<size_t> order(static_cast<size_t>(t.dim()));
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t.stride(a) > t.stride(b); });
-  return order;
-}
-
 // `follow`: when every part is dense in one and the same non-contiguous order
 // (channels-last parts from convolutions), the result takes that order.
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim, bool follow = false) {
@@ -58,7 +50,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim, bool follow = false) {
   }
   bool same_order = follow;
   for (const Tensor& t : parts)
-    same_order = same_order && t.isPermutedDense() && t.dtype() == dt && dimOrder(t) == dimOrder(ref);
+    same_order = same_order && t.isPermutedDense() && t.dtype() == dt && t.dimOrder() == ref.dimOrder();
   Tensor out = same_order ? Tensor::emptyLike(dt, shape, ref) : Tensor::empty(dt, shape);
   int64_t at = 0;
   for (const Tensor& t : parts) {
@@ -189,7 +181,7 @@ class CatKernel final : public Kernel {
       shape[dim] += t.size(dim);
     }
     bool same_order = follow_;
-    for (const Tensor& t : parts) same_order = same_order && t.isPermutedDense() && dimOrder(t) == dimOrder(ref);
+    for (const Tensor& t : parts) same_order = same_order && t.isPermutedDense() && t.dimOrder() == ref.dimOrder();
     Tensor out = same_order ? Tensor::emptyLike(ScalarType::Float, shape, ref) : Tensor::empty(ScalarType::Float, shape);
     std::vector<int64_t> key{dim};
     for (const Tensor& t : parts) addToKey(key, t);
