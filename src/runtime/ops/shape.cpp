@@ -27,14 +27,11 @@ std::vector<Tensor> tensorList(const RtValue& v) {
   return out;
 }
 
-// `follow`: when every part is dense in one and the same non-contiguous order
-// (channels-last parts from convolutions), the result takes that order.
-Tensor cat(const std::vector<Tensor>& ts, int64_t dim, bool follow = false) {
-  // Legacy rule: 1-D empty tensors are skipped.
-  std::vector<Tensor> parts;
-  for (const Tensor& t : ts)
-    if (!(t.dim() == 1 && t.numel() == 0)) parts.push_back(t);
-  if (parts.empty()) return ts.empty() ? Tensor::empty(ScalarType::Float, {0}) : ts[0].clone();
+// The buffer for concatenating the non-empty `parts` along `dim` (wrapped in
+// place): sizes checked, dtype promoted; with `follow`, laid out in the parts'
+// common dense order when they share one that is not row-major (channels-last
+// parts from convolutions).
+Tensor catResult(const std::vector<Tensor>& parts, int64_t& dim, bool follow) {
   const Tensor& ref = parts[0];
   dim = ref.wrapDim(dim);
   ScalarType dt = ref.dtype();
@@ -51,7 +48,16 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim, bool follow = false) {
   bool same_order = follow;
   for (const Tensor& t : parts)
     same_order = same_order && t.isPermutedDense() && t.dtype() == dt && t.dimOrder() == ref.dimOrder();
-  Tensor out = same_order ? Tensor::emptyLike(dt, shape, ref) : Tensor::empty(dt, shape);
+  return same_order ? Tensor::emptyLike(dt, shape, ref) : Tensor::empty(dt, shape);
+}
+
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim, bool follow = false) {
+  // Legacy rule: 1-D empty tensors are skipped.
+  std::vector<Tensor> parts;
+  for (const Tensor& t : ts)
+    if (!(t.dim() == 1 && t.numel() == 0)) parts.push_back(t);
+  if (parts.empty()) return ts.empty() ? Tensor::empty(ScalarType::Float, {0}) : ts[0].clone();
+  Tensor out = catResult(parts, dim, follow);
   int64_t at = 0;
   for (const Tensor& t : parts) {
     out.narrow(dim, at, t.size(dim)).copyFrom(t);
@@ -170,19 +176,8 @@ class CatKernel final : public Kernel {
       dnnl_ok = dnnl_ok && t.dtype() == ScalarType::Float && t.numel() > 0 && t.dim() == parts[0].dim() &&
                 t.dim() > 0 && !t.isBlocked();
     if (!dnnl_ok) return a.set(0, cat(parts, dim_arg, follow_));
-    const Tensor& ref = parts[0];
-    const int64_t dim = ref.wrapDim(dim_arg);
-    Shape shape = ref.sizes();
-    shape[dim] = 0;
-    for (const Tensor& t : parts) {
-      for (int64_t d = 0; d < t.dim(); ++d)
-        if (d != dim && t.size(d) != ref.size(d))
-          throw std::invalid_argument("cat: sizes must match except in dim " + std::to_string(dim));
-      shape[dim] += t.size(dim);
-    }
-    bool same_order = follow_;
-    for (const Tensor& t : parts) same_order = same_order && t.isPermutedDense() && t.dimOrder() == ref.dimOrder();
-    Tensor out = same_order ? Tensor::emptyLike(ScalarType::Float, shape, ref) : Tensor::empty(ScalarType::Float, shape);
+    int64_t dim = dim_arg;
+    Tensor out = catResult(parts, dim, follow_);
     std::vector<int64_t> key{dim};
     for (const Tensor& t : parts) addToKey(key, t);
     addToKey(key, out);
