@@ -35,11 +35,13 @@ dnnl::primitive_attr scratchpadAttr();
 void execute(ExecContext& ctx, const dnnl::primitive& prim, const dnnl::memory::desc& scratch_md,
              std::unordered_map<int, dnnl::memory> args);
 // A primitive built from `d` with a user-managed scratchpad, whose descriptor
-// goes to `scratch` (pass it to execute()).
+// goes to `scratch` (pass it to execute()); `impl`, if given, gets oneDNN's
+// implementation name ("jit:avx512_core").
 template <typename Prim>
-Prim makePrimitive(const typename Prim::desc& d, dnnl::memory::desc& scratch) {
+Prim makePrimitive(const typename Prim::desc& d, dnnl::memory::desc& scratch, std::string* impl = nullptr) {
   typename Prim::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
   scratch = pd.scratchpad_desc();
+  if (impl) *impl = pd.impl_info_str();
   return Prim(pd);
 }
 

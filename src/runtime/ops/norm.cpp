@@ -63,10 +63,7 @@ class BatchNormKernel final : public Kernel {
       NormEntry ne;
       ne.md = plainDesc(xin);
       dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, eps, fl);
-      dnnl::batch_normalization_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-      ne.scratch_md = pd.scratchpad_desc();
-      ne.impl = implName(pd);
-      ne.prim = dnnl::batch_normalization_forward(pd);
+      ne.prim = makePrimitive<dnnl::batch_normalization_forward>(d, ne.scratch_md, &ne.impl);
       return ne;
     });
     last_.store(e);

@@ -75,10 +75,7 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
     for (size_t i = 0; i < dil.size(); ++i) dil[i] = g.dilation[i] - 1;
     dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, pe.src_md, pe.dst_md, g.stride, g.kernel,
                                      dil, g.pad_l, g.pad_r);
-    dnnl::pooling_v2_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
-    pe.scratch_md = pd.scratchpad_desc();
-    pe.impl = implName(pd);
-    pe.prim = dnnl::pooling_v2_forward(pd);
+    pe.prim = makePrimitive<dnnl::pooling_v2_forward>(d, pe.scratch_md, &pe.impl);
     return pe;
   });
   if (trace) trace->last.store(e);
@@ -111,7 +108,8 @@ std::optional<Tensor> splitGlobalPool(ExecContext& ctx, PrimitiveCache<PoolEntry
   // Stage 1: [n*t, c, h/t, w] channels-last over the same memory.
   Tensor pieces = x.asStrided({n * t, c, h / t, w}, {(h / t) * w * c, 1, w * c, c}, x.offset());
   PoolGeom g1{{h / t, w}, {h / t, w}, {0, 0}, {0, 0}, {1, 1}, {1, 1}};
-  Tensor partial = runPoolOnce(ctx, cache, pieces, g1, alg, true, &trace);  // the stage that reads x  // [n*t, c, 1, 1]: dense either way
+  // [n*t, c, 1, 1], dense either way; the trace shows this stage (the one reading x)
+  Tensor partial = runPoolOnce(ctx, cache, pieces, g1, alg, true, &trace);
   // Stage 2: the partials as [n, c, t, 1] channels-last.
   Tensor rows = partial.asStrided({n, c, t, 1}, {t * c, 1, c, c}, partial.offset());
   PoolGeom g2{{t, 1}, {t, 1}, {0, 0}, {0, 0}, {1, 1}, {1, 1}};
