@@ -36,7 +36,6 @@ CompiledGraph::CompiledGraph(std::shared_ptr<Graph> graph, WeightMap weights) : 
 
 size_t CompiledGraph::weightBytes() const { return plan_->constantBytes(); }
 
-
 void CompiledGraph::checkInputs(const std::vector<RtValue>& in) const {
   if (in.size() != inputs_.size()) {
     std::string names;

@@ -1,11 +1,11 @@
 #include "runtime/dnnl_utils.h"
 
-#include <utility>
-#include "runtime/ops/primitive_cache.h"
-
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <utility>
+
+#include "runtime/ops/primitive_cache.h"
 
 namespace llga {
 
@@ -83,11 +83,9 @@ struct WeightEntry {
   std::weak_ptr<Storage> reordered;
 };
 
-}  // namespace
+thread_local bool t_plain_weights = false;  // PlainWeightsScope
 
-namespace {
-thread_local bool t_plain_weights = false;
-}
+}  // namespace
 
 PlainWeightsScope::PlainWeightsScope() : prev_(std::exchange(t_plain_weights, true)) {}
 PlainWeightsScope::~PlainWeightsScope() { t_plain_weights = prev_; }
