@@ -21,14 +21,61 @@ dnnl::primitive_attr scratchpadAttr() {
 }
 
 dnnl::memory ExecContext::scratchpad(const dnnl::memory::desc& md) {
-  size_t need = md.get_size();
-  if (!scratch_ || scratch_->nbytes < need) scratch_ = Storage::allocate(std::max<size_t>(need, 1 << 16), AllocPurpose::Activation);
-  return dnnl::memory(md, cpuEngine(), scratch_->data);
+  return dnnl::memory(md, cpuEngine(), scratchpadData(md.get_size()));
+}
+
+void* ExecContext::scratchpadData(size_t bytes) {
+  if (!scratch_ || scratch_->nbytes < bytes) scratch_ = Storage::allocate(std::max<size_t>(bytes, 1 << 16), AllocPurpose::Activation);
+  return scratch_->data;
+}
+
+BoundArgs::Slot& BoundArgs::slot(int arg) {
+  for (Slot& s : slots_)
+    if (s.arg == arg) return s;
+  return slots_.emplace_back(Slot{arg, nullptr, nullptr, dnnl::memory(), nullptr, false});
+}
+
+dnnl::memory BoundArgs::bind(int arg, const dnnl::memory::desc& md, void* data, std::shared_ptr<const void> owner) {
+  Slot& s = slot(arg);
+  s.used = true;
+  if (s.md == &md && s.mem) {
+    if (s.data != data) s.mem.set_data_handle(data);
+    s.data = data;
+    return s.mem;
+  }
+  s.mem = dnnl::memory(md, cpuEngine(), data);
+  s.md = &md;
+  s.data = data;
+  s.owner = std::move(owner);
+  return s.mem;
+}
+
+dnnl::memory BoundArgs::bind(int arg, const dnnl::memory& m) {
+  Slot& s = slot(arg);
+  s.used = true;
+  s.md = nullptr;
+  s.data = nullptr;
+  s.owner.reset();
+  if (s.mem.get(true) != m.get(true)) s.mem = m;
+  return s.mem;
+}
+
+void BoundArgs::execute(ExecContext& ctx, const dnnl::primitive& prim, const dnnl::memory::desc& scratch_md) {
+  if (const size_t bytes = scratch_md.get_size()) bind(DNNL_ARG_SCRATCHPAD, scratch_md, ctx.scratchpadData(bytes));
+  c_args_.clear();
+  for (Slot& s : slots_) {
+    if (s.used) c_args_.push_back({s.arg, s.mem.get()});
+    s.used = false;
+  }
+  dnnl::error::wrap_c_api(
+      dnnl_primitive_execute(prim.get(), ctx.stream.get(), static_cast<int>(c_args_.size()), c_args_.data()),
+      "could not execute a primitive");
+  ctx.stream.wait();
 }
 
 void execute(ExecContext& ctx, const dnnl::primitive& prim, const dnnl::memory::desc& scratch_md,
              std::unordered_map<int, dnnl::memory> args) {
-  args[DNNL_ARG_SCRATCHPAD] = ctx.scratchpad(scratch_md);
+  if (scratch_md.get_size() > 0) args[DNNL_ARG_SCRATCHPAD] = ctx.scratchpad(scratch_md);
   prim.execute(ctx.stream, args);
   ctx.stream.wait();
 }

@@ -496,18 +496,22 @@ void Plan::runProfiled(const Instr& ins, const KernelArgs& a) const {
 }
 
 std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, const NodeObserver* observer) const {
+  applyNumThreads();
+  ExecContext ctx;
+  ctx.observer = observer;
+  return run(std::move(inputs), ctx);
+}
+
+std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, ExecContext& ctx) const {
   if (inputs.size() != main_.inputs.size())
     throw std::invalid_argument("expected " + std::to_string(main_.inputs.size()) + " inputs, got " +
                                 std::to_string(inputs.size()));
-  applyNumThreads();
   std::vector<RtValue> regs(static_cast<size_t>(num_regs_));
   {
     std::shared_lock<std::shared_mutex> lock(constants_mu_);
     for (const auto& [r, v] : constants_) regs[static_cast<size_t>(r)] = v;
   }
   for (size_t i = 0; i < inputs.size(); ++i) regs[static_cast<size_t>(main_.inputs[i])] = std::move(inputs[i]);
-  ExecContext ctx;
-  ctx.observer = observer;
   if (compact_pending_.exchange(false)) {  // this call compacts the weights as it goes (see compactConstant)
     try {
       if (!compaction_.prepared) prepareCompaction();

@@ -41,6 +41,9 @@ class Plan {
   static std::unique_ptr<Plan> build(std::shared_ptr<const Graph> graph, const WeightMap& weights);
   // `observer`, if given, sees every executed op node and its outputs.
   std::vector<RtValue> run(std::vector<RtValue> inputs, const NodeObserver* observer = nullptr) const;
+  // The same inside a kernel of an enclosing plan: its context (stream,
+  // scratchpad, observer) serves this plan's ops too.
+  std::vector<RtValue> run(std::vector<RtValue> inputs, ExecContext& ctx) const;
   size_t numInstructions() const;
   // Each op's kernel with what it did on its latest call (Kernel::describe).
   std::vector<std::pair<const Node*, std::string>> describeKernels() const;

@@ -97,7 +97,7 @@ class ChainKernel final : public Kernel {
     std::vector<RtValue> in;
     in.reserve(a.num_in);
     for (size_t i = 0; i < a.num_in; ++i) in.push_back(*a.in[i]);
-    std::vector<RtValue> out = plan_->run(std::move(in), a.ctx.observer);
+    std::vector<RtValue> out = plan_->run(std::move(in), a.ctx);
     for (size_t i = 0; i < out.size() && i < a.num_out; ++i) a.set(i, std::move(out[i]));
   }
   const char* primitiveKind() const override { return "ops in sequence"; }

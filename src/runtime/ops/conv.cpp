@@ -25,6 +25,7 @@ struct ConvParams {
   bool transposed = false;
   int64_t groups = 1;
   bool same = false;
+  size_t nsp = 0;  // spatial dims they were expanded to
 };
 
 Shape expandParam(Shape v, size_t n, const char* what) {
@@ -47,14 +48,19 @@ struct ConvEntry {
   bool transposed = false;
   std::vector<PostOp> ops;  // the chain for these shapes (a same-shape add becomes a sum)
   int sum_operand = -1;     // which operand pre-fills dst for the sum, if any
+  memory::desc bias_md;
+  SharedBoundArgs bound;    // the primitive's arguments, re-pointed call after call
 };
 
 class ConvKernel final : public Kernel {
  public:
   enum class Form { Internal, Conv, ConvTranspose };
-  ConvKernel(Form form, bool constant_weight, std::vector<PostOp> post = {},
+  // `constant_params`: stride, padding, dilation, groups, ... are graph
+  // constants, so they are read once rather than on every call.
+  ConvKernel(Form form, bool constant_weight, bool constant_params, std::vector<PostOp> post = {},
              size_t anchor_inputs = std::numeric_limits<size_t>::max())
-      : form_(form), constant_weight_(constant_weight), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
+      : form_(form), constant_weight_(constant_weight), constant_params_(constant_params), post_(std::move(post)),
+        anchor_inputs_(anchor_inputs) {}
 
   // The activation and the post-op operands may arrive blocked; weight and bias not.
   bool acceptsBlocked(size_t input) const override {
@@ -81,19 +87,29 @@ class ConvKernel final : public Kernel {
   }
 
   void run(const KernelArgs& a) override {
-    Tensor x = a.tensor(0);
+    const Tensor& x_in = a.tensor(0);
     const Tensor& w = a.tensor(1);
-    std::optional<Tensor> b = a.optTensor(2);
-    if (x.dtype() != ScalarType::Float || w.dtype() != ScalarType::Float)
-      throw std::invalid_argument("convolution supports float32, got " + x.describe() + " and " + w.describe());
+    const Tensor* b = a.isNone(2) ? nullptr : &a.tensor(2);
+    if (x_in.dtype() != ScalarType::Float || w.dtype() != ScalarType::Float)
+      throw std::invalid_argument("convolution supports float32, got " + x_in.describe() + " and " + w.describe());
     const int64_t nsp = w.dim() - 2;
     if (nsp < 1 || nsp > 3) throw std::invalid_argument("convolution weight must have 3 to 5 dims");
-    bool batched = x.dim() == nsp + 2;
-    if (!batched && x.dim() == nsp + 1) x = toPlain(a.ctx, x).unsqueeze(0);
-    else if (!batched) throw std::invalid_argument("convolution input " + x.describe() + " does not match weight " + w.describe());
-    ConvParams p = params(a, static_cast<size_t>(nsp), x, w);
+    const bool batched = x_in.dim() == nsp + 2;
+    Tensor x_unbatched;  // an unbatched input as a batch of one
+    if (!batched && x_in.dim() == nsp + 1) x_unbatched = toPlain(a.ctx, x_in).unsqueeze(0);
+    else if (!batched) throw std::invalid_argument("convolution input " + x_in.describe() + " does not match weight " + w.describe());
+    const Tensor& x = batched ? x_in : x_unbatched;
+    std::shared_ptr<const ConvParams> params_now = constant_params_ ? fixed_params_.load() : nullptr;
+    if (params_now && params_now->nsp == static_cast<size_t>(nsp)) {
+      checkChannels(*params_now, x, w);
+    } else {
+      params_now = std::make_shared<const ConvParams>(params(a, static_cast<size_t>(nsp), x, w));
+      if (constant_params_ && !params_now->same) fixed_params_.store(params_now);  // "same" padding depends on w
+    }
+    const ConvParams& p = *params_now;
 
-    std::vector<int64_t> key;
+    thread_local std::vector<int64_t> key;  // reused: no allocation per call
+    key.clear();
     addToKey(key, x);
     if (constant_weight_) addConstantToKey(key, w);
     else addToKey(key, w);
@@ -109,60 +125,51 @@ class ConvKernel final : public Kernel {
       addToKey(key, t);
       operands.push_back(std::move(t));
     }
-    auto e = cache_.get(key, [&] { return prepare(x, w, b.has_value(), p, operands); });
+    auto e = cache_.get(key, [&] { return prepare(x, w, b != nullptr, p, operands); });
 
     for (const Tensor& t : operands) checkOperandFits(t, e->out_shape);
     ExecContext& ctx = a.ctx;
+    SharedBoundArgs::Lease args = e->bound.lease();
     Tensor src_buf, wei_buf, dst_buf;  // this call's blocked copies
-    memory src;
-    if (x.isBlocked()) {  // from a producer that kept its layout: used as is when it is the one wanted
-      src = memoryOf(x);
-      if (x.blockedLayout()->md != e->src_md) {
-        memory tmp = temporary(e->src_md, src_buf);
-        reorder(ctx, src, tmp);
-        src = tmp;
-      }
-    } else {
-      src = wrap(x, e->src_plain);
-      if (e->src_md != e->src_plain) {
-        memory tmp = temporary(e->src_md, src_buf);
-        reorder(ctx, src, tmp);
-        src = tmp;
-      }
+    if (x.isBlocked() && x.blockedLayout()->md == e->src_md) {  // from a producer that kept its layout
+      args->bind(DNNL_ARG_SRC, x.blockedLayout()->md, x.data(), x.blockedLayout());
+    } else if (!x.isBlocked() && e->src_md == e->src_plain) {
+      args->bind(DNNL_ARG_SRC, e->src_plain, x.data());
+    } else {  // into the primitive's layout first
+      memory tmp = temporary(e->src_md, src_buf);
+      reorder(ctx, x.isBlocked() ? memoryOf(x) : wrap(x, e->src_plain), tmp);
+      args->bind(DNNL_ARG_SRC, e->src_md, src_buf.data());
     }
-    memory wei = e->weights;
-    if (!constant_weight_) {
+    if (constant_weight_) {
+      args->bind(DNNL_ARG_WEIGHTS, e->weights);
+    } else {
       memory plain = w.isBlocked() ? memoryOf(w) : wrap(w, weightsPlainDesc(w, p));
-      wei = temporary(e->wei_md, wei_buf);
-      reorder(ctx, plain, wei);
+      reorder(ctx, plain, temporary(e->wei_md, wei_buf));
+      args->bind(DNNL_ARG_WEIGHTS, e->wei_md, wei_buf.data());
     }
     // The output stays in the primitive's layout when every reader takes it so.
     const bool keep_blocked = blocked_output_ && batched && e->dst_md != e->dst_plain;
     // Not blocked, but every reader takes strided tensors: a channels-last dst is handed out as strides.
     const bool keep_strided = !keep_blocked && strided_output_ && batched && e->dst_strided && e->dst_md != e->dst_plain;
+    // dst is written in the primitive's layout: into `out` itself, or into a
+    // temporary reordered into `out` (plain) afterwards.
+    const bool direct = keep_blocked || keep_strided || e->dst_md == e->dst_plain;
     Tensor out;
-    memory dst, dst_plain;
     // The residual (sum) operand's buffer becomes the output when nobody else
     // holds it and this is its last reader: no copy of it into dst.
     const bool in_place = e->sum_operand >= 0 && canWriteInto(a, e->sum_operand, operands, *e, keep_blocked, keep_strided);
     if (in_place) {
       out = operands[static_cast<size_t>(e->sum_operand)];
-      dst = keep_strided ? wrap(out, e->dst_md) : memoryOf(out);
-      if (!keep_blocked) dst_plain = dst;
     } else if (keep_strided) {
       out = Tensor::fromStorage(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, e->out_shape,
                                 e->dst_strides, 0);
-      dst = wrap(out, e->dst_md);
-      dst_plain = dst;
     } else if (keep_blocked) {
       out = Tensor::blocked(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, e->out_shape, e->dst_layout);
-      dst = memoryOf(out);
     } else {
       out = Tensor::empty(ScalarType::Float, e->out_shape);
-      dst_plain = wrap(out, e->dst_plain);
-      dst = e->dst_md == e->dst_plain ? dst_plain : temporary(e->dst_md, dst_buf);
     }
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+    if (!direct) temporary(e->dst_md, dst_buf);
+    const memory dst = args->bind(DNNL_ARG_DST, e->dst_md, direct ? out.data() : dst_buf.data());
     std::vector<Tensor> plain_operands;  // blocked binary operands, made plain for their broadcast descriptor
     plain_operands.reserve(operands.size());
     for (size_t i = 0, o = 0; i < e->ops.size(); ++i) {
@@ -171,18 +178,18 @@ class ConvKernel final : public Kernel {
         if (!in_place) reorder(ctx, memoryOf(operands[o]), dst);
       } else {
         const Tensor& t = plain_operands.emplace_back(toPlain(ctx, operands[o]));
-        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1] =
-            wrap(t, binaryOperandDesc(t, e->out_shape.size()));
+        args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
+                   wrap(t, binaryOperandDesc(t, e->out_shape.size())));
       }
       ++o;
     }
-    Tensor bias;
+    Tensor bias_copy;
     if (b) {
-      bias = b->contiguous();
-      args[DNNL_ARG_BIAS] = wrap(bias);
+      if (!b->isContiguous()) bias_copy = b->contiguous();
+      args->bind(DNNL_ARG_BIAS, e->bias_md, (bias_copy.defined() ? bias_copy : *b).data());
     }
-    execute(ctx, e->prim, e->scratch_md, std::move(args));
-    if (!keep_blocked && dst != dst_plain) reorder(ctx, dst, dst_plain);
+    args->execute(ctx, e->prim, e->scratch_md);
+    if (!direct) reorder(ctx, dst, wrap(out, e->dst_plain));
     last_.store(e);
     a.set(0, batched ? out : out.squeeze(0));
   }
@@ -251,13 +258,18 @@ class ConvKernel final : public Kernel {
       p.padding_l = expandParam(padding, nsp, "padding");
       p.padding_r = p.padding_l;
     }
+    p.nsp = nsp;
+    checkChannels(p, x, w);
+    return p;
+  }
+
+  static void checkChannels(const ConvParams& p, const Tensor& x, const Tensor& w) {
     int64_t in_c = x.size(1);
     int64_t w_in = p.transposed ? w.size(0) : w.size(1) * p.groups;
     if (in_c != w_in)
       throw std::invalid_argument("convolution: input " + x.describe() + " has " + std::to_string(in_c) +
                                   " channels, weight " + w.describe() + " with groups=" + std::to_string(p.groups) +
                                   " expects " + std::to_string(w_in));
-    return p;
   }
 
   // The weight as oneDNN sees it ({g,} oc, ic, k...) over PyTorch's buffer.
@@ -317,7 +329,8 @@ class ConvKernel final : public Kernel {
     auto any = [](const Shape& dims) { return memory::desc(dims, memory::data_type::f32, tag::any); };
     memory::desc wplain = weightsPlainDesc(w, p);
     memory::desc src_any = any(x.sizes()), dst_any = any(out), wei_any = PlainWeightsScope::active() && constant_weight_ ? wplain : any(wplain.dims());
-    memory::desc bias_md = has_bias ? memory::desc({oc}, memory::data_type::f32, tag::a) : memory::desc();
+    e.bias_md = has_bias ? memory::desc({oc}, memory::data_type::f32, tag::a) : memory::desc();
+    const memory::desc& bias_md = e.bias_md;
     auto prop = dnnl::prop_kind::forward_inference;
     // The chain: the first add whose operand has the output's exact shape is
     // a sum (dst pre-filled with it); other operands are binary post-ops.
@@ -372,6 +385,8 @@ class ConvKernel final : public Kernel {
 
   Form form_;
   bool constant_weight_;
+  bool constant_params_;
+  std::atomic<std::shared_ptr<const ConvParams>> fixed_params_;  // read once, when constant_params_
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
   bool blocked_output_ = false;
@@ -386,16 +401,26 @@ ConvKernel::Form convForm(const std::string& kind) {
   return ConvKernel::Form::Conv;
 }
 
+
+// Whether every input after the bias (stride, padding, ...) is a graph constant.
+bool constantParams(const Node& n) {
+  for (size_t i = 3; i < n.inputs().size(); ++i)
+    if (n.input(i)->node()->kind() != prim::Constant) return false;
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight) {
-  return std::make_unique<ConvKernel>(convForm(anchor.kind().toQualString()), constant_weight, std::move(post),
-                                      anchor.inputs().size());
+  return std::make_unique<ConvKernel>(convForm(anchor.kind().toQualString()), constant_weight, constantParams(anchor),
+                                      std::move(post), anchor.inputs().size());
 }
 
 void registerConvOps(OpRegistry& r) {
   auto add = [&](const char* name, ConvKernel::Form form, size_t lo, size_t hi) {
-    r.add(OpDef{name, lo, hi, [form](const Node& n) { return std::make_unique<ConvKernel>(form, isConstantInput(n, 1)); }});
+    r.add(OpDef{name, lo, hi, [form](const Node& n) {
+                  return std::make_unique<ConvKernel>(form, isConstantInput(n, 1), constantParams(n));
+                }});
   };
   add("aten::_convolution", ConvKernel::Form::Internal, 12, 13);
   for (const char* n : {"aten::conv1d", "aten::conv2d", "aten::conv3d"}) add(n, ConvKernel::Form::Conv, 2, 7);

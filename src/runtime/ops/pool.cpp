@@ -40,6 +40,7 @@ struct PoolEntry {
   dnnl::pooling_v2_forward prim;
   memory::desc src_md, dst_md, scratch_md;
   std::string impl;  // "jit:avx512_core"
+  SharedBoundArgs bound;
 };
 
 // What a pooling kernel ran on its latest call, for describe().
@@ -63,7 +64,8 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
   // The primitive runs with src and dst in the same order (mixed orders fall to
   // oneDNN's slow reference kernels); a caller that needs contiguous gets a copy.
   Tensor out = Tensor::emptyLike(ScalarType::Float, out_shape, x);
-  std::vector<int64_t> key;
+  thread_local std::vector<int64_t> key;  // reused: no allocation per call
+  key.clear();
   addToKey(key, x);
   for (const Shape* s : {&g.kernel, &g.stride, &g.pad_l, &g.pad_r, &g.dilation}) key.insert(key.end(), s->begin(), s->end());
   key.push_back(static_cast<int64_t>(alg));
@@ -79,7 +81,10 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
     return pe;
   });
   if (trace) trace->last.store(e);
-  execute(ctx, e->prim, e->scratch_md, {{DNNL_ARG_SRC, wrap(x, e->src_md)}, {DNNL_ARG_DST, wrap(out, e->dst_md)}});
+  SharedBoundArgs::Lease args = e->bound.lease();
+  args->bind(DNNL_ARG_SRC, e->src_md, x.data());
+  args->bind(DNNL_ARG_DST, e->dst_md, out.data());
+  args->execute(ctx, e->prim, e->scratch_md);
   return follow ? out : out.contiguous();
 }
 
