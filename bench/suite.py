@@ -276,7 +276,9 @@ def run_model(name: str, batch: int, args, ort: dict, limit: dict, bar) -> dict:
         # must not land on the next system's time.
         est = {s: max(1e-6, result["systems"][s]["first_call_ms"] / 1e3) for s in runners}
         for s, r in runners.items():
-            est[s] = max(1e-6, min(r.send({"cmd": "run", "n": 1})["times"]))  # warm
+            # warm; the fastest of three calls, so that one slow call (a busy machine)
+            # does not shrink the blocks to single cold calls
+            est[s] = max(1e-6, min(r.send({"cmd": "run", "n": 3})["times"]))
         block = {s: max(1, min(5000, int(0.1 / est[s]))) for s in runners}
         rounds = {s: max(3, min(args.runs, int(args.max_seconds / (est[s] * block[s])))) for s in runners}
         times: Dict[str, List[float]] = {s: [] for s in runners}

@@ -178,6 +178,7 @@ void binaryLoop(Bin op, const Tensor& a, const Tensor& b, Tensor& out) {
 struct BinEntry {
   dnnl::binary prim;
   dnnl::memory::desc a_md, b_md, out_md, scratch_md;
+  SharedBoundArgs bound;
 };
 using BinCache = PrimitiveCache<BinEntry>;
 
@@ -187,7 +188,8 @@ void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a, c
   bshape.insert(bshape.end(), b.sizes().begin(), b.sizes().end());
   Tensor bb = b.dim() == out.dim() ? b : b.view(bshape);
   if (bb.dim() == 0) bb = bb.view({1});
-  std::vector<int64_t> key{static_cast<int64_t>(op)};
+  thread_local std::vector<int64_t> key;  // reused: no allocation per call
+  key.assign(1, static_cast<int64_t>(op));
   addToKey(key, a);
   addToKey(key, bb);
   addToKey(key, out);
@@ -200,8 +202,11 @@ void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a, c
     en.prim = makePrimitive<dnnl::binary>(d, en.scratch_md);
     return en;
   });
-  execute(ctx, e->prim, e->scratch_md,
-          {{DNNL_ARG_SRC_0, wrap(a, e->a_md)}, {DNNL_ARG_SRC_1, wrap(bb, e->b_md)}, {DNNL_ARG_DST, wrap(out, e->out_md)}});
+  SharedBoundArgs::Lease args = e->bound.lease();
+  args->bind(DNNL_ARG_SRC_0, e->a_md, a.data());
+  args->bind(DNNL_ARG_SRC_1, e->b_md, bb.data());
+  args->bind(DNNL_ARG_DST, e->out_md, out.data());
+  args->execute(ctx, e->prim, e->scratch_md);
 }
 
 // Computes a op b (tensors or scalars). `out` (when given) is written in place.
