@@ -7,6 +7,7 @@
 #include "backend/dnnl/fusion_group.h"
 
 #include <algorithm>
+#include <array>
 
 #include "fuser/patterns.h"
 #include "runtime/constant_eval.h"
@@ -49,13 +50,19 @@ class FusedAnchorKernel final : public Kernel {
       : inner_(std::move(inner)), sources_(std::move(sources)) {}
 
   void run(const KernelArgs& a) override {
-    std::vector<RtValue*> in(sources_.size());
+    std::array<RtValue*, 32> in_small;  // no allocation per call for the usual few arguments
+    std::vector<RtValue*> in_big;
+    RtValue** in = in_small.data();
+    if (sources_.size() > in_small.size()) {
+      in_big.resize(sources_.size());
+      in = in_big.data();
+    }
     for (size_t i = 0; i < sources_.size(); ++i)
       in[i] = sources_[i].input >= 0 ? a.in[sources_[i].input] : &sources_[i].constant;
     uint64_t dying = 0;  // the group's dying inputs, at their positions in the anchor's arguments
     for (size_t k = 0; k < sources_.size() && k < 64; ++k)
       if (sources_[k].input >= 0 && a.inputDies(static_cast<size_t>(sources_[k].input))) dying |= uint64_t{1} << k;
-    inner_->run(KernelArgs{in.data(), in.size(), a.out, a.num_out, a.ctx, dying});
+    inner_->run(KernelArgs{in, sources_.size(), a.out, a.num_out, a.ctx, dying});
   }
   bool acceptsBlocked(size_t input) const override { return everyUse(input, &Kernel::acceptsBlocked); }
   void allowBlockedOutput(size_t output) override { inner_->allowBlockedOutput(output); }
