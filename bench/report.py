@@ -42,8 +42,9 @@ def markdown(run: dict) -> str:
     lim = run["limit"]
     m = run["machine"]
     lines = [
-        f"llga benchmark, {run['date']}, {run['threads']} threads, fp32; median latency in ms "
-        f"(ratio < 1: llga faster).",
+        f"llga benchmark, {run['date']}, {run['threads']} threads, fp32; median latency in ms; "
+        f"ratios paired by timing round (median over rounds of llga's time / the peer's in the same round; "
+        f"< 1: llga faster).",
         f"Machine: {m.get('cpu', '?')}, {m.get('cpus')} CPUs; limit (oneDNN conv 1x256x56x56 3x3): "
         f"{lim['f32']['gflops']:.0f} GFLOP/s f32 ({lim['f32']['impl']}), "
         + (f"{lim['bf16']['gflops']:.0f} GFLOP/s bf16 ({lim['bf16']['impl']})" if lim["bf16"]["supported"]
@@ -61,7 +62,9 @@ def markdown(run: dict) -> str:
             notes.append(f"{r['model']} (batch {r['batch']}): {r['error']}")
             continue
         llga = _ms(sy.get("llga"))
-        ro, rf = _ratio(llga, _ms(sy.get("ort"))), _ratio(llga, _ms(sy.get("ofi")))
+        paired = r.get("paired", {})  # older runs: the ratio of the medians
+        ro = paired.get("ort", _ratio(llga, _ms(sy.get("ort"))))
+        rf = paired.get("ofi", _ratio(llga, _ms(sy.get("ofi"))))
         r_ort.append(ro)
         r_ofi.append(rf)
         l = sy.get("llga", {})

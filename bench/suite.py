@@ -282,6 +282,7 @@ def run_model(name: str, batch: int, args, ort: dict, limit: dict, bar) -> dict:
         block = {s: max(1, min(5000, int(0.1 / est[s]))) for s in runners}
         rounds = {s: max(3, min(args.runs, int(args.max_seconds / (est[s] * block[s])))) for s in runners}
         times: Dict[str, List[float]] = {s: [] for s in runners}
+        round_ms: Dict[str, List[float]] = {s: [] for s in runners}  # each round's block median
         for s, r in runners.items():  # warm-up block
             time.sleep(PAUSE_S)
             r.send({"cmd": "run", "n": block[s]})
@@ -290,7 +291,9 @@ def run_model(name: str, batch: int, args, ort: dict, limit: dict, bar) -> dict:
             for s, r in runners.items():
                 if i < rounds[s]:
                     time.sleep(PAUSE_S)
-                    times[s].extend(r.send({"cmd": "run", "n": block[s]})["times"])
+                    got = r.send({"cmd": "run", "n": block[s]})["times"]
+                    times[s].extend(got)
+                    round_ms[s].append(statistics.median(got) * 1e3)
             bar.update(args.runs / max(rounds.values()))
         for s, r in runners.items():
             entry = result["systems"][s]
@@ -304,6 +307,7 @@ def run_model(name: str, batch: int, args, ort: dict, limit: dict, bar) -> dict:
             if entry["ok"]:
                 entry["median_ms"] = statistics.median(times[s]) * 1e3
                 entry["min_ms"] = min(times[s]) * 1e3
+                entry["round_ms"] = round_ms[s]
             if s == "llga" and "flops" in info:
                 result["flops"] = info["flops"]
                 result["llga_memory"] = info["memory"]
@@ -311,6 +315,7 @@ def run_model(name: str, batch: int, args, ort: dict, limit: dict, bar) -> dict:
     finally:
         for r in runners.values():
             r.kill()
+    result["paired"] = paired_ratios(result["systems"])
     flops = result.get("flops")
     for s, entry in result["systems"].items():
         if flops and entry.get("median_ms"):
@@ -322,6 +327,24 @@ def run_model(name: str, batch: int, args, ort: dict, limit: dict, bar) -> dict:
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+def paired_ratios(systems: Dict[str, dict]) -> Dict[str, float]:
+    """llga's time over each peer's, paired by round: the median over rounds of
+    llga's block median divided by the peer's block median of the same round
+    (the two blocks run within a second of each other). A slow phase of the
+    machine that lasts a few rounds then moves both sides of its ratios, where
+    the ratio of the two overall medians can swing with it (resnet50 read 0.86x,
+    0.97x and 1.25x in three back-to-back runs on a busy day)."""
+    llga = systems.get("llga", {})
+    out = {}
+    for s, entry in systems.items():
+        if s == "llga" or not (llga.get("ok") and entry.get("ok")):
+            continue
+        pairs = [a / b for a, b in zip(llga.get("round_ms", []), entry.get("round_ms", [])) if b > 0]
+        if pairs:
+            out[s] = statistics.median(pairs)
+    return out
 
 
 # ----------------------------------------------------------------- main

@@ -55,3 +55,22 @@ def test_every_system_checked_and_timed(tiny_run):
 def test_rejects_unknown_model():
     r = subprocess.run([sys.executable, "-m", "bench", "--models", "nope"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and "unknown model 'nope'" in r.stderr
+
+
+
+def test_ratios_are_paired_by_round(tiny_run):
+    _, run, stdout = tiny_run
+    (res,) = run["results"]
+    assert len(res["systems"]["llga"]["round_ms"]) >= 2
+    assert set(res["paired"]) >= {"ofi", "eager"}
+    assert f"{res['paired']['ofi']:.2f}x" in stdout  # the table's llga/OFI column
+
+    from bench.suite import paired_ratios
+
+    # The machine turns slow in round 3, after llga's block and before ORT's:
+    # llga's median lands on a slow round, ORT's on a fast one (1.8x unpaired);
+    # paired by round, every round but that one says 0.9x.
+    systems = {"llga": {"ok": True, "round_ms": [9, 9, 18, 18, 18]},
+               "ort": {"ok": True, "round_ms": [10, 10, 10, 20, 20]},
+               "ofi": {"ok": False}}
+    assert paired_ratios(systems) == {"ort": 0.9}
