@@ -48,12 +48,20 @@ def _resolve(module, path: str, named: Dict[str, object]):
     return obj
 
 
+def _is_plain_constant(value) -> bool:
+    """None, a bool, int, float or string, or a list/tuple of them: what a
+    prim::Constant can hold."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    return isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float)) for v in value)
+
+
 def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarray]]:
     torch = _torch()
     module = None
     if isinstance(obj, torch.jit.ScriptModule):
         module = obj
-        tgraph = obj.inlined_graph if inline else obj.graph
+        tgraph = obj.inlined_graph if inline else obj.graph.copy()  # a copy either way: attributes get folded below
     elif isinstance(obj, torch.jit.ScriptFunction):
         tgraph = obj.inlined_graph if inline else obj.graph
     elif isinstance(obj, torch._C.Graph):
@@ -63,13 +71,11 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
             "llga.import_torch takes a torch.jit.ScriptModule, ScriptFunction or torch._C.Graph, "
             f"got {type(obj).__name__} (trace or script the model first: torch.jit.trace(model, example))"
         )
-    text = tgraph.str()
-    graph = parse(text, filename="<torchscript>")
     weights: Dict[str, np.ndarray] = {}
-
     if module is not None:
         named = dict(module.named_parameters())
         named.update(module.named_buffers())
+        plain_attrs = []  # (GetAttr node, its non-tensor value)
         inputs = list(tgraph.inputs())
         paths = {inputs[0].debugName(): ""} if inputs else {}
         for node in _walk(tgraph):
@@ -83,6 +89,19 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
             value = _resolve(module, path, named)
             if isinstance(value, torch.Tensor):
                 weights[path] = tensor_to_numpy(value, path)
+            elif _is_plain_constant(value):
+                plain_attrs.append((node, value))
+        if plain_attrs:
+            # A scripted module reads non-tensor attributes too (a conv's bias
+            # that is None, batch_norm's `training`, a momentum): they become
+            # constants, as torch.jit.freeze makes them (in the copy of the
+            # graph: the module's own stays as it was).
+            for node, value in plain_attrs:
+                with tgraph.insert_point_guard(node):
+                    const = tgraph.insertConstant(value)
+                node.output().replaceAllUsesWith(const)
+                node.destroy()
+    graph = parse(tgraph.str(), filename="<torchscript>")
 
     for node in _walk(tgraph):
         if node.kind() == "prim::Constant" and node.hasAttribute("value") and node.kindOf("value") == "t":

@@ -118,3 +118,40 @@ def test_llga_works_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=llga.__path__[0] + "/..")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_scripted_module_with_none_and_bool_attributes(resnet18):
+    # torch.jit.script keeps `self.bias` (None for these convs) and
+    # batch_norm's `self.training` as attribute reads: they become constants.
+    model, _ = resnet18
+    scripted = torch.jit.script(model)
+    x = torch.randn(1, 3, 224, 224)
+    compiled = llga.optimize(scripted)
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(compiled(x.numpy()), want, rtol=1e-3, atol=1e-3)
+    # The module's own graph is left as it was (the importer folds a copy).
+    g = scripted.inlined_graph.str()
+    assert 'prim::GetAttr[name="training"]' in g and 'prim::GetAttr[name="bias"]' in g
+
+
+def test_scripted_attribute_of_another_kind_is_a_clear_error():
+    class Table(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = {"a": 2.0}  # a dict attribute: no prim::Constant holds it
+
+        def forward(self, x):
+            return x * self.scale["a"]
+
+    with pytest.raises(llga.LlgaError, match="scale"):
+        llga.optimize(torch.jit.script(Table()))
+
+
+def test_scripted_module_not_inlined_keeps_its_graph():
+    m = torch.jit.script(torch.nn.Conv2d(3, 4, 3, bias=False))
+    before = m.graph.str()
+    g, weights = llga.import_torch(m, inline=False)
+    assert m.graph.str() == before
+    assert "weight" in weights and "bias" not in weights
+    assert 'prim::GetAttr[name="bias"]' not in str(g)  # folded to a None constant in llga's copy
