@@ -353,7 +353,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=None, help=f"comma-separated (default: {','.join(bench_models.DEFAULT)})")
     ap.add_argument("--batch", default="1", help="comma-separated batch sizes (16 for throughput)")
-    ap.add_argument("--runs", type=int, default=20, help="timed rounds per system (each about 20 ms or one call)")
+    ap.add_argument("--runs", type=int, default=20, help="timed rounds per system (each a block of about 100 ms of calls, or one call)")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-seconds", type=float, default=60.0,
