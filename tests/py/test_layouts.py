@@ -235,6 +235,9 @@ def test_global_pool_split_into_row_chunks(kind, batch, hw, chunks):
     assert len(pool) == 1 and pool[0]["inputs"][0].endswith("strided")
     said = re.search(r"global pool in (\d+) row chunks", pool[0]["layouts"] or "")
     assert (int(said.group(1)) if said else 0) == chunks
+    # The partition table names the pooling's oneDNN implementation ("jit:avx512_core") and what it did.
+    (part,) = [p for p in c.partitions if p.pattern == "pool_post_ops"]
+    assert ":" in part.impl and ("row chunks" in part.layouts) == bool(chunks), (part.impl, part.layouts)
 
 
 class ScaleByGate(nn.Module):

@@ -108,6 +108,12 @@ class ChainKernel final : public Kernel {
     for (size_t i = 0; i < out.size() && i < a.num_out; ++i) a.set(i, std::move(out[i]));
   }
   const char* primitiveKind() const override { return "ops in sequence"; }
+  std::string describe() const override {  // its ops' own: a pooling's implementation and layouts, ...
+    std::string s;
+    for (const auto& [node, text] : plan_->describeKernels())
+      if (!text.empty()) s += (s.empty() ? "" : "; ") + text;
+    return s;
+  }
   bool acceptsStrided(size_t input) const override { return plan_->inputAcceptsStrided(input); }
   void allowStridedOutput(size_t output) override { plan_->allowOutputStrided(output); }
 
