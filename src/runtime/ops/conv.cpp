@@ -168,7 +168,7 @@ class ConvKernel final : public Kernel {
     } else {
       out = Tensor::empty(ScalarType::Float, e->out_shape);
     }
-    if (!direct) temporary(e->dst_md, dst_buf);
+    if (!direct) dst_buf = allocateFor(e->dst_md, AllocPurpose::Activation);
     const memory dst = args->bind(DNNL_ARG_DST, e->dst_md, direct ? out.data() : dst_buf.data());
     std::vector<Tensor> plain_operands;  // blocked binary operands, made plain for their broadcast descriptor
     plain_operands.reserve(operands.size());
