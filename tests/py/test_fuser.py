@@ -126,6 +126,58 @@ def test_swish_and_broadcast_mul_fuse_and_match():
     assert c.partitions[0].ops == ["aten::_convolution", "aten::sigmoid", "aten::mul", "aten::mul", "aten::sub"]
 
 
+class _ConvSilu(nn.Module):
+    """conv -> [add residual] -> silu [-> conv -> silu] [-> add]: where the silu sits decides who runs it."""
+
+    def __init__(self, form):
+        super().__init__()
+        self.form = form
+        self.conv = nn.Conv2d(16, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 32, 1)
+
+    def forward(self, x, r):
+        y = self.conv(x)
+        if self.form == "residual":
+            return F.silu(y + r)
+        if self.form == "mul_sigmoid":
+            return y * torch.sigmoid(y)
+        if self.form == "chain":  # the first output goes on to the second conv in its own layout
+            return F.silu(self.conv2(F.silu(y)))
+        if self.form == "silu_then_add":
+            return F.silu(y) + r
+        return F.silu(y)
+
+
+# A final silu over a large output runs as llga's swish after the oneDNN
+# primitive (runtime/swish.h: oneDNN 2.6's divides); small outputs and silus
+# followed by more post-ops keep oneDNN's fused post-op. Either way: PyTorch's numbers.
+@pytest.mark.parametrize("form,hw,llga_swish", [
+    ("plain", 32, True), ("plain", 4, False), ("residual", 32, True), ("mul_sigmoid", 32, True),
+    ("chain", 32, True), ("silu_then_add", 32, False)])
+def test_final_silu_runs_as_llga_swish_on_large_outputs(form, hw, llga_swish):
+    m = _ConvSilu(form).eval()
+    x, r = torch.randn(1, 16, hw, hw) * 4, torch.randn(1, 32, hw, hw) * 4
+    c = compile_(m, x, r)
+    convs = [p for p in c.partitions if "aten::_convolution" in p.ops]
+    assert convs and all(p.impl for p in convs)
+    assert all(("+llga_swish" in p.impl) == llga_swish for p in convs), [p.impl for p in convs]
+    for shape in [(3, 16, hw, hw), (2, 16, hw + 5, hw + 3)]:  # other batches and sizes: new primitives
+        x2, r2 = torch.randn(*shape) * 4, torch.randn(shape[0], 32, *shape[2:]) * 4
+        with torch.no_grad():
+            np.testing.assert_allclose(c(x2.numpy(), r2.numpy()), m(x2, r2).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_llga_swish_can_be_switched_off_and_agrees(monkeypatch):
+    m = _ConvSilu("chain").eval()
+    x, r = torch.randn(2, 16, 24, 24) * 4, torch.randn(2, 32, 24, 24)
+    on = compile_(m, x, r)
+    monkeypatch.setenv("LLGA_FAST_SWISH", "0")
+    off = compile_(m, x, r)
+    assert all("+llga_swish" in p.impl for p in on.partitions)
+    assert not any("+llga_swish" in p.impl for p in off.partitions)
+    np.testing.assert_allclose(on(x.numpy(), r.numpy()), off(x.numpy(), r.numpy()), rtol=1e-5, atol=1e-6)
+
+
 def test_shape_change_between_calls_recompiles_correctly():
     m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4),
                       nn.Tanh()).eval()

@@ -12,6 +12,7 @@
 #include "runtime/ops/fused.h"
 #include "runtime/ops/op_utils.h"
 #include "runtime/post_ops.h"
+#include "runtime/swish.h"
 #include "runtime/ops/primitive_cache.h"
 
 namespace llga {
@@ -48,6 +49,7 @@ struct ConvEntry {
   bool transposed = false;
   std::vector<PostOp> ops;  // the chain for these shapes (a same-shape add becomes a sum)
   int sum_operand = -1;     // which operand pre-fills dst for the sum, if any
+  bool swish_after = false; // the chain's final silu runs after the primitive (runtime/swish.h)
   memory::desc bias_md;
   SharedBoundArgs bound;    // the primitive's arguments, re-pointed call after call
 };
@@ -82,8 +84,8 @@ class ConvKernel final : public Kernel {
     std::shared_ptr<const ConvEntry> e = last_.load();
     if (!e) return {};
     const bool kept = e->dst_md != e->dst_plain && (blocked_output_ || (strided_output_ && e->dst_strided));
-    return e->impl + " src " + layoutName(e->src_md) + " wei " + layoutName(e->wei_md, true) + " dst " +
-           layoutName(e->dst_md) + (kept ? " (kept)" : " (to plain)");
+    return e->impl + (e->swish_after ? "+llga_swish" : "") + " src " + layoutName(e->src_md) + " wei " +
+           layoutName(e->wei_md, true) + " dst " + layoutName(e->dst_md) + (kept ? " (kept)" : " (to plain)");
   }
 
   void run(const KernelArgs& a) override {
@@ -189,6 +191,8 @@ class ConvKernel final : public Kernel {
       args->bind(DNNL_ARG_BIAS, e->bias_md, (bias_copy.defined() ? bias_copy : *b).data());
     }
     args->execute(ctx, e->prim, e->scratch_md);
+    if (e->swish_after)  // over dst's whole dense buffer (a blocked layout's padding is 0 and stays 0)
+      swishInPlace(static_cast<float*>(dst.get_data_handle()), static_cast<int64_t>(e->dst_md.get_size() / sizeof(float)));
     if (!direct) reorder(ctx, dst, wrap(out, e->dst_plain));
     last_.store(e);
     a.set(0, batched ? out : out.squeeze(0));
@@ -346,6 +350,15 @@ class ConvKernel final : public Kernel {
         operand_mds.push_back(binaryOperandDesc(t, out.size()));
       }
       ++o;
+    }
+    // A final silu over a large output: llga's swish after the primitive is
+    // cheaper than oneDNN's post-op (runtime/swish.h measures why).
+    int64_t out_elems = 1;
+    for (int64_t d : out) out_elems *= d;
+    if (!e.ops.empty() && e.ops.back().kind == PostOp::Kind::Eltwise && e.ops.back().alg == dnnl::algorithm::eltwise_swish &&
+        e.ops.back().alpha == 1.0f && out_elems >= kFastSwishMinElements && fastSwishEnabled()) {
+      e.ops.pop_back();
+      e.swish_after = true;
     }
     dnnl::primitive_attr attr = postOpAttr(e.ops, operand_mds);
     auto take = [&e](const auto& pd, dnnl::primitive prim) {

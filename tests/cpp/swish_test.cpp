@@ -1,0 +1,84 @@
+// llga's swish (runtime/swish.h) against x / (1 + exp(-x)) in double, over
+// the whole float range that matters, every tail length, buffers split across
+// threads, and PyTorch's answers for the special values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "runtime/swish.h"
+#include "runtime/threads.h"
+
+using namespace llga;
+
+namespace {
+
+double reference(float x) { return static_cast<double>(x) / (1.0 + std::exp(-static_cast<double>(x))); }
+
+// Relative error against the double reference; values whose exact result is
+// below float's normal range only need to be as small.
+void expectClose(float got, float x) {
+  const double want = reference(x);
+  if (std::fabs(want) < 1e-36) {
+    EXPECT_LE(std::fabs(got), 1e-36) << "x=" << x;
+    return;
+  }
+  EXPECT_LE(std::fabs(got - want) / std::fabs(want), 1e-6) << "x=" << x << " got " << got << " want " << want;
+}
+
+}  // namespace
+
+TEST(Swish, MatchesReferenceAcrossTheRange) {
+  if (!fastSwishEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<float> x;
+  for (double v = -120; v <= 120; v += 0.0037) x.push_back(static_cast<float>(v));
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, -1e-40f, 87.0f, -87.0f, 88.5f, -88.5f, 1e30f, -1e30f})
+    x.push_back(v);
+  std::vector<float> y = x;
+  swishInPlace(y.data(), static_cast<int64_t>(y.size()));
+  for (size_t i = 0; i < x.size(); ++i) expectClose(y[i], x[i]);
+}
+
+TEST(Swish, SpecialValuesAsPyTorch) {
+  if (!fastSwishEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> y = {inf, -inf, std::numeric_limits<float>::quiet_NaN(), -0.0f, -1000.0f};
+  swishInPlace(y.data(), static_cast<int64_t>(y.size()));
+  EXPECT_EQ(y[0], inf);
+  EXPECT_TRUE(std::isnan(y[1]));  // torch.nn.functional.silu(-inf) is nan
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(y[3], 0.0f);
+  EXPECT_TRUE(std::signbit(y[3]));
+  EXPECT_EQ(y[4], 0.0f);  // -1000 / (1 + e^1000): -0 in PyTorch
+}
+
+// Every length up to several vectors: the masked tail touches nothing past n.
+TEST(Swish, TailsStopAtTheEnd) {
+  if (!fastSwishEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (int64_t n = 0; n <= 70; ++n) {
+    std::vector<float> buf(static_cast<size_t>(n) + 16, 1234.5f);
+    for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i) * 0.25f - 5.0f;
+    swishInPlace(buf.data(), n);
+    for (int64_t i = 0; i < n; ++i) expectClose(buf[static_cast<size_t>(i)], static_cast<float>(i) * 0.25f - 5.0f);
+    for (size_t i = static_cast<size_t>(n); i < buf.size(); ++i) ASSERT_EQ(buf[i], 1234.5f) << "n=" << n << " wrote at " << i;
+  }
+}
+
+// A buffer large enough to be split across threads, with a length that is
+// not a multiple of the split: every element is done exactly once.
+TEST(Swish, SplitAcrossThreadsCoversEveryElementOnce) {
+  if (!fastSwishEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const int before = getNumThreads();
+  for (int threads : {1, 2, 3}) {
+    setNumThreads(threads);
+    const int64_t n = 3 * 16384 * 2 + 37;
+    std::vector<float> buf(static_cast<size_t>(n) + 1, -7.0f);
+    for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i % 1000) * 0.01f - 5.0f;
+    swishInPlace(buf.data(), n);
+    for (int64_t i = 0; i < n; ++i)  // applied twice would give swish(swish(x))
+      expectClose(buf[static_cast<size_t>(i)], static_cast<float>(i % 1000) * 0.01f - 5.0f);
+    EXPECT_EQ(buf[static_cast<size_t>(n)], -7.0f);
+  }
+  setNumThreads(before);
+}
