@@ -178,6 +178,25 @@ def test_llga_swish_can_be_switched_off_and_agrees(monkeypatch):
     np.testing.assert_allclose(on(x.numpy(), r.numpy()), off(x.numpy(), r.numpy()), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+def test_residual_of_the_convs_own_input_is_not_overwritten(batch):
+    # relu(conv(y) + y): the add is the conv's sum post-op and y is also its
+    # input; writing the sum into y's buffer (y dies here) would let the
+    # primitive read what it already overwrote (it did: 10% of outputs wrong).
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2 = nn.Conv2d(64, 64, 3, padding=1), nn.Conv2d(64, 64, 3, padding=1)
+            self.c3 = nn.Conv2d(64, 16, 1)  # reads the sum in the conv's own layout: no copy for the output
+
+        def forward(self, x):
+            y = torch.relu(self.c1(x))
+            return self.c3(torch.relu(self.c2(y) + y))
+
+    c = compile_(M(), torch.randn(batch, 64, 20, 20))
+    assert [len(p.ops) for p in c.partitions] == [2, 3, 1]  # the add is inside the second conv's partition
+
+
 def test_shape_change_between_calls_recompiles_correctly():
     m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4),
                       nn.Tanh()).eval()

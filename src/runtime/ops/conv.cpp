@@ -159,7 +159,8 @@ class ConvKernel final : public Kernel {
     Tensor out;
     // The residual (sum) operand's buffer becomes the output when nobody else
     // holds it and this is its last reader: no copy of it into dst.
-    const bool in_place = e->sum_operand >= 0 && canWriteInto(a, e->sum_operand, operands, *e, keep_blocked, keep_strided);
+    const bool in_place =
+        e->sum_operand >= 0 && canWriteInto(a, x, e->sum_operand, operands, *e, keep_blocked, keep_strided);
     if (in_place) {
       out = operands[static_cast<size_t>(e->sum_operand)];
     } else if (keep_strided) {
@@ -200,14 +201,18 @@ class ConvKernel final : public Kernel {
 
  private:
   // Whether the sum operand `o` may serve as dst: its register dies here, llga
-  // owns its buffer and only the register and `operands` hold it, and it is
-  // already in dst's layout.
-  bool canWriteInto(const KernelArgs& a, int o, const std::vector<Tensor>& operands, const ConvEntry& e,
-                    bool keep_blocked, bool keep_strided) const {
+  // owns its buffer and only the register and `operands` hold it, no other
+  // input of this call reads the same buffer (conv(y) + y: the primitive would
+  // read y while overwriting it), and it is already in dst's layout.
+  bool canWriteInto(const KernelArgs& a, const Tensor& x, int o, const std::vector<Tensor>& operands,
+                    const ConvEntry& e, bool keep_blocked, bool keep_strided) const {
     const Tensor& t = operands[static_cast<size_t>(o)];
     if (!a.inputDies(anchor_inputs_ + static_cast<size_t>(o)) || !t.storage() || !t.storage()->owned ||
         t.storage().use_count() > 2 || t.dtype() != ScalarType::Float || t.sizes() != e.out_shape)
       return false;
+    if (x.storage() == t.storage()) return false;
+    for (size_t j = 0; j < operands.size(); ++j)
+      if (j != static_cast<size_t>(o) && operands[j].storage() == t.storage()) return false;
     if (keep_blocked) return t.isBlocked() && t.blockedLayout()->md == e.dst_md;
     if (t.isBlocked() || t.offset() != 0) return false;
     if (keep_strided) return t.strides() == e.dst_strides;
