@@ -177,7 +177,8 @@ std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md, bo
 
 std::string layoutName(const dnnl::memory::desc& md, bool weights) {
   const dnnl_memory_desc_t& d = md.data;
-  if (d.format_kind != dnnl_blocked) return d.format_kind == dnnl_format_kind_any ? "any" : "opaque";
+  if (d.format_kind != dnnl_blocked)
+    return d.format_kind == dnnl_format_kind_any ? "any" : d.format_kind == dnnl_format_kind_wino ? "wino" : "opaque";
   const int nd = d.ndims;
   const char* letters = weights ? (nd == 3 ? "oiw" : nd == 4 ? "oihw" : nd == 5 ? "goihw" : "abcdefghijkl")
                                 : (nd == 3 ? "ncw" : nd == 4 ? "nchw" : nd == 5 ? "ncdhw" : "abcdefghijkl");

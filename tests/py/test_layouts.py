@@ -313,3 +313,77 @@ def test_channels_last_through_concat_and_batchnorm_relu(variant):
         assert bn[0]["inputs"][0].endswith("strided") and bn[0]["outputs"][0].endswith("strided")
     else:
         assert all(e["outputs"][0].endswith("plain") for e in convs[:2])  # stack's list wants plain items
+
+
+class WinoChain(nn.Module):
+    """conv(cin->64, stride) -> relu -> conv 3x3 -> relu [+ residual] -> conv 1x1: the middle
+    3x3 convs are Winograd's when the shape pays and their output may stay blocked."""
+
+    def __init__(self, cin=64, stride=1, k=3, residual=False):
+        super().__init__()
+        torch.manual_seed(3)
+        self.c1 = nn.Conv2d(cin, 64, k, stride=stride, padding=k // 2)
+        self.c2 = nn.Conv2d(64, 64, 3, padding=1)
+        self.c3 = nn.Conv2d(64, 32, 1)
+        self.residual = residual
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        z = self.c2(y)
+        z = torch.relu(z + y if self.residual else z)
+        return self.c3(z)
+
+
+def wino_flags(compiled):
+    return ["wino" in p.impl for p in compiled.partitions if p.pattern == "conv_post_ops"]
+
+
+# Winograd F(2x2,3x3) for 3x3 stride-1 convolutions with 16+ channels and
+# 196+ output pixels (ops/conv.cpp measures why), in its blocked layout kept
+# between partitions; the last 1x1 conv reads that layout too. Other batches
+# and sizes specialize again and still match PyTorch.
+@pytest.mark.parametrize("kw,hw,want", [
+    (dict(), 28, [True, True, False]),
+    (dict(residual=True), 28, [True, True, False]),  # the residual add is a sum post-op in Winograd too
+    (dict(cin=3), 28, [False, True, False]),  # a 3-channel stem is slower in Winograd
+    (dict(stride=2), 56, [False, True, False]),
+    (dict(k=1), 28, [False, True, False]),
+    (dict(), 8, [False, False, False]),  # 64 pixels: direct is faster
+])
+def test_winograd_where_it_pays_and_layouts_flow(kw, hw, want):
+    model = WinoChain(**kw)
+    cin = kw.get("cin", 64)
+    c = compile_and_check(model, torch.randn(1, cin, hw, hw))
+    assert wino_flags(c) == want, [p.impl for p in c.partitions]
+    if any(want):  # its consumer read the Winograd output in its layout: no reorder between partitions
+        convs = [p.layouts for p in c.partitions if p.pattern == "conv_post_ops"]
+        assert convs[1].startswith("src ") and re.search(r"dst (\S+)", convs[1]).group(1) == "nChw16c"
+        assert re.search(r"src (\S+)", convs[2]).group(1) == "nChw16c", convs
+    for shape in [(3, cin, hw, hw), (1, cin, hw + 6, hw + 2)]:
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            np.testing.assert_allclose(c(x.numpy()), model(x).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_winograd_off_switch_and_agreement(monkeypatch):
+    model, x = WinoChain(residual=True), torch.randn(2, 64, 28, 28)
+    on = compile_and_check(model, x)
+    monkeypatch.setenv("LLGA_WINOGRAD", "0")
+    off = compile_and_check(model, x)
+    assert any(wino_flags(on)) and not any(wino_flags(off))
+    a, b = on(x.numpy()), off(x.numpy())
+    assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max()
+
+
+def test_winograd_weights_kept_and_shared_at_batch_one():
+    model = WinoChain()
+    c = compile_and_check(model, torch.randn(1, 64, 28, 28))
+    cache = c.memory["weight_cache"]
+    # A Winograd copy cannot stand in for the original (oneDNN reorders only
+    # into that format), so the two 3x3 weights stay; the 1x1's is released.
+    assert c.memory["weights"] == 2 * 64 * 64 * 9 * 4 + 2 * 64 * 4 + 32 * 4
+    for shape in [(1, 64, 30, 34), (1, 64, 56, 56)]:  # same kernel, same transformed weights
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            np.testing.assert_allclose(c(x.numpy()), model(x).numpy(), rtol=1e-4, atol=1e-4)
+    assert c.memory["weight_cache"] == cache
