@@ -1,7 +1,9 @@
 #include "runtime/swish.h"
 
+#if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_ps) when they are inlined here.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #include <omp.h>
 
