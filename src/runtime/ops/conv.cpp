@@ -3,8 +3,12 @@
 //                      output_padding, groups, benchmark, deterministic, cudnn_enabled, allow_tf32)
 //   aten::conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)   padding may be "same"/"valid"
 //   aten::conv_transpose{1,2,3}d(input, weight, bias, stride, padding, output_padding, groups, dilation)
-// Activations and weights use format_tag::any; constant weights are reordered
-// into the primitive's layout once per input shape and kept.
+// Activations and weights use format_tag::any, except that an input arriving
+// blocked is read in its layout when oneDNN can; constant weights are
+// reordered into the primitive's layout once per input shape and kept.
+// Algorithm: direct, or Winograd where it pays (winogradPays). A chain
+// ending in silu over a large output runs llga's swish after the primitive
+// (runtime/swish.h).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
