@@ -19,10 +19,12 @@ using dnnl::memory;
 
 struct MatmulEntry {
   dnnl::matmul prim;
-  memory::desc src_md, wei_md, dst_md, wei_plain, scratch_md;
+  memory::desc src_md, wei_md, dst_md, wei_plain, scratch_md, bias_md;
+  std::vector<memory::desc> operand_mds;  // of the chain's binary post-ops, in order
   memory weights;  // reordered constant weights
   Tensor weights_buf;
   std::string impl;
+  SharedBoundArgs bound;  // the primitive's arguments, re-pointed call after call
 };
 
 bool stridesOk(const Tensor& t) {
@@ -68,7 +70,8 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     bs.insert(bs.end(), t.sizes().begin(), t.sizes().end());
     bb = (t.dim() == nd ? t : t.reshape(bs)).contiguous();
   }
-  std::vector<int64_t> key;
+  thread_local std::vector<int64_t> key;  // reused: no allocation per call
+  key.clear();
   addToKey(key, a);
   if (constant_b) addConstantToKey(key, b);
   else addToKey(key, b);
@@ -83,12 +86,11 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
                               ? memory::desc(b.sizes(), memory::data_type::f32, memory::format_tag::any)
                               : e.wei_plain;
     e.dst_md = plainDesc(out);
-    memory::desc bias_md = bb ? plainDesc(*bb) : memory::desc();
-    dnnl::matmul::desc d(e.src_md, wei_md, bias_md, e.dst_md);
-    std::vector<memory::desc> operand_mds;
+    e.bias_md = bb ? plainDesc(*bb) : memory::desc();
+    dnnl::matmul::desc d(e.src_md, wei_md, e.bias_md, e.dst_md);
     if (chain)
-      for (const Tensor& t : chain->operands) operand_mds.push_back(binaryOperandDesc(t, static_cast<size_t>(nd)));
-    dnnl::matmul::primitive_desc pd(d, chain ? postOpAttr(*chain->ops, operand_mds) : scratchpadAttr(), cpuEngine());
+      for (const Tensor& t : chain->operands) e.operand_mds.push_back(binaryOperandDesc(t, static_cast<size_t>(nd)));
+    dnnl::matmul::primitive_desc pd(d, chain ? postOpAttr(*chain->ops, e.operand_mds) : scratchpadAttr(), cpuEngine());
     e.prim = dnnl::matmul(pd);
     e.scratch_md = pd.scratchpad_desc();
     e.wei_md = pd.weights_desc();
@@ -102,17 +104,21 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   std::shared_ptr<MatmulEntry> e;
   PrimitiveCache<MatmulEntry> local;
   e = (cache ? cache : &local)->get(key, make);
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(a, e->src_md)},
-                                       {DNNL_ARG_WEIGHTS, constant_b ? e->weights : wrap(b, e->wei_plain)},
-                                       {DNNL_ARG_DST, wrap(out, e->dst_md)}};
-  if (bb) args[DNNL_ARG_BIAS] = wrap(*bb);
+  // The entry's descriptors fit this call's tensors: the key holds their sizes and strides.
+  SharedBoundArgs::Lease args = e->bound.lease();
+  args->bind(DNNL_ARG_SRC, e->src_md, a.data());
+  if (constant_b) args->bind(DNNL_ARG_WEIGHTS, e->weights);
+  else args->bind(DNNL_ARG_WEIGHTS, e->wei_plain, b.data());
+  args->bind(DNNL_ARG_DST, e->dst_md, out.data());
+  if (bb) args->bind(DNNL_ARG_BIAS, e->bias_md, bb->data());
   if (chain)
     for (size_t i = 0, o = 0; i < chain->ops->size(); ++i)
       if ((*chain->ops)[i].kind != PostOp::Kind::Eltwise) {
-        const Tensor& t = chain->operands[o++];
-        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1] = wrap(t, binaryOperandDesc(t, static_cast<size_t>(nd)));
+        const size_t k = o++;
+        args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k],
+                   chain->operands[k].data());
       }
-  execute(ctx, e->prim, e->scratch_md, std::move(args));
+  args->execute(ctx, e->prim, e->scratch_md);
   if (chain) chain->used = e;
   return out;
 }
