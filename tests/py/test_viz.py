@@ -40,7 +40,7 @@ def test_dot_shows_partitions_shapes_layouts_and_reasons(resnet18):
     assert len(re.findall(r"subgraph cluster_p\d+ \{", dot)) == len(resnet18.partitions) == 23
     assert '"#0 conv_post_ops"' in dot and '"#22 matmul_post_ops"' in dot
     assert "1x64x56x56 f32\\nnChw16c (kept)" in dot  # an edge between two conv partitions (Winograd's layout)
-    assert "1x512x7x7 f32\\nplain" in dot  # the last conv hands the pool plain data
+    assert "1x512x7x7 f32\\nnhwc (kept)" in dot  # the last conv hands channels-last strides to the pool
     assert "1x1000 f32\\nplain" in dot  # the classifier's output
     # flatten stays outside, drawn red with the fuse pass's reason
     flat = [l for l in dot.splitlines() if "flatten" in l and "[label=" in l]

@@ -3,8 +3,8 @@
 //                      output_padding, groups, benchmark, deterministic, cudnn_enabled, allow_tf32)
 //   aten::conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups)   padding may be "same"/"valid"
 //   aten::conv_transpose{1,2,3}d(input, weight, bias, stride, padding, output_padding, groups, dilation)
-// Activations and weights use format_tag::any, except that an input arriving
-// blocked is read in its layout when oneDNN can; constant weights are
+// Activations and weights use format_tag::any, except that Winograd reads an
+// input arriving blocked in its layout; constant weights are
 // reordered into the primitive's layout once per input shape and kept.
 // Algorithm: direct, or Winograd where it pays (winogradPays). A chain
 // ending in silu over a large output runs llga's swish after the primitive
@@ -404,17 +404,20 @@ class ConvKernel final : public Kernel {
       e.dst_md = pd.dst_desc();
       e.impl = pd.impl_info_str();
     };
-    // An input that arrives blocked (from a producer that kept its layout) is
-    // read in that layout when oneDNN has a kernel for it: no reorder between
-    // the two partitions. Otherwise, and for other inputs, oneDNN picks.
-    const bool follow_src = x.isBlocked() && x.blockedLayout()->md.dims() == x.sizes();
+    // Winograd reads an input that arrives blocked (another Winograd conv's
+    // nChw16c) as it is. Direct convolutions let oneDNN pick and reorder such
+    // an input: on nChw16c oneDNN 2.6 has only its older jit kernels, measured
+    // 5-45% slower than brgconv on nhwc for resnet's stride-2 and 7x7x512
+    // convs, far more than the reorder of their input costs.
     auto conv = [&](dnnl::algorithm a, const memory::desc& wei) {
       auto build = [&](const memory::desc& src) {
         dnnl::convolution_forward::desc d(prop, a, src, wei, bias_md, dst_any, p.stride, dil, p.padding_l, pad_r);
         dnnl::convolution_forward::primitive_desc pd(d, attr, cpuEngine());
         take(pd, dnnl::convolution_forward(pd));
       };
-      if (follow_src) {
+      const bool follow = a == dnnl::algorithm::convolution_winograd && x.isBlocked() &&
+                          x.blockedLayout()->md.dims() == x.sizes();
+      if (follow) {
         try {
           build(x.blockedLayout()->md);
           return;
