@@ -167,6 +167,35 @@ def test_final_silu_runs_as_llga_swish_on_large_outputs(form, hw, llga_swish):
             np.testing.assert_allclose(c(x2.numpy(), r2.numpy()), m(x2, r2).numpy(), rtol=1e-4, atol=1e-5)
 
 
+class _LinearSilu(nn.Module):
+    def __init__(self, form):
+        super().__init__()
+        self.form = form
+        self.fc = nn.Linear(96, 512)
+
+    def forward(self, x, y):
+        if self.form == "linear":
+            return F.silu(self.fc(x))
+        if self.form == "linear_residual":  # silu last, after a binary post-op
+            return F.silu(self.fc(x) + y)
+        z = torch.matmul(x, self.fc.weight.t())  # a matmul of two activations' shapes, then x * sigmoid(x)
+        return z * torch.sigmoid(z)
+
+
+# The same for matrix products: silu last over 16k+ outputs runs as llga's swish.
+@pytest.mark.parametrize("form,rows,llga_swish", [
+    ("linear", 64, True), ("linear", 8, False), ("linear_residual", 64, True), ("matmul", 64, True)])
+def test_final_silu_after_matrix_products(form, rows, llga_swish):
+    m = _LinearSilu(form).eval()
+    x, y = torch.randn(2, rows, 96) * 3, torch.randn(2, rows, 512)
+    c = compile_(m, x, y)
+    mms = [p for p in c.partitions if p.pattern == "matmul_post_ops"]
+    assert len(mms) == 1 and ("+llga_swish" in mms[0].impl) == llga_swish, [p.impl for p in c.partitions]
+    x2, y2 = torch.randn(3, rows + 5, 96) * 3, torch.randn(3, rows + 5, 512)
+    with torch.no_grad():
+        np.testing.assert_allclose(c(x2.numpy(), y2.numpy()), m(x2, y2).numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_llga_swish_can_be_switched_off_and_agrees(monkeypatch):
     m = _ConvSilu("chain").eval()
     x, r = torch.randn(2, 16, 24, 24) * 4, torch.randn(2, 32, 24, 24)

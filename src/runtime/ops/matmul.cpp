@@ -11,6 +11,7 @@
 #include "runtime/ops/functional.h"
 #include "runtime/ops/fused.h"
 #include "runtime/ops/primitive_cache.h"
+#include "runtime/swish.h"
 
 namespace llga {
 namespace {
@@ -24,6 +25,7 @@ struct MatmulEntry {
   memory weights;  // reordered constant weights
   Tensor weights_buf;
   std::string impl;
+  bool swish_after = false;  // the chain's final silu runs after the primitive (runtime/swish.h)
   SharedBoundArgs bound;  // the primitive's arguments, re-pointed call after call
 };
 
@@ -90,7 +92,13 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     dnnl::matmul::desc d(e.src_md, wei_md, e.bias_md, e.dst_md);
     if (chain)
       for (const Tensor& t : chain->operands) e.operand_mds.push_back(binaryOperandDesc(t, static_cast<size_t>(nd)));
-    dnnl::matmul::primitive_desc pd(d, chain ? postOpAttr(*chain->ops, e.operand_mds) : scratchpadAttr(), cpuEngine());
+    std::vector<PostOp> ops = chain ? *chain->ops : std::vector<PostOp>{};
+    if (!ops.empty() && ops.back().kind == PostOp::Kind::Eltwise && ops.back().alg == dnnl::algorithm::eltwise_swish &&
+        ops.back().alpha == 1.0f && out.numel() >= kFastSwishMinElements && fastSwishEnabled()) {
+      ops.pop_back();  // a final silu over a large output: llga's swish afterwards (runtime/swish.h)
+      e.swish_after = true;
+    }
+    dnnl::matmul::primitive_desc pd(d, chain ? postOpAttr(ops, e.operand_mds) : scratchpadAttr(), cpuEngine());
     e.prim = dnnl::matmul(pd);
     e.scratch_md = pd.scratchpad_desc();
     e.wei_md = pd.weights_desc();
@@ -119,6 +127,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
                    chain->operands[k].data());
       }
   args->execute(ctx, e->prim, e->scratch_md);
+  if (e->swish_after) swishInPlace(static_cast<float*>(out.data()), out.numel());
   if (chain) chain->used = e;
   return out;
 }
@@ -261,7 +270,7 @@ class FusedMatmulKernel final : public Kernel {
   }
   std::string describe() const override {
     std::shared_ptr<const MatmulEntry> e = last_.load();
-    return e ? e->impl + " src " + layoutName(e->src_md) + " wei " + layoutName(e->wei_md, true) + " dst " +
+    return e ? e->impl + (e->swish_after ? "+llga_swish" : "") + " src " + layoutName(e->src_md) + " wei " + layoutName(e->wei_md, true) + " dst " +
                    layoutName(e->dst_md)
              : std::string();
   }
