@@ -196,6 +196,32 @@ def test_final_silu_after_matrix_products(form, rows, llga_swish):
         np.testing.assert_allclose(c(x2.numpy(), y2.numpy()), m(x2, y2).numpy(), rtol=1e-4, atol=1e-5)
 
 
+def test_llga_swish_under_concurrent_calls():
+    # Each call's swish is its own OpenMP region: four Python threads at once stay exact.
+    import threading
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(16, 64, 3, padding=1), nn.SiLU(), nn.Conv2d(64, 64, 3, padding=1), nn.SiLU(),
+                      nn.Flatten(), nn.Linear(64 * 24 * 24, 64), nn.SiLU()).eval()
+    xs = [torch.randn(2, 16, 24, 24) for _ in range(4)]
+    c = compile_(m, xs[0])
+    assert sum("+llga_swish" in p.impl for p in c.partitions) == 2  # the convs; the linear's 128 outputs are few
+    want = [c(x.numpy()) for x in xs]
+    bad = []
+
+    def worker(i):
+        for _ in range(40):
+            if not np.array_equal(c(xs[i].numpy()), want[i]):
+                bad.append(i)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+
+
 def test_llga_swish_can_be_switched_off_and_agrees(monkeypatch):
     m = _ConvSilu("chain").eval()
     x, r = torch.randn(2, 16, 24, 24) * 4, torch.randn(2, 32, 24, 24)
