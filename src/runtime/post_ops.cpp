@@ -6,6 +6,7 @@
 
 #include "runtime/constant_eval.h"
 #include "runtime/dnnl_utils.h"
+#include "runtime/swish.h"
 
 namespace llga {
 namespace {
@@ -163,6 +164,14 @@ dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vecto
   }
   attr.set_post_ops(po);
   return attr;
+}
+
+bool takeFinalSwish(std::vector<PostOp>& ops, int64_t out_elements) {
+  if (ops.empty() || ops.back().kind != PostOp::Kind::Eltwise || ops.back().alg != alg::eltwise_swish ||
+      ops.back().alpha != 1.0f || out_elements < kFastSwishMinElements || !fastSwishEnabled())
+    return false;
+  ops.pop_back();
+  return true;
 }
 
 void checkOperandFits(const Tensor& t, const Shape& out) {

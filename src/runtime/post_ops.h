@@ -41,6 +41,11 @@ PostOpMatch translatePostOp(const Node& n, const Value* chain);
 // the memory descriptor of each Binary op's operand, in chain order.
 dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vector<dnnl::memory::desc>& operand_mds);
 
+// When the chain ends in silu and the output has enough elements for llga's
+// swish pass (runtime/swish.h) to beat oneDNN's post-op, removes it from
+// `ops` and returns true: the caller runs swishInPlace after the primitive.
+bool takeFinalSwish(std::vector<PostOp>& ops, int64_t out_elements);
+
 // Throws unless `t` broadcasts to `out` without growing it.
 void checkOperandFits(const Tensor& t, const Shape& out);
 

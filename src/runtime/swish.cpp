@@ -44,7 +44,8 @@ LLGA_AVX512 inline __m512 swish16(__m512 x) {
   const __m512 sig = _mm512_mask_mul_ps(inv, neg, inv, e);
   __m512 out = _mm512_mul_ps(x, sig);
   // -inf * sigmoid(-inf) is -inf * 0: NaN in PyTorch, not the -inf above.
-  const __mmask16 minus_inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_EQ_OQ);
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __mmask16 minus_inf = _mm512_cmp_ps_mask(x, ninf, _CMP_EQ_OQ);
   return _mm512_mask_mov_ps(out, minus_inf, _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()));
 }
 

@@ -61,7 +61,8 @@ TEST(Swish, TailsStopAtTheEnd) {
     for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i) * 0.25f - 5.0f;
     swishInPlace(buf.data(), n);
     for (int64_t i = 0; i < n; ++i) expectClose(buf[static_cast<size_t>(i)], static_cast<float>(i) * 0.25f - 5.0f);
-    for (size_t i = static_cast<size_t>(n); i < buf.size(); ++i) ASSERT_EQ(buf[i], 1234.5f) << "n=" << n << " wrote at " << i;
+    for (size_t i = static_cast<size_t>(n); i < buf.size(); ++i)
+      ASSERT_EQ(buf[i], 1234.5f) << "n=" << n << " wrote at " << i;
   }
 }
 

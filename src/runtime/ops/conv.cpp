@@ -202,7 +202,8 @@ class ConvKernel final : public Kernel {
     }
     args->execute(ctx, e->prim, e->scratch_md);
     if (e->swish_after)  // over dst's whole dense buffer (a blocked layout's padding is 0 and stays 0)
-      swishInPlace(static_cast<float*>(dst.get_data_handle()), static_cast<int64_t>(e->dst_md.get_size() / sizeof(float)));
+      swishInPlace(static_cast<float*>(dst.get_data_handle()),
+                   static_cast<int64_t>(e->dst_md.get_size() / sizeof(float)));
     if (!direct) reorder(ctx, dst, wrap(out, e->dst_plain));
     last_.store(e);
     a.set(0, batched ? out : out.squeeze(0));
@@ -390,11 +391,7 @@ class ConvKernel final : public Kernel {
     // cheaper than oneDNN's post-op (runtime/swish.h measures why).
     int64_t out_elems = 1;
     for (int64_t d : out) out_elems *= d;
-    if (!e.ops.empty() && e.ops.back().kind == PostOp::Kind::Eltwise && e.ops.back().alg == dnnl::algorithm::eltwise_swish &&
-        e.ops.back().alpha == 1.0f && out_elems >= kFastSwishMinElements && fastSwishEnabled()) {
-      e.ops.pop_back();
-      e.swish_after = true;
-    }
+    e.swish_after = takeFinalSwish(e.ops, out_elems);
     dnnl::primitive_attr attr = postOpAttr(e.ops, operand_mds);
     auto take = [&e](const auto& pd, dnnl::primitive prim) {
       e.prim = std::move(prim);

@@ -93,11 +93,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     if (chain)
       for (const Tensor& t : chain->operands) e.operand_mds.push_back(binaryOperandDesc(t, static_cast<size_t>(nd)));
     std::vector<PostOp> ops = chain ? *chain->ops : std::vector<PostOp>{};
-    if (!ops.empty() && ops.back().kind == PostOp::Kind::Eltwise && ops.back().alg == dnnl::algorithm::eltwise_swish &&
-        ops.back().alpha == 1.0f && out.numel() >= kFastSwishMinElements && fastSwishEnabled()) {
-      ops.pop_back();  // a final silu over a large output: llga's swish afterwards (runtime/swish.h)
-      e.swish_after = true;
-    }
+    e.swish_after = takeFinalSwish(ops, out.numel());  // then llga's swish runs after the primitive
     dnnl::matmul::primitive_desc pd(d, chain ? postOpAttr(ops, e.operand_mds) : scratchpadAttr(), cpuEngine());
     e.prim = dnnl::matmul(pd);
     e.scratch_md = pd.scratchpad_desc();
@@ -270,8 +266,8 @@ class FusedMatmulKernel final : public Kernel {
   }
   std::string describe() const override {
     std::shared_ptr<const MatmulEntry> e = last_.load();
-    return e ? e->impl + (e->swish_after ? "+llga_swish" : "") + " src " + layoutName(e->src_md) + " wei " + layoutName(e->wei_md, true) + " dst " +
-                   layoutName(e->dst_md)
+    return e ? e->impl + (e->swish_after ? "+llga_swish" : "") + " src " + layoutName(e->src_md) + " wei " +
+                   layoutName(e->wei_md, true) + " dst " + layoutName(e->dst_md)
              : std::string();
   }
 
