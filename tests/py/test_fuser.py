@@ -9,6 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import llga
+from concurrency import run_concurrently
 
 
 def compile_(module, *inputs):
@@ -198,8 +199,6 @@ def test_final_silu_after_matrix_products(form, rows, llga_swish):
 
 def test_llga_swish_under_concurrent_calls():
     # Each call's swish is its own OpenMP region: four Python threads at once stay exact.
-    import threading
-
     torch.manual_seed(0)
     m = nn.Sequential(nn.Conv2d(16, 64, 3, padding=1), nn.SiLU(), nn.Conv2d(64, 64, 3, padding=1), nn.SiLU(),
                       nn.Flatten(), nn.Linear(64 * 24 * 24, 64), nn.SiLU()).eval()
@@ -207,19 +206,12 @@ def test_llga_swish_under_concurrent_calls():
     c = compile_(m, xs[0])
     assert sum("+llga_swish" in p.impl for p in c.partitions) == 2  # the convs; the linear's 128 outputs are few
     want = [c(x.numpy()) for x in xs]
-    bad = []
 
     def worker(i):
         for _ in range(40):
-            if not np.array_equal(c(xs[i].numpy()), want[i]):
-                bad.append(i)
+            np.testing.assert_array_equal(c(xs[i].numpy()), want[i])
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not bad
+    run_concurrently(worker, 4)
 
 
 def test_llga_swish_can_be_switched_off_and_agrees(monkeypatch):

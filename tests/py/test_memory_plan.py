@@ -3,7 +3,6 @@ intermediate buffers come from one arena at static offsets. It must never
 change a result, hand out bytes that are still in use, or put an output in
 memory the next call overwrites."""
 
-import threading
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ from torch import nn
 
 import corpus
 import llga
+from concurrency import run_concurrently
 
 
 @pytest.fixture(scope="module")
@@ -111,21 +111,12 @@ def test_concurrent_callers_each_get_their_own_arena(resnet18, planning):
     with torch.no_grad():
         refs = [model(x).numpy() for x in xs]
     compiled(xs[0].numpy())  # warm-up; in the threads one call records, later ones use arenas
-    errors = []
 
     def worker(k):
-        try:
-            for _ in range(6):
-                np.testing.assert_allclose(compiled(xs[k].numpy()), refs[k], rtol=1e-4, atol=1e-4)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        for _ in range(6):
+            np.testing.assert_allclose(compiled(xs[k].numpy()), refs[k], rtol=1e-4, atol=1e-4)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_concurrently(worker, 2)
     assert arena_of(compiled, (1, 3, 112, 112))["planned_calls"] >= 6
 
 

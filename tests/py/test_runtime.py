@@ -2,7 +2,6 @@
 
 import gc
 import os
-import threading
 
 import numpy as np
 import pytest
@@ -10,6 +9,7 @@ import torch
 
 import corpus
 import llga
+from concurrency import run_concurrently
 
 
 def script(fn):
@@ -116,21 +116,12 @@ def test_concurrent_calls_are_correct():
     with torch.no_grad():
         want = [m(torch.from_numpy(x)).numpy() for x in xs]
     results = {i: [] for i in range(4)}
-    errors = []
 
     def worker(i):
-        try:
-            for _ in range(50):
-                results[i].append(c(xs[i]))
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+        for _ in range(50):
+            results[i].append(c(xs[i]))
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_concurrently(worker, 4)
     for i in range(4):
         assert len(results[i]) == 50
         for r in results[i]:
