@@ -58,6 +58,7 @@ struct ConvEntry {
   bool swish_after = false; // the chain's final silu runs after the primitive (runtime/swish.h)
   bool winograd = false;    // weights in oneDNN's Winograd format: no reorder out of it
   memory::desc bias_md;
+  std::vector<memory::desc> operand_mds;  // of the binary post-ops (not the sum), in chain order
   SharedBoundArgs bound;    // the primitive's arguments, re-pointed call after call
 };
 
@@ -184,14 +185,13 @@ class ConvKernel final : public Kernel {
     const memory dst = args->bind(DNNL_ARG_DST, e->dst_md, direct ? out.data() : dst_buf.data());
     std::vector<Tensor> plain_operands;  // blocked binary operands, made plain for their broadcast descriptor
     plain_operands.reserve(operands.size());
-    for (size_t i = 0, o = 0; i < e->ops.size(); ++i) {
+    for (size_t i = 0, o = 0, k = 0; i < e->ops.size(); ++i) {
       if (e->ops[i].kind == PostOp::Kind::Eltwise) continue;
       if (e->ops[i].kind == PostOp::Kind::Sum) {  // dst starts as the operand; the primitive adds into it
         if (!in_place) reorder(ctx, memoryOf(operands[o]), dst);
-      } else {
+      } else {  // plain now has the strides the entry's descriptor was made from (a blocked one's: contiguous)
         const Tensor& t = plain_operands.emplace_back(toPlain(ctx, operands[o]));
-        args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
-                   wrap(t, binaryOperandDesc(t, e->out_shape.size())));
+        args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k++], t.data());
       }
       ++o;
     }
@@ -375,7 +375,6 @@ class ConvKernel final : public Kernel {
     // The chain: the first add whose operand has the output's exact shape is
     // a sum (dst pre-filled with it); other operands are binary post-ops.
     e.ops = post_;
-    std::vector<memory::desc> operand_mds;
     for (size_t i = 0, o = 0; i < e.ops.size(); ++i) {
       if (e.ops[i].kind == PostOp::Kind::Eltwise) continue;
       const Tensor& t = operands.at(o);
@@ -383,7 +382,7 @@ class ConvKernel final : public Kernel {
         e.ops[i].kind = PostOp::Kind::Sum;
         e.sum_operand = static_cast<int>(o);
       } else {
-        operand_mds.push_back(binaryOperandDesc(t, out.size()));
+        e.operand_mds.push_back(binaryOperandDesc(t, out.size()));
       }
       ++o;
     }
@@ -392,7 +391,7 @@ class ConvKernel final : public Kernel {
     int64_t out_elems = 1;
     for (int64_t d : out) out_elems *= d;
     e.swish_after = takeFinalSwish(e.ops, out_elems);
-    dnnl::primitive_attr attr = postOpAttr(e.ops, operand_mds);
+    dnnl::primitive_attr attr = postOpAttr(e.ops, e.operand_mds);
     auto take = [&e](const auto& pd, dnnl::primitive prim) {
       e.prim = std::move(prim);
       e.scratch_md = pd.scratchpad_desc();
@@ -462,13 +461,13 @@ class ConvKernel final : public Kernel {
                            e.dst_md.data.format_desc.blocking.strides + e.dst_md.data.ndims);
     }
     e.w_sizes = w.sizes();
-    if (constant_weight_ && e.winograd && w.isBlocked()) {  // oneDNN reorders into Winograd only from plain
-      ExecContext ctx;
-      const Tensor plain = toPlain(ctx, w);
-      e.weights_buf = reorderedWeight(plain, wplain, e.wei_md);
-      e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
-    } else if (constant_weight_) {  // from the original, or from a compacted copy in another layout
-      e.weights_buf = reorderedWeight(w, w.isBlocked() ? w.blockedLayout()->md : wplain, e.wei_md);
+    if (constant_weight_) {  // from the original, or from a compacted copy in another layout
+      Tensor from = w;
+      if (e.winograd && w.isBlocked()) {  // oneDNN reorders into Winograd only from plain
+        ExecContext ctx;
+        from = toPlain(ctx, w);
+      }
+      e.weights_buf = reorderedWeight(from, from.isBlocked() ? from.blockedLayout()->md : wplain, e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
     }
     return e;
