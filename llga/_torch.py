@@ -110,6 +110,34 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
     return graph, weights
 
 
+def find_owner(graph):
+    """The live ScriptModule whose method ``graph`` is (``traced.graph`` hands
+    out the method's own graph object, so identity finds it), else the one
+    live ScriptModule of the graph's ``self`` type; None when there is none
+    or several could be meant."""
+    import gc
+
+    torch = _torch()
+    inputs = list(graph.inputs())
+    if not inputs or inputs[0].type().kind() != "ClassType":
+        return None
+    cls = inputs[0].type().qualified_name()
+    same_type = {}  # by the C++ module: a traced module and its inner script module share one
+    for obj in gc.get_objects():
+        if not isinstance(obj, torch.jit.ScriptModule):
+            continue
+        try:
+            if obj._c._type().qualified_name() != cls:
+                continue
+            for name in obj._c._method_names():
+                if obj._c._get_method(name).graph is graph:
+                    return obj
+        except (AttributeError, RuntimeError):  # a half-built or foreign module
+            continue
+        same_type.setdefault(id(obj._c), obj)
+    return next(iter(same_type.values())) if len(same_type) == 1 else None
+
+
 def import_with_methods(graph, module) -> Tuple[Graph, Dict[str, np.ndarray], Dict[str, Graph]]:
     """`graph` (e.g. ``traced.graph``, with its prim::CallMethod calls) and
     what the inline pass needs to expand it: the method graphs of every

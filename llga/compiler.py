@@ -12,7 +12,7 @@ import numpy as np
 from . import _llga
 from . import profiler as _profiler
 from ._llga import Graph
-from .errors import InputError, UnsupportedOpError
+from .errors import CompileError, InputError, UnsupportedOpError
 
 
 class CompiledGraph:
@@ -206,9 +206,30 @@ def _to_numpy_if_torch(x: Any, i: int):
     return x
 
 
+def _owner_of(graph):
+    """The module a ``torch._C.Graph`` such as ``traced.graph`` belongs to, or
+    None for a graph that needs none (no ``self`` input). A method graph whose
+    module cannot be found is a CompileError saying what to pass."""
+    from ._torch import find_owner
+
+    inputs = list(graph.inputs())
+    if not inputs or inputs[0].type().kind() != "ClassType":
+        return None
+    owner = find_owner(graph)
+    if owner is None:
+        cls = inputs[0].type().qualified_name()
+        raise CompileError(
+            f"this graph is a method of a TorchScript module (its first input is self : {cls}) and reads its "
+            "weights and submodules, but llga cannot tell which live module it came from; pass the module itself "
+            "(llga.optimize(traced)) or name it: llga.optimize(traced.graph, module=traced)")
+    return owner
+
+
 def _load(obj, params: Optional[Mapping[str, Any]], module=None):
     weights: Dict[str, np.ndarray] = {}
     methods: Dict[str, Graph] = {}
+    if module is None and type(obj).__name__ == "Graph" and type(obj).__module__.startswith("torch"):
+        module = _owner_of(obj)
     if module is not None:
         from ._torch import import_with_methods
 

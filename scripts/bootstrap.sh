@@ -10,7 +10,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   python3-dev python3-venv python3-pip python3-setuptools python3-wheel
   python3-numpy python3-pytest pybind11-dev
-  libdnnl-dev libfmt-dev libgtest-dev
+  libdnnl-dev ocl-icd-opencl-dev libfmt-dev libgtest-dev  # libdnnl-dev's CMake config needs OpenCL (only a Recommends)
   python3-torch python3-torchvision
   clang libclang-rt-14-dev
   python3-tqdm python3-matplotlib nodejs  # the bench harness, which the tests run once on a tiny model

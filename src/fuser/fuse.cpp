@@ -14,7 +14,7 @@
 #include <set>
 
 #include "fuser/patterns.h"
-#include "passes/effects.h"
+#include "ir/effects.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 #include "runtime/post_ops.h"

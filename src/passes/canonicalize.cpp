@@ -2,7 +2,7 @@
 // one node (its root) and returns the value that replaces the root's output,
 // the root's own output when it rewrote the root in place, or null. Rules never fire on a result that something writes in place.
 // Runs to a fixed point (bounded).
-#include "passes/effects.h"
+#include "ir/effects.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 

@@ -2,7 +2,7 @@
 // constants with the op library and replaces them by constants; inlines the
 // taken block of a prim::If whose condition is constant. Repeats to a fixed
 // point (bounded). Tensor results are left alone.
-#include "passes/effects.h"
+#include "ir/effects.h"
 #include "passes/pass.h"
 #include "runtime/constant_eval.h"
 

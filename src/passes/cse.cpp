@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "ir/printer.h"
-#include "passes/effects.h"
+#include "ir/effects.h"
 #include "passes/pass.h"
 
 namespace llga {

@@ -1,6 +1,6 @@
 // dce: deletes nodes whose outputs nobody reads and that have no side effects
 // (including prim::If / prim::Loop whose blocks are pure).
-#include "passes/effects.h"
+#include "ir/effects.h"
 #include "passes/pass.h"
 
 namespace llga {

@@ -11,7 +11,7 @@
 //                                                          %y = aten::add(%x, %s, %one)
 // Left alone, with a note: dtypes unknown, a result read by an in-place op,
 // a graph input returned as-is.
-#include "passes/effects.h"
+#include "ir/effects.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 

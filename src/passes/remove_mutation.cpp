@@ -20,26 +20,13 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "passes/effects.h"
+#include "ir/effects.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 #include "runtime/kernel.h"
 
 namespace llga {
 namespace {
-
-// Ops whose output may share memory with an input.
-bool isAliasing(const Node& n) {
-  static const std::unordered_set<std::string> kinds = {
-      "aten::view", "aten::reshape", "aten::transpose", "aten::permute", "aten::select", "aten::slice",
-      "aten::expand", "aten::expand_as", "aten::unsqueeze", "aten::squeeze", "aten::flatten", "aten::t",
-      "aten::narrow", "aten::chunk", "aten::split", "aten::unbind", "aten::as_strided", "aten::view_as",
-      "aten::reshape_as", "aten::contiguous", "aten::detach", "aten::alias", "aten::to", "aten::type_as",
-      "aten::diagonal", "aten::unfold", "aten::numpy_T", "aten::__getitem__", "prim::ListConstruct",
-      "prim::TupleConstruct", "prim::DictConstruct", "prim::ListUnpack", "prim::TupleUnpack", "prim::unchecked_cast",
-      "aten::dropout", "aten::feature_dropout", "aten::append"};
-  return kinds.count(n.kind().toQualString()) > 0 || n.kind() == prim::If || n.kind() == prim::Loop;
-}
 
 class RemoveMutation final : public Pass {
  public:

@@ -23,7 +23,7 @@ inline ScalarType dtypeFromNumpy(const py::dtype& dt, const std::string& what) {
   if (kind == 'i' && size == 1) return ScalarType::Char;
   if (kind == 'u' && size == 1) return ScalarType::Byte;
   if (kind == 'b') return ScalarType::Bool;
-  throw py::type_error(what + ": numpy dtype " + std::string(py::str(static_cast<py::handle>(dt))) + " is not supported");
+  throw py::type_error(what + ": numpy dtype " + std::string(py::str(static_cast<py::handle>(dt))) + " is not one llga takes (float32, float64, int64, int32, int16, int8, uint8, bool)");
 }
 
 // Keeps a Python object alive from C++; its release takes the GIL.

@@ -29,19 +29,35 @@ py::dtype numpyDtype(ScalarType t) {
   }
 }
 
-// A tensor over the array's own memory; the array stays alive as long as the tensor's storage.
-Tensor tensorFromNumpy(py::array arr, const std::string& what) {
+// A tensor over the array's own memory; the array stays alive as long as the
+// tensor's storage. Arrays llga cannot address in place (negative or
+// unaligned strides, non-native byte order) are copied once, here, unless
+// `in_place` says the graph writes into this input: a write into a copy
+// would never reach the caller, so that is an InputError instead.
+Tensor tensorFromNumpy(py::array arr, const std::string& what, const InputSpec* in_place = nullptr) {
   ScalarType dt = python::dtypeFromNumpy(arr.dtype(), what);
   auto item = static_cast<int64_t>(arr.itemsize());
   Shape sizes, strides;
-  if (!python::elementStrides(arr, sizes, strides)) {  // negative or unaligned strides: one copy, here
-    arr = py::module_::import("numpy").attr("ascontiguousarray")(arr);
+  const char order = arr.dtype().byteorder();
+  const bool swapped = order == '>';  // x86-64 is little-endian: '<', '=' and '|' are native
+  const bool strided_ok = python::elementStrides(arr, sizes, strides);
+  if (!strided_ok || swapped) {
+    if (in_place)
+      throw std::invalid_argument(
+          what + ": the graph writes into this input in place (" + in_place->writerText() + "), but the array " +
+          (swapped ? "is in non-native byte order" : "has negative or unaligned strides") +
+          " and llga would run on a copy, so the write would not reach it; pass numpy.ascontiguousarray(x)");
+    py::object np = py::module_::import("numpy");
+    py::object native = arr.dtype().attr("newbyteorder")("=");
+    arr = np.attr("ascontiguousarray")(arr, native);
     return tensorFromNumpy(arr, what);
   }
   int64_t extent = 1;
   for (size_t d = 0; d < sizes.size(); ++d)
     if (sizes[d] > 0) extent += (sizes[d] - 1) * strides[d];
-  auto st = Storage::borrow(const_cast<void*>(arr.data()), static_cast<size_t>(extent * item), python::keepAlive(arr));
+  const bool writable = arr.writeable();
+  auto st = Storage::borrow(const_cast<void*>(arr.data()), static_cast<size_t>(extent * item), python::keepAlive(arr),
+                            writable);
   return Tensor::fromStorage(std::move(st), dt, sizes, strides, 0);
 }
 
@@ -133,9 +149,23 @@ void bindRuntime(py::module_& m) {
       .def("run", [](const CompiledGraph& c, py::list args) {
         std::vector<RtValue> in;
         for (size_t i = 0; i < args.size(); ++i) {
+          const InputSpec* spec = i < c.inputs().size() ? &c.inputs()[i] : nullptr;
           std::string what = "input " + std::to_string(i);
-          if (i < c.inputs().size()) what += " ('" + c.inputs()[i].name + "')";
-          in.push_back(fromPython(args[i], what));
+          if (spec) what += " ('" + spec->name + "')";
+          try {
+            if (py::isinstance<py::array>(args[i]))
+              in.emplace_back(tensorFromNumpy(py::reinterpret_borrow<py::array>(args[i]), what, spec && spec->writer ? spec : nullptr));
+            else
+              in.push_back(fromPython(args[i], what));
+          } catch (const py::type_error& e) {  // a numpy dtype llga has no kernels for, an object it cannot take
+            std::string expected;
+            if (spec && spec->type->isTensor() && spec->type->tensorInfo().dtype)
+              expected = "; expected dtype " + std::string(scalarTypeName(*spec->type->tensorInfo().dtype)) + " (numpy " +
+                         std::string(py::str(static_cast<py::handle>(numpyDtype(*spec->type->tensorInfo().dtype)))) + ")";
+            raise("InputError", std::string(e.what()) + expected);
+          } catch (const std::invalid_argument& e) {
+            raise("InputError", e.what());
+          }
         }
         std::vector<RtValue> out;
         try {

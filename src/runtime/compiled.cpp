@@ -3,13 +3,17 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "ir/effects.h"
 #include "runtime/profiler.h"
 
 namespace llga {
 
 CompiledGraph::CompiledGraph(std::shared_ptr<Graph> graph, WeightMap weights) : graph_(std::move(graph)) {
-  for (const Value* v : graph_->inputs())
-    if (v->type()->kind() != TypeKind::Class) inputs_.push_back({v->debugName(), v->type()});
+  const std::vector<const Node*> writers = inputWriters(*graph_);
+  for (size_t i = 0; i < graph_->inputs().size(); ++i) {
+    const Value* v = graph_->inputs()[i];
+    if (v->type()->kind() != TypeKind::Class) inputs_.push_back({v->debugName(), v->type(), writers[i]});
+  }
   plan_ = Plan::build(graph_, weights);  // the plan holds the weights it reads; the map goes
   // Weights the plan lets go (only their reordered copies are used) leave the
   // graph too: its tensor constants keep shape and dtype, not the data.
@@ -32,6 +36,13 @@ CompiledGraph::CompiledGraph(std::shared_ptr<Graph> graph, WeightMap weights) : 
     std::lock_guard<std::mutex> lock(mu_);
     released_bytes_ += static_cast<int64_t>(bytes);
   });
+}
+
+std::string InputSpec::writerText() const {
+  if (!writer) return "";
+  std::string op = writer->kind().toQualString();
+  if (!writer->source().empty()) op += " at " + writer->source();
+  return op;
 }
 
 size_t CompiledGraph::weightBytes() const { return plan_->constantBytes(); }
@@ -57,6 +68,18 @@ void CompiledGraph::checkInputs(const std::vector<RtValue>& in) const {
         fail("expected dtype " + std::string(scalarTypeName(*info.dtype)) + ", got " + t.describe());
       if (info.sizes && static_cast<int64_t>(info.sizes->size()) != t.dim())
         fail("expected rank " + std::to_string(info.sizes->size()) + ", got " + t.describe());
+      if (spec.writer) {
+        const std::string op = spec.writerText();
+        if (t.storage() && !t.storage()->writable)
+          fail("the graph writes into this input in place (" + op +
+               "), but the array is read-only; pass a writeable copy (numpy.array(x))");
+        if (t.mayOverlapItself()) {
+          std::string strides;
+          for (int64_t st : t.strides()) strides += (strides.empty() ? "" : ", ") + std::to_string(st);
+          fail("the graph writes into this input in place (" + op + "), but its elements overlap (element strides [" +
+               strides + "]); pass a copy (numpy.array(x))");
+        }
+      }
     } else if (spec.type->isSimple("int") && !v.isInt()) {
       fail(std::string("expected an int, got ") + v.kindName());
     } else if (spec.type->isSimple("float") && !(v.isDouble() || v.isInt())) {

@@ -17,6 +17,11 @@ namespace llga {
 struct InputSpec {
   std::string name;
   TypePtr type;
+  // A node that may write into this input's memory (an in-place op on it or
+  // on a view of it), or null. Such an input must be writeable and free of
+  // overlapping elements; checkInputs refuses it otherwise.
+  const Node* writer = nullptr;
+  std::string writerText() const;  // "aten::add_ at model.py:4:0"
 };
 
 // What a compiled graph holds, in bytes (compiled.memory).
@@ -36,8 +41,9 @@ class CompiledGraph {
  public:
   CompiledGraph(std::shared_ptr<Graph> graph, WeightMap weights);
 
-  // Checks count, dtype and rank of each input against the graph's types
-  // (std::invalid_argument naming the input), then runs.
+  // Checks count, dtype and rank of each input against the graph's types,
+  // and that inputs the graph writes into are writeable and do not overlap
+  // themselves (std::invalid_argument naming the input), then runs.
   std::vector<RtValue> run(std::vector<RtValue> inputs) const;
 
   const std::shared_ptr<Graph>& graph() const { return graph_; }

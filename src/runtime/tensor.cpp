@@ -55,11 +55,12 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, AllocPurpose purpose) 
 SourceScope::SourceScope(ActivationSource* source) : prev_(std::exchange(t_source, source)) {}
 SourceScope::~SourceScope() { t_source = prev_; }
 
-std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, std::shared_ptr<void> owner) {
+std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, std::shared_ptr<void> owner, bool writable) {
   auto s = std::make_shared<Storage>();
   s->data = data;
   s->nbytes = nbytes;
   s->owner = std::move(owner);
+  s->writable = writable;
   return s;
 }
 
@@ -224,6 +225,23 @@ bool Tensor::isContiguous() const {
     expected *= sizes_[i];
   }
   return true;
+}
+
+bool Tensor::mayOverlapItself() const {
+  // Dims of 2+ elements by increasing stride: each must step past everything
+  // the smaller ones span (a sufficient condition for distinct addresses).
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (size_t i = 0; i < sizes_.size(); ++i) {
+    if (sizes_[i] == 0) return false;
+    if (sizes_[i] > 1) dims.emplace_back(strides_[i] < 0 ? -strides_[i] : strides_[i], sizes_[i]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 1;  // elements covered by the dims so far
+  for (const auto& [stride, size] : dims) {
+    if (stride < span) return true;
+    span = stride * (size - 1) + span;
+  }
+  return false;
 }
 
 Tensor Tensor::asStrided(Shape sizes, Shape strides, int64_t offset) const {

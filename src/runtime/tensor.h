@@ -55,11 +55,12 @@ struct Storage {
   size_t nbytes = 0;
   std::shared_ptr<void> owner;
   bool owned = false;  // allocated by llga (not a caller's buffer)
+  bool writable = true;  // false: a caller's read-only buffer (a read-only numpy array, bytes, a memmap)
 
   // Activations come from the calling thread's ActivationSource when one is
   // installed (the memory planner), from the heap otherwise.
   static std::shared_ptr<Storage> allocate(size_t nbytes, AllocPurpose purpose = AllocPurpose::Activation);
-  static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, std::shared_ptr<void> owner);
+  static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, std::shared_ptr<void> owner, bool writable = true);
   // A heap buffer of `rounded` bytes (a multiple of 64), counted on `meter` (may be null) while it lives.
   static std::shared_ptr<Storage> heap(size_t nbytes, size_t rounded, const std::shared_ptr<MemoryMeter>& meter);
 };
@@ -134,6 +135,10 @@ class Tensor {
   int64_t offset() const { return offset_; }
   int64_t numel() const;
   bool isContiguous() const;
+  // False when two indices might address the same element (a stride 0
+  // over 2+ elements, or strides that interleave): only tensors for which
+  // this is proven false may be written in place.
+  bool mayOverlapItself() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   void* data() const { return static_cast<char*>(storage_->data) + offset_ * static_cast<int64_t>(itemsize()); }
   template <typename T>

@@ -463,11 +463,16 @@ class ConvKernel final : public Kernel {
     e.w_sizes = w.sizes();
     if (constant_weight_) {  // from the original, or from a compacted copy in another layout
       Tensor from = w;
-      if (e.winograd && w.isBlocked()) {  // oneDNN reorders into Winograd only from plain
+      // oneDNN reorders into Winograd only from plain contiguous OIHW: a
+      // blocked (compacted) or strided weight (a channels-last model's
+      // OHWI buffer) is made contiguous first.
+      if (e.winograd && w.isBlocked()) {
         ExecContext ctx;
         from = toPlain(ctx, w);
+      } else if (e.winograd && !w.isContiguous()) {
+        from = w.contiguous();
       }
-      e.weights_buf = reorderedWeight(from, from.isBlocked() ? from.blockedLayout()->md : wplain, e.wei_md);
+      e.weights_buf = reorderedWeight(from, from.isBlocked() ? from.blockedLayout()->md : weightsPlainDesc(from, p), e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
     }
     return e;

@@ -1,0 +1,30 @@
+// What passes must not move, merge or delete.
+#pragma once
+
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace llga {
+
+// In-place ops (aten::relu_), list mutation, exceptions, prints, attribute
+// writes, randomness; and control flow containing any of those.
+bool hasSideEffects(const Node& n);
+// Mutable container types (lists and dicts can be changed in place).
+bool isMutableType(const Type& t);
+// Some node that mutates (has side effects) reads this value.
+bool hasMutatingUse(const Value& v);
+// Ops whose output may share memory with an input: views (view, slice,
+// transpose, ...), aliases (detach, contiguous, to), containers holding it,
+// and control flow passing it through.
+bool isAliasing(const Node& n);
+// Ops that write into the memory of their first input: in-place aten ops
+// (aten::add_, copy_, index_put_, ...), and fusion groups or control flow
+// containing one (conservatively: every input of such a node).
+bool writesInput(const Node& n, size_t input);
+// For each graph input: a node that may write into its memory, directly or
+// through a view or alias of it, or null. What the caller hands over for
+// such an input must be writeable and must not have overlapping elements.
+std::vector<const Node*> inputWriters(const Graph& g);
+
+}  // namespace llga
