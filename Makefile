@@ -8,7 +8,8 @@ JOBS    ?= 2
 CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all bootstrap build demo test test-cpp test-asan test-py test-install fuzz fuzz-smoke bench bench-quick bench-parse bench-runtime clean
+.PHONY: all bootstrap build demo test test-cpp test-asan test-py test-isa test-isa-all test-install test-deps test-fresh \
+	dev-path notebook install uninstall fuzz fuzz-smoke bench bench-quick bench-parse bench-runtime clean
 
 all: build
 
@@ -22,8 +23,10 @@ build: bootstrap
 demo: build
 	$(PY) -m llga.demo
 
-# Every test: C++ (plain and ASan+UBSan), a short fuzz run, Python, packaging.
-test: test-cpp test-asan fuzz-smoke test-py test-install
+# Every test: C++ (plain and ASan+UBSan), a short fuzz run, Python (on this CPU, then the
+# parity and layout tests as oneDNN runs them on an AVX2-only CPU), packaging, and the check
+# that everything the build and the tests used comes from a package bootstrap installs.
+test: test-cpp test-asan fuzz-smoke test-py test-isa test-install test-deps
 
 test-cpp: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
@@ -33,8 +36,48 @@ test-asan: bootstrap
 	@cmake --build $(ASAN) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN) --output-on-failure -j $(JOBS)
 
-test-py: build
-	$(PY) -m pytest tests/py
+# The notebooks' test runs them from notebooks/ without PYTHONPATH: llga is found through dev-path.
+test-py: build dev-path
+	LLGA_RECORD_MODULES=$(CURDIR)/$(BUILD)/test-modules.txt $(PY) -m pytest tests/py
+
+# oneDNN picks kernels per CPU; ONEDNN_MAX_CPU_ISA makes it behave as on an older one.
+ISA_TESTS ?= tests/py/test_parity.py tests/py/test_layouts.py tests/py/test_inputs.py
+test-isa: build
+	ONEDNN_MAX_CPU_ISA=AVX2 $(PY) -m pytest -q $(ISA_TESTS)
+
+# The whole Python suite as oneDNN runs on AVX2 and on AVX-512 without VNNI/BF16/AMX (slower; not in make test).
+test-isa-all: build dev-path
+	ONEDNN_MAX_CPU_ISA=AVX2 $(PY) -m pytest -q tests/py
+	ONEDNN_MAX_CPU_ISA=AVX512_CORE $(PY) -m pytest -q tests/py
+
+# Every system file the build and the tests used belongs to a package bootstrap installs
+# (or to one of their dependencies, or to Debian's base system).
+test-deps: build
+	$(PY) scripts/check_deps.py --build $(BUILD)
+	$(PY) scripts/check_deps.py --build $(ASAN)
+
+# From nothing: a fresh Debian 12 root (mmdebstrap), a clone of HEAD, make demo, make test (long).
+test-fresh:
+	scripts/test_fresh.sh $(FRESH_ARGS)
+
+# This checkout's llga importable from any directory and Jupyter kernel (a .pth in the system site).
+dev-path: build
+	@scripts/dev_path.sh $(PY)
+
+# Jupyter on notebooks/ (installs Debian's jupyter-notebook if missing). NOTEBOOK_PORT=8888
+NOTEBOOK_PORT ?= 8888
+notebook: build dev-path
+	@scripts/bootstrap.sh notebook
+	cd notebooks && $(PY) -m notebook --ip=127.0.0.1 --port=$(NOTEBOOK_PORT) --no-browser \
+	  $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+
+# llga into Debian's Python (/usr/local/lib/python3.X/dist-packages), built by pip through CMake.
+install: bootstrap
+	$(PY) -m pip install --break-system-packages --no-build-isolation --no-index .
+
+uninstall:
+	$(PY) -m pip uninstall --break-system-packages -y llga
+	scripts/dev_path.sh $(PY) --remove
 
 # pip install . offline into a fresh venv that sees Debian's packages.
 test-install: bootstrap

@@ -33,7 +33,7 @@ __all__ = [
     "Block", "Graph", "Node", "TensorConstant", "Type", "Value",
     "CompiledGraph", "CompileError", "ExecutionError", "InputError", "PassError", "PassRecord", "list_passes",
     "LlgaError", "ParseError", "UnsupportedOpError", "VerifyError",
-    "parse", "parse_type", "import_torch", "optimize", "set_num_threads", "get_num_threads",
+    "parse", "parse_type", "import_torch", "optimize", "cpu_capabilities", "set_num_threads", "get_num_threads",
     "set_memory_planning", "memory_planning", "Partition",
     "fusion_patterns", "profiler", "flops", "viz",
 ]
@@ -43,6 +43,15 @@ def fusion_patterns():
     """The fusion pattern table (name, tier, anchors, max_post_ops, lone_ok,
     kernel, diagram), highest tier first."""
     return list(_llga.fusion_patterns())
+
+
+def cpu_capabilities() -> dict:
+    """What oneDNN offers on this CPU, asked of oneDNN itself (so
+    ``ONEDNN_MAX_CPU_ISA=AVX2`` shows here): ``isa`` (its effective ISA,
+    e.g. "avx512_core_amx"), ``winograd`` (fp32 Winograd convolutions exist)
+    and ``bf16`` (bf16 convolutions run on a jit kernel: native with
+    AVX512-BF16 or AMX, emulated on plain AVX-512; see ``isa``)."""
+    return dict(_llga.dnnl_capabilities())
 
 
 def set_num_threads(n: int) -> None:

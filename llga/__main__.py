@@ -1,26 +1,330 @@
-"""Command line: ``/usr/bin/python3 -m llga profile MODEL --input 1x3x224x224``.
+"""llga's command line: ``/usr/bin/python3 -m llga COMMAND ...``.
 
-MODEL is a saved TorchScript file (``torch.jit.save``) or a torchvision model
-name (random weights). Prints the profiler's ExecTime table and Unimpl.
+    python -m llga run MODEL [--input SHAPE_OR_NPY ...] [-o OUT] [--threads N]
+    python -m llga inspect MODEL [--input SHAPE_OR_NPY ...] [--json] [--threads N]
+    python -m llga profile MODEL [--input SHAPE ...] [--runs 10] [--threads 2] [--trace t.json]
+
+MODEL is a TorchScript file saved with ``torch.jit.save`` (loaded with
+``torch.jit.load(map_location="cpu")``, in eval mode) or a torchvision model
+name (``llga.zoo.TORCHVISION_MODELS``; seeded random weights), traced with
+``torch.jit.trace`` on the inputs.
+
+Each ``--input`` (repeat it, in the model's argument order) is a ``.npy`` file
+or a shape such as ``1x3x224x224``: a random standard-normal float32 array,
+seeded with the input's position (0, 1, ...). A torchvision model's default
+input is one 1x3x224x224 array; a TorchScript file needs its inputs given.
+
+``run`` compiles the model with ``llga.optimize``, calls it once and writes the
+outputs. Outputs are flattened in order (tuples, lists and dict values, depth
+first). With ``-o OUT.npy``: one output goes to ``OUT.npy``; several go to
+``OUT_0.npy``, ``OUT_1.npy``, ... (``.npy`` is added to OUT if missing), and a
+line per file written is printed. Without ``-o``: one line per output (shape,
+dtype, min, max, mean). Then a timing line (load, compile and first call, in
+ms). All on stdout.
+
+``inspect`` compiles the model, calls it once on the inputs (so that oneDNN's
+implementations and the memory figures are known) and prints the partitions,
+the ops left outside partitions (with the fuse pass's reasons), memory
+(weights, weight cache, released weights, peak activations, planned arena) and
+the pass pipeline; ``--json`` prints the same as one JSON object.
+
+``profile`` compiles the model, runs it once, then ``--runs`` times under the
+profiler, and prints the ExecTime and Unimpl tables (``--trace``: also a Chrome
+trace). Its ``--input`` takes shapes only (default 1x3x224x224, for a file too).
+
+User errors (a missing or unreadable file, an unknown model name, a bad shape,
+inputs that do not fit the model, ops llga cannot run, a compile or execution
+error, an output path that cannot be written) print one line on stderr,
+``llga COMMAND: ...``, and exit with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
 import time
 import warnings
+from dataclasses import asdict
+
+
+class UserError(Exception):
+    """Something the user can fix: printed as one line, exit status 2."""
+
+
+def _one_line(text: str, first_only: bool = False) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    return lines[0] if first_only else "; ".join(lines)
+
+
+def _describe_llga_error(e) -> str:
+    from llga.errors import UnsupportedOpError
+
+    if isinstance(e, UnsupportedOpError):
+        first = _one_line(e, first_only=True).rstrip(":")
+        kinds = ", ".join(sorted(e.ops))
+        return f"{first}: {kinds}" if kinds else first
+    return _one_line(e)
 
 
 def _shape(text: str):
+    """Parses 1x3x224x224 into a tuple of positive ints (argparse type for profile)."""
     try:
-        dims = tuple(int(d) for d in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a shape like 1x3x224x224, got {text!r}") from None
-    if not dims or any(d <= 0 for d in dims):
-        raise argparse.ArgumentTypeError(f"expected positive dims like 1x3x224x224, got {text!r}")
+        return _parse_shape(text)
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _parse_shape(text: str):
+    if not re.fullmatch(r"\s*-?\d+(\s*[xX]\s*-?\d+)*\s*", text):
+        raise UserError(f"expected a shape like 1x3x224x224, got {text!r}")
+    dims = tuple(int(d) for d in text.lower().split("x"))
+    if any(d <= 0 for d in dims):
+        raise UserError(f"expected positive dims like 1x3x224x224, got {text!r}")
     return dims
+
+
+def _fmt_shape(shape) -> str:
+    return "x".join(map(str, shape)) if len(shape) else "scalar"
+
+
+def _read_inputs(specs):
+    """[(label, numpy array)] for --input values: .npy paths or shapes."""
+    import numpy as np
+
+    out = []
+    for i, text in enumerate(specs):
+        if text.lower().endswith(".npy") or os.path.exists(text):
+            try:
+                arr = np.load(text, allow_pickle=False)
+            except Exception as e:  # noqa: BLE001 - whatever numpy says, the file is unreadable
+                raise UserError(f"cannot read --input {text!r} as a .npy file: {_one_line(e, True)}") from None
+            if not isinstance(arr, np.ndarray):  # an .npz archive
+                arr.close()
+                raise UserError(f"--input {text!r} is not a .npy file (one array); got an .npz archive")
+            out.append((text, arr))
+            continue
+        try:
+            shape = _parse_shape(text)
+        except UserError as e:
+            if "positive" in str(e):
+                raise UserError(f"--input {text!r}: dimensions must be positive, as in 1x3x224x224") from None
+            raise UserError(f"--input {text!r} is neither a .npy file nor a shape such as 1x3x224x224") from None
+        try:
+            arr = np.random.default_rng(i).standard_normal(shape, dtype=np.float32)
+        except (MemoryError, ValueError) as e:
+            raise UserError(f"--input {text!r}: cannot make a random array of that shape: "
+                            f"{_one_line(e, True)}") from None
+        out.append((_fmt_shape(shape), arr))
+    return out
+
+
+def _resolve_model(model: str):
+    """("file", path) or ("torchvision", name); checked without importing torch."""
+    from llga import zoo
+
+    if os.path.isdir(model):
+        raise UserError(f"{model!r} is a directory, not a TorchScript file")
+    if os.path.exists(model):
+        return "file", model
+    if model in zoo.TORCHVISION_MODELS:
+        return "torchvision", model
+    if os.sep in model or "/" in model or os.path.splitext(model)[1]:
+        raise UserError(f"no such file: {model!r}")
+    raise UserError(f"unknown model {model!r}: neither a file nor a torchvision model name "
+                    f"({', '.join(zoo.TORCHVISION_MODELS)})")
+
+
+def _load_model(kind: str, model: str, arrays):
+    """The TorchScript object to compile, and how to name it."""
+    import torch
+
+    if kind == "file":
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                obj = torch.jit.load(model, map_location="cpu").eval()
+        except Exception as e:  # noqa: BLE001 - any load failure is a usage error here
+            raise UserError(f"cannot load {model!r} as TorchScript (a torch.jit.save file): "
+                            f"{_one_line(e, True)}") from None
+        return obj, model
+    from llga import zoo
+
+    try:
+        net = zoo.torchvision_model(model)
+    except ImportError as e:
+        raise UserError(f"torchvision model {model!r} needs torchvision: {_one_line(e, True)}") from None
+    xs = tuple(torch.from_numpy(a) for a in arrays)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            obj = torch.jit.trace(net, xs, check_trace=False)
+    except Exception as e:  # noqa: BLE001 - the model rejects these inputs
+        shapes = ", ".join(f"{a.dtype} {_fmt_shape(a.shape)}" for a in arrays)
+        raise UserError(f"cannot trace {model} on the inputs ({shapes}): {_one_line(e, True)}") from None
+    return obj, f"torchvision {model} (random weights)"
+
+
+def _set_threads(n) -> None:
+    if n is None:
+        return
+    import torch
+
+    import llga
+
+    torch.set_num_threads(n)
+    llga.set_num_threads(n)
+
+
+def _prepare(args):
+    """Checks and reads everything it can before importing torch, then loads
+    the model: (TorchScript object, its name, [(label, array)])."""
+    kind, model = _resolve_model(args.model)
+    if kind == "file" and not args.input:
+        raise UserError(f"{model!r} is a TorchScript file: pass each of its inputs with --input SHAPE "
+                        "(e.g. --input 1x3x224x224) or --input FILE.npy")
+    inputs = _read_inputs(args.input or ["1x3x224x224"])
+    _set_threads(args.threads)
+    obj, what = _load_model(kind, model, [a for _, a in inputs])
+    return obj, what, inputs
+
+
+def _compile_and_call(obj, arrays):
+    """(compiled, outputs, {"compile_ms", "first_call_ms"})."""
+    import llga
+
+    t0 = time.perf_counter()
+    compiled = llga.optimize(obj)
+    t1 = time.perf_counter()
+    out = compiled(*arrays)
+    t2 = time.perf_counter()
+    return compiled, out, {"compile_ms": (t1 - t0) * 1e3, "first_call_ms": (t2 - t1) * 1e3}
+
+
+def _flatten(out, label="out"):
+    """[(label, numpy array)] depth first: out, out[0], out[1]['logits'], ..."""
+    import numpy as np
+
+    if isinstance(out, (tuple, list)):
+        return [item for i, o in enumerate(out) for item in _flatten(o, f"{label}[{i}]")]
+    if isinstance(out, dict):
+        return [item for k, o in out.items() for item in _flatten(o, f"{label}[{k!r}]")]
+    return [(label, np.asarray(out))]
+
+
+def _summary(arr) -> str:
+    import numpy as np
+
+    head = f"shape {_fmt_shape(arr.shape)} {arr.dtype}"
+    if arr.size == 0 or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        return head
+    if np.iscomplexobj(arr):
+        return f"{head} mean {complex(arr.mean()):.6g}"
+    return f"{head} min {float(arr.min()):.6g} max {float(arr.max()):.6g} mean {float(arr.mean(dtype=np.float64)):.6g}"
+
+
+def _check_writable(path: str) -> None:
+    """Fails early (before loading anything) for a path whose directory is missing or read-only."""
+    if not os.path.basename(path) or os.path.isdir(path):
+        raise UserError(f"cannot write {path!r}: it names a directory, not a file")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UserError(f"cannot write {path!r}: directory {os.path.dirname(path)!r} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"cannot write {path!r}: directory {parent!r} is not writable")
+
+
+def _out_stem(path: str) -> str:
+    """OUT without its .npy suffix, once OUT.npy is known to be writable."""
+    if path.endswith(("/", os.sep)) or os.path.isdir(path):
+        raise UserError(f"cannot write {path!r}: it names a directory, not a file")
+    stem = path[:-4] if path.lower().endswith(".npy") else path
+    _check_writable(stem + ".npy")
+    return stem
+
+
+def run(args) -> int:
+    import numpy as np
+
+    stem = _out_stem(args.output) if args.output is not None else None
+    t0 = time.perf_counter()
+    obj, what, inputs = _prepare(args)
+    load_ms = (time.perf_counter() - t0) * 1e3
+    _, out, times = _compile_and_call(obj, [a for _, a in inputs])
+    outputs = _flatten(out)
+    if stem is None:
+        for label, arr in outputs:
+            print(f"{label}: {_summary(arr)}")
+    else:
+        for i, (label, arr) in enumerate(outputs):
+            path = f"{stem}.npy" if len(outputs) == 1 else f"{stem}_{i}.npy"
+            try:
+                np.save(path, arr, allow_pickle=False)
+            except (OSError, ValueError) as e:
+                raise UserError(f"cannot write {path!r}: {_one_line(e, True)}") from None
+            print(f"wrote {path} ({label}: {_summary(arr)})")
+    print(f"{what}, input {' '.join(f'{a.dtype} {_fmt_shape(a.shape)}' for _, a in inputs)}: "
+          f"load {load_ms:.1f} ms, compile {times['compile_ms']:.1f} ms, first call {times['first_call_ms']:.1f} ms")
+    return 0
+
+
+def _inspect_report(compiled, what, inputs, times, load_ms):
+    return {
+        "model": what,
+        "inputs": [{"source": label, "dtype": str(a.dtype), "shape": list(a.shape)} for label, a in inputs],
+        "timing": {"load_ms": load_ms, **times},
+        "partitions": [asdict(p) for p in compiled.partitions],
+        "unfused": compiled.unfused,
+        "memory": compiled.memory,
+        "passes": [{"name": r.name, "changed": r.changed, "seconds": r.seconds, "nodes_before": r.before.nodes,
+                    "nodes_after": r.after.nodes} for r in compiled.passes],
+    }
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit} ({n} bytes)"
+    return f"{n} bytes"
+
+
+def inspect(args) -> int:
+    t0 = time.perf_counter()
+    obj, what, inputs = _prepare(args)
+    load_ms = (time.perf_counter() - t0) * 1e3
+    compiled, _, times = _compile_and_call(obj, [a for _, a in inputs])
+    report = _inspect_report(compiled, what, inputs, times, load_ms)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{what}, input {' '.join(f'{a.dtype} {_fmt_shape(a.shape)}' for _, a in inputs)}: "
+          f"load {load_ms:.1f} ms, compile {times['compile_ms']:.1f} ms, first call {times['first_call_ms']:.1f} ms")
+    parts = compiled.partitions
+    print(f"\nPartitions ({len(parts)}):")
+    print(parts if parts else "  (none)")
+    unfused = report["unfused"]
+    print(f"\nOps outside partitions ({sum(v['count'] for v in unfused.values())}):")
+    if not unfused:
+        print("  (none)")
+    for kind, v in unfused.items():
+        reasons = "; ".join(f"{r} (x{n})" if n > 1 else r for r, n in v["reasons"].items())
+        print(f"  {kind} x{v['count']}: {reasons}")
+    mem = report["memory"]
+    print("\nMemory:")
+    for key in ("weights", "weight_cache", "released"):
+        print(f"  {key:<17} {_bytes(mem[key])}")
+    for sig, n in mem["peak_activations"].items():
+        print(f"  {'peak_activations':<17} {_bytes(n)} for {sig}")
+    for sig, a in mem["arena"].items():
+        rest = ", ".join(f"{k} {v}" for k, v in a.items() if k != "bytes")
+        print(f"  {'arena':<17} {_bytes(a.get('bytes', 0))} for {sig}: {rest}")
+    print(f"\nPasses ({len(compiled.passes)}):")
+    print(compiled.passes)
+    return 0
 
 
 def profile(args) -> int:
@@ -28,37 +332,23 @@ def profile(args) -> int:
     import torch
 
     import llga
-    from llga import zoo
 
     torch.set_num_threads(args.threads)
     llga.set_num_threads(args.threads)
+    if args.trace:
+        _check_writable(args.trace)
     shapes = args.input or [(1, 3, 224, 224)]
-    xs = [torch.from_numpy(np.random.default_rng(i).standard_normal(s, dtype=np.float32)) for i, s in enumerate(shapes)]
-    if os.path.exists(args.model):
-        try:
-            obj = torch.jit.load(args.model, map_location="cpu").eval()
-        except Exception as e:  # noqa: BLE001 - any load failure is a usage error here
-            print(f"llga profile: cannot load {args.model!r} as TorchScript: {e}", file=sys.stderr)
-            return 2
-        what = args.model
-    elif args.model in zoo.TORCHVISION_MODELS:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            obj = torch.jit.trace(zoo.torchvision_model(args.model), tuple(xs), check_trace=False)
-        what = f"torchvision {args.model} (random weights)"
-    else:
-        print(f"llga profile: {args.model!r} is neither a file nor a torchvision model "
-              f"({', '.join(zoo.TORCHVISION_MODELS)})", file=sys.stderr)
-        return 2
+    xs = [np.random.default_rng(i).standard_normal(s, dtype=np.float32) for i, s in enumerate(shapes)]
+    kind, model = _resolve_model(args.model)
+    obj, what = _load_model(kind, model, xs)
     t0 = time.perf_counter()
     compiled = llga.optimize(obj)
     compile_s = time.perf_counter() - t0
-    arrays = [x.numpy() for x in xs]
-    compiled(*arrays)  # warm-up: primitives built, weights reordered
+    compiled(*xs)  # warm-up: primitives built, weights reordered
     with llga.profiler.profile():
         t0 = time.perf_counter()
         for _ in range(args.runs):
-            compiled(*arrays)
+            compiled(*xs)
         wall = (time.perf_counter() - t0) / args.runs
     print(f"{what}, input {' '.join('x'.join(map(str, s)) for s in shapes)}, {args.threads} threads: "
           f"compiled in {compile_s * 1e3:.0f} ms, {wall * 1e3:.2f} ms per call over {args.runs} profiled runs\n")
@@ -66,26 +356,85 @@ def profile(args) -> int:
     print("\nUnimpl:")
     print(llga.profiler.stats("Unimpl"))
     if args.trace:
-        llga.profiler.export_chrome_trace(args.trace)
+        try:
+            llga.profiler.export_chrome_trace(args.trace)
+        except OSError as e:
+            raise UserError(f"cannot write {args.trace!r}: {_one_line(e, True)}") from None
         print(f"\nChrome trace written to {args.trace}")
     return 0
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m llga", description="llga command line")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
+_MODEL_HELP = "a TorchScript file (torch.jit.save) or a torchvision model name (random weights)"
+_INPUT_HELP = ("a .npy file or a shape such as 1x3x224x224 (random standard-normal float32, seeded); repeat for "
+               "several inputs, in order. Default for a torchvision model: 1x3x224x224; a file needs its inputs")
+
+
+def _parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    ap = argparse.ArgumentParser(prog="python -m llga", description=__doc__, formatter_class=fmt)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "run", formatter_class=fmt, help="compile a model, call it once, print or save its outputs",
+        description="Compiles MODEL with llga.optimize, calls it once on the inputs and writes the outputs.\n\n"
+                    "Outputs are flattened in order (tuples, lists and dict values, depth first). With -o OUT.npy, "
+                    "one output\ngoes to OUT.npy and several to OUT_0.npy, OUT_1.npy, ... (.npy is added if "
+                    "missing). Without -o, one line\nper output: shape, dtype, min, max, mean. Then a timing line "
+                    "(load, compile and first call, in ms).\nAll on stdout; errors are one line on stderr, "
+                    "exit status 2.")
+    p.add_argument("model", help=_MODEL_HELP)
+    p.add_argument("--input", action="append", metavar="SHAPE_OR_NPY", help=_INPUT_HELP)
+    p.add_argument("-o", "--output", metavar="OUT", help="write the outputs as .npy files (see above)")
+    p.add_argument("--threads", type=_positive, metavar="N", help="threads for oneDNN and PyTorch (default: theirs)")
+
+    p = sub.add_parser(
+        "inspect", formatter_class=fmt, help="compile a model and show its partitions, memory and passes",
+        description="Compiles MODEL, calls it once on the inputs (so that oneDNN's implementations and the "
+                    "memory figures\nare known) and prints the partitions, the ops left outside partitions and "
+                    "why, memory (weights,\nweight cache, released weights, peak activations and the planned arena "
+                    "per input signature) and the\npass pipeline. --json prints the same as one JSON object with "
+                    "keys model, inputs, timing,\npartitions, unfused, memory and passes.")
+    p.add_argument("model", help=_MODEL_HELP)
+    p.add_argument("--input", action="append", metavar="SHAPE_OR_NPY", help=_INPUT_HELP)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--threads", type=_positive, metavar="N", help="threads for oneDNN and PyTorch (default: theirs)")
+
     p = sub.add_parser("profile", help="compile a model, run it under the profiler, print where the time goes")
-    p.add_argument("model", help="a TorchScript file (torch.jit.save) or a torchvision model name")
+    p.add_argument("model", help=_MODEL_HELP)
     p.add_argument("--input", type=_shape, action="append",
                    help="an input shape such as 1x3x224x224 (repeat for several inputs; default 1x3x224x224)")
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--trace", help="also write a Chrome trace (Perfetto, chrome://tracing) here")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = _parser()
     args = ap.parse_args(argv)
-    if args.cmd == "profile":
-        if args.runs <= 0:
-            ap.error("--runs must be positive")
-        return profile(args)
+    if args.cmd == "profile" and args.runs <= 0:
+        ap.error("--runs must be positive")
+    command = {"run": run, "inspect": inspect, "profile": profile}[args.cmd]
+    from llga.errors import CompileError, ExecutionError, InputError, UnsupportedOpError
+
+    try:
+        return command(args)
+    except UserError as e:
+        message = _one_line(e)
+    except (InputError, UnsupportedOpError, CompileError, ExecutionError) as e:
+        message = f"{type(e).__name__}: {_describe_llga_error(e)}"
+    sys.stdout.flush()
+    print(f"llga {args.cmd}: {message}", file=sys.stderr)
     return 2
 
 

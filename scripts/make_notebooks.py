@@ -13,6 +13,8 @@ def nb(cells):
     n = nbf.v4.new_notebook()
     n.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     n.cells = [nbf.v4.new_markdown_cell(c[1]) if c[0] == "md" else nbf.v4.new_code_cell(c[1]) for c in cells]
+    for i, cell in enumerate(n.cells):
+        cell.id = f"cell-{i:02d}"  # stable ids: regenerating changes only what changed
     return n
 
 setup = """import warnings
@@ -23,7 +25,8 @@ from llga import zoo
 
 torch.set_num_threads(2)
 llga.set_num_threads(2)
-warnings.simplefilter("ignore")"""
+warnings.simplefilter("ignore")
+print("llga", llga.__version__, "from", llga.__file__)"""
 
 # resnet18, traced and compiled: the start of most notebooks (each must run on its own)
 RESNET18 = """model = zoo.torchvision_model("resnet18")

@@ -239,6 +239,14 @@ void bindRuntime(py::module_& m) {
       },
       py::arg("n"), py::arg("c"), py::arg("h"), py::arg("w"), py::arg("oc"), py::arg("k"), py::arg("dtype") = "f32",
       py::arg("runs") = 20);
+  m.def("dnnl_capabilities", [] {
+    DnnlCapabilities c = dnnlCapabilities();
+    py::dict d;
+    d["isa"] = c.isa;
+    d["winograd"] = c.winograd;
+    d["bf16"] = c.bf16;
+    return d;
+  });
   auto events = [](const std::vector<ProfileEvent>& evs) {
     py::list out;
     for (const ProfileEvent& e : evs) {

@@ -177,8 +177,18 @@ std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md, bo
 
 std::string layoutName(const dnnl::memory::desc& md, bool weights) {
   const dnnl_memory_desc_t& d = md.data;
-  if (d.format_kind != dnnl_blocked)
-    return d.format_kind == dnnl_format_kind_any ? "any" : d.format_kind == dnnl_format_kind_wino ? "wino" : "opaque";
+  if (d.format_kind == dnnl_format_kind_wino) {
+    // oneDNN's Winograd weight formats differ between its kernels (and, for
+    // 4x3, with the problem's shape): name the format and its blocking, so a
+    // reader can tell two of them apart.
+    const dnnl_wino_desc_t& w = d.format_desc.wino_desc;
+    static const char* const kFormats[] = {"undef", "aaOIoi", "aaOio", "aaOBiOo", "OBaaIBOIio"};
+    const int f = static_cast<int>(w.wino_format);
+    return std::string("wino_") + (f >= 0 && f < 5 ? kFormats[f] : "?") + "_a" + std::to_string(w.alpha) + "_i" +
+           std::to_string(w.ic_block) + "x" + std::to_string(w.ic2_block) + "_o" + std::to_string(w.oc_block) + "x" +
+           std::to_string(w.oc2_block);
+  }
+  if (d.format_kind != dnnl_blocked) return d.format_kind == dnnl_format_kind_any ? "any" : "opaque";
   const int nd = d.ndims;
   const char* letters = weights ? (nd == 3 ? "oiw" : nd == 4 ? "oihw" : nd == 5 ? "goihw" : "abcdefghijkl")
                                 : (nd == 3 ? "ncw" : nd == 4 ? "nchw" : nd == 5 ? "ncdhw" : "abcdefghijkl");

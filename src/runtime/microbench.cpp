@@ -60,4 +60,32 @@ ConvThroughput convThroughput(int64_t n, int64_t c, int64_t h, int64_t w, int64_
   return r;
 }
 
+DnnlCapabilities dnnlCapabilities() {
+  using dnnl::memory;
+  DnnlCapabilities c;
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: c.isa = "sse41"; break;
+    case dnnl::cpu_isa::avx: c.isa = "avx"; break;
+    case dnnl::cpu_isa::avx2: c.isa = "avx2"; break;
+    case dnnl::cpu_isa::avx2_vnni: c.isa = "avx2_vnni"; break;
+    case dnnl::cpu_isa::avx512_core: c.isa = "avx512_core"; break;
+    case dnnl::cpu_isa::avx512_core_vnni: c.isa = "avx512_core_vnni"; break;
+    case dnnl::cpu_isa::avx512_core_bf16: c.isa = "avx512_core_bf16"; break;
+    case dnnl::cpu_isa::avx512_core_amx: c.isa = "avx512_core_amx"; break;
+    default: c.isa = "other"; break;
+  }
+  memory::desc src({1, 64, 28, 28}, memory::data_type::f32, memory::format_tag::any);
+  memory::desc wei({64, 64, 3, 3}, memory::data_type::f32, memory::format_tag::any);
+  try {
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd, src,
+                                      wei, src, {1, 1}, {1, 1}, {1, 1});
+    dnnl::convolution_forward::primitive_desc pd(d, cpuEngine());
+    c.winograd = true;
+  } catch (const dnnl::error&) {
+  }
+  ConvThroughput bf = convThroughput(1, 16, 8, 8, 16, 3, "bf16", 1);
+  c.bf16 = bf.supported;
+  return c;
+}
+
 }  // namespace llga

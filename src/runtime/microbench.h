@@ -23,4 +23,14 @@ struct ConvThroughput {
 ConvThroughput convThroughput(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t k,
                               const std::string& dtype, int runs);
 
+// What oneDNN offers on this CPU (after ONEDNN_MAX_CPU_ISA), asked of oneDNN
+// itself: tests and reports read llga's decisions against these, never
+// against one machine's choice.
+struct DnnlCapabilities {
+  std::string isa;        // oneDNN's effective ISA: "avx2", "avx512_core", "avx512_core_bf16", "avx512_core_amx", ...
+  bool winograd = false;  // a Winograd fp32 convolution can be created
+  bool bf16 = false;      // a bf16 convolution runs on a jit kernel (native with AVX512-BF16/AMX, emulated on AVX-512)
+};
+DnnlCapabilities dnnlCapabilities();
+
 }  // namespace llga

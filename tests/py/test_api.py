@@ -112,3 +112,34 @@ def test_blocks_are_visible():
     assert [n.kind for n in ifn.blocks[0].nodes()] == ["aten::relu"]
     assert [v.name for v in ifn.blocks[0].outputs] == ["r"]
     assert [n.kind for n in g.nodes(recursive=True)] == ["prim::If", "aten::relu"]
+
+
+def test_optimize_a_traced_graph_finds_its_module():
+    """llga.optimize(traced.graph): the method graph of a live module, found
+    by identity (or, for a copy such as inlined_graph, by its self type)."""
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 1))
+    x = torch.randn(1, 3, 10, 10)
+    traced = torch.jit.trace(model.eval(), x)
+    other = torch.jit.trace(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3)).eval(), x)  # another live module
+    with torch.no_grad():
+        ref = model(x).numpy()
+    for graph in (traced.graph, traced.inlined_graph):
+        np.testing.assert_allclose(llga.optimize(graph)(x.numpy()), ref, rtol=1e-5, atol=1e-6)
+    assert other is not None
+
+
+def test_optimize_a_method_graph_without_its_module_says_what_to_pass():
+    torch = pytest.importorskip("torch")
+    import gc
+
+    traced = torch.jit.trace(torch.nn.Conv2d(3, 8, 3).eval(), torch.randn(1, 3, 8, 8))
+    graph = traced.inlined_graph  # a copy: no identity to find it by
+    del traced
+    gc.collect()
+    with pytest.raises(llga.CompileError, match=r"self : __torch__\..*pass the module itself \(llga.optimize\(traced\)\) "
+                                                r"or name it: llga.optimize\(traced.graph, module=traced\)"):
+        llga.optimize(graph)

@@ -378,15 +378,51 @@ def test_winograd_off_switch_and_agreement(monkeypatch):
     assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max()
 
 
+def wino_weight_formats(compiled):
+    """The Winograd weight format oneDNN reports for each Winograd conv on the latest call."""
+    return [re.search(r"wei (\S+)", p.layouts).group(1) for p in compiled.partitions
+            if p.pattern == "conv_post_ops" and "wino" in p.impl]
+
+
 def test_winograd_weights_kept_and_shared_at_batch_one():
     model = WinoChain()
     c = compile_and_check(model, torch.randn(1, 64, 28, 28))
     cache = c.memory["weight_cache"]
+    formats = wino_weight_formats(c)
+    assert len(formats) == 2 and all(f.startswith("wino_") for f in formats), formats
     # A Winograd copy cannot stand in for the original (oneDNN reorders only
     # into that format), so the two 3x3 weights stay; the 1x1's is released.
     assert c.memory["weights"] == 2 * 64 * 64 * 9 * 4 + 2 * 64 * 4 + 32 * 4
-    for shape in [(1, 64, 30, 34), (1, 64, 56, 56)]:  # same kernel, same transformed weights
+    # Other shapes share the transformed weights wherever oneDNN's kernel for
+    # them takes the same Winograd format (its F(2x2,3x3) kernel's format does
+    # not depend on the shape; its F(4x4,3x3) kernel's blocking may): the
+    # cache grows only when oneDNN reports a format not made before.
+    seen = set(formats)
+    for shape in [(1, 64, 30, 34), (1, 64, 56, 56), (1, 64, 28, 28), (1, 64, 30, 34)]:
         x = torch.randn(*shape)
         with torch.no_grad():
             np.testing.assert_allclose(c(x.numpy()), model(x).numpy(), rtol=1e-4, atol=1e-4)
-    assert c.memory["weight_cache"] == cache
+        now = wino_weight_formats(c)
+        grew = c.memory["weight_cache"] > cache
+        assert grew == (not set(now) <= seen), (shape, now, seen, cache, c.memory["weight_cache"])
+        seen |= set(now)
+        cache = c.memory["weight_cache"]
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_channels_last_model_weights_on_every_path(batch):
+    """A model converted with .to(memory_format=torch.channels_last) has
+    OHWI-strided weights: the Winograd path (which oneDNN fills only from
+    plain OIHW) and the direct one both take them. It used to fail at the
+    first call with 'could not create a primitive descriptor for a reorder'."""
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1))
+    model = model.eval().to(memory_format=torch.channels_last)
+    assert not model[0].weight.is_contiguous()
+    x = torch.randn(batch, 32, 28, 28)
+    c = compile_and_check(model, x)
+    if llga.cpu_capabilities()["winograd"]:  # oneDNN has Winograd here: llga's rule picks it for the first conv
+        assert wino_flags(c)[0], [p.impl for p in c.partitions]
+    for xx in (x.to(memory_format=torch.channels_last), torch.randn(batch, 32, 20, 24)):
+        with torch.no_grad():
+            np.testing.assert_allclose(c(xx.numpy()), model(xx).numpy(), rtol=1e-4, atol=1e-4)
