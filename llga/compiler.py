@@ -288,6 +288,15 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
         if _has_module_input(graph):
             examples = None  # the module input has no example; shapes come from the graph's types
     records = _passes.run(graph, passes, weights, methods=methods, example_inputs=examples, route_off=route_off)
+    calls = [n for n in graph.nodes(recursive=True) if n.kind == "prim::CallMethod"]
+    if calls:
+        first = calls[0]
+        what = f"{first.inputs[0].type}.{first.attributes.get('name', '?')}" if first.inputs else "?"
+        raise CompileError(
+            f"the graph still calls {len(calls)} submodule method(s) (prim::CallMethod, the first {what}): llga needs "
+            "the module they belong to; pass the ScriptModule (llga.optimize(traced)), its graph while the module is "
+            "alive (llga.optimize(traced.graph)), name it (module=traced), or pass traced.inlined_graph.str() with "
+            "params=")
     try:
         compiled = CompiledGraph(graph, weights, records)
     except UnsupportedOpError as e:
