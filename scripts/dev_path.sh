@@ -2,7 +2,7 @@
 # Makes this checkout's llga importable from any directory and any Jupyter
 # kernel of Debian's Python: a .pth file in the system site directory
 # (/usr/local/lib/python3.X/dist-packages) naming the checkout. Rewritten on
-# every call, so it follows the checkout that last ran it; `make uninstall-dev`
+# every call, so it follows the checkout that last ran it; `make uninstall`
 # removes it. An llga installed by `make install` (pip) comes first on sys.path
 # and wins: this script says so.
 set -euo pipefail
