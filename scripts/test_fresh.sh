@@ -75,18 +75,21 @@ case "$repo/" in "$root"/*) die "FRESH_ROOT='$root' contains the repository" ;; 
 case "$root/" in "$repo"/*) die "FRESH_ROOT='$root' is inside the repository" ;; esac
 mkdir -p "$(dirname "$root")"
 
-# One run at a time per root: the lock is held on the log's file descriptor.
+# One run at a time per root: the lock is held on the log's file descriptor
+# (by this script only: the chroot, tee and the line prefixer get no copy).
 exec 9>>"$log"
 flock -n 9 || die "another test_fresh run is using $root (lock on $log)"
 : >"$log"
 # Everything to the terminal and the log. tee ignores INT/TERM so that the
 # cleanup after a Ctrl-C is still shown and logged.
-exec > >(trap '' INT TERM; exec tee -a "$log") 2>&1
+exec > >(trap '' INT TERM; exec tee -a "$log" 9>&-) 2>&1
 tee_pid=$!
 
 t_start=$(date +%s)
 phases=()       # "name seconds" of each phase that ran
 failed_phase=""
+tested=""       # the commit cloned into the root
+cur_phase="" cur_t0=0
 status_line=""
 
 stamp() { date '+%H:%M:%S'; }
@@ -161,6 +164,11 @@ cleanup() {
   local rc=$?
   trap '' INT TERM PIPE
   set +e
+  rm -f -- "$tarball.partial"
+  if [[ -n "$cur_phase" ]]; then  # interrupted in the middle of a phase
+    phases+=("$cur_phase (unfinished) $(( $(date +%s) - cur_t0 ))")
+    failed_phase=${failed_phase:-$cur_phase}
+  fi
   if ((mounted)) || [[ -n "$(mounts_below_root 2>/dev/null)" ]]; then
     note "unmounting"
     if unmount_all; then
@@ -180,11 +188,16 @@ cleanup() {
   echo "test_fresh: timings"
   local p
   for p in "${phases[@]}"; do
-    printf '  %-38s %6ss\n' "${p% *}" "${p##* }"
+    printf '  %-50s %6ss\n' "${p% *}" "${p##* }"
+    if [[ "$p" == "make demo "* ]]; then  # the time bootstrap.sh's apt-get took, from its line in the log
+      local b
+      b=$(grep -m1 -o '\[+ *[0-9]*s\] bootstrap: done' "$log" | tr -dc 0-9)
+      [[ -z "$b" ]] || printf '  %-50s %6ss\n' "  of which apt (bootstrap.sh)" "$b"
+    fi
   done
-  printf '  %-38s %6ss\n' "total" $(( $(date +%s) - t_start ))
+  printf '  %-50s %6ss\n' "total" $(( $(date +%s) - t_start ))
   if ((rc == 0)); then
-    echo "test_fresh: PASS: $status_line on a fresh Debian 12 (minbase) at $(git -C "$repo" rev-parse --short HEAD); log: $log"
+    echo "test_fresh: PASS: $status_line on a fresh Debian 12 (minbase) at $tested; log: $log"
   else
     local where=""
     [[ -z "$failed_phase" ]] || where=" in phase [$failed_phase]"
@@ -204,10 +217,12 @@ phase() {
   shift
   note "phase: $name"
   t0=$(date +%s)
+  cur_phase=$name cur_t0=$t0
   set +e
   "$@"
   rc=$?
   set -e
+  cur_phase=""
   phases+=("$name $(( $(date +%s) - t0 ))")
   if ((rc != 0)); then
     failed_phase=$name
@@ -217,14 +232,21 @@ phase() {
 }
 
 # Runs a command in the chroot, in a clean environment, without standard input.
+# It runs in the background and is waited for, so that INT or TERM sent to this
+# script alone is acted on at once (the cleanup stops what runs in the root).
 in_root() {
   local t0 rc
   t0=$(date +%s)
   echo "  # chroot $root: $*"
+  (
+    set +e
+    env -i HOME=/root PATH="$chroot_path" LANG=C.UTF-8 TERM=dumb \
+      chroot "$root" /bin/bash -c "set -eo pipefail; $*" </dev/null 9>&- 2>&1 | prefix_lines "$t0"
+    exit "${PIPESTATUS[0]}"
+  ) 9>&- &
   set +e
-  env -i HOME=/root PATH="$chroot_path" LANG=C.UTF-8 TERM=dumb \
-    chroot "$root" /bin/bash -c "set -eo pipefail; $*" </dev/null 9>&- 2>&1 | prefix_lines "$t0"
-  rc=${PIPESTATUS[0]}
+  wait "$!"
+  rc=$?
   set -e
   return "$rc"
 }
@@ -241,6 +263,10 @@ command -v mmdebstrap >/dev/null || die "mmdebstrap is still missing after scrip
 # --- the bare root -----------------------------------------------------------
 make_tarball() {
   rm -f -- "$tarball.partial"
+  if [[ -n "$cur_phase" ]]; then  # interrupted in the middle of a phase
+    phases+=("$cur_phase (unfinished) $(( $(date +%s) - cur_t0 ))")
+    failed_phase=${failed_phase:-$cur_phase}
+  fi
   mmdebstrap --mode=root --variant=minbase --format=tar "$suite" "$tarball.partial" "${mirrors[@]}"
   mv -f -- "$tarball.partial" "$tarball"
 }
@@ -266,6 +292,7 @@ phase "bare root: extract" extract_root
 clone_repo() {
   local head
   head=$(git -C "$repo" rev-parse HEAD)
+  tested=${head:0:12}
   mkdir -p "$root/root/src"
   git clone --quiet --no-hardlinks -- "$repo" "$root/root/src/main"
   git -C "$root/root/src/main" -c advice.detachedHead=false checkout --quiet --detach "$head"

@@ -99,7 +99,7 @@ py::object tensorToNumpy(const TensorRef& t) {
   py::capsule owner(keep, [](void* p) { delete static_cast<TensorRef*>(p); });
   py::array arr(dtype, shape, strides, t->data, owner);
   py::detail::array_proxy(arr.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-  return std::move(arr);
+  return arr;
 }
 
 py::object attrToPython(const GraphPtr& g, const AttrValue& a) {
@@ -111,7 +111,7 @@ py::object attrToPython(const GraphPtr& g, const AttrValue& a) {
         else if constexpr (std::is_same_v<T, AttrList>) {
           py::list out;
           for (const auto& item : x) out.append(attrToPython(g, item));
-          return std::move(out);
+          return out;
         } else {
           return py::cast(x);
         }
