@@ -3,7 +3,6 @@ callable that runs on numpy arrays."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -89,18 +88,13 @@ class CompiledGraph:
     @property
     def unfused(self) -> Dict[str, Dict[str, Any]]:
         """{op kind: {"count": n, "reasons": {reason: n}}} for ops the fuse pass left
-        outside partitions (from its notes)."""
+        outside partitions (from its Unfused records)."""
         out: Dict[str, Dict[str, Any]] = {}
         for rec in self.passes:
-            if rec.name != "fuse":
-                continue
-            for note in rec.notes:
-                m = _UNFUSED.match(note)
-                if not m:
-                    continue
-                entry = out.setdefault(m.group(1), {"count": 0, "reasons": {}})
+            for u in rec.unfused:
+                entry = out.setdefault(u.kind, {"count": 0, "reasons": {}})
                 entry["count"] += 1
-                entry["reasons"][m.group(2)] = entry["reasons"].get(m.group(2), 0) + 1
+                entry["reasons"][u.reason] = entry["reasons"].get(u.reason, 0) + 1
         return out
 
     def __call__(self, *inputs):
@@ -180,9 +174,6 @@ class PartitionList(list):
         body = "".join("<tr>" + "".join(f"<td>{_html.escape(c)}</td>" for c in r) + "</tr>" for r in self._rows())
         return f"<table class='llga-partitions'><tr>{head}</tr>{body}</table>"
 
-
-# "unfused aten::relu at f.py:3:4 (%y): a lone aten::relu is not a partition"
-_UNFUSED = re.compile(r"^unfused (\S+)(?: at \S+)?(?: \(%[^)]*\))?: (.*)$")
 
 
 def _shape_of(v):

@@ -4,43 +4,17 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
 
 from . import _llga
 
 
-@dataclass(frozen=True)
-class GraphStats:
-    nodes: int
-    fusion_groups: int
-    kinds: Dict[str, int]
-
-
-@dataclass(frozen=True)
-class PassRecord:
-    """What one pass did: its name, whether it changed the graph, its time,
-    the IR after it, node statistics before and after, verifier findings."""
-
-    name: str
-    changed: bool
-    seconds: float
-    ir: str = field(repr=False)
-    before: GraphStats = field(repr=False)
-    after: GraphStats = field(repr=False)
-    verify_errors: List[str] = field(default_factory=list, repr=False)
-    notes: List[str] = field(default_factory=list, repr=False)  # what the pass left alone, and why
-    error: str = ""
-
-    @staticmethod
-    def from_dict(d) -> "PassRecord":
-        return PassRecord(d["name"], d["changed"], d["seconds"], d["ir"], GraphStats(**d["before"]),
-                          GraphStats(**d["after"]), list(d["verify_errors"]), list(d["notes"]), d["error"])
-
-    def __str__(self) -> str:
-        state = "changed" if self.changed else "unchanged"
-        return (f"{self.name}: {state}, {self.seconds * 1e3:.2f} ms, "
-                f"{self.before.nodes} -> {self.after.nodes} nodes")
+# Typed records made by the C++ pass manager (src/passes/pass.h), bound as
+# classes: name, changed, seconds, ir, before/after (GraphStats),
+# verify_errors, notes, unfused (Unfused: kind, source, value, reason), error.
+GraphStats = _llga.GraphStats
+PassRecord = _llga.PassRecord
+Unfused = _llga.Unfused
 
 
 class PassList(list):
@@ -154,9 +128,8 @@ def run(graph, passes: Optional[Union[str, Sequence[str]]] = None, weights=None,
     else:
         pipeline = ",".join(passes)
     initial_ir = str(graph)
-    records = [PassRecord.from_dict(d) for d in _llga.run_passes(graph, pipeline, dict(weights or {}), dict(methods or {}),
-                                                                     None if example_inputs is None else list(example_inputs),
-                                                                     list(route_off))]
+    records = _llga.run_passes(graph, pipeline, dict(weights or {}), dict(methods or {}),
+                               None if example_inputs is None else list(example_inputs), list(route_off))
     for r in records:
         if r.name in _LOGGED:
             state = "changed" if r.changed else "unchanged"

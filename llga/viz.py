@@ -25,7 +25,6 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 AUTO_COLLAPSE_NODES = 250  # larger graphs are collapsed by module scope unless asked otherwise
 
 _PALETTE = ["#fde0dd", "#deebf7", "#e5f5e0", "#fff7bc", "#efedf5", "#fee6ce", "#e0f3f8", "#f7f4f9", "#edf8e9"]
-_UNFUSED = re.compile(r"^unfused (\S+)(?: at \S+)? \(%([^)]*)\): (.*)$")
 
 
 class VizUnavailable(RuntimeError):
@@ -85,10 +84,9 @@ def unfused_reasons(compiled) -> Dict[str, str]:
     for rec in getattr(compiled, "passes", []) or []:
         if rec.name != "fuse":
             continue
-        for note in rec.notes:
-            m = _UNFUSED.match(note)
-            if m:
-                out[m.group(2)] = m.group(3)
+        for u in rec.unfused:
+            if u.value:
+                out[u.value] = u.reason
     return out
 
 
@@ -218,23 +216,22 @@ def _group_key(scope: str, depth: int, expand: Sequence[str]) -> Optional[str]:
 
 
 def to_dot(obj, *, collapse: Optional[int] = None, expand: Sequence[str] = (), focus: Optional[str] = None,
-           radius: int = 2, title: Optional[str] = None, notes: Sequence[str] = ()) -> str:
+           radius: int = 2, title: Optional[str] = None, unfused: Sequence = ()) -> str:
     """Graphviz DOT text for an llga.Graph or a CompiledGraph.
 
     ``collapse=k`` draws every module scope k levels deep (``layer1`` at 1,
     ``layer1.0`` at 2) as one box; ``expand`` lists scopes to open inside a
-    collapsed view. ``notes`` (a fuse PassRecord's) mark unfused ops when
-    drawing a dump. Graphs with more than AUTO_COLLAPSE_NODES drawn nodes are
+    collapsed view. ``unfused`` (a fuse PassRecord's Unfused records) mark
+    unfused ops when drawing a dump. Graphs with more than AUTO_COLLAPSE_NODES drawn nodes are
     collapsed at depth 1 unless ``collapse=0``. ``focus`` (a value name)
     draws only the ops within ``radius`` edges of the op producing it.
     """
     graph, compiled = _compiled_parts(obj)
     pic = _Picture(graph)
     reasons = unfused_reasons(compiled) if compiled is not None else {}
-    for note in notes:  # a fuse record's notes, when drawing a dump
-        m = _UNFUSED.match(note)
-        if m:
-            reasons[m.group(2)] = m.group(3)
+    for u in unfused:  # a fuse record's, when drawing a dump
+        if u.value:
+            reasons[u.value] = u.reason
     layouts = value_layouts(compiled)
     keep = pic.focus(focus, radius) if focus else set(pic.items)
     n_ops = sum(1 for i in keep if pic.items[i]["kind"] in ("op", "weight"))
@@ -524,7 +521,7 @@ def _side_by_side(before: str, after: str) -> str:
     return difflib.HtmlDiff(wrapcolumn=90).make_table(a, b, "before", "after", context=True, numlines=1)
 
 
-def _graph_svg(ir: str, notes: Sequence[str] = ()) -> str:
+def _graph_svg(ir: str, unfused: Sequence = ()) -> str:
     from . import parse
 
     try:
@@ -532,7 +529,7 @@ def _graph_svg(ir: str, notes: Sequence[str] = ()) -> str:
     except Exception as e:  # noqa: BLE001 - a viewer must not fail on one bad dump
         return f"<p><i>cannot draw: {html.escape(str(e))}</i></p>"
     try:
-        return render(to_dot(g, title="", notes=notes))
+        return render(to_dot(g, title="", unfused=unfused))
     except VizUnavailable as e:
         return f"<p><i>{html.escape(str(e))}</i></p><pre>{html.escape(text(g))}</pre>"
 
@@ -558,7 +555,7 @@ def passes_html(records, initial_ir: str = "", graphs: bool = True, uid: Optiona
         summary = (f'<summary class="row"><span>{i}</span><span><b>{html.escape(r.name)}</b></span>'
                    f'<span class="flag">{"yes" if r.changed else "no"}</span><span>{r.seconds * 1e3:.2f}</span>'
                    f"<span>{r.before.nodes} &rarr; {r.after.nodes}</span><span>{r.after.fusion_groups}</span>"
-                   f"<span>{len(r.notes)}</span></summary>")
+                   f"<span>{len(r.notes) + len(r.unfused)}</span></summary>")
         body = []
         if r.error:
             body.append(f"<p><b>error:</b> {html.escape(r.error)}</p>")
@@ -581,7 +578,7 @@ def passes_html(records, initial_ir: str = "", graphs: bool = True, uid: Optiona
                         + "</details>")
             if graphs:
                 before_svg = prev_svg if prev_svg is not None else _graph_svg(prev)
-                after_svg = _graph_svg(r.ir, r.notes)
+                after_svg = _graph_svg(r.ir, r.unfused)
                 prev_svg = after_svg
                 body.append(f"<details{is_open}><summary>graph before / after</summary><div class='graphs'>"
                             f"<div><b>before</b>{before_svg}</div><div><b>after</b>{after_svg}</div></div></details>")
@@ -591,6 +588,14 @@ def passes_html(records, initial_ir: str = "", graphs: bool = True, uid: Optiona
             lis = "".join(f"<li>{html.escape(n)}</li>" for n in r.notes[:300])
             more = f"<li>... {len(r.notes) - 300} more</li>" if len(r.notes) > 300 else ""
             body.append(f"<details><summary>notes ({len(r.notes)})</summary><ul class='nodes'>{lis}{more}</ul></details>")
+        if r.unfused:
+            lis = "".join(f"<li><code>{html.escape(u.kind)}</code>"
+                          + (f" at {html.escape(u.source)}" if u.source else "")
+                          + (f" (<code>%{html.escape(u.value)}</code>)" if u.value else "")
+                          + f": {html.escape(u.reason)}</li>" for u in r.unfused[:300])
+            more = f"<li>... {len(r.unfused) - 300} more</li>" if len(r.unfused) > 300 else ""
+            body.append(f"<details><summary>left outside partitions ({len(r.unfused)})</summary>"
+                        f"<ul class='nodes'>{lis}{more}</ul></details>")
         if r.verify_errors:
             body.append("<p><b>verifier:</b> " + html.escape("; ".join(r.verify_errors)) + "</p>")
         parts.append(f'<details class="pass {state}"{is_open}>{summary}<div class="body">{"".join(body)}</div>'

@@ -9,7 +9,8 @@
 //           %a = aten::add(%c, %y, %one)                           with llga::FusionGroup_0 = graph(%x, %y):
 //           %r = aten::relu(%a)                                      (the three ops, constants inside)
 //
-// Every op left outside gets a note "unfused <kind> ...: <reason>".
+// Every op left outside is reported as an Unfused record (kind, source,
+// value, reason) in the pass's record.
 #include <map>
 #include <set>
 
@@ -44,9 +45,7 @@ class Fuse final : public Pass {
   std::string_view description() const override { return "partition into llga::FusionGroup nodes by the pattern table"; }
 
   bool run(Graph& g) override {
-    bool changed = visit(g, g.block());
-    for (const auto& [node_where, why] : unfused_) note("unfused " + node_where + ": " + why);
-    return changed;
+    return visit(g, g.block());
   }
 
  private:
@@ -228,11 +227,10 @@ class Fuse final : public Pass {
   bool routedOff(const std::string& name) const { return context().route_off.count(name) > 0; }
 
   Node* unfused(const Node& n, std::string why) {
-    unfused_.emplace_back(where(n), std::move(why));
+    reportUnfused(n, std::move(why));
     return nullptr;
   }
 
-  std::vector<std::pair<std::string, std::string>> unfused_;
   std::set<Node*> gone_;  // destroyed by partitioning: skipped in the walk's snapshot
 };
 

@@ -34,6 +34,15 @@ struct PassContext {
   std::set<std::string> route_off;
 };
 
+// An op a pass left outside partitions, and why. Typed, so that Python,
+// the profiler and tests read fields and never parse prose.
+struct Unfused {
+  std::string kind;    // "aten::relu"
+  std::string source;  // "model.py:12:8", or "" when the op carries no source range
+  std::string value;   // the name of its first output ("y"), or ""
+  std::string reason;  // "a lone aten::relu is not a partition"
+};
+
 class Pass {
  public:
   virtual ~Pass() = default;
@@ -44,10 +53,16 @@ class Pass {
   // What the last run chose not to do, and why ("aten::relu_ at f.py:3:4 (%y):
   // its input is read afterwards"). Kept in the pass's record.
   const std::vector<std::string>& notes() const { return notes_; }
+  // Ops the last run left outside partitions (the fuse pass).
+  const std::vector<Unfused>& unfused() const { return unfused_; }
   void setContext(const PassContext* ctx) { ctx_ = ctx; }
 
  protected:
   void note(std::string s) { notes_.push_back(std::move(s)); }
+  void reportUnfused(const Node& n, std::string reason) {
+    unfused_.push_back({n.kind().toQualString(), n.source(), n.outputs().empty() ? "" : n.output(0)->debugName(),
+                        std::move(reason)});
+  }
   const PassContext& context() const {
     static const PassContext empty;
     return ctx_ ? *ctx_ : empty;
@@ -55,6 +70,7 @@ class Pass {
 
  private:
   std::vector<std::string> notes_;
+  std::vector<Unfused> unfused_;
   const PassContext* ctx_ = nullptr;
 };
 
@@ -91,6 +107,7 @@ struct PassRecord {
   std::string ir;  // the IR after the pass (before it, when the pass failed)
   std::vector<std::string> verify_errors;
   std::vector<std::string> notes;  // what the pass left alone, and why
+  std::vector<Unfused> unfused;    // ops left outside partitions, and why (fuse)
   std::string error;  // what the pass threw, if it did
 };
 

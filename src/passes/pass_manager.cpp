@@ -102,6 +102,7 @@ std::vector<PassRecord> PassManager::run(Graph& g) const {
     }
     rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rec.notes = pass->notes();
+    rec.unfused = pass->unfused();
     if (options_.verify_each) rec.verify_errors = verify(g);
     rec.after = graphStats(g);
     if (options_.keep_ir) rec.ir = rec.changed ? g.toString() : before_ir;

@@ -2,6 +2,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdio>
+
 #include "fuser/patterns.h"
 #include "passes/pass.h"
 #include "python/numpy_interop.h"
@@ -11,31 +13,52 @@ using namespace llga;
 
 namespace {
 
-py::dict statsDict(const GraphStats& s) {
-  py::dict d;
-  d["nodes"] = s.nodes;
-  d["fusion_groups"] = s.fusion_groups;
-  d["kinds"] = s.kinds;
-  return d;
-}
-
-py::dict recordDict(const PassRecord& r) {
-  py::dict d;
-  d["name"] = r.name;
-  d["changed"] = r.changed;
-  d["seconds"] = r.seconds;
-  d["ir"] = py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(r.ir.data(), static_cast<py::ssize_t>(r.ir.size()), "replace"));
-  d["before"] = statsDict(r.before);
-  d["after"] = statsDict(r.after);
-  d["verify_errors"] = r.verify_errors;
-  d["notes"] = r.notes;
-  d["error"] = r.error;
-  return d;
+py::str lossyStr(const std::string& s) {  // IR text may hold bytes that are not UTF-8 (string constants)
+  return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), static_cast<py::ssize_t>(s.size()), "replace"));
 }
 
 }  // namespace
 
 void bindPasses(py::module_& m) {
+  py::class_<GraphStats>(m, "GraphStats", "Node counts of a graph: all nodes, fusion groups, and by kind.")
+      .def_readonly("nodes", &GraphStats::nodes)
+      .def_readonly("fusion_groups", &GraphStats::fusion_groups)
+      .def_readonly("kinds", &GraphStats::kinds)
+      .def("__repr__", [](const GraphStats& s) {
+        return "GraphStats(nodes=" + std::to_string(s.nodes) + ", fusion_groups=" + std::to_string(s.fusion_groups) + ")";
+      });
+  py::class_<Unfused>(m, "Unfused", "An op the fuse pass left outside partitions, and why.")
+      .def_readonly("kind", &Unfused::kind)
+      .def_readonly("source", &Unfused::source)
+      .def_readonly("value", &Unfused::value)
+      .def_readonly("reason", &Unfused::reason)
+      .def("__repr__", [](const Unfused& u) {
+        return "Unfused(" + u.kind + (u.source.empty() ? "" : " at " + u.source) +
+               (u.value.empty() ? "" : " (%" + u.value + ")") + ": " + u.reason + ")";
+      });
+  py::class_<PassRecord>(m, "PassRecord",
+                         "What one pass did: its name, whether it changed the graph, its time, the IR after it, "
+                         "node statistics before and after, verifier findings, notes on what it left alone, the ops "
+                         "it left outside partitions (unfused) and what it threw (error).")
+      .def_readonly("name", &PassRecord::name)
+      .def_readonly("changed", &PassRecord::changed)
+      .def_readonly("seconds", &PassRecord::seconds)
+      .def_property_readonly("ir", [](const PassRecord& r) { return lossyStr(r.ir); })
+      .def_readonly("before", &PassRecord::before)
+      .def_readonly("after", &PassRecord::after)
+      .def_readonly("verify_errors", &PassRecord::verify_errors)
+      .def_readonly("notes", &PassRecord::notes)
+      .def_readonly("unfused", &PassRecord::unfused)
+      .def_readonly("error", &PassRecord::error)
+      .def("__str__", [](const PassRecord& r) {
+        char ms[32];
+        std::snprintf(ms, sizeof ms, "%.2f", r.seconds * 1e3);
+        return r.name + ": " + (r.changed ? "changed" : "unchanged") + ", " + ms + " ms, " + std::to_string(r.before.nodes) +
+               " -> " + std::to_string(r.after.nodes) + " nodes";
+      })
+      .def("__repr__", [](const PassRecord& r) {
+        return "PassRecord(name='" + r.name + "', changed=" + (r.changed ? "True" : "False") + ")";
+      });
   m.def("run_passes", [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights, py::dict methods,
                          py::object example_inputs, std::vector<std::string> route_off) {
         std::vector<PassRecord> records;
@@ -63,15 +86,13 @@ void bindPasses(py::module_& m) {
           records = pm.run(*g);
         } catch (const PassError& e) {
           py::list recs;
-          for (const auto& r : e.records) recs.append(recordDict(r));
+          for (const auto& r : e.records) recs.append(py::cast(r));
           py::object cls = py::module_::import("llga.errors").attr("PassError");
           py::object exc = cls(e.what(), recs);
           PyErr_SetObject(cls.ptr(), exc.ptr());
           throw py::error_already_set();
         }
-        py::list out;
-        for (const auto& r : records) out.append(recordDict(r));
-        return out;
+        return records;
       },
       py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(), py::arg("methods") = py::dict(),
       py::arg("example_inputs") = py::none(), py::arg("route_off") = std::vector<std::string>(),
