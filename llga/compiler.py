@@ -72,17 +72,19 @@ class CompiledGraph:
     def partitions(self) -> "PartitionList":
         """The fusion partitions of the compiled graph, in program order."""
         out = PartitionList()
-        kernels = self._impl.kernel_descriptions()
+        kernels = self._impl.kernel_reports()
         for node in self.graph.nodes(recursive=True):
             if node.kind != "llga::FusionGroup":
                 continue
             sub = node.subgraph
             ops = [n.kind for n in sub.nodes() if n.kind != "prim::Constant"]
-            impl, _, layouts = kernels.get(node.outputs[0].name, "").partition(" ")
+            k = kernels.get(node.outputs[0].name)
             out.append(Partition(
                 id=len(out), pattern=str(node.attributes.get("pattern", "")), ops=ops,
                 inputs=[_shape_of(v) for v in node.inputs], outputs=[_shape_of(v) for v in node.outputs],
-                source=node.source, impl=impl, layouts=layouts))
+                source=node.source, impl=k.impl if k else "", layouts=k.layouts if k else "",
+                src=k.src if k else "", weights=k.weights if k else "", dst=k.dst if k else "",
+                output=k.output if k else ""))
         return out
 
     @property
@@ -140,12 +142,19 @@ class Partition:
     inputs: List[Tuple[Optional[str], Optional[Tuple[Optional[int], ...]]]]
     outputs: List[Tuple[Optional[str], Optional[Tuple[Optional[int], ...]]]]
     source: str = ""
-    # After a call: oneDNN's implementation ("brgconv:avx512_core") and the
-    # layouts it used ("src nChw16c wei OIhw16i16o dst nChw16c (kept)": kept
-    # means the output went to the next partitions blocked, without a reorder).
-    # Empty for partitions that run op by op, and before the first call.
+    # After a call (empty before it, and for partitions whose ops report
+    # nothing): oneDNN's implementation ("brgconv:avx512_core"), the layouts
+    # its primitive used, each a field (src "nChw16c", weights "OIhw16i16o",
+    # dst "nChw16c") and as one line for display (layouts: "src nChw16c wei
+    # OIhw16i16o dst nChw16c (kept)"), and where the output went (output:
+    # "kept": on to the next partitions in dst's layout, without a reorder;
+    # "plain"; "" when the kernel does not say).
     impl: str = ""
     layouts: str = ""
+    src: str = ""
+    weights: str = ""
+    dst: str = ""
+    output: str = ""
 
 
 class PartitionList(list):

@@ -254,10 +254,12 @@ class _KernelLog:
     def entries(self) -> List[Dict[str, Any]]:
         out = []
         for e in _llga.profiler_kernel_events():
-            impl, _, layouts = e["impl"].partition(" ")
+            k = e["kernel"]  # a KernelReport: fields, not text to split
             out.append({"op": e["name"], "partition": e["partition"] if e["partition"] >= 0 else None,
                         "pattern": e["pattern"] or None, "primitive": e["primitive"] or None,
-                        "impl": impl or None, "layouts": layouts or None, "inputs": e["inputs"],
+                        "impl": k.impl or None, "layouts": k.layouts or None, "src": k.src or None,
+                        "weights": k.weights or None, "dst": k.dst or None, "output": k.output or None,
+                        "inputs": e["inputs"],
                         "outputs": e["outputs"], "time_ms": e["dur_ns"] * 1e-6, "depth": e["depth"],
                         "source": e["source"]})
         return out

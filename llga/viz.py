@@ -98,9 +98,8 @@ def value_layouts(compiled) -> Dict[str, str]:
         return out
     for p, node in zip(compiled.partitions, (n for n in compiled.graph.nodes(recursive=True)
                                             if n.kind == "llga::FusionGroup")):
-        m = re.search(r"dst (\S+) \((kept|to plain)\)", p.layouts or "")
-        if m:
-            out[node.outputs[0].name] = f"{m.group(1)} (kept)" if m.group(2) == "kept" else "plain"
+        if p.output == "kept":
+            out[node.outputs[0].name] = f"{p.dst} (kept)"
         elif p.layouts:
             out[node.outputs[0].name] = "plain"
     return out

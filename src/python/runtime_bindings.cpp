@@ -124,6 +124,19 @@ void raise(const char* cls_name, const std::string& msg) {
 }  // namespace
 
 void bindRuntime(py::module_& m) {
+  py::class_<KernelReport>(m, "KernelReport",
+                           "What a kernel did on its latest call: oneDNN's implementation (impl), the layouts its "
+                           "primitive used (src, weights, dst), where its output went (output: 'kept' in dst's "
+                           "layout, 'plain', or '' when not said) and any detail.")
+      .def_readonly("impl", &KernelReport::impl)
+      .def_readonly("src", &KernelReport::src)
+      .def_readonly("weights", &KernelReport::weights)
+      .def_readonly("dst", &KernelReport::dst)
+      .def_readonly("output", &KernelReport::output)
+      .def_readonly("detail", &KernelReport::detail)
+      .def_property_readonly("layouts", &KernelReport::layoutText)
+      .def("__str__", &KernelReport::text)
+      .def("__repr__", [](const KernelReport& k) { return "KernelReport(" + k.text() + ")"; });
   py::class_<CompiledGraph, std::shared_ptr<CompiledGraph>>(m, "CompiledGraphImpl")
       .def(py::init([](std::shared_ptr<Graph> g, py::dict weights) {
              WeightMap w;
@@ -186,10 +199,10 @@ void bindRuntime(py::module_& m) {
         return names;
       })
       .def_property_readonly("weight_bytes", &CompiledGraph::weightBytes)
-      .def("kernel_descriptions", [](const CompiledGraph& c) {
+      .def("kernel_reports", [](const CompiledGraph& c) {
         py::dict d;  // first output's name -> what the kernel did on its latest call
-        for (const auto& [node, text] : c.describeKernels())
-          if (!text.empty() && !node->outputs().empty()) d[py::str(node->output(0)->debugName())] = text;
+        for (const auto& [node, k] : c.kernelReports())
+          if (!k.empty() && !node->outputs().empty()) d[py::str(node->output(0)->debugName())] = k;
         return d;
       })
       .def("memory", [](const CompiledGraph& c) {
@@ -260,7 +273,7 @@ void bindRuntime(py::module_& m) {
       d["thread"] = e.thread;
       d["source"] = e.source;
       d["primitive"] = e.primitive;
-      d["impl"] = e.impl;
+      d["kernel"] = e.kernel;
       d["inputs"] = e.inputs;
       d["outputs"] = e.outputs;
       out.append(std::move(d));

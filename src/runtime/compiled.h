@@ -51,7 +51,7 @@ class CompiledGraph {
   size_t weightBytes() const;  // plain weights still held (see memory())
   MemoryReport memory() const;
   // Each op's kernel with what it did on its latest call ("" when nothing to say).
-  std::vector<std::pair<const Node*, std::string>> describeKernels() const { return plan_->describeKernels(); }
+  std::vector<std::pair<const Node*, KernelReport>> kernelReports() const { return plan_->kernelReports(); }
 
  private:
   void checkInputs(const std::vector<RtValue>& inputs) const;

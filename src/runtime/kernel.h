@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/ir.h"
+#include "runtime/kernel_report.h"
 #include "runtime/value.h"
 
 namespace dnnl {
@@ -86,8 +87,8 @@ class Kernel {
   // kernel must take it (acceptsBlocked) and reorder from it for new shapes.
   virtual std::optional<Tensor> compactedWeight(size_t /*input*/) const { return std::nullopt; }
   // What the kernel did on its latest call, for dumps and profiles
-  // ("brgconv:avx512_core src nChw16c dst nChw16c"); empty if nothing to say.
-  virtual std::string describe() const { return {}; }
+  // (implementation, layouts, where the output went); empty if nothing to say.
+  virtual KernelReport report() const { return {}; }
   // The oneDNN primitive kind it runs ("convolution", "matmul"), or "".
   virtual const char* primitiveKind() const { return ""; }
 };

@@ -331,11 +331,11 @@ std::unique_ptr<Plan> Plan::build(std::shared_ptr<const Graph> graph, const Weig
 
 size_t Plan::numInstructions() const { return main_.code.size(); }
 
-std::vector<std::pair<const Node*, std::string>> Plan::describeKernels() const {
-  std::vector<std::pair<const Node*, std::string>> out;
+std::vector<std::pair<const Node*, KernelReport>> Plan::kernelReports() const {
+  std::vector<std::pair<const Node*, KernelReport>> out;
   auto walk = [&out](const Block& b, auto& self) -> void {
     for (const Instr& ins : b.code) {
-      if (ins.kernel) out.emplace_back(ins.node, ins.kernel->describe());
+      if (ins.kernel) out.emplace_back(ins.node, ins.kernel->report());
       for (const auto& sub : ins.blocks) self(*sub, self);
     }
   };
@@ -490,7 +490,7 @@ void Plan::runProfiled(const Instr& ins, const KernelArgs& a) const {
   if (details) {
     for (size_t i = 0; i < a.num_out; ++i) e.outputs.push_back(describeValue(*a.out[i]));
     e.primitive = ins.kernel->primitiveKind();
-    e.impl = ins.kernel->describe();
+    e.kernel = ins.kernel->report();
   }
   prof.record(std::move(e));
 }

@@ -45,8 +45,8 @@ class Plan {
   // scratchpad, observer) serves this plan's ops too.
   std::vector<RtValue> run(std::vector<RtValue> inputs, ExecContext& ctx) const;
   size_t numInstructions() const;
-  // Each op's kernel with what it did on its latest call (Kernel::describe).
-  std::vector<std::pair<const Node*, std::string>> describeKernels() const;
+  // Each op's kernel with what it did on its latest call (Kernel::report).
+  std::vector<std::pair<const Node*, KernelReport>> kernelReports() const;
   // For a plan run as one kernel (a fusion group run op by op): whether graph
   // input i may arrive strided, and letting graph output j leave strided.
   bool inputAcceptsStrided(size_t i) const;

@@ -44,7 +44,7 @@ void Profiler::record(ProfileEvent e) {
     for (const auto& s : e.outputs) outs += (outs.empty() ? "" : " ") + s;
     std::fprintf(stderr, "llga_verbose,exec,%s,%s,%s,%s,in:%s,out:%s,%.4f\n", e.name.c_str(),
                  e.pattern.empty() ? "-" : e.pattern.c_str(), e.primitive.empty() ? "-" : e.primitive.c_str(),
-                 e.impl.empty() ? "-" : e.impl.c_str(), ins.c_str(), outs.c_str(), static_cast<double>(e.dur_ns) * 1e-6);
+                 e.kernel.empty() ? "-" : e.kernel.text().c_str(), ins.c_str(), outs.c_str(), static_cast<double>(e.dur_ns) * 1e-6);
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (kernelLog() && e.depth >= 0) kernel_events_.push_back(e);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/kernel_report.h"
+
 namespace llga {
 
 struct ProfileEvent {
@@ -21,7 +23,7 @@ struct ProfileEvent {
   std::string source;  // where the op came from
   // Kernel log and verbose only:
   std::string primitive;  // oneDNN primitive kind ("convolution", "matmul"), or ""
-  std::string impl;       // what the kernel said it did (Kernel::describe)
+  KernelReport kernel;     // what the kernel said it did (Kernel::report)
   std::vector<std::string> inputs, outputs;  // "1x64x56x56:Float nhwc"
 };
 

@@ -59,11 +59,6 @@ def assert_matches(out, ref):
         np.testing.assert_allclose(o, r.numpy(), rtol=1e-4, atol=1e-4)
 
 
-def dst_of(layouts):
-    """The dst layout a kernel reported ("nhwc", "nChw16c", ...)."""
-    return re.search(r"dst (\S+)", layouts).group(1)
-
-
 def dense(tag):
     """A dense permutation (nchw, nhwc) rather than a blocked layout (nChw8c)."""
     return not any(ch.isdigit() for ch in tag)
@@ -81,11 +76,10 @@ def test_value_between_partitions_stays_blocked(monkeypatch):
     monkeypatch.setenv("LLGA_WINOGRAD", "0")
     x = torch.randn(1, 16, 20, 20)
     c = compile_and_check(ConvChain(), x)
-    first, last = layouts(c)
-    assert first.endswith("(kept)"), first  # c1 -> c2: no reorder to plain in between
-    assert last.endswith("(to plain)"), last  # the graph output
-    # the consumer read it in the producer's layout
-    assert re.search(r"dst (\S+)", first).group(1) == re.search(r"src (\S+)", last).group(1)
+    first, last = [p for p in c.partitions if p.pattern == "conv_post_ops"]
+    assert first.output == "kept", first.layouts  # c1 -> c2: no reorder to plain in between
+    assert last.output == "plain", last.layouts  # the graph output
+    assert first.dst == last.src  # the consumer read it in the producer's layout
 
 
 def test_graph_output_is_plain_even_when_also_read_by_a_partition():
@@ -207,7 +201,7 @@ def test_channels_last_strides_flow_through_pooling_and_mul(tail):
     # llga hands it on as strides; a blocked dst (jit's nChw8c on AVX2) goes
     # to plain for the pool, which reads dense layouts only.
     first = next(e for e in log if e["pattern"] == "conv_post_ops")
-    flows = dense(dst_of(first["layouts"])) and dst_of(first["layouts"]) != "nchw"
+    flows = dense(first["dst"]) and first["dst"] != "nchw"
     mul = [e for e in log if e["op"] == "aten::mul"]
     assert mul and mul[0]["outputs"][0].endswith("strided" if flows else "plain")  # the mul kept the order it got
     pools = [e for e in log if e["op"] == "aten::max_pool2d"]
@@ -255,7 +249,7 @@ def test_global_pool_split_into_row_chunks(kind, batch, hw, chunks):
     # The split applies to channels-last inputs: where the conv's dst is
     # brgconv's nhwc; a blocked dst (AVX2's nChw8c) reaches the pool plain.
     conv = next(e for e in log if e["pattern"] == "conv_post_ops")
-    strided = dense(dst_of(conv["layouts"])) and dst_of(conv["layouts"]) != "nchw"
+    strided = dense(conv["dst"]) and conv["dst"] != "nchw"
     chunks = chunks if strided else 0
     assert len(pool) == 1 and pool[0]["inputs"][0].endswith("strided" if strided else "plain")
     said = re.search(r"global pool in (\d+) row chunks", pool[0]["layouts"] or "")
@@ -335,7 +329,7 @@ def test_channels_last_through_concat_and_batchnorm_relu(variant):
     assert len(bn) == 1 and bn[0]["primitive"] == "batch_normalization" and "relu fused" in bn[0]["layouts"]
     if variant == "cat":
         # into the list as channels-last where the convs write nhwc (plain where they write a blocked dst)
-        kept = "strided" if all(dense(dst_of(e["layouts"])) and dst_of(e["layouts"]) != "nchw" for e in convs[:2]) \
+        kept = "strided" if all(dense(e["dst"]) and e["dst"] != "nchw" for e in convs[:2]) \
             else "plain"
         assert all(e["outputs"][0].endswith(kept) for e in convs[:2])
         assert bn[0]["inputs"][0].endswith(kept) and bn[0]["outputs"][0].endswith(kept)
@@ -385,11 +379,11 @@ def test_winograd_where_it_pays_and_layouts_flow(kw, hw, want):
     if not WINOGRAD:  # oneDNN has no Winograd on this CPU: every conv is direct, results the same
         want = [False] * len(want)
     assert wino_flags(c) == want, [p.impl for p in c.partitions]
-    convs = [p.layouts for p in c.partitions if p.pattern == "conv_post_ops"]
+    convs = [p for p in c.partitions if p.pattern == "conv_post_ops"]
     if want[:2] == [True, True]:  # Winograd to Winograd: read in the producer's nChw16c, no reorder between
-        assert re.search(r"dst (\S+)", convs[0]).group(1) == re.search(r"src (\S+)", convs[1]).group(1) == "nChw16c"
+        assert convs[0].dst == convs[1].src == "nChw16c", [p.layouts for p in convs]
     if want[1]:  # a direct conv reorders it to its own src layout (brgconv's nhwc; ops/conv.cpp: faster than jit on nChw16c)
-        assert convs[1].endswith("(kept)") and re.search(r"src (\S+)", convs[2]).group(1) != "nChw16c", convs
+        assert convs[1].output == "kept" and convs[2].src != "nChw16c", [p.layouts for p in convs]
     for shape in [(3, cin, hw, hw), (1, cin, hw + 6, hw + 2)]:
         x = torch.randn(*shape)
         with torch.no_grad():
@@ -408,7 +402,7 @@ def test_winograd_off_switch_and_agreement(monkeypatch):
 
 def wino_weight_formats(compiled):
     """The Winograd weight format oneDNN reports for each Winograd conv on the latest call."""
-    return [re.search(r"wei (\S+)", p.layouts).group(1) for p in compiled.partitions
+    return [p.weights for p in compiled.partitions
             if p.pattern == "conv_post_ops" and "wino" in p.impl]
 
 
@@ -455,3 +449,18 @@ def test_channels_last_model_weights_on_every_path(batch):
     for xx in (x.to(memory_format=torch.channels_last), torch.randn(batch, 32, 20, 24)):
         with torch.no_grad():
             np.testing.assert_allclose(c(xx.numpy()), model(xx).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_kernel_reports_are_fields_in_partitions_and_the_kernel_log():
+    """What a kernel did reaches Python as fields (a KernelReport), the same
+    in compiled.partitions and in the kernel log; the layouts column is their
+    one-line rendering, never something to parse."""
+    x = torch.randn(1, 16, 20, 20)
+    c = compile_and_check(ConvChain(), x)
+    log = [e for e in logged_call(c, x.numpy()) if e["pattern"] == "conv_post_ops"]
+    parts = [p for p in c.partitions if p.pattern == "conv_post_ops"]
+    assert len(log) == len(parts) == 2
+    for p, e in zip(parts, log):
+        assert ":" in p.impl and p.src and p.weights and p.dst and p.output in ("kept", "plain"), p
+        assert p.layouts == f"src {p.src} wei {p.weights} dst {p.dst} ({'kept' if p.output == 'kept' else 'to plain'})"
+        assert (e["impl"], e["src"], e["weights"], e["dst"], e["output"]) == (p.impl, p.src, p.weights, p.dst, p.output)

@@ -43,11 +43,10 @@ def test_dot_shows_partitions_shapes_layouts_and_reasons(resnet18):
     # chose (whatever oneDNN picks on this CPU: Winograd's nChw16c, brgconv's
     # nhwc, jit's nChw8c), marked kept where no reorder happens.
     convs = [p for p in resnet18.partitions if p.pattern == "conv_post_ops"]
-    assert convs[1].layouts.endswith("(kept)"), convs[1].layouts  # conv -> conv: always kept
+    assert convs[1].output == "kept", convs[1].layouts  # conv -> conv: always kept
     for p in (convs[1], convs[-1]):  # the last one feeds the pool: kept where dense (nhwc), else plain
-        dst = re.search(r"dst (\S+)", p.layouts).group(1)
         shape = "x".join(map(str, p.outputs[0][1]))
-        label = f"{shape} f32\\n{dst} (kept)" if p.layouts.endswith("(kept)") else f"{shape} f32\\nplain"
+        label = f"{shape} f32\\n{p.dst} (kept)" if p.output == "kept" else f"{shape} f32\\nplain"
         assert label in dot, (label, p.layouts)
     assert "1x1000 f32\\nplain" in dot  # the classifier's output
     # flatten stays outside, drawn red with the fuse pass's reason

@@ -68,7 +68,7 @@ class FusedAnchorKernel final : public Kernel {
   void allowBlockedOutput(size_t output) override { inner_->allowBlockedOutput(output); }
   bool acceptsStrided(size_t input) const override { return everyUse(input, &Kernel::acceptsStrided); }
   void allowStridedOutput(size_t output) override { inner_->allowStridedOutput(output); }
-  std::string describe() const override { return inner_->describe(); }
+  KernelReport report() const override { return inner_->report(); }
   const char* primitiveKind() const override { return inner_->primitiveKind(); }
   std::optional<Tensor> compactedWeight(size_t input) const override {
     std::optional<size_t> at;  // the one anchor position reading group input `input`
@@ -108,11 +108,14 @@ class ChainKernel final : public Kernel {
     for (size_t i = 0; i < out.size() && i < a.num_out; ++i) a.set(i, std::move(out[i]));
   }
   const char* primitiveKind() const override { return "ops in sequence"; }
-  std::string describe() const override {  // its ops' own: a pooling's implementation and layouts, ...
-    std::string s;
-    for (const auto& [node, text] : plan_->describeKernels())
-      if (!text.empty()) s += (s.empty() ? "" : "; ") + text;
-    return s;
+  KernelReport report() const override {  // its ops' own: the first that has something to say (a pooling's)
+    KernelReport r;
+    for (const auto& [node, k] : plan_->kernelReports()) {
+      if (k.empty()) continue;
+      if (r.empty()) r = k;
+      else r.detail += (r.detail.empty() ? "" : "; ") + k.text();
+    }
+    return r;
   }
   bool acceptsStrided(size_t input) const override { return plan_->inputAcceptsStrided(input); }
   void allowStridedOutput(size_t output) override { plan_->allowOutputStrided(output); }

@@ -90,12 +90,12 @@ class ConvKernel final : public Kernel {
     bool transposed = e ? e->transposed : form_ == Form::ConvTranspose;
     return transposed ? "deconvolution" : "convolution";
   }
-  std::string describe() const override {
+  KernelReport report() const override {
     std::shared_ptr<const ConvEntry> e = last_.load();
     if (!e) return {};
     const bool kept = e->dst_md != e->dst_plain && (blocked_output_ || (strided_output_ && e->dst_strided));
-    return e->impl + (e->swish_after ? "+llga_swish" : "") + " src " + layoutName(e->src_md) + " wei " +
-           layoutName(e->wei_md, true) + " dst " + layoutName(e->dst_md) + (kept ? " (kept)" : " (to plain)");
+    return {e->impl + (e->swish_after ? "+llga_swish" : ""), layoutName(e->src_md), layoutName(e->wei_md, true),
+            layoutName(e->dst_md), kept ? "kept" : "plain", ""};
   }
 
   void run(const KernelArgs& a) override {
@@ -487,7 +487,7 @@ class ConvKernel final : public Kernel {
   bool blocked_output_ = false;
   bool strided_output_ = false;  // readers take any dense strides: a channels-last dst goes out as is
   PrimitiveCache<ConvEntry> cache_;
-  std::atomic<std::shared_ptr<const ConvEntry>> last_;  // the entry of the latest call, for describe()
+  std::atomic<std::shared_ptr<const ConvEntry>> last_;  // the entry of the latest call, for report()
   mutable std::atomic<std::shared_ptr<const std::vector<memory::desc>>> wino_weights_;  // Winograd weight layouts made
 };
 

@@ -264,11 +264,11 @@ class FusedMatmulKernel final : public Kernel {
     const auto* d = e->wei_md.data.dims;  // [K, N] of b = w^T
     return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, {d[1], d[0]}, makeLayout(e->wei_md, true));
   }
-  std::string describe() const override {
+  KernelReport report() const override {
     std::shared_ptr<const MatmulEntry> e = last_.load();
-    return e ? e->impl + (e->swish_after ? "+llga_swish" : "") + " src " + layoutName(e->src_md) + " wei " +
-                   layoutName(e->wei_md, true) + " dst " + layoutName(e->dst_md)
-             : std::string();
+    if (!e) return {};
+    return {e->impl + (e->swish_after ? "+llga_swish" : ""), layoutName(e->src_md), layoutName(e->wei_md, true),
+            layoutName(e->dst_md), "", ""};
   }
 
  private:
@@ -276,7 +276,7 @@ class FusedMatmulKernel final : public Kernel {
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
   MatmulCache cache_;
-  std::atomic<std::shared_ptr<const MatmulEntry>> last_;  // the entry of the latest call, for describe()
+  std::atomic<std::shared_ptr<const MatmulEntry>> last_;  // the entry of the latest call, for report()
 };
 
 }  // namespace

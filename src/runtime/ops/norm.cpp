@@ -32,9 +32,10 @@ class BatchNormKernel final : public Kernel {
   bool acceptsStrided(size_t input) const override { return input == 0; }
   void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
   const char* primitiveKind() const override { return "batch_normalization"; }
-  std::string describe() const override {
+  KernelReport report() const override {
     std::shared_ptr<const NormEntry> e = last_.load();
-    return e ? e->impl + " src " + layoutName(e->md) + (fuse_relu_ ? " (relu fused)" : "") : std::string();
+    if (!e) return {};
+    return {e->impl, layoutName(e->md), "", "", "", fuse_relu_ ? "relu fused" : ""};
   }
 
   void run(const KernelArgs& a) override {

@@ -43,16 +43,16 @@ struct PoolEntry {
   SharedBoundArgs bound;
 };
 
-// What a pooling kernel ran on its latest call, for describe().
+// What a pooling kernel ran on its latest call, for report().
 struct PoolTrace {
   std::atomic<std::shared_ptr<const PoolEntry>> last;
   std::atomic<int64_t> chunks{0};  // row chunks of a split global pool, or 0
-  std::string describe() const {
+  KernelReport report() const {
     std::shared_ptr<const PoolEntry> e = last.load();
     if (!e) return {};
     int64_t t = chunks.load(std::memory_order_relaxed);
-    return e->impl + " src " + layoutName(e->src_md) + " dst " + layoutName(e->dst_md) +
-           (t ? " (global pool in " + std::to_string(t) + " row chunks)" : "");
+    return {e->impl, layoutName(e->src_md), "", layoutName(e->dst_md), "",
+            t ? "global pool in " + std::to_string(t) + " row chunks" : ""};
   }
 };
 
@@ -188,7 +188,7 @@ class PoolKernel final : public Kernel {
   PoolKernel(Kind k, size_t nsp) : kind_(k), nsp_(nsp) {}
   bool acceptsStrided(size_t input) const override { return input == 0; }
   void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
-  std::string describe() const override { return trace_.describe(); }
+  KernelReport report() const override { return trace_.report(); }
 
   void run(const KernelArgs& a) override {
     Tensor x = a.tensor(0);
@@ -250,7 +250,7 @@ class AdaptivePoolKernel final : public Kernel {
   AdaptivePoolKernel(bool max, size_t nsp) : max_(max), nsp_(nsp) {}
   bool acceptsStrided(size_t input) const override { return input == 0; }
   void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
-  std::string describe() const override { return trace_.describe(); }
+  KernelReport report() const override { return trace_.report(); }
   void run(const KernelArgs& a) override {
     Tensor x = a.tensor(0);
     if (x.dtype() != ScalarType::Float) throw std::invalid_argument("adaptive pooling supports float32, got " + x.describe());
