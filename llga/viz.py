@@ -435,22 +435,17 @@ def html_figure(obj, **kw) -> str:
 
 # ------------------------------------------------------------------ the pass pipeline viewer
 
-_DEF = re.compile(r"^\s+(%.+?) = ([A-Za-z_][\w]*::[\w.]+)")
-_NAME = re.compile(r"%([^\s,:()]+) :")
-
-
 def producers(ir: str) -> Dict[str, str]:
-    """{value name: kind of the node producing it} of the outer graph in IR text
-    (fusion-group bodies printed after ``with`` are left out)."""
-    out: Dict[str, str] = {}
-    for line in ir.splitlines():
-        if line.startswith("with "):
-            break
-        m = _DEF.match(line)
-        if m:
-            for name in _NAME.findall(m.group(1) + " "):
-                out[name] = m.group(2)
-    return out
+    """{value name: kind of the node producing it} in IR text, read with llga's
+    parser (nested blocks included; fusion-group bodies, which are graphs of
+    their own, left out). A dump that does not parse gives {}."""
+    from . import ParseError, parse
+
+    try:
+        g = parse(ir)
+    except ParseError:
+        return {}
+    return {v.name: n.kind for n in g.nodes(recursive=True) for v in n.outputs}
 
 
 def changes(before_ir: str, after_ir: str) -> Dict[str, List[Tuple[str, ...]]]:
