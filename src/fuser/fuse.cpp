@@ -236,8 +236,6 @@ class Fuse final : public Pass {
 
 }  // namespace
 
-void registerFusePass(PassRegistry& r) {
-  r.add({"fuse", "partition into llga::FusionGroup nodes by the pattern table", [] { return std::make_unique<Fuse>(); }});
-}
+LLGA_REGISTER_PASS(Fuse);
 
 }  // namespace llga

@@ -138,8 +138,6 @@ class Canonicalize final : public Pass {
 
 }  // namespace
 
-void registerCanonicalizePass(PassRegistry& r) {
-  r.add({"canonicalize", "peephole rewrites from a rule table", [] { return std::make_unique<Canonicalize>(); }});
-}
+LLGA_REGISTER_PASS(Canonicalize);
 
 }  // namespace llga

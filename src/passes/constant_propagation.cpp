@@ -120,9 +120,6 @@ class ConstantPropagation final : public Pass {
 
 }  // namespace
 
-void registerConstantPropagationPass(PassRegistry& r) {
-  r.add({"constant-propagation", "evaluate nodes on constant inputs; fold constant branches",
-         [] { return std::make_unique<ConstantPropagation>(); }});
-}
+LLGA_REGISTER_PASS(ConstantPropagation);
 
 }  // namespace llga

@@ -88,8 +88,6 @@ class Cse final : public Pass {
 
 }  // namespace
 
-void registerCsePass(PassRegistry& r) {
-  r.add({"cse", "merge identical pure computations", [] { return std::make_unique<Cse>(); }});
-}
+LLGA_REGISTER_PASS(Cse);
 
 }  // namespace llga

@@ -31,8 +31,6 @@ class Dce final : public Pass {
 
 }  // namespace
 
-void registerDcePass(PassRegistry& r) {
-  r.add({"dce", "delete unused nodes without side effects", [] { return std::make_unique<Dce>(); }});
-}
+LLGA_REGISTER_PASS(Dce);
 
 }  // namespace llga

@@ -202,8 +202,6 @@ class Decompose final : public Pass {
 
 }  // namespace
 
-void registerDecomposePass(PassRegistry& r) {
-  r.add({"decompose", "composite ops (silu, addmm, attention) into primitives", [] { return std::make_unique<Decompose>(); }});
-}
+LLGA_REGISTER_PASS(Decompose);
 
 }  // namespace llga

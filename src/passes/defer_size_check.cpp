@@ -86,9 +86,6 @@ class DeferSizeCheck final : public Pass {
 
 }  // namespace
 
-void registerDeferSizeCheckPass(PassRegistry& r) {
-  r.add({"defer-size-check", "read sizes after shape-preserving ops, not before",
-         [] { return std::make_unique<DeferSizeCheck>(); }});
-}
+LLGA_REGISTER_PASS(DeferSizeCheck);
 
 }  // namespace llga

@@ -112,9 +112,6 @@ class FoldBatchnorm final : public Pass {
 
 }  // namespace
 
-void registerFoldBatchnormPass(PassRegistry& r) {
-  r.add({"fold-batchnorm", "fold eval batch_norm into the conv/linear before it",
-         [] { return std::make_unique<FoldBatchnorm>(); }});
-}
+LLGA_REGISTER_PASS(FoldBatchnorm);
 
 }  // namespace llga

@@ -60,8 +60,6 @@ class Freeze final : public Pass {
 
 }  // namespace
 
-void registerFreezePass(PassRegistry& r) {
-  r.add({"freeze", "bind module weights as constants", [] { return std::make_unique<Freeze>(); }});
-}
+LLGA_REGISTER_PASS(Freeze);
 
 }  // namespace llga

@@ -63,8 +63,6 @@ class Inline final : public Pass {
 
 }  // namespace
 
-void registerInlinePass(PassRegistry& r) {
-  r.add({"inline", "inline prim::CallMethod calls into submodule methods", [] { return std::make_unique<Inline>(); }});
-}
+LLGA_REGISTER_PASS(Inline);
 
 }  // namespace llga

@@ -142,20 +142,17 @@ class PassManager {
 // The default pipeline of llga.optimize.
 std::string_view defaultPipeline();
 
-// Each pass file adds itself here.
-void registerDcePass(PassRegistry& r);
-void registerCsePass(PassRegistry& r);
-void registerRemoveDropoutPass(PassRegistry& r);
-void registerConstantPropagationPass(PassRegistry& r);
-void registerRemoveMutationPass(PassRegistry& r);
-void registerFreezePass(PassRegistry& r);
-void registerFoldBatchnormPass(PassRegistry& r);
-void registerInlinePass(PassRegistry& r);
-void registerDecomposePass(PassRegistry& r);
-void registerPrepareBinaryPass(PassRegistry& r);
-void registerDeferSizeCheckPass(PassRegistry& r);
-void registerCanonicalizePass(PassRegistry& r);
-void registerPropagateShapesPass(PassRegistry& r);
-void registerFusePass(PassRegistry& r);  // fuser/fuse.cpp
+// Registers a pass class under its own name() and description(), as one line
+// after its definition:  LLGA_REGISTER_PASS(RemoveMutation);
+// (the libraries holding passes are linked whole, so every registration runs).
+template <typename P>
+struct PassRegistration {
+  PassRegistration() {
+    P p;
+    PassRegistry::global().add({std::string(p.name()), std::string(p.description()), [] { return std::make_unique<P>(); }});
+  }
+};
+#define LLGA_REGISTER_PASS(Class) static const ::llga::PassRegistration<Class> llga_registered_pass_##Class
+
 
 }  // namespace llga

@@ -6,25 +6,8 @@
 namespace llga {
 
 PassRegistry& PassRegistry::global() {
-  static PassRegistry* r = [] {
-    auto* reg = new PassRegistry();
-    registerDcePass(*reg);
-    registerCsePass(*reg);
-    registerRemoveDropoutPass(*reg);
-    registerConstantPropagationPass(*reg);
-    registerRemoveMutationPass(*reg);
-    registerFreezePass(*reg);
-    registerFoldBatchnormPass(*reg);
-    registerInlinePass(*reg);
-    registerDecomposePass(*reg);
-    registerPrepareBinaryPass(*reg);
-    registerDeferSizeCheckPass(*reg);
-    registerCanonicalizePass(*reg);
-    registerPropagateShapesPass(*reg);
-    registerFusePass(*reg);
-    return reg;
-  }();
-  return *r;
+  static PassRegistry r;  // filled by LLGA_REGISTER_PASS in each pass's file, before main
+  return r;
 }
 
 void PassRegistry::add(PassInfo info) {

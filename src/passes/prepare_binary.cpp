@@ -153,9 +153,6 @@ class PrepareBinary final : public Pass {
 
 }  // namespace
 
-void registerPrepareBinaryPass(PassRegistry& r) {
-  r.add({"prepare-binary", "alpha to mul, drop x+0 / x*1, scalars to tensors",
-         [] { return std::make_unique<PrepareBinary>(); }});
-}
+LLGA_REGISTER_PASS(PrepareBinary);
 
 }  // namespace llga

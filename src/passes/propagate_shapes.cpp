@@ -123,9 +123,6 @@ class PropagateShapes final : public Pass {
 
 }  // namespace
 
-void registerPropagateShapesPass(PassRegistry& r) {
-  r.add({"propagate-shapes", "dtypes and shapes from the example inputs, on every value",
-         [] { return std::make_unique<PropagateShapes>(); }});
-}
+LLGA_REGISTER_PASS(PropagateShapes);
 
 }  // namespace llga

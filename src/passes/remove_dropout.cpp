@@ -49,8 +49,6 @@ class RemoveDropout final : public Pass {
 
 }  // namespace
 
-void registerRemoveDropoutPass(PassRegistry& r) {
-  r.add({"remove-dropout", "drop dropout in eval mode (or with p = 0)", [] { return std::make_unique<RemoveDropout>(); }});
-}
+LLGA_REGISTER_PASS(RemoveDropout);
 
 }  // namespace llga

@@ -134,9 +134,6 @@ class RemoveMutation final : public Pass {
 
 }  // namespace
 
-void registerRemoveMutationPass(PassRegistry& r) {
-  r.add({"remove-mutation", "in-place ops to functional ones where no alias can tell",
-         [] { return std::make_unique<RemoveMutation>(); }});
-}
+LLGA_REGISTER_PASS(RemoveMutation);
 
 }  // namespace llga
