@@ -22,15 +22,14 @@ class CompiledGraph:
     kept. Safe to call from several threads at once.
     """
 
-    def __init__(self, graph: Graph, weights: Mapping[str, np.ndarray], passes=None):
+    def __init__(self, graph: Graph, impl, passes):
+        # Made by llga.optimize: the graph the passes left, the plan the
+        # driver built over it (src/driver/compile.h), the pass records.
         self.graph = graph
-        from .passes import PassList
-
-        # PassRecord per pass of the pipeline (the pass viewer in Jupyter)
-        self.passes = passes if isinstance(passes, PassList) else PassList(passes or [])
+        self.passes = passes  # a PassList: a PassRecord per pass (the pass viewer in Jupyter)
         # The plan holds the weights it reads (not this object: after the first
         # call, those used only in a primitive's layout are let go, see memory).
-        self._impl = _llga.CompiledGraphImpl(graph, dict(weights))
+        self._impl = impl
         self._single = len(graph.outputs) == 1
 
     @property
@@ -287,21 +286,15 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
         examples = [_to_numpy_if_torch(x, i) for i, x in enumerate(example_inputs)]
         if _has_module_input(graph):
             examples = None  # the module input has no example; shapes come from the graph's types
-    records = _passes.run(graph, passes, weights, methods=methods, example_inputs=examples, route_off=route_off)
-    calls = [n for n in graph.nodes(recursive=True) if n.kind == "prim::CallMethod"]
-    if calls:
-        first = calls[0]
-        what = f"{first.inputs[0].type}.{first.attributes.get('name', '?')}" if first.inputs else "?"
-        raise CompileError(
-            f"the graph still calls {len(calls)} submodule method(s) (prim::CallMethod, the first {what}): llga needs "
-            "the module they belong to; pass the ScriptModule (llga.optimize(traced)), its graph while the module is "
-            "alive (llga.optimize(traced.graph)), name it (module=traced), or pass traced.inlined_graph.str() with "
-            "params=")
-    try:
-        compiled = CompiledGraph(graph, weights, records)
+    initial_ir = str(graph)
+    try:  # the driver: passes, then the plan (a graph still calling methods is a CompileError there)
+        records, impl = _llga.compile(graph, _passes.pipeline_string(passes), dict(weights), dict(methods),
+                                      None if examples is None else list(examples), list(route_off))
     except UnsupportedOpError as e:
         _profiler._note_unsupported(e)
         raise
+    _passes.log(records)
+    compiled = CompiledGraph(graph, impl, _passes.PassList(records, initial_ir))
     if example_inputs is not None:
         compiled(*example_inputs)
     return compiled

@@ -113,6 +113,23 @@ def default_pipeline() -> str:
     return _llga.default_pipeline()
 
 
+def pipeline_string(passes: Optional[Union[str, Sequence[str]]]) -> str:
+    """None: the default pipeline; a comma-separated string or a list of names; "" or []: none."""
+    if passes is None:
+        return default_pipeline()
+    if isinstance(passes, str):
+        return passes
+    return ",".join(passes)
+
+
+def log(records) -> None:
+    """Prints the dumps LLGA_LOG asked for to stderr."""
+    for r in records:
+        if r.name in _LOGGED:
+            state = "changed" if r.changed else "unchanged"
+            print(f"// IR after {r.name} ({state})\n{r.ir}", file=sys.stderr, end="")
+
+
 def run(graph, passes: Optional[Union[str, Sequence[str]]] = None, weights=None, *, methods=None,
         example_inputs=None, route_off: Sequence[str] = ()) -> "PassList":
     """Runs a pipeline on `graph` in place. `passes`: a comma-separated string or a
@@ -121,17 +138,8 @@ def run(graph, passes: Optional[Union[str, Sequence[str]]] = None, weights=None,
     `methods` ({"<class>.<method>": Graph}) lets inline expand prim::CallMethod;
     `example_inputs` (numpy arrays) give propagate-shapes its shapes;
     `route_off` names op kinds or fusion patterns fuse must leave out."""
-    if passes is None:
-        pipeline = default_pipeline()
-    elif isinstance(passes, str):
-        pipeline = passes
-    else:
-        pipeline = ",".join(passes)
     initial_ir = str(graph)
-    records = _llga.run_passes(graph, pipeline, dict(weights or {}), dict(methods or {}),
+    records = _llga.run_passes(graph, pipeline_string(passes), dict(weights or {}), dict(methods or {}),
                                None if example_inputs is None else list(example_inputs), list(route_off))
-    for r in records:
-        if r.name in _LOGGED:
-            state = "changed" if r.changed else "unchanged"
-            print(f"// IR after {r.name} ({state})\n{r.ir}", file=sys.stderr, end="")
+    log(records)
     return PassList(records, initial_ir)

@@ -6,6 +6,7 @@
 
 #include "fuser/patterns.h"
 #include "passes/pass.h"
+#include "python/bindings.h"
 #include "python/numpy_interop.h"
 
 namespace py = pybind11;
@@ -18,6 +19,40 @@ py::str lossyStr(const std::string& s) {  // IR text may hold bytes that are not
 }
 
 }  // namespace
+
+namespace llga::python {
+
+std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict methods, py::object example_inputs,
+                                                   const std::vector<std::string>& route_off) {
+  auto ctx = std::make_shared<PassContext>();
+  for (auto [k, v] : weights) {
+    std::string name = py::str(k);
+    ctx->weights.emplace(name, constantFromNumpy(py::array::ensure(v), "weight '" + name + "'"));
+  }
+  for (auto [k, v] : methods) ctx->methods.emplace(py::str(k), v.cast<std::shared_ptr<Graph>>());
+  ctx->route_off.insert(route_off.begin(), route_off.end());
+  if (!example_inputs.is_none()) {
+    size_t i = 0;
+    for (py::handle x : example_inputs) {
+      py::array arr = py::array::ensure(x);
+      if (!arr) throw py::type_error("example input " + std::to_string(i) + " is not an array");
+      ctx->example_inputs.push_back(constantFromNumpy(arr, "example input " + std::to_string(i)));
+      ++i;
+    }
+  }
+  return ctx;
+}
+
+void raisePassError(const PassError& e) {
+  py::list recs;
+  for (const auto& r : e.records) recs.append(py::cast(r));
+  py::object cls = py::module_::import("llga.errors").attr("PassError");
+  py::object exc = cls(e.what(), recs);
+  PyErr_SetObject(cls.ptr(), exc.ptr());
+  throw py::error_already_set();
+}
+
+}  // namespace llga::python
 
 void bindPasses(py::module_& m) {
   py::class_<GraphStats>(m, "GraphStats", "Node counts of a graph: all nodes, fusion groups, and by kind.")
@@ -61,38 +96,15 @@ void bindPasses(py::module_& m) {
       });
   m.def("run_passes", [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights, py::dict methods,
                          py::object example_inputs, std::vector<std::string> route_off) {
-        std::vector<PassRecord> records;
-        auto ctx = std::make_shared<PassContext>();
-        for (auto [k, v] : weights) {
-          std::string name = py::str(k);
-          ctx->weights.emplace(name, python::constantFromNumpy(py::array::ensure(v), "weight '" + name + "'"));
-        }
-        for (auto [k, v] : methods) ctx->methods.emplace(py::str(k), v.cast<std::shared_ptr<Graph>>());
-        ctx->route_off.insert(route_off.begin(), route_off.end());
-        if (!example_inputs.is_none()) {
-          size_t i = 0;
-          for (py::handle x : example_inputs) {
-            py::array arr = py::array::ensure(x);
-            if (!arr) throw py::type_error("example input " + std::to_string(i) + " is not an array");
-            ctx->example_inputs.push_back(python::constantFromNumpy(arr, "example input " + std::to_string(i)));
-            ++i;
-          }
-        }
+        PassManagerOptions opts;
+        opts.context = python::passContextFromPython(weights, methods, example_inputs, route_off);
         try {
-          PassManagerOptions opts;
-          opts.context = ctx;
           PassManager pm(pipeline, opts);
           py::gil_scoped_release release;
-          records = pm.run(*g);
+          return pm.run(*g);
         } catch (const PassError& e) {
-          py::list recs;
-          for (const auto& r : e.records) recs.append(py::cast(r));
-          py::object cls = py::module_::import("llga.errors").attr("PassError");
-          py::object exc = cls(e.what(), recs);
-          PyErr_SetObject(cls.ptr(), exc.ptr());
-          throw py::error_already_set();
+          python::raisePassError(e);
         }
-        return records;
       },
       py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(), py::arg("methods") = py::dict(),
       py::arg("example_inputs") = py::none(), py::arg("route_off") = std::vector<std::string>(),

@@ -4,6 +4,8 @@
 #include <pybind11/stl.h>
 
 #include "python/numpy_interop.h"
+#include "driver/compile.h"
+#include "python/bindings.h"
 #include "runtime/compiled.h"
 #include "runtime/microbench.h"
 #include "runtime/ops/primitive_cache.h"
@@ -121,6 +123,24 @@ void raise(const char* cls_name, const std::string& msg) {
   throw py::error_already_set();
 }
 
+[[noreturn]] void raiseUnsupported(const UnsupportedOps& e) {
+  py::dict ops;
+  for (const auto& [kind, lines] : e.ops) ops[py::str(kind)] = lines;
+  py::object cls = py::module_::import("llga.errors").attr("UnsupportedOpError");
+  py::object exc = cls(e.what(), ops);
+  PyErr_SetObject(cls.ptr(), exc.ptr());
+  throw py::error_already_set();
+}
+
+WeightMap weightsFromPython(py::dict weights) {
+  WeightMap w;
+  for (auto [k, v] : weights) {
+    std::string name = py::str(k);
+    w.emplace(name, tensorFromNumpy(py::array::ensure(v), "weight '" + name + "'"));
+  }
+  return w;
+}
+
 }  // namespace
 
 void bindRuntime(py::module_& m) {
@@ -139,20 +159,11 @@ void bindRuntime(py::module_& m) {
       .def("__repr__", [](const KernelReport& k) { return "KernelReport(" + k.text() + ")"; });
   py::class_<CompiledGraph, std::shared_ptr<CompiledGraph>>(m, "CompiledGraphImpl")
       .def(py::init([](std::shared_ptr<Graph> g, py::dict weights) {
-             WeightMap w;
-             for (auto [k, v] : weights) {
-               std::string name = py::str(k);
-               w.emplace(name, tensorFromNumpy(py::array::ensure(v), "weight '" + name + "'"));
-             }
+             WeightMap w = weightsFromPython(weights);
              try {
                return std::make_shared<CompiledGraph>(std::move(g), std::move(w));
              } catch (const UnsupportedOps& e) {
-               py::dict ops;
-               for (const auto& [kind, lines] : e.ops) ops[py::str(kind)] = lines;
-               py::object cls = py::module_::import("llga.errors").attr("UnsupportedOpError");
-               py::object exc = cls(e.what(), ops);
-               PyErr_SetObject(cls.ptr(), exc.ptr());
-               throw py::error_already_set();
+               raiseUnsupported(e);
              } catch (const std::invalid_argument& e) {
                raise("CompileError", e.what());
              }
@@ -229,6 +240,34 @@ void bindRuntime(py::module_& m) {
         d["arena"] = arenas;
         return d;
       });
+  m.def(
+      "compile",
+      [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights, py::dict methods,
+         py::object example_inputs, std::vector<std::string> route_off) {
+        CompileOptions opts;
+        opts.pipeline = pipeline;
+        opts.context = python::passContextFromPython(weights, methods, example_inputs, route_off);
+        WeightMap w = weightsFromPython(weights);
+        try {
+          CompileResult r;
+          {
+            py::gil_scoped_release release;
+            r = compile(std::move(g), std::move(w), opts);
+          }
+          return py::make_tuple(r.passes, r.compiled);
+        } catch (const PassError& e) {
+          python::raisePassError(e);
+        } catch (const UnsupportedOps& e) {
+          raiseUnsupported(e);
+        } catch (const std::invalid_argument& e) {
+          raise("CompileError", e.what());
+        }
+        return py::make_tuple();
+      },
+      py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(), py::arg("methods") = py::dict(),
+      py::arg("example_inputs") = py::none(), py::arg("route_off") = std::vector<std::string>(),
+      "The driver (src/driver/compile.h): runs the pipeline on graph in place and builds its plan; returns "
+      "(pass records, CompiledGraphImpl).");
   m.def("set_memory_planning", &ArenaPlanner::setEnabled, py::arg("on"));
   m.def("memory_planning", &ArenaPlanner::enabled);
   m.def("set_num_threads", &setNumThreads);

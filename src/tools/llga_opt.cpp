@@ -14,6 +14,11 @@
 //       "error: <message>" lines in its place (and to stderr).
 //   llga-opt --verify-each ...
 //       verify after every pass (otherwise once, after the pipeline)
+//   llga-opt --compile model.ir
+//       what llga.optimize does (src/driver/compile.h): the default pipeline
+//       (or --passes=...), then the plan; prints a "// compiled: ..." line
+//       (partitions by pattern, ops outside them) and the final IR. Weights
+//       are whatever the IR holds (tensor literals, or graph inputs).
 //
 // Method graphs for the inline pass: a line "# method: <class>.<name>" in
 // a case starts that method's graph; the text before the first such line is
@@ -21,12 +26,14 @@
 //
 // Exit status: 0 on success, 1 if any case failed to parse or verify, 2 on usage errors.
 #include <algorithm>
+#include <map>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "driver/compile.h"
 #include "frontend/parser.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
@@ -44,7 +51,8 @@ void usage(std::ostream& os) {
         "  --print-ir-after-change  print the IR after every pass that changed it\n"
         "  --verify-each          verify after every pass, not only after the pipeline\n"
         "  --split-input-file     handle each '# -----'-separated case on its own\n"
-        "  --list-passes          list the registered passes\n";
+        "  --list-passes          list the registered passes\n"
+        "  --compile              what llga.optimize runs: the default pipeline (or --passes), then the plan\n";
 }
 
 std::vector<std::string> splitCases(const std::string& text) {
@@ -87,7 +95,8 @@ std::string baseName(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool split = false, after_all = false, after_change = false, verify_each = false;
+  bool split = false, after_all = false, after_change = false, verify_each = false, compile = false,
+       pipeline_given = false;
   std::string path = "-", pipeline;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -95,6 +104,9 @@ int main(int argc, char** argv) {
       split = true;
     } else if (a.rfind("--passes=", 0) == 0) {
       pipeline = a.substr(9);
+      pipeline_given = true;
+    } else if (a == "--compile") {
+      compile = true;
     } else if (a == "--print-ir-after-all") {
       after_all = true;
     } else if (a == "--print-ir-after-change") {
@@ -129,6 +141,7 @@ int main(int argc, char** argv) {
     buf << f.rdbuf();
   }
   const std::string text = buf.str();
+  if (compile && !pipeline_given) pipeline = std::string(llga::defaultPipeline());
   auto context = std::make_shared<llga::PassContext>();
   std::unique_ptr<llga::PassManager> pm;
   try {
@@ -156,7 +169,32 @@ int main(int argc, char** argv) {
       for (const auto& [key, body] : methods) context->methods[key] = llga::parseGraph(body, opts);
       auto g = llga::parseGraph(main_text, opts);
       llga::verifyOrThrow(*g);
-      pm->run(*g);
+      if (compile) {
+        llga::CompileOptions copts;
+        copts.pipeline = pipeline;
+        copts.context = context;
+        copts.verify_each = verify_each;
+        copts.after_pass = [&](const llga::PassRecord& r) {
+          if (after_all || (after_change && r.changed))
+            std::cout << "// IR after " << r.name << (r.changed ? " (changed)" : " (unchanged)") << "\n" << r.ir;
+        };
+        llga::CompileResult r = llga::compile(g, {}, copts);
+        std::map<std::string, int> patterns;
+        int outside = 0;
+        for (const llga::Node* n : g->block()->nodes()) {
+          if (n->subgraph()) {
+            const llga::AttrValue* p = n->attributes().find(llga::Symbol::fromQualString("attr::pattern"));
+            ++patterns[p && p->is<std::string>() ? p->get<std::string>() : "?"];
+          } else if (n->kind().ns() == "aten") {
+            ++outside;
+          }
+        }
+        std::cout << "// compiled:";
+        for (const auto& [name, count] : patterns) std::cout << " " << name << " x" << count << ",";
+        std::cout << " " << outside << " aten op(s) outside partitions\n";
+      } else {
+        pm->run(*g);
+      }
       llga::verifyOrThrow(*g);
       if (!pipeline.empty() && (after_all || after_change)) std::cout << "// final IR\n";
       std::cout << *g;
