@@ -50,11 +50,12 @@ test-isa-all: build dev-path
 	ONEDNN_MAX_CPU_ISA=AVX2 $(PY) -m pytest -q tests/py
 	ONEDNN_MAX_CPU_ISA=AVX512_CORE $(PY) -m pytest -q tests/py
 
-# Every system file the build and the tests used belongs to a package bootstrap installs
+# Every system file the builds and the tests used belongs to a package bootstrap installs
 # (or to one of their dependencies, or to Debian's base system).
 test-deps: build
 	$(PY) scripts/check_deps.py --build $(BUILD)
 	$(PY) scripts/check_deps.py --build $(ASAN)
+	$(PY) scripts/check_deps.py --build $(FUZZ)
 
 # From nothing: a fresh Debian 12 root (mmdebstrap), a clone of HEAD, make demo, make test (long).
 test-fresh:
@@ -86,7 +87,7 @@ test-install: bootstrap
 FUZZ_SECONDS ?= 600
 fuzz: bootstrap
 	@CXX=clang++ cmake -S . -B $(FUZZ) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLGA_FUZZ=ON -DLLGA_SANITIZE=ON \
-	  -DLLGA_BUILD_PYTHON=OFF -DLLGA_BUILD_TESTS=OFF >/dev/null
+	  -DLLGA_BUILD_PYTHON=OFF -DLLGA_BUILD_TESTS=OFF -DCMAKE_AR=/usr/bin/ar -DCMAKE_RANLIB=/usr/bin/ranlib >/dev/null
 	@cmake --build $(FUZZ) -j $(JOBS) --target llga_parse_fuzzer
 	scripts/run_fuzzer.sh $(FUZZ)/llga_parse_fuzzer $(FUZZ_SECONDS)
 

@@ -43,7 +43,11 @@ ALLOW = (
     "/proc/", "/sys/", "/dev/",  # the kernel's, not files on disk
 )
 # CMake cache entries that name where things would go or where to look, not a file that is used.
-CMAKE_SKIP = re.compile(r"^(CMAKE_INSTALL_\w*|CMAKE_FIND_PACKAGE_REDIRECTS_DIR|\w*_BINARY_DIR|\w*_SOURCE_DIR)$")
+# Also the binary tools CMake records for every compiler but this build never runs: it links through
+# the compiler driver (not CMAKE_LINKER), does no IPO (CMAKE_<LANG>_COMPILER_AR/RANLIB) and strips,
+# dumps or converts nothing. (CMAKE_AR and CMAKE_RANLIB make the static libraries: those stay checked.)
+CMAKE_SKIP = re.compile(r"^(CMAKE_INSTALL_\w*|CMAKE_FIND_PACKAGE_REDIRECTS_DIR|\w*_BINARY_DIR|\w*_SOURCE_DIR"
+                        r"|CMAKE_(LINKER|NM|OBJCOPY|OBJDUMP|READELF|STRIP|ADDR2LINE|DLLTOOL|MT|\w+_COMPILER_(AR|RANLIB)))$")
 # A find module's result that is a search root (OpenCL_INCLUDE_DIR=/usr/include) proves nothing by
 # itself: check the file the module looked for there instead.
 CMAKE_FOUND_IN = {"OpenCL_INCLUDE_DIR": "CL/cl.h"}
