@@ -2,22 +2,20 @@
 
 #include <algorithm>
 
+#include "ir/ops.h"
+
 namespace llga {
 
-// Post-ops, for every chain below: eltwise relu gelu sigmoid tanh elu
-// leaky_relu hardswish hardsigmoid clamp hardtanh relu6 silu (and
-// x * sigmoid(x)) abs exp square sqrt log round mish, and binary add sub mul
-// div maximum minimum with a tensor (broadcast) or a scalar operand
+// Anchors and post-ops come from the op groups (ir/ops.def): post-ops, for
+// every chain below, are the Eltwise group (and round, and x * sigmoid(x))
+// and the Binary group with a tensor (broadcast) or a scalar operand
 // (runtime/post_ops.cpp decides each one).
 //
 // A lone anchor becomes a partition only where the oneDNN Graph bridge makes
 // one too: convolution, linear/matmul, pooling, layer_norm, concat; a lone
 // batch_norm, softmax, eltwise or binary op stays outside.
 static const std::vector<FusionPattern> kPatterns = {
-    {"conv_post_ops", 3,
-     {"aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_transpose1d",
-      "aten::conv_transpose2d", "aten::conv_transpose3d"},
-     4, true, "dnnl convolution + post-ops (one primitive)",
+    {"conv_post_ops", 3, opsWith(op_trait::Conv), 4, true, "dnnl convolution + post-ops (one primitive)",
      R"(
         x   W  b
          \  |  /
@@ -27,7 +25,7 @@ static const std::vector<FusionPattern> kPatterns = {
              |
             out
 )"},
-    {"matmul_post_ops", 3, {"aten::linear", "aten::matmul", "aten::mm", "aten::bmm"}, 4, true,
+    {"matmul_post_ops", 3, opsWith(op_trait::Matmul), 4, true,
      "dnnl matmul + post-ops (one primitive)",
      R"(
         x   W  b                      q    k^T
@@ -38,9 +36,7 @@ static const std::vector<FusionPattern> kPatterns = {
              |                            |
             out                          out
 )"},
-    {"pool_post_ops", 2, {"aten::max_pool2d", "aten::avg_pool2d", "aten::adaptive_avg_pool2d", "aten::max_pool1d",
-                          "aten::avg_pool1d", "aten::max_pool3d", "aten::avg_pool3d"},
-     4, true, "pooling, then its chain (llga chain)",
+    {"pool_post_ops", 2, opsWith(op_trait::Pool), 4, true, "pooling, then its chain (llga chain)",
      R"(
           x
           |
@@ -78,8 +74,7 @@ static const std::vector<FusionPattern> kPatterns = {
          \  |   /
           concat
 )"},
-    {"binary_post_ops", 1, {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::maximum", "aten::minimum"}, 4,
-     false, "binary, then its chain (llga chain)",
+    {"binary_post_ops", 1, opsWith(op_trait::Binary), 4, false, "binary, then its chain (llga chain)",
      R"(
        x     y
         \   /
@@ -87,11 +82,7 @@ static const std::vector<FusionPattern> kPatterns = {
           |
        [eltwise | binary] x1..4
 )"},
-    {"eltwise_post_ops", 1,
-     {"aten::relu", "aten::gelu", "aten::sigmoid", "aten::tanh", "aten::elu", "aten::leaky_relu", "aten::hardswish",
-      "aten::hardsigmoid", "aten::hardtanh", "aten::relu6", "aten::clamp", "aten::silu", "aten::abs", "aten::exp",
-      "aten::sqrt", "aten::log", "aten::mish", "aten::square"},
-     4, false, "eltwise, then its chain (llga chain)",
+    {"eltwise_post_ops", 1, opsWith(op_trait::Eltwise), 4, false, "eltwise, then its chain (llga chain)",
      R"(
           x
           |

@@ -1,5 +1,7 @@
 #include "ir/effects.h"
 
+#include "ir/ops.h"
+
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -35,18 +37,7 @@ bool hasMutatingUse(const Value& v) {
 }
 
 bool isAliasing(const Node& n) {
-  static const std::unordered_set<std::string> kinds = {
-      "aten::view", "aten::reshape", "aten::transpose", "aten::permute", "aten::select", "aten::slice",
-      "aten::expand", "aten::expand_as", "aten::unsqueeze", "aten::squeeze", "aten::flatten", "aten::t",
-      "aten::narrow", "aten::chunk", "aten::split", "aten::unbind", "aten::as_strided", "aten::view_as",
-      "aten::reshape_as", "aten::contiguous", "aten::detach", "aten::alias", "aten::to", "aten::type_as",
-      "aten::diagonal", "aten::unfold", "aten::numpy_T", "aten::__getitem__", "prim::ListConstruct",
-      "prim::TupleConstruct", "prim::DictConstruct", "prim::ListUnpack", "prim::TupleUnpack", "prim::unchecked_cast",
-      "aten::dropout", "aten::feature_dropout", "aten::append", "aten::split_with_sizes", "aten::movedim",
-      "aten::swapaxes", "aten::transpose_", "aten::squeeze_", "aten::unsqueeze_", "aten::expand_copy",
-      "aten::view_as_real", "aten::unflatten", "aten::tensor_split"};
-  if (n.kind() == prim::If || n.kind() == prim::Loop) return true;
-  return kinds.count(n.kind().toQualString()) > 0 || !n.blocks().empty();
+  return hasTrait(n.kind(), op_trait::View) || !n.blocks().empty();  // control flow passes values through
 }
 
 namespace {

@@ -19,6 +19,7 @@
 // other rank than 3, addmm with non-constant alpha/beta.
 #include <cmath>
 
+#include "ir/ops.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 
@@ -69,9 +70,9 @@ class Decompose final : public Pass {
 
   bool silu(Graph& g, Node* n) {
     const Node* p = n->input(0)->node();
-    static const std::set<std::string> producers = {"aten::_convolution", "aten::conv2d", "aten::conv1d", "aten::conv3d",
-                                                    "aten::linear", "aten::matmul", "aten::mm", "aten::bmm", "aten::addmm"};
-    if (!producers.count(p->kind().toQualString()))
+    // conv/matmul anchors (ir/ops.def), and addmm, which this pass turns into linear
+    static const Symbol addmm = Symbol::fromQualString("aten::addmm");
+    if (!hasTrait(p->kind(), op_trait::Conv | op_trait::Matmul) && p->kind() != addmm)
       return skip(n, "its input comes from " + p->kind().toQualString() + ", which no post-op chain starts from");
     Emitter e(g, n, n);
     Value* x = n->input(0);

@@ -10,28 +10,23 @@
 // Left alone: a size of a tensor whose consumers all change its shape
 // (view, conv, pooling, ...), or whose shape-preserving consumer lives in
 // another block.
-#include <unordered_set>
 
+#include "ir/ops.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 
 namespace llga {
 namespace {
 
-// Ops whose output has their first input's shape (elementwise, unary).
+// Ops whose output has their first input's shape (ir/ops.def: unary
+// elementwise and the SameShape group).
 bool preservesShape(const Node& n) {
-  static const std::unordered_set<std::string> unary = {
-      "aten::relu", "aten::gelu", "aten::sigmoid", "aten::tanh", "aten::elu", "aten::leaky_relu", "aten::hardswish",
-      "aten::hardsigmoid", "aten::hardtanh", "aten::relu6", "aten::clamp", "aten::silu", "aten::abs", "aten::exp",
-      "aten::sqrt", "aten::log", "aten::round", "aten::mish", "aten::neg", "aten::square", "aten::dropout",
-      "aten::contiguous", "aten::clone", "aten::softmax", "aten::log_softmax", "aten::layer_norm", "aten::batch_norm"};
-  if (unary.count(n.kind().toQualString())) return true;
+  if (hasTrait(n.kind(), op_trait::Eltwise | op_trait::SameShape)) return true;
   // Binary ops keep the shape when the other operand cannot make it grow at
   // any input shape: a scalar, the same tensor, or a constant of one element.
   // (Recorded shapes are those of one call; an operand that happens to have
   // the same shape could broadcast x at another.)
-  static const std::unordered_set<std::string> binary = {"aten::add", "aten::sub", "aten::mul", "aten::div"};
-  if (!binary.count(n.kind().toQualString()) || n.inputs().size() < 2) return false;
+  if (!hasTrait(n.kind(), op_trait::Binary) || n.inputs().size() < 2) return false;
   const Value* other = n.input(1);
   if (!other->type()->isTensor() || other == n.input(0)) return true;
   const ConstantTensor* c = boundTensor(other);
