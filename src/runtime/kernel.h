@@ -133,17 +133,13 @@ class OpRegistry {
   std::unordered_map<Symbol, OpDef> ops_;
 };
 
-// Each op family (one file under ops/) adds its ops here.
-void registerPrimOps(OpRegistry& r);
-void registerShapeOps(OpRegistry& r);
-void registerElementwiseOps(OpRegistry& r);
-void registerConvOps(OpRegistry& r);
-void registerMatmulOps(OpRegistry& r);
-void registerFusionGroupOps(OpRegistry& r);  // backend/dnnl/fusion_group.cpp
-void registerPoolOps(OpRegistry& r);
-void registerNormOps(OpRegistry& r);
-void registerReduceOps(OpRegistry& r);
-void registerAttentionOps(OpRegistry& r);
-void registerResampleOps(OpRegistry& r);
+// An op family (one file under ops/) registers its ops with one line after
+// the function that adds them:  LLGA_REGISTER_OPS(registerConvOps);
+// (llga_runtime is linked whole, so no registration is dropped; a kind
+// registered twice is a std::logic_error, so the order of files never matters).
+struct OpFamilyRegistration {
+  explicit OpFamilyRegistration(void (*add_ops)(OpRegistry&)) { add_ops(OpRegistry::global()); }
+};
+#define LLGA_REGISTER_OPS(fn) static const ::llga::OpFamilyRegistration llga_registered_ops_##fn(fn)
 
 }  // namespace llga

@@ -26,22 +26,8 @@ std::string describeNode(const Node& n) {
 }
 
 OpRegistry& OpRegistry::global() {
-  static OpRegistry* r = [] {
-    auto* reg = new OpRegistry();
-    registerPrimOps(*reg);
-    registerShapeOps(*reg);
-    registerElementwiseOps(*reg);
-    registerConvOps(*reg);
-    registerMatmulOps(*reg);
-    registerFusionGroupOps(*reg);
-    registerPoolOps(*reg);
-    registerNormOps(*reg);
-    registerReduceOps(*reg);
-    registerAttentionOps(*reg);
-    registerResampleOps(*reg);
-    return reg;
-  }();
-  return *r;
+  static OpRegistry r;  // filled by LLGA_REGISTER_OPS in each op family's file, before main
+  return r;
 }
 
 void OpRegistry::add(std::string kind, size_t min_inputs, size_t max_inputs, KernelFn fn) {
@@ -51,6 +37,7 @@ void OpRegistry::add(std::string kind, size_t min_inputs, size_t max_inputs, Ker
 
 void OpRegistry::add(OpDef def) {
   Symbol k = Symbol::fromQualString(def.kind);
+  if (ops_.count(k)) throw std::logic_error("op kind " + def.kind + " is registered twice");
   ops_[k] = std::move(def);
 }
 

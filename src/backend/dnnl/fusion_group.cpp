@@ -193,5 +193,6 @@ std::unique_ptr<Kernel> makeFusionGroupKernel(const Node& group) {
 void registerFusionGroupOps(OpRegistry& r) {
   r.add(OpDef{"llga::FusionGroup", 0, 1u << 20, [](const Node& n) { return makeFusionGroupKernel(n); }});
 }
+LLGA_REGISTER_OPS(registerFusionGroupOps);
 
 }  // namespace llga

@@ -185,5 +185,6 @@ void registerAttentionOps(OpRegistry& r) {
                 return std::make_unique<EncoderLayerKernel>(constantInputs(n, {3, 4, 5, 6, 14, 15, 16, 17}));
               }});
 }
+LLGA_REGISTER_OPS(registerAttentionOps);
 
 }  // namespace llga

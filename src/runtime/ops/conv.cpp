@@ -523,5 +523,6 @@ void registerConvOps(OpRegistry& r) {
   for (const char* n : {"aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"})
     add(n, ConvKernel::Form::ConvTranspose, 2, 8);
 }
+LLGA_REGISTER_OPS(registerConvOps);
 
 }  // namespace llga

@@ -239,5 +239,6 @@ void registerElementwiseOps(OpRegistry& r) {
   registerParamUnary(r);
   registerBinaryOps(r);
 }
+LLGA_REGISTER_OPS(registerElementwiseOps);
 
 }  // namespace llga

@@ -318,5 +318,6 @@ void registerMatmulOps(OpRegistry& r) {
     a.set(0, prod);
   });
 }
+LLGA_REGISTER_OPS(registerMatmulOps);
 
 }  // namespace llga

@@ -198,5 +198,6 @@ void registerNormOps(OpRegistry& r) {
   r.add(OpDef{"aten::softmax", 2, 3, [](const Node&) { return std::make_unique<SoftmaxKernel>(false); }});
   r.add(OpDef{"aten::log_softmax", 2, 3, [](const Node&) { return std::make_unique<SoftmaxKernel>(true); }});
 }
+LLGA_REGISTER_OPS(registerNormOps);
 
 }  // namespace llga

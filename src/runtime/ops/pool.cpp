@@ -340,5 +340,6 @@ void registerPoolOps(OpRegistry& r) {
     r.add(OpDef{"aten::adaptive_avg_pool" + d, 2, 2, [nsp](const Node&) { return std::make_unique<AdaptivePoolKernel>(false, nsp); }});
   }
 }
+LLGA_REGISTER_OPS(registerPoolOps);
 
 }  // namespace llga

@@ -191,5 +191,6 @@ void registerPrimOps(OpRegistry& r) {
     throw std::runtime_error("the model raised: " + a.input(0).str());
   });
 }
+LLGA_REGISTER_OPS(registerPrimOps);
 
 }  // namespace llga

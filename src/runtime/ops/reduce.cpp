@@ -160,5 +160,6 @@ void registerReduceOps(OpRegistry& r) {
                     {Red::Norm, a.num_in > 1 ? pArg(a, 1) : 2.0}, a.num_in > 4 ? dtypeArg(a, 4) : std::nullopt));
   });
 }
+LLGA_REGISTER_OPS(registerReduceOps);
 
 }  // namespace llga

@@ -147,5 +147,6 @@ void registerResampleOps(OpRegistry& r) {
                 [nsp](const Node&) { return std::make_unique<NearestKernel>(nsp); }});
   r.add(OpDef{"aten::upsample_bilinear2d", 3, 5, [](const Node&) { return std::make_unique<BilinearKernel>(); }});
 }
+LLGA_REGISTER_OPS(registerResampleOps);
 
 }  // namespace llga

@@ -483,5 +483,6 @@ void registerShapeOps(OpRegistry& r) {
     (void)t;
   });
 }
+LLGA_REGISTER_OPS(registerShapeOps);
 
 }  // namespace llga
