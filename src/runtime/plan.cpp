@@ -1,3 +1,8 @@
+// The plan builder: a graph to a register machine's instruction list (each
+// node's kernel from the op registry, registers and their last readers,
+// bound constants, which values may stay blocked or strided between kernels).
+// Running it: interpreter.cpp; the weights it holds and their compaction:
+// weight_compaction.cpp; the registry: op_registry.cpp.
 #include "runtime/plan.h"
 
 #include <algorithm>
@@ -23,34 +28,6 @@ std::string describeNode(const Node& n) {
   if (!n.source().empty()) s += " at " + n.source();
   if (!n.outputs().empty()) s += " (%" + n.output(0)->debugName() + ")";
   return s;
-}
-
-OpRegistry& OpRegistry::global() {
-  static OpRegistry r;  // filled by LLGA_REGISTER_OPS in each op family's file, before main
-  return r;
-}
-
-void OpRegistry::add(std::string kind, size_t min_inputs, size_t max_inputs, KernelFn fn) {
-  add(OpDef{std::move(kind), min_inputs, max_inputs,
-            [fn = std::move(fn)](const Node&) { return std::make_unique<FnKernel>(fn); }});
-}
-
-void OpRegistry::add(OpDef def) {
-  Symbol k = Symbol::fromQualString(def.kind);
-  if (ops_.count(k)) throw std::logic_error("op kind " + def.kind + " is registered twice");
-  ops_[k] = std::move(def);
-}
-
-const OpDef* OpRegistry::find(Symbol kind) const {
-  auto it = ops_.find(kind);
-  return it == ops_.end() ? nullptr : &it->second;
-}
-
-std::vector<std::string> OpRegistry::kinds() const {
-  std::vector<std::string> out;
-  for (const auto& [k, d] : ops_) out.push_back(d.kind);
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 // ---------------------------------------------------------------- building
@@ -290,13 +267,7 @@ class PlanBuilder {
           ins.dying |= uint64_t{1} << p;
   }
 
-  static void collectUses(const Plan::Instr& ins, std::vector<int>& used) {  // also used by Plan
-    used.insert(used.end(), ins.in.begin(), ins.in.end());
-    for (const auto& b : ins.blocks) {
-      for (const auto& sub : b->code) collectUses(sub, used);
-      used.insert(used.end(), b->outputs.begin(), b->outputs.end());
-    }
-  }
+  static void collectUses(const Plan::Instr& ins, std::vector<int>& used) { Plan::collectUses(ins, used); }
 
   Plan& p_;
   const WeightMap& weights_;
@@ -343,7 +314,7 @@ bool Plan::readersAcceptStrided(int r, bool need_reader) const {
       }
     for (const auto& b : ins.blocks) {
       std::vector<int> used(b->outputs.begin(), b->outputs.end());
-      for (const auto& sub : b->code) PlanBuilder::collectUses(sub, used);
+      for (const auto& sub : b->code) collectUses(sub, used);
       if (std::find(used.begin(), used.end(), r) != used.end()) return false;
     }
   }
@@ -371,220 +342,11 @@ void Plan::allowOutputStrided(size_t j) {
   }
 }
 
-size_t Plan::constantBytes() const {
-  std::unordered_set<const void*> seen;
-  size_t n = 0;
-  auto add = [&](const RtValue& v, auto& self) -> void {
-    if (v.isTensor()) {
-      const Tensor& t = v.tensor();
-      if (t.storage() && seen.insert(t.storage()->data).second) n += t.storage()->nbytes;
-    } else if (v.isList()) {
-      for (const RtValue& item : *v.list()) self(item, self);
-    }
-  };
-  std::shared_lock<std::shared_mutex> lock(constants_mu_);
-  for (const auto& [r, v] : constants_)
-    if (!(v.isTensor() && v.tensor().isBlocked())) add(v, add);
-  return n;
-}
-
-// Which constants may be compacted, and after which top-level instruction
-// (their last reader) to try each: a constant returned by the graph or read
-// inside a nested block (If/Loop) stays as it is.
-void Plan::prepareCompaction() const {
-  Compaction& c = compaction_;
-  c.after.assign(main_.code.size(), {});
-  std::unordered_set<int> elsewhere(main_.outputs.begin(), main_.outputs.end());
-  std::unordered_map<int, size_t> last;
-  for (size_t i = 0; i < main_.code.size(); ++i) {
-    const Instr& ins = main_.code[i];
-    if (ins.kind == Instr::Kind::Op) {
-      for (size_t p = 0; p < ins.in.size(); ++p) {
-        c.readers[ins.in[p]].emplace_back(&ins, p);
-        last[ins.in[p]] = i;
-      }
-    } else {
-      std::vector<int> used;
-      PlanBuilder::collectUses(ins, used);
-      elsewhere.insert(used.begin(), used.end());
-    }
-  }
-  for (size_t k = 0; k < constants_.size(); ++k) {
-    int r = constants_[k].first;
-    const RtValue& v = constants_[k].second;
-    if (!v.isTensor() || v.tensor().isBlocked() || elsewhere.count(r) || !last.count(r)) continue;
-    c.index[r] = k;
-    c.after[last[r]].push_back(r);
-  }
-  c.prepared = true;
-}
-
-// Swaps constant register r for the reordered copy its readers made, if they
-// all read it only through one such copy; `regs` (this call's) follows, so the
-// original is not held from here on.
-void Plan::compactConstant(int r, std::vector<RtValue>& regs) const {
-  const Compaction& c = compaction_;
-  std::optional<Tensor> copy;
-  for (const auto& [ins, p] : c.readers.at(r)) {
-    std::optional<Tensor> t = ins->kernel ? ins->kernel->compactedWeight(p) : std::nullopt;
-    if (!t || (copy && copy->storage() != t->storage())) return;
-    copy = std::move(t);
-  }
-  std::unique_lock<std::shared_mutex> lock(constants_mu_);
-  RtValue& v = constants_[c.index.at(r)].second;
-  if (!copy || !v.isTensor() || v.tensor().isBlocked() || copy->sizes() != v.tensor().sizes()) return;
-  const Tensor& t = v.tensor();
-  const void* data = t.data();
-  const size_t bytes = static_cast<size_t>(t.numel()) * t.itemsize();
-  v = RtValue(*copy);
-  regs[static_cast<size_t>(r)] = RtValue(std::move(*copy));
-  lock.unlock();
-  if (on_release_) on_release_(data, bytes);
-}
-// ---------------------------------------------------------------- running
-
-namespace {
-
-std::string describeValue(const RtValue& v) {
-  if (!v.isTensor()) return v.kindName();
-  const Tensor& t = v.tensor();
-  return t.shapeKey() + (t.isBlocked() ? " " + t.blockedLayout()->name : t.isContiguous() ? " plain" : " strided");
-}
-
-}  // namespace
-
-void Plan::runProfiled(const Instr& ins, const KernelArgs& a) const {
-  Profiler& prof = *Profiler::active();
-  ProfileEvent e;
-  const bool details = prof.wantsDetails();
-  if (details)
-    for (size_t i = 0; i < a.num_in; ++i) e.inputs.push_back(describeValue(*a.in[i]));
-  int& depth = Profiler::depth();
-  e.depth = depth++;
-  e.start_ns = Profiler::nowNs();
-  try {
-    ins.kernel->run(a);
-  } catch (...) {
-    --depth;
-    throw;
-  }
-  e.dur_ns = Profiler::nowNs() - e.start_ns;
-  --depth;
-  e.name = ins.node->kind().toQualString();
-  e.pattern = ins.pattern;
-  e.partition = ins.partition;
-  e.source = ins.node->source();
-  if (details) {
-    for (size_t i = 0; i < a.num_out; ++i) e.outputs.push_back(describeValue(*a.out[i]));
-    e.primitive = ins.kernel->primitiveKind();
-    e.kernel = ins.kernel->report();
-  }
-  prof.record(std::move(e));
-}
-
-std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, const NodeObserver* observer) const {
-  applyNumThreads();
-  ExecContext ctx;
-  ctx.observer = observer;
-  return run(std::move(inputs), ctx);
-}
-
-std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, ExecContext& ctx) const {
-  if (inputs.size() != main_.inputs.size())
-    throw std::invalid_argument("expected " + std::to_string(main_.inputs.size()) + " inputs, got " +
-                                std::to_string(inputs.size()));
-  std::vector<RtValue> regs(static_cast<size_t>(num_regs_));
-  {
-    std::shared_lock<std::shared_mutex> lock(constants_mu_);
-    for (const auto& [r, v] : constants_) regs[static_cast<size_t>(r)] = v;
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) regs[static_cast<size_t>(main_.inputs[i])] = std::move(inputs[i]);
-  if (compact_pending_.exchange(false)) {  // this call compacts the weights as it goes (see compactConstant)
-    try {
-      if (!compaction_.prepared) prepareCompaction();
-      for (size_t i = 0; i < main_.code.size(); ++i) {
-        const Instr& ins = main_.code[i];
-        runInstr(ins, regs, ctx);
-        for (int r : ins.free_after) regs[static_cast<size_t>(r)] = RtValue();
-        for (int r : compaction_.after[i]) compactConstant(r, regs);
-      }
-    } catch (...) {
-      compact_pending_ = true;  // the next call tries the rest
-      throw;
-    }
-  } else {
-    runBlock(main_, regs, ctx);
-  }
-  std::vector<RtValue> out;
-  out.reserve(main_.outputs.size());
-  for (int r : main_.outputs) {
-    RtValue& v = regs[static_cast<size_t>(r)];
-    out.push_back(v.isTensor() && v.tensor().isBlocked() ? RtValue(toPlain(ctx, v.tensor())) : v);
-  }
-  return out;
-}
-
-void Plan::runBlock(const Block& b, std::vector<RtValue>& regs, ExecContext& ctx) const {
-  for (const Instr& ins : b.code) {
-    runInstr(ins, regs, ctx);
-    for (int r : ins.free_after) regs[static_cast<size_t>(r)] = RtValue();
-  }
-}
-
-void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& ctx) const {
-  auto at = [&](int r) -> RtValue& { return regs[static_cast<size_t>(r)]; };
-  try {
-    switch (ins.kind) {
-      case Instr::Kind::Op: {
-        std::array<RtValue*, 32> in_small, out_small;
-        std::vector<RtValue*> in_big, out_big;
-        RtValue** in = in_small.data();
-        RtValue** out = out_small.data();
-        if (ins.in.size() > in_small.size()) { in_big.resize(ins.in.size()); in = in_big.data(); }
-        if (ins.out.size() > out_small.size()) { out_big.resize(ins.out.size()); out = out_big.data(); }
-        std::vector<RtValue> plain;  // blocked inputs the kernel cannot take, converted (not expected to happen)
-        for (size_t i = 0; i < ins.in.size(); ++i) {
-          in[i] = &at(ins.in[i]);
-          if (in[i]->isTensor() && in[i]->tensor().isBlocked() && !ins.kernel->acceptsBlocked(i)) {
-            if (plain.empty()) plain.reserve(ins.in.size());
-            plain.emplace_back(toPlain(ctx, in[i]->tensor()));
-            in[i] = &plain.back();
-          }
-        }
-        for (size_t i = 0; i < ins.out.size(); ++i) out[i] = &at(ins.out[i]);
-        const KernelArgs args{in, ins.in.size(), out, ins.out.size(), ctx, plain.empty() ? ins.dying : 0};
-        if (Profiler::active()) runProfiled(ins, args);
-        else ins.kernel->run(args);
-        if (ctx.observer) (*ctx.observer)(*ins.node, out, ins.out.size());
-        break;
-      }
-      case Instr::Kind::If: {
-        const Block& b = *ins.blocks[at(ins.in[0]).toBool() ? 0 : 1];
-        runBlock(b, regs, ctx);
-        for (size_t i = 0; i < ins.out.size(); ++i) at(ins.out[i]) = at(b.outputs[i]);
-        break;
-      }
-      case Instr::Kind::Loop: {
-        const Block& b = *ins.blocks[0];
-        int64_t max_trip = at(ins.in[0]).toInt();
-        bool cond = at(ins.in[1]).toBool();
-        std::vector<RtValue> carried;
-        for (size_t i = 2; i < ins.in.size(); ++i) carried.push_back(at(ins.in[i]));
-        for (int64_t it = 0; cond && it < max_trip; ++it) {
-          at(b.inputs[0]) = RtValue(it);
-          for (size_t i = 0; i < carried.size(); ++i) at(b.inputs[i + 1]) = std::move(carried[i]);
-          runBlock(b, regs, ctx);
-          cond = at(b.outputs[0]).toBool();
-          for (size_t i = 0; i < carried.size(); ++i) carried[i] = at(b.outputs[i + 1]);
-        }
-        for (size_t i = 0; i < ins.out.size(); ++i) at(ins.out[i]) = std::move(carried[i]);
-        break;
-      }
-    }
-  } catch (const ExecutionError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw ExecutionError(describeNode(*ins.node) + ": " + e.what());
+void Plan::collectUses(const Instr& ins, std::vector<int>& used) {
+  used.insert(used.end(), ins.in.begin(), ins.in.end());
+  for (const auto& b : ins.blocks) {
+    for (const auto& sub : b->code) collectUses(sub, used);
+    used.insert(used.end(), b->outputs.begin(), b->outputs.end());
   }
 }
 

@@ -90,6 +90,8 @@ class Plan {
   void runProfiled(const Instr& ins, const KernelArgs& args) const;
 
   friend class PlanBuilder;
+  // The registers an instruction reads, with those of its nested blocks.
+  static void collectUses(const Instr& ins, std::vector<int>& used);
   std::shared_ptr<const Graph> graph_;
   int num_regs_ = 0;
   mutable std::vector<std::pair<int, RtValue>> constants_;  // swapped by the compacting call (under constants_mu_)

@@ -1,0 +1,161 @@
+// The interpreter: a register file and a loop over a plan's instructions,
+// with the profiler's hooks (Plan::run, runBlock, runInstr).
+#include <algorithm>
+#include <array>
+#include <mutex>
+
+#include "runtime/constant_eval.h"
+#include "runtime/dnnl_utils.h"
+#include "runtime/plan.h"
+#include "runtime/profiler.h"
+#include "runtime/threads.h"
+
+namespace llga {
+
+
+namespace {
+
+std::string describeValue(const RtValue& v) {
+  if (!v.isTensor()) return v.kindName();
+  const Tensor& t = v.tensor();
+  return t.shapeKey() + (t.isBlocked() ? " " + t.blockedLayout()->name : t.isContiguous() ? " plain" : " strided");
+}
+
+}  // namespace
+
+void Plan::runProfiled(const Instr& ins, const KernelArgs& a) const {
+  Profiler& prof = *Profiler::active();
+  ProfileEvent e;
+  const bool details = prof.wantsDetails();
+  if (details)
+    for (size_t i = 0; i < a.num_in; ++i) e.inputs.push_back(describeValue(*a.in[i]));
+  int& depth = Profiler::depth();
+  e.depth = depth++;
+  e.start_ns = Profiler::nowNs();
+  try {
+    ins.kernel->run(a);
+  } catch (...) {
+    --depth;
+    throw;
+  }
+  e.dur_ns = Profiler::nowNs() - e.start_ns;
+  --depth;
+  e.name = ins.node->kind().toQualString();
+  e.pattern = ins.pattern;
+  e.partition = ins.partition;
+  e.source = ins.node->source();
+  if (details) {
+    for (size_t i = 0; i < a.num_out; ++i) e.outputs.push_back(describeValue(*a.out[i]));
+    e.primitive = ins.kernel->primitiveKind();
+    e.kernel = ins.kernel->report();
+  }
+  prof.record(std::move(e));
+}
+
+std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, const NodeObserver* observer) const {
+  applyNumThreads();
+  ExecContext ctx;
+  ctx.observer = observer;
+  return run(std::move(inputs), ctx);
+}
+
+std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, ExecContext& ctx) const {
+  if (inputs.size() != main_.inputs.size())
+    throw std::invalid_argument("expected " + std::to_string(main_.inputs.size()) + " inputs, got " +
+                                std::to_string(inputs.size()));
+  std::vector<RtValue> regs(static_cast<size_t>(num_regs_));
+  {
+    std::shared_lock<std::shared_mutex> lock(constants_mu_);
+    for (const auto& [r, v] : constants_) regs[static_cast<size_t>(r)] = v;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) regs[static_cast<size_t>(main_.inputs[i])] = std::move(inputs[i]);
+  if (compact_pending_.exchange(false)) {  // this call compacts the weights as it goes (see compactConstant)
+    try {
+      if (!compaction_.prepared) prepareCompaction();
+      for (size_t i = 0; i < main_.code.size(); ++i) {
+        const Instr& ins = main_.code[i];
+        runInstr(ins, regs, ctx);
+        for (int r : ins.free_after) regs[static_cast<size_t>(r)] = RtValue();
+        for (int r : compaction_.after[i]) compactConstant(r, regs);
+      }
+    } catch (...) {
+      compact_pending_ = true;  // the next call tries the rest
+      throw;
+    }
+  } else {
+    runBlock(main_, regs, ctx);
+  }
+  std::vector<RtValue> out;
+  out.reserve(main_.outputs.size());
+  for (int r : main_.outputs) {
+    RtValue& v = regs[static_cast<size_t>(r)];
+    out.push_back(v.isTensor() && v.tensor().isBlocked() ? RtValue(toPlain(ctx, v.tensor())) : v);
+  }
+  return out;
+}
+
+void Plan::runBlock(const Block& b, std::vector<RtValue>& regs, ExecContext& ctx) const {
+  for (const Instr& ins : b.code) {
+    runInstr(ins, regs, ctx);
+    for (int r : ins.free_after) regs[static_cast<size_t>(r)] = RtValue();
+  }
+}
+
+void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& ctx) const {
+  auto at = [&](int r) -> RtValue& { return regs[static_cast<size_t>(r)]; };
+  try {
+    switch (ins.kind) {
+      case Instr::Kind::Op: {
+        std::array<RtValue*, 32> in_small, out_small;
+        std::vector<RtValue*> in_big, out_big;
+        RtValue** in = in_small.data();
+        RtValue** out = out_small.data();
+        if (ins.in.size() > in_small.size()) { in_big.resize(ins.in.size()); in = in_big.data(); }
+        if (ins.out.size() > out_small.size()) { out_big.resize(ins.out.size()); out = out_big.data(); }
+        std::vector<RtValue> plain;  // blocked inputs the kernel cannot take, converted (not expected to happen)
+        for (size_t i = 0; i < ins.in.size(); ++i) {
+          in[i] = &at(ins.in[i]);
+          if (in[i]->isTensor() && in[i]->tensor().isBlocked() && !ins.kernel->acceptsBlocked(i)) {
+            if (plain.empty()) plain.reserve(ins.in.size());
+            plain.emplace_back(toPlain(ctx, in[i]->tensor()));
+            in[i] = &plain.back();
+          }
+        }
+        for (size_t i = 0; i < ins.out.size(); ++i) out[i] = &at(ins.out[i]);
+        const KernelArgs args{in, ins.in.size(), out, ins.out.size(), ctx, plain.empty() ? ins.dying : 0};
+        if (Profiler::active()) runProfiled(ins, args);
+        else ins.kernel->run(args);
+        if (ctx.observer) (*ctx.observer)(*ins.node, out, ins.out.size());
+        break;
+      }
+      case Instr::Kind::If: {
+        const Block& b = *ins.blocks[at(ins.in[0]).toBool() ? 0 : 1];
+        runBlock(b, regs, ctx);
+        for (size_t i = 0; i < ins.out.size(); ++i) at(ins.out[i]) = at(b.outputs[i]);
+        break;
+      }
+      case Instr::Kind::Loop: {
+        const Block& b = *ins.blocks[0];
+        int64_t max_trip = at(ins.in[0]).toInt();
+        bool cond = at(ins.in[1]).toBool();
+        std::vector<RtValue> carried;
+        for (size_t i = 2; i < ins.in.size(); ++i) carried.push_back(at(ins.in[i]));
+        for (int64_t it = 0; cond && it < max_trip; ++it) {
+          at(b.inputs[0]) = RtValue(it);
+          for (size_t i = 0; i < carried.size(); ++i) at(b.inputs[i + 1]) = std::move(carried[i]);
+          runBlock(b, regs, ctx);
+          cond = at(b.outputs[0]).toBool();
+          for (size_t i = 0; i < carried.size(); ++i) carried[i] = at(b.outputs[i + 1]);
+        }
+        for (size_t i = 0; i < ins.out.size(); ++i) at(ins.out[i]) = std::move(carried[i]);
+        break;
+      }
+    }
+  } catch (const ExecutionError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ExecutionError(describeNode(*ins.node) + ": " + e.what());
+  }
+}
+
+}  // namespace llga
