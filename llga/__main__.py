@@ -379,6 +379,13 @@ _INPUT_HELP = ("a .npy file or a shape such as 1x3x224x224 (random standard-norm
                "several inputs, in order. Default for a torchvision model: 1x3x224x224; a file needs its inputs")
 
 
+def _model_arguments(p: argparse.ArgumentParser) -> None:
+    """MODEL, --input and --threads, as run and inspect take them."""
+    p.add_argument("model", help=_MODEL_HELP)
+    p.add_argument("--input", action="append", metavar="SHAPE_OR_NPY", help=_INPUT_HELP)
+    p.add_argument("--threads", type=_positive, metavar="N", help="threads for oneDNN and PyTorch (default: theirs)")
+
+
 def _parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     ap = argparse.ArgumentParser(prog="python -m llga", description=__doc__, formatter_class=fmt)
@@ -392,10 +399,8 @@ def _parser() -> argparse.ArgumentParser:
                     "missing). Without -o, one line\nper output: shape, dtype, min, max, mean. Then a timing line "
                     "(load, compile and first call, in ms).\nAll on stdout; errors are one line on stderr, "
                     "exit status 2.")
-    p.add_argument("model", help=_MODEL_HELP)
-    p.add_argument("--input", action="append", metavar="SHAPE_OR_NPY", help=_INPUT_HELP)
+    _model_arguments(p)
     p.add_argument("-o", "--output", metavar="OUT", help="write the outputs as .npy files (see above)")
-    p.add_argument("--threads", type=_positive, metavar="N", help="threads for oneDNN and PyTorch (default: theirs)")
 
     p = sub.add_parser(
         "inspect", formatter_class=fmt, help="compile a model and show its partitions, memory and passes",
@@ -404,10 +409,8 @@ def _parser() -> argparse.ArgumentParser:
                     "why, memory (weights,\nweight cache, released weights, peak activations and the planned arena "
                     "per input signature) and the\npass pipeline. --json prints the same as one JSON object with "
                     "keys model, inputs, timing,\npartitions, unfused, memory and passes.")
-    p.add_argument("model", help=_MODEL_HELP)
-    p.add_argument("--input", action="append", metavar="SHAPE_OR_NPY", help=_INPUT_HELP)
+    _model_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    p.add_argument("--threads", type=_positive, metavar="N", help="threads for oneDNN and PyTorch (default: theirs)")
 
     p = sub.add_parser("profile", help="compile a model, run it under the profiler, print where the time goes")
     p.add_argument("model", help=_MODEL_HELP)
