@@ -1,18 +1,28 @@
 #include "ir/effects.h"
 
-#include "ir/ops.h"
-
 #include <string>
 #include <string_view>
 #include <unordered_set>
 
+#include "ir/ops.h"
+
 namespace llga {
+namespace {
+
+// aten::add_, aten::copy_, ... (not the dunder methods: aten::__and__).
+bool isInPlaceKind(const Node& n) {
+  std::string_view ns = n.kind().ns(), name = n.kind().name();
+  if (ns != "aten" || name.empty()) return false;
+  bool dunder = name.size() > 4 && name.substr(0, 2) == "__" && name.substr(name.size() - 2) == "__";
+  return !dunder && name.back() == '_';
+}
+
+}  // namespace
 
 bool hasSideEffects(const Node& n) {
+  if (isInPlaceKind(n)) return true;
   std::string_view ns = n.kind().ns(), name = n.kind().name();
   if (ns == "aten") {
-    bool dunder = name.size() > 4 && name.substr(0, 2) == "__" && name.substr(name.size() - 2) == "__";
-    if (!dunder && name.back() == '_') return true;  // in-place
     for (std::string_view k : {"append", "insert", "pop", "clear", "extend", "remove", "warn", "copy_", "_set_item",
                                "rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "multinomial"})
       if (name == k) return true;
@@ -41,13 +51,6 @@ bool isAliasing(const Node& n) {
 }
 
 namespace {
-
-bool isInPlaceKind(const Node& n) {
-  std::string_view ns = n.kind().ns(), name = n.kind().name();
-  if (ns != "aten" || name.empty()) return false;
-  bool dunder = name.size() > 4 && name.substr(0, 2) == "__" && name.substr(name.size() - 2) == "__";
-  return !dunder && name.back() == '_';
-}
 
 bool containsInPlace(const Node& n) {
   if (isInPlaceKind(n)) return true;
