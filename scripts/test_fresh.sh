@@ -240,7 +240,7 @@ in_root() {
   echo "  # chroot $root: $*"
   (
     set +e
-    env -i HOME=/root PATH="$chroot_path" LANG=C.UTF-8 TERM=dumb \
+    env -i HOME=/root PATH="$chroot_path" LANG=C.UTF-8 TERM=dumb NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt \
       chroot "$root" /bin/bash -c "set -eo pipefail; $*" </dev/null 9>&- 2>&1 | prefix_lines "$t0"
     exit "${PIPESTATUS[0]}"
   ) 9>&- &
@@ -335,6 +335,14 @@ mount_root() {
   # Name resolution for apt; and no daemons started by package scripts.
   rm -f "$root/etc/resolv.conf"
   cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+  # This workplace reaches the npm registry through a TLS proxy whose CA its
+  # machines carry in /usr/local/share/ca-certificates: a fresh machine here
+  # has them too, so the root gets them (ca-certificates adds them to the
+  # system bundle when bootstrap installs it); nothing of the project's.
+  if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  fi
   printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
   chmod 755 "$root/usr/sbin/policy-rc.d"
   findmnt -rn -o TARGET,FSTYPE,PROPAGATION | awk -v r="$root" 'index($1, r "/") == 1 { print "  " $0 }'
