@@ -17,6 +17,7 @@ base=(
   build-essential cmake ninja-build ccache pkg-config git
   python3-dev python3-venv python3-pip python3-setuptools python3-wheel
   python3-numpy python3-pytest pybind11-dev
+  python3-defusedxml  # Pillow (under torchvision, matplotlib) imports it when present: present everywhere, machines agree
   libdnnl-dev ocl-icd-opencl-dev  # libdnnl-dev's CMake config needs OpenCL, which it only Recommends
   libfmt-dev libgtest-dev
   python3-torch python3-torchvision
