@@ -10,97 +10,11 @@
 
 #include <unordered_map>
 
+#include "runtime/bound_args.h"
+#include "runtime/exec_context.h"
 #include "runtime/tensor.h"
 
 namespace llga {
-
-dnnl::engine& cpuEngine();
-
-// Per-call execution state. Primitives are created with a user-managed
-// scratchpad (scratchpadAttr) and run with this call's scratch buffer, which
-// makes them stateless: one primitive can run in many threads at once.
-class Node;
-struct RtValue;
-// Sees every executed node with its outputs (propagate-shapes, profilers).
-using NodeObserver = std::function<void(const Node&, RtValue* const* outputs, size_t count)>;
-
-struct ExecContext {
-  dnnl::stream stream{cpuEngine()};
-  const NodeObserver* observer = nullptr;
-  dnnl::memory scratchpad(const dnnl::memory::desc& md);
-  void* scratchpadData(size_t bytes);  // this call's scratch buffer, at least `bytes` long
-
- private:
-  std::shared_ptr<Storage> scratch_;
-};
-
-dnnl::primitive_attr scratchpadAttr();
-// Executes `prim` with `args` plus this call's scratchpad, then waits.
-void execute(ExecContext& ctx, const dnnl::primitive& prim, const dnnl::memory::desc& scratch_md,
-             std::unordered_map<int, dnnl::memory> args);
-
-// A primitive's arguments kept from one call to the next. Making a
-// dnnl::memory per argument per call costs an aligned allocation and a
-// descriptor check each, and the argument map a few more allocations; a kernel
-// that runs the same primitive call after call binds its arguments here
-// instead: the memory object made on the first call is re-pointed at the next
-// call's buffer (set_data_handle). Descriptors are told apart by address, so
-// a bound `md` must be immutable and outlive the binding (a cache entry's own
-// descriptor), or `owner` must keep it alive.
-class BoundArgs {
- public:
-  dnnl::memory bind(int arg, const dnnl::memory::desc& md, void* data, std::shared_ptr<const void> owner = {});
-  dnnl::memory bind(int arg, const dnnl::memory& m);  // made elsewhere (e.g. a cached weight)
-  // Runs `prim` with this call's bindings and scratchpad, waits, and starts the next call's bindings.
-  void execute(ExecContext& ctx, const dnnl::primitive& prim, const dnnl::memory::desc& scratch_md);
-
- private:
-  struct Slot {
-    int arg;
-    const void* md;  // the bound descriptor's address, or null for bind(arg, memory)
-    void* data;      // mem's buffer
-    dnnl::memory mem;
-    std::shared_ptr<const void> owner;
-    bool used;
-  };
-  Slot& slot(int arg);
-  std::vector<Slot> slots_;
-  std::vector<dnnl_exec_arg_t> c_args_;
-};
-
-// A BoundArgs of a cache entry, lent to one call at a time; a call that finds
-// it in use (another thread running the same kernel on the same shapes) gets
-// a fresh one of its own.
-class SharedBoundArgs {
- public:
-  SharedBoundArgs() = default;
-  SharedBoundArgs(SharedBoundArgs&&) noexcept {}  // a moved-to entry starts unbound
-  SharedBoundArgs& operator=(SharedBoundArgs&&) = delete;
-
-  class Lease {
-   public:
-    explicit Lease(SharedBoundArgs* from) : from_(from) {}
-    Lease(const Lease&) = delete;
-    Lease& operator=(const Lease&) = delete;
-    ~Lease() {
-      if (from_) from_->busy_.store(false, std::memory_order_release);
-    }
-    BoundArgs& operator*() { return from_ ? from_->args_ : own_; }
-    BoundArgs* operator->() { return &**this; }
-
-   private:
-    SharedBoundArgs* from_;
-    BoundArgs own_;
-  };
-  Lease lease() {
-    bool free = false;
-    return Lease(busy_.compare_exchange_strong(free, true, std::memory_order_acquire) ? this : nullptr);
-  }
-
- private:
-  std::atomic<bool> busy_{false};
-  BoundArgs args_;
-};
 
 // A primitive built from `d` with a user-managed scratchpad, whose descriptor
 // goes to `scratch` (pass it to execute()); `impl`, if given, gets oneDNN's

@@ -1,0 +1,40 @@
+// Per-call execution state: oneDNN's engine and stream, this call's
+// scratchpad, and the observer that sees every executed node.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "runtime/tensor.h"
+
+namespace llga {
+
+dnnl::engine& cpuEngine();
+
+// Per-call execution state. Primitives are created with a user-managed
+// scratchpad (scratchpadAttr) and run with this call's scratch buffer, which
+// makes them stateless: one primitive can run in many threads at once.
+class Node;
+struct RtValue;
+// Sees every executed node with its outputs (propagate-shapes, profilers).
+using NodeObserver = std::function<void(const Node&, RtValue* const* outputs, size_t count)>;
+
+struct ExecContext {
+  dnnl::stream stream{cpuEngine()};
+  const NodeObserver* observer = nullptr;
+  dnnl::memory scratchpad(const dnnl::memory::desc& md);
+  void* scratchpadData(size_t bytes);  // this call's scratch buffer, at least `bytes` long
+
+ private:
+  std::shared_ptr<Storage> scratch_;
+};
+
+dnnl::primitive_attr scratchpadAttr();
+// Executes `prim` with `args` plus this call's scratchpad, then waits.
+void execute(ExecContext& ctx, const dnnl::primitive& prim, const dnnl::memory::desc& scratch_md,
+             std::unordered_map<int, dnnl::memory> args);
+
+}  // namespace llga
