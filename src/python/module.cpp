@@ -10,6 +10,7 @@
 #include "ir/ir.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "python/numpy_interop.h"
 
 namespace py = pybind11;
 using namespace llga;
@@ -19,12 +20,8 @@ namespace {
 using GraphPtr = std::shared_ptr<Graph>;
 
 // Text that comes from parsed input (names, scopes, strings, error excerpts)
-// may hold bytes that are not UTF-8: decode with replacement, never raise.
-py::str lossyStr(const std::string& s) {
-  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<py::ssize_t>(s.size()), "replace");
-  if (!o) throw py::error_already_set();
-  return py::reinterpret_steal<py::str>(o);
-}
+// may hold bytes that are not UTF-8: python::lossyStr decodes with replacement.
+using llga::python::lossyStr;
 
 struct PyValue {
   GraphPtr g;

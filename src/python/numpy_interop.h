@@ -26,6 +26,13 @@ inline ScalarType dtypeFromNumpy(const py::dtype& dt, const std::string& what) {
   throw py::type_error(what + ": numpy dtype " + std::string(py::str(static_cast<py::handle>(dt))) + " is not one llga takes (float32, float64, int64, int32, int16, int8, uint8, bool)");
 }
 
+// C++ text as a Python str; bytes that are not UTF-8 (IR string constants) become U+FFFD.
+inline py::str lossyStr(const std::string& s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<py::ssize_t>(s.size()), "replace");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
 // Keeps a Python object alive from C++; its release takes the GIL.
 inline std::shared_ptr<void> keepAlive(py::object o) {
   auto* keep = new py::object(std::move(o));

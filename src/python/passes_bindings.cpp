@@ -12,13 +12,6 @@
 namespace py = pybind11;
 using namespace llga;
 
-namespace {
-
-py::str lossyStr(const std::string& s) {  // IR text may hold bytes that are not UTF-8 (string constants)
-  return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), static_cast<py::ssize_t>(s.size()), "replace"));
-}
-
-}  // namespace
 
 namespace llga::python {
 
@@ -78,7 +71,7 @@ void bindPasses(py::module_& m) {
       .def_readonly("name", &PassRecord::name)
       .def_readonly("changed", &PassRecord::changed)
       .def_readonly("seconds", &PassRecord::seconds)
-      .def_property_readonly("ir", [](const PassRecord& r) { return lossyStr(r.ir); })
+      .def_property_readonly("ir", [](const PassRecord& r) { return python::lossyStr(r.ir); })
       .def_readonly("before", &PassRecord::before)
       .def_readonly("after", &PassRecord::after)
       .def_readonly("verify_errors", &PassRecord::verify_errors)
