@@ -49,8 +49,10 @@ def cpu_capabilities() -> dict:
     """What oneDNN offers on this CPU, asked of oneDNN itself (so
     ``ONEDNN_MAX_CPU_ISA=AVX2`` shows here): ``isa`` (its effective ISA,
     e.g. "avx512_core_amx"), ``winograd`` (fp32 Winograd convolutions exist)
-    and ``bf16`` (bf16 convolutions run on a jit kernel: native with
-    AVX512-BF16 or AMX, emulated on plain AVX-512; see ``isa``)."""
+    ``bf16`` (bf16 convolutions run on a jit kernel: native with
+    AVX512-BF16 or AMX, emulated on plain AVX-512; see ``isa``), and
+    ``fast_swish`` (llga's own AVX-512 swish runs a final silu on large
+    outputs: the CPU has AVX-512F and ``LLGA_FAST_SWISH`` is not "0")."""
     return dict(_llga.dnnl_capabilities())
 
 

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "runtime/evaluator.h"
+
 namespace llga {
 namespace {
 
@@ -31,7 +33,9 @@ void refuseMethodCalls(const Graph& g) {
 CompileResult compile(std::shared_ptr<Graph> graph, WeightMap weights, const CompileOptions& options) {
   PassManagerOptions pm;
   pm.verify_each = options.verify_each;
-  pm.context = options.context;
+  auto ctx = options.context ? std::make_shared<PassContext>(*options.context) : std::make_shared<PassContext>();
+  if (!ctx->evaluator) ctx->evaluator = runtimeEvaluator();
+  pm.context = ctx;
   pm.after_pass = options.after_pass;
   CompileResult r;
   r.passes = PassManager(options.pipeline, pm).run(*graph);

@@ -20,7 +20,8 @@ namespace llga {
 struct CompileOptions {
   std::string pipeline = std::string(defaultPipeline());  // "" runs no pass
   // Weights by name (for freeze and folding), method graphs (inline),
-  // example inputs (propagate-shapes), op kinds kept out of fusion (route).
+  // example inputs (propagate-shapes), op kinds kept out of fusion (route);
+  // without an evaluator of its own, the passes get the runtime's.
   std::shared_ptr<const PassContext> context = std::make_shared<PassContext>();
   bool verify_each = true;
   std::function<void(const PassRecord&)> after_pass;  // dumps, logs

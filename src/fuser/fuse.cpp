@@ -2,15 +2,19 @@
 // table (fuser/patterns.cpp). Greedy, in program order, highest tier first:
 // an anchor takes the chain of post-ops after it while each link is the only
 // reader of the value before it (so no intermediate is needed outside) and
-// runtime/post_ops.cpp can express it. Partitions stay inside one block (never
+// backend/dnnl/post_ops.cpp can express it. Partitions stay inside one block (never
 // across control flow) and never take side-effecting ops.
 //
 //   Given:  %c = aten::_convolution(%x, %w, %b, ...)     Result:  %r = llga::FusionGroup_0(%x, %y)
 //           %a = aten::add(%c, %y, %one)                           with llga::FusionGroup_0 = graph(%x, %y):
 //           %r = aten::relu(%a)                                      (the three ops, constants inside)
 //
+// x * sigmoid(x) in a chain is glued into one aten::silu inside the group
+// (here, and nowhere else): the backend sees a swish post-op like any other.
+//
 // Every op left outside is reported as an Unfused record (kind, source,
 // value, reason) in the pass's record.
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -18,13 +22,15 @@
 #include "ir/effects.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
-#include "runtime/post_ops.h"
+#include "fuser/post_ops.h"
 
 namespace llga {
 namespace {
 
 const Symbol kFusionGroup = Symbol::fromQualString("llga::FusionGroup");
 const Symbol kPattern = Symbol::fromQualString("attr::pattern");
+const Symbol kSigmoid = Symbol::fromQualString("aten::sigmoid");
+const Symbol kSilu = Symbol::fromQualString("aten::silu");
 
 const FusionPattern* patternFor(const Node& n) {
   const std::string k = n.kind().toQualString();
@@ -96,10 +102,12 @@ class Fuse final : public Pass {
         for (const Use& u : uses)
           if (u.user->kind().toQualString() == "aten::sigmoid") s = u.user;
           else if (u.user->kind().toQualString() == "aten::mul") m = u.user;
-        if (s && m && !routedOff("aten::sigmoid") && !routedOff("aten::mul") && s->output()->uses().size() == 1 && s->output()->uses()[0].user == m && s->isBefore(m) &&
+        if (s && m && !routedOff("aten::sigmoid") && !routedOff("aten::mul") && !routedOff("aten::silu") &&
+            s->output()->uses().size() == 1 && s->output()->uses()[0].user == m && s->isBefore(m) &&
             s->owningBlock() == anchor->owningBlock() && m->owningBlock() == anchor->owningBlock()) {
           take = {s, m};
           next = m;
+          silu_of_[m] = v;  // the group holds it as one aten::silu(v)
         }
       }
       if (!next) {
@@ -166,8 +174,15 @@ class Fuse final : public Pass {
     std::set<const Node*> members(chain.begin(), chain.end());
     Node* group = g.create(kFusionGroup, 0);
     for (Node* n : chain) {
-      Node* c = sub->create(n->kind(), 0);
-      for (Value* in : n->inputs()) {
+      auto silu = silu_of_.find(n);
+      if (n->kind() == kSigmoid && std::any_of(chain.begin(), chain.end(), [&](Node* m) {
+            auto it = silu_of_.find(m);
+            return it != silu_of_.end() && it->second == n->input(0) && n->output()->uses()[0].user == m;
+          }))
+        continue;  // glued into the aten::silu of its mul
+      Node* c = sub->create(silu != silu_of_.end() ? kSilu : n->kind(), 0);
+      std::vector<Value*> inputs = silu != silu_of_.end() ? std::vector<Value*>{silu->second} : n->inputs();
+      for (Value* in : inputs) {
         auto it = map.find(in);
         if (it == map.end()) {
           Value* inner;
@@ -194,7 +209,8 @@ class Fuse final : public Pass {
         if (!sub->findValue(o->debugName())) inner->setDebugName(o->debugName());
         map[o] = inner;
       }
-      for (const auto& [k, v] : n->attributes()) c->setAttr(k, v);
+      if (silu == silu_of_.end())
+        for (const auto& [k, v] : n->attributes()) c->setAttr(k, v);
       c->setScope(n->scope());
       c->setSource(n->source());
       sub->appendNode(c);
@@ -231,7 +247,8 @@ class Fuse final : public Pass {
     return nullptr;
   }
 
-  std::set<Node*> gone_;  // destroyed by partitioning: skipped in the walk's snapshot
+  std::set<Node*> gone_;
+  std::map<Node*, Value*> silu_of_;  // mul(x, sigmoid(x)) taken into a chain -> x  // destroyed by partitioning: skipped in the walk's snapshot
 };
 
 }  // namespace

@@ -9,13 +9,13 @@ namespace llga {
 // Anchors and post-ops come from the op groups (ir/ops.def): post-ops, for
 // every chain below, are the Eltwise group (and round, and x * sigmoid(x))
 // and the Binary group with a tensor (broadcast) or a scalar operand
-// (runtime/post_ops.cpp decides each one).
+// (fuser/post_ops.cpp decides each one).
 //
 // A lone anchor becomes a partition only where the oneDNN Graph bridge makes
 // one too: convolution, linear/matmul, pooling, layer_norm, concat; a lone
 // batch_norm, softmax, eltwise or binary op stays outside.
 static const std::vector<FusionPattern> kPatterns = {
-    {"conv_post_ops", 3, opsWith(op_trait::Conv), 4, true, "dnnl convolution + post-ops (one primitive)",
+    {"conv_post_ops", 3, opsWith(op_trait::Conv), 4, true,
      R"(
         x   W  b
          \  |  /
@@ -26,7 +26,6 @@ static const std::vector<FusionPattern> kPatterns = {
             out
 )"},
     {"matmul_post_ops", 3, opsWith(op_trait::Matmul), 4, true,
-     "dnnl matmul + post-ops (one primitive)",
      R"(
         x   W  b                      q    k^T
          \  |  /                       \   /
@@ -36,7 +35,7 @@ static const std::vector<FusionPattern> kPatterns = {
              |                            |
             out                          out
 )"},
-    {"pool_post_ops", 2, opsWith(op_trait::Pool), 4, true, "pooling, then its chain (llga chain)",
+    {"pool_post_ops", 2, opsWith(op_trait::Pool), 4, true,
      R"(
           x
           |
@@ -44,7 +43,7 @@ static const std::vector<FusionPattern> kPatterns = {
           |
        [eltwise | binary] x0..4
 )"},
-    {"batchnorm_post_ops", 2, {"aten::batch_norm"}, 4, false, "batch_norm -> relu: one oneDNN batch_normalization (fuse_norm_relu); longer chains: llga chain",
+    {"batchnorm_post_ops", 2, {"aten::batch_norm"}, 4, false,
      R"(
           x
           |
@@ -52,7 +51,7 @@ static const std::vector<FusionPattern> kPatterns = {
           |
        relu ...      (at least one post-op: a lone batch_norm is no partition)
 )"},
-    {"layernorm_post_ops", 2, {"aten::layer_norm"}, 4, true, "layer_norm, then its chain (llga chain)",
+    {"layernorm_post_ops", 2, {"aten::layer_norm"}, 4, true,
      R"(
           x
           |
@@ -60,7 +59,7 @@ static const std::vector<FusionPattern> kPatterns = {
           |
        [eltwise | binary] x0..4
 )"},
-    {"softmax_post_ops", 2, {"aten::softmax"}, 4, false, "softmax, then its chain (llga chain)",
+    {"softmax_post_ops", 2, {"aten::softmax"}, 4, false,
      R"(
           x
           |
@@ -68,13 +67,13 @@ static const std::vector<FusionPattern> kPatterns = {
           |
        [eltwise | binary] x1..4
 )"},
-    {"concat", 2, {"aten::cat"}, 0, true, "oneDNN concat (channels-last parts stay so)",
+    {"concat", 2, {"aten::cat"}, 0, true,
      R"(
        x0  x1 ... xn
          \  |   /
           concat
 )"},
-    {"binary_post_ops", 1, opsWith(op_trait::Binary), 4, false, "binary, then its chain (llga chain)",
+    {"binary_post_ops", 1, opsWith(op_trait::Binary), 4, false,
      R"(
        x     y
         \   /
@@ -82,7 +81,7 @@ static const std::vector<FusionPattern> kPatterns = {
           |
        [eltwise | binary] x1..4
 )"},
-    {"eltwise_post_ops", 1, opsWith(op_trait::Eltwise), 4, false, "eltwise, then its chain (llga chain)",
+    {"eltwise_post_ops", 1, opsWith(op_trait::Eltwise), 4, false,
      R"(
           x
           |

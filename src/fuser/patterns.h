@@ -1,7 +1,8 @@
 // The fusion pattern table: what llga groups into partitions. Each entry is
 // data (name, tier, anchor kinds, how long a post-op chain may grow, whether
-// a lone anchor is worth a partition, the kernel that runs it, a diagram);
-// the matcher in fuse.cpp is the only code that reads it.
+// a lone anchor is worth a partition, a diagram); the matcher in fuse.cpp is
+// the only pass that reads it. The backend binds each entry, by name, to the
+// factory of its kernel (backend/dnnl/fusion_group.h).
 #pragma once
 
 #include <string>
@@ -15,7 +16,6 @@ struct FusionPattern {
   std::vector<std::string> anchors;  // op kinds that start a partition
   int max_post_ops;                  // post-ops (eltwise/binary) the chain may take
   bool lone_ok;                      // a partition even with nothing fused
-  const char* kernel;                // what executes it
   const char* diagram;
 };
 

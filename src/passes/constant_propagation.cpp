@@ -1,10 +1,10 @@
 // constant-propagation: evaluates pure nodes whose inputs are all non-tensor
-// constants with the op library and replaces them by constants; inlines the
+// constants (with the pass context's evaluator) and replaces them by constants; inlines the
 // taken block of a prim::If whose condition is constant. Repeats to a fixed
 // point (bounded). Tensor results are left alone.
 #include "ir/effects.h"
 #include "passes/pass.h"
-#include "runtime/constant_eval.h"
+#include "passes/pass_utils.h"
 
 namespace llga {
 namespace {
@@ -28,9 +28,9 @@ class ConstantPropagation final : public Pass {
 
  private:
   static std::optional<bool> constantBool(const Value* v) {
-    auto c = constantValue(*v->node());
-    if (!c || !(c->isBool() || c->isInt())) return std::nullopt;
-    return c->toBool();
+    const AttrValue* a = v->node()->kind() == prim::Constant ? v->node()->attributes().find(attr::value) : nullptr;
+    if (!a || !(a->is<int64_t>() || a->is<bool>())) return std::nullopt;
+    return a->is<bool>() ? a->get<bool>() : a->get<int64_t>() != 0;
   }
 
   // Moves the taken block's nodes before the If and drops the If.
@@ -56,30 +56,12 @@ class ConstantPropagation final : public Pass {
   }
 
   bool fold(Graph& g, Node* n) {
-    std::vector<RtValue> inputs;
-    for (const Value* in : n->inputs()) {
-      auto c = constantValue(*in->node());
-      if (!c) return false;
-      inputs.push_back(std::move(*c));
-    }
-    std::optional<std::vector<RtValue>> outs;
-    try {
-      outs = evaluateNode(*n, std::move(inputs));
-    } catch (const std::exception&) {
-      return false;  // it would fail at run time too: leave it there, to fail with its message
-    }
+    if (!evaluator()) return false;
+    for (const Value* in : n->inputs())
+      if (in->node()->kind() != prim::Constant || in->type()->isTensor()) return false;
+    std::optional<std::vector<AttrValue>> outs = evaluator()->evaluateConstant(*n);
     if (!outs) return false;
-    std::vector<AttrValue> attrs;
-    for (size_t i = 0; i < outs->size(); ++i) {
-      const Value* o = n->output(i);
-      if ((*outs)[i].isNone() && o->type()->isSimple("NoneType")) {
-        attrs.emplace_back();
-        continue;
-      }
-      auto a = toAttr((*outs)[i], *o->type());
-      if (!a) return false;
-      attrs.push_back(std::move(*a));
-    }
+    std::vector<AttrValue>& attrs = *outs;
     for (size_t i = 0; i < attrs.size(); ++i) {
       Value* o = n->output(i);
       Node* c = g.create(prim::Constant, 1);

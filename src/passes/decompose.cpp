@@ -1,8 +1,5 @@
 // decompose: composite ops into the primitives the fuser matches.
 //
-//   silu(x)           ->  mul(x, sigmoid(x))      when x comes from a conv,
-//                                                 linear or matmul (the fuser
-//                                                 takes sigmoid*mul as a swish post-op)
 //   addmm(b, x, w, beta, alpha)  ->  add(mul(mm(x, w), alpha), mul(b, beta))
 //                                                 (the muls only where != 1; beta == 0 drops b)
 //   _native_multi_head_attention(q, k, v, E, H, Wqkv, bqkv, Wo, bo, None, ...)
@@ -36,19 +33,18 @@ std::optional<size_t> knownRank(const Value* v) {
 class Decompose final : public Pass {
  public:
   std::string_view name() const override { return "decompose"; }
-  std::string_view description() const override { return "composite ops (silu, addmm, attention) into primitives"; }
+  std::string_view description() const override { return "composite ops (addmm, attention) into primitives"; }
 
   bool run(Graph& g) override {
     std::vector<Node*> todo;
     g.forEachNode([&](Node* n) {
-      if (is(*n, "aten::silu") || is(*n, "aten::addmm") || is(*n, "aten::_native_multi_head_attention") ||
+      if (is(*n, "aten::addmm") || is(*n, "aten::_native_multi_head_attention") ||
           is(*n, "aten::_transformer_encoder_layer_fwd"))
         todo.push_back(n);
     });
     bool changed = false;
     for (Node* n : todo) {
-      if (is(*n, "aten::silu")) changed |= silu(g, n);
-      else if (is(*n, "aten::addmm")) changed |= addmm(g, n);
+      if (is(*n, "aten::addmm")) changed |= addmm(g, n);
       else if (is(*n, "aten::_native_multi_head_attention")) changed |= mha(g, n);
       else changed |= encoderLayer(g, n);
     }
@@ -66,18 +62,6 @@ class Decompose final : public Pass {
     v->setType(n->output()->type());
     replaceKeepingName(g, n->output(), v);
     n->destroy();
-  }
-
-  bool silu(Graph& g, Node* n) {
-    const Node* p = n->input(0)->node();
-    // conv/matmul anchors (ir/ops.def), and addmm, which this pass turns into linear
-    static const Symbol addmm = Symbol::fromQualString("aten::addmm");
-    if (!hasTrait(p->kind(), op_trait::Conv | op_trait::Matmul) && p->kind() != addmm)
-      return skip(n, "its input comes from " + p->kind().toQualString() + ", which no post-op chain starts from");
-    Emitter e(g, n, n);
-    Value* x = n->input(0);
-    finish(g, n, e.op("aten::mul", {x, e.op("aten::sigmoid", {x}, x->type())}));
-    return true;
   }
 
   bool addmm(Graph& g, Node* n) {

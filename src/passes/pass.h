@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ir/ir.h"
+#include "passes/evaluator.h"
 
 namespace llga {
 
@@ -32,6 +33,9 @@ struct PassContext {
   // Op kinds and fusion pattern names the fuse pass must leave out of
   // partitions (llga.optimize(route=...)), to bisect a numerical difference.
   std::set<std::string> route_off;
+  // Execution, for the passes that must evaluate something (constant
+  // propagation, propagate-shapes, remove-mutation's op lookup).
+  std::shared_ptr<const Evaluator> evaluator;
 };
 
 // An op a pass left outside partitions, and why. Typed, so that Python,
@@ -63,6 +67,8 @@ class Pass {
     unfused_.push_back({n.kind().toQualString(), n.source(), n.outputs().empty() ? "" : n.output(0)->debugName(),
                         std::move(reason)});
   }
+  // The context's evaluator, or null (the pass then notes that it did nothing).
+  const Evaluator* evaluator() const { return context().evaluator.get(); }
   const PassContext& context() const {
     static const PassContext empty;
     return ctx_ ? *ctx_ : empty;

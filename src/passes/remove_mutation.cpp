@@ -23,7 +23,6 @@
 #include "ir/effects.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
-#include "runtime/kernel.h"
 
 namespace llga {
 namespace {
@@ -106,7 +105,9 @@ class RemoveMutation final : public Pass {
                      n->outputs().size() == 1 && !n->inputs().empty();
       if (inplace) {
         Symbol functional = Symbol::fromQualString("aten::" + std::string(name.substr(0, name.size() - 1)));
-        if (!OpRegistry::global().find(functional)) {
+        if (!evaluator()) {
+          note(where(*n) + ": kept (no evaluator in the pass context to say whether " + functional.toQualString() + " runs)");
+        } else if (!evaluator()->supports(functional)) {
           note(where(*n) + ": no functional form " + functional.toQualString());
         } else if (std::string why = whyNot(*n); !why.empty()) {
           note(where(*n) + ": " + why);

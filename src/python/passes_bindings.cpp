@@ -4,7 +4,9 @@
 
 #include <cstdio>
 
+#include "backend/dnnl/fusion_group.h"
 #include "fuser/patterns.h"
+#include "runtime/evaluator.h"
 #include "passes/pass.h"
 #include "python/bindings.h"
 #include "python/numpy_interop.h"
@@ -18,6 +20,7 @@ namespace llga::python {
 std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict methods, py::object example_inputs,
                                                    const std::vector<std::string>& route_off) {
   auto ctx = std::make_shared<PassContext>();
+  ctx->evaluator = runtimeEvaluator();
   for (auto [k, v] : weights) {
     std::string name = py::str(k);
     ctx->weights.emplace(name, constantFromNumpy(py::array::ensure(v), "weight '" + name + "'"));
@@ -113,7 +116,8 @@ void bindPasses(py::module_& m) {
       d["anchors"] = p.anchors;
       d["max_post_ops"] = p.max_post_ops;
       d["lone_ok"] = p.lone_ok;
-      d["kernel"] = p.kernel;
+      const PatternKernel* k = PatternKernels::global().find(p.name);
+      d["kernel"] = k ? k->description : std::string("(no kernel bound)");
       d["diagram"] = p.diagram;
       out.append(d);
     }

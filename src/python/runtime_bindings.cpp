@@ -7,8 +7,9 @@
 #include "driver/compile.h"
 #include "python/bindings.h"
 #include "runtime/compiled.h"
-#include "runtime/microbench.h"
-#include "runtime/ops/primitive_cache.h"
+#include "backend/dnnl/microbench.h"
+#include "backend/dnnl/swish.h"
+#include "backend/dnnl/ops/primitive_cache.h"
 #include "runtime/profiler.h"
 #include "runtime/threads.h"
 
@@ -297,6 +298,7 @@ void bindRuntime(py::module_& m) {
     d["isa"] = c.isa;
     d["winograd"] = c.winograd;
     d["bf16"] = c.bf16;
+    d["fast_swish"] = fastSwishEnabled();
     return d;
   });
   auto events = [](const std::vector<ProfileEvent>& evs) {

@@ -1,6 +1,6 @@
 #include "runtime/constant_eval.h"
 
-#include "runtime/dnnl_utils.h"
+#include "runtime/exec_context.h"
 #include "runtime/kernel.h"
 
 namespace llga {

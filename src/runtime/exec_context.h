@@ -33,6 +33,8 @@ struct ExecContext {
 };
 
 dnnl::primitive_attr scratchpadAttr();
+// The tensor in a plain contiguous layout: itself unless blocked.
+Tensor toPlain(ExecContext& ctx, const Tensor& t);
 // Executes `prim` with `args` plus this call's scratchpad, then waits.
 void execute(ExecContext& ctx, const dnnl::primitive& prim, const dnnl::memory::desc& scratch_md,
              std::unordered_map<int, dnnl::memory> args);

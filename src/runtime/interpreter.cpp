@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "runtime/constant_eval.h"
-#include "runtime/dnnl_utils.h"
+#include "runtime/exec_context.h"
 #include "runtime/plan.h"
 #include "runtime/profiler.h"
 #include "runtime/threads.h"
@@ -18,7 +18,7 @@ namespace {
 std::string describeValue(const RtValue& v) {
   if (!v.isTensor()) return v.kindName();
   const Tensor& t = v.tensor();
-  return t.shapeKey() + (t.isBlocked() ? " " + t.blockedLayout()->name : t.isContiguous() ? " plain" : " strided");
+  return t.shapeKey() + (t.isBlocked() ? " " + t.blockedLayout()->name() : t.isContiguous() ? " plain" : " strided");
 }
 
 }  // namespace

@@ -142,4 +142,20 @@ struct OpFamilyRegistration {
 };
 #define LLGA_REGISTER_OPS(fn) static const ::llga::OpFamilyRegistration llga_registered_ops_##fn(fn)
 
+// While alive, kernels built on this thread (convolutions, matrix products) take
+// constant weights in their plain layout instead of one oneDNN picks: no
+// reordered copies (for runs made once, such as propagate-shapes', whose
+// copies would only add to the compile's peak memory).
+class PlainWeightsScope {
+ public:
+  PlainWeightsScope();
+  ~PlainWeightsScope();
+  PlainWeightsScope(const PlainWeightsScope&) = delete;
+  PlainWeightsScope& operator=(const PlainWeightsScope&) = delete;
+  static bool active();
+
+ private:
+  bool prev_;
+};
+
 }  // namespace llga

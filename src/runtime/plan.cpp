@@ -11,7 +11,7 @@
 #include <unordered_set>
 
 #include "runtime/constant_eval.h"
-#include "runtime/dnnl_utils.h"
+#include "runtime/exec_context.h"
 #include "runtime/profiler.h"
 #include "runtime/threads.h"
 

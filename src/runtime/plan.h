@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "ir/ir.h"
-#include "runtime/dnnl_utils.h"
+#include "runtime/exec_context.h"
 #include "runtime/kernel.h"
 #include "runtime/value.h"
 

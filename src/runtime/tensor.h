@@ -99,9 +99,18 @@ struct BFloat16 {
   }
 };
 
-// A oneDNN blocked layout (e.g. nChw16c) a tensor's bytes are in; defined in
-// runtime/dnnl_utils.h. Only kernels that say they accept one ever see it.
-struct BlockedLayout;
+class Tensor;
+struct ExecContext;
+
+// A layout a tensor's bytes are in that strides cannot describe: a backend's
+// blocked format (oneDNN's nChw16c, backend/dnnl/dnnl_utils.h). The runtime
+// only names it and asks for a plain copy; only kernels that say they accept
+// one ever see it.
+struct BlockedLayout {
+  virtual ~BlockedLayout() = default;
+  virtual const std::string& name() const = 0;  // "nChw16c"
+  virtual Tensor toPlain(ExecContext& ctx, const Tensor& t) const = 0;
+};
 
 class Tensor {
  public:

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "runtime/dnnl_utils.h"
+#include "runtime/exec_context.h"
 #include "runtime/plan.h"
 
 namespace llga {

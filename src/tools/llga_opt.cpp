@@ -37,6 +37,7 @@
 #include "frontend/parser.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
+#include "runtime/evaluator.h"
 
 namespace {
 
@@ -143,6 +144,7 @@ int main(int argc, char** argv) {
   const std::string text = buf.str();
   if (compile && !pipeline_given) pipeline = std::string(llga::defaultPipeline());
   auto context = std::make_shared<llga::PassContext>();
+  context->evaluator = llga::runtimeEvaluator();
   std::unique_ptr<llga::PassManager> pm;
   try {
     llga::PassManagerOptions opts;

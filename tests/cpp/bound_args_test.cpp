@@ -3,7 +3,7 @@
 // and never be shared by two callers at once.
 #include <gtest/gtest.h>
 
-#include "runtime/dnnl_utils.h"
+#include "backend/dnnl/dnnl_utils.h"
 
 using namespace llga;
 

@@ -5,6 +5,7 @@
 
 #include "frontend/parser.h"
 #include "passes/pass.h"
+#include "runtime/evaluator.h"
 #include "runtime/tensor.h"
 
 using namespace llga;
@@ -35,6 +36,7 @@ TensorRef constant(std::vector<int64_t> sizes) {
 TEST(ShapeRun, MakesNoReorderedWeightCopies) {
   auto g = parseGraph(kConvLinear);
   auto ctx = std::make_shared<PassContext>();
+  ctx->evaluator = runtimeEvaluator();
   ctx->weights["w"] = constant({16, 8, 3, 3});
   ctx->weights["v"] = constant({10, 16 * 16 * 16});
   ctx->example_inputs.push_back(constant({1, 8, 16, 16}));

@@ -1,4 +1,4 @@
-// llga's swish (runtime/swish.h) against x / (1 + exp(-x)) in double, over
+// llga's swish (backend/dnnl/swish.h) against x / (1 + exp(-x)) in double, over
 // the whole float range that matters, every tail length, buffers split across
 // threads, and PyTorch's answers for the special values.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/swish.h"
+#include "backend/dnnl/swish.h"
 #include "runtime/threads.h"
 
 using namespace llga;

@@ -132,7 +132,7 @@ def test_swish_and_broadcast_mul_fuse_and_match():
 
     c = compile_(M(), torch.randn(2, 4, 6, 6))
     assert len(c.partitions) == 1
-    assert c.partitions[0].ops == ["aten::_convolution", "aten::sigmoid", "aten::mul", "aten::mul", "aten::sub"]
+    assert c.partitions[0].ops == ["aten::_convolution", "aten::silu", "aten::mul", "aten::sub"]
 
 
 class _ConvSilu(nn.Module):
@@ -158,8 +158,12 @@ class _ConvSilu(nn.Module):
 
 
 # A final silu over a large output runs as llga's swish after the oneDNN
-# primitive (runtime/swish.h: oneDNN 2.6's divides); small outputs and silus
-# followed by more post-ops keep oneDNN's fused post-op. Either way: PyTorch's numbers.
+# primitive (backend/dnnl/swish.h: oneDNN 2.6's divides) where the CPU has
+# AVX-512; small outputs, silus followed by more post-ops and CPUs without
+# AVX-512 keep oneDNN's fused post-op. Either way: PyTorch's numbers.
+FAST_SWISH = llga.cpu_capabilities()["fast_swish"]
+
+
 @pytest.mark.parametrize("form,hw,llga_swish", [
     ("plain", 32, True), ("plain", 4, False), ("residual", 32, True), ("mul_sigmoid", 32, True),
     ("chain", 32, True), ("silu_then_add", 32, False)])
@@ -169,7 +173,7 @@ def test_final_silu_runs_as_llga_swish_on_large_outputs(form, hw, llga_swish):
     c = compile_(m, x, r)
     convs = [p for p in c.partitions if "aten::_convolution" in p.ops]
     assert convs and all(p.impl for p in convs)
-    assert all(("+llga_swish" in p.impl) == llga_swish for p in convs), [p.impl for p in convs]
+    assert all(("+llga_swish" in p.impl) == (llga_swish and FAST_SWISH) for p in convs), [p.impl for p in convs]
     for shape in [(3, 16, hw, hw), (2, 16, hw + 5, hw + 3)]:  # other batches and sizes: new primitives
         x2, r2 = torch.randn(*shape) * 4, torch.randn(shape[0], 32, *shape[2:]) * 4
         with torch.no_grad():
@@ -199,7 +203,7 @@ def test_final_silu_after_matrix_products(form, rows, llga_swish):
     x, y = torch.randn(2, rows, 96) * 3, torch.randn(2, rows, 512)
     c = compile_(m, x, y)
     mms = [p for p in c.partitions if p.pattern == "matmul_post_ops"]
-    assert len(mms) == 1 and ("+llga_swish" in mms[0].impl) == llga_swish, [p.impl for p in c.partitions]
+    assert len(mms) == 1 and ("+llga_swish" in mms[0].impl) == (llga_swish and FAST_SWISH), [p.impl for p in c.partitions]
     x2, y2 = torch.randn(3, rows + 5, 96) * 3, torch.randn(3, rows + 5, 512)
     with torch.no_grad():
         np.testing.assert_allclose(c(x2.numpy(), y2.numpy()), m(x2, y2).numpy(), rtol=1e-4, atol=1e-5)
@@ -212,12 +216,15 @@ def test_llga_swish_under_concurrent_calls():
                       nn.Flatten(), nn.Linear(64 * 24 * 24, 64), nn.SiLU()).eval()
     xs = [torch.randn(2, 16, 24, 24) for _ in range(4)]
     c = compile_(m, xs[0])
-    assert sum("+llga_swish" in p.impl for p in c.partitions) == 2  # the convs; the linear's 128 outputs are few
+    # the convs; the linear's 128 outputs are few
+    assert sum("+llga_swish" in p.impl for p in c.partitions) == (2 if FAST_SWISH else 0)
     want = [c(x.numpy()) for x in xs]
 
     def worker(i):
         for _ in range(40):
-            np.testing.assert_array_equal(c(xs[i].numpy()), want[i])
+            # Bitwise where oneDNN sums the same way on every thread; on an AVX2-only AMD EPYC its gemm:jit
+            # linear (K = 36864) summed in another order in Python threads than in the main one (2e-8 apart).
+            np.testing.assert_allclose(c(xs[i].numpy()), want[i], rtol=1e-5, atol=1e-6 * np.abs(want[i]).max())
 
     run_concurrently(worker, 4)
 
@@ -228,7 +235,7 @@ def test_llga_swish_can_be_switched_off_and_agrees(monkeypatch):
     on = compile_(m, x, r)
     monkeypatch.setenv("LLGA_FAST_SWISH", "0")
     off = compile_(m, x, r)
-    assert all("+llga_swish" in p.impl for p in on.partitions)
+    assert all(("+llga_swish" in p.impl) == FAST_SWISH for p in on.partitions)
     assert not any("+llga_swish" in p.impl for p in off.partitions)
     a, b = on(x.numpy(), r.numpy()), off(x.numpy(), r.numpy())
     # The two exp/reciprocal paths round differently and the chain carries that on through the next

@@ -1,29 +1,23 @@
-// The kernel of an llga::FusionGroup node. A group whose anchor is a
-// convolution or a matrix product compiles to one oneDNN primitive with its
-// chain as post-ops (runtime/ops/fused.h), and so does batch_norm -> relu
-// (fuse_norm_relu); any other group (pooling, layer_norm, softmax, concat,
-// binary chains, longer batch_norm chains) runs its subgraph's ops back to
-// back in a plan of its own.
+// The kernel of an llga::FusionGroup node, chosen by its `pattern`
+// attribute: conv_post_ops and matmul_post_ops compile to one oneDNN
+// primitive with the chain as post-ops (backend/dnnl/ops/fused.h), and so
+// does batchnorm_post_ops when it is batch_norm -> relu (fuse_norm_relu);
+// the other patterns (pooling, layer_norm, softmax, concat, binary and
+// eltwise chains, longer batch_norm chains) run the subgraph's ops back to
+// back in a plan of their own.
 #include "backend/dnnl/fusion_group.h"
 
 #include <algorithm>
 #include <array>
 
-#include "fuser/patterns.h"
+#include "backend/dnnl/ops/fused.h"
+#include "backend/dnnl/ops/op_utils.h"
+#include "backend/dnnl/post_ops.h"
 #include "runtime/constant_eval.h"
-#include "runtime/ops/fused.h"
-#include "runtime/ops/op_utils.h"
 #include "runtime/plan.h"
-#include "runtime/post_ops.h"
 
 namespace llga {
 namespace {
-
-// Anchors that compile to one primitive: the table's conv and matmul entries.
-bool anchoredBy(const char* pattern, const std::string& kind) {
-  const FusionPattern* p = findPattern(pattern);
-  return p && std::find(p->anchors.begin(), p->anchors.end(), kind) != p->anchors.end();
-}
 
 // A value the fused kernel reads: a group input or a constant of the subgraph.
 struct Source {
@@ -131,26 +125,23 @@ std::vector<const Node*> opsOf(const Graph& sub) {
   return ops;
 }
 
-}  // namespace
+// A group that is one primitive: its anchor and the post-ops after it.
+struct AnchorChain {
+  const Node* anchor;
+  std::vector<PostOp> ops;
+};
 
-std::optional<AnchorChain> analyzeFusionGroup(const Graph& sub) {
+// The anchor (the group's first op) and its chain, translated by the fuser's own rules.
+AnchorChain anchorChain(const Graph& sub) {
   std::vector<const Node*> ops = opsOf(sub);
-  if (ops.empty()) return std::nullopt;
-  const Node* anchor = ops[0];
-  const std::string kind = anchor->kind().toQualString();
-  if (!anchoredBy("conv_post_ops", kind) && !anchoredBy("matmul_post_ops", kind)) return std::nullopt;
-  AnchorChain chain{anchor, {}};
-  const Value* v = anchor->output();
+  if (ops.empty()) throw std::logic_error("fusion group without ops");
+  AnchorChain chain{ops[0], {}};
+  const Value* v = chain.anchor->output();
   for (size_t i = 1; i < ops.size(); ++i) {
-    const Node* n = ops[i];
-    // sigmoid(v) read only by mul(v, sigmoid(v)): the mul makes it a swish.
-    if (n->kind().toQualString() == "aten::sigmoid" && n->input(0) == v && i + 1 < ops.size() &&
-        n->output()->uses().size() == 1 && n->output()->uses()[0].user == ops[i + 1])
-      continue;
-    PostOpMatch m = translatePostOp(*n, v);
-    if (!m.ok()) return std::nullopt;
+    PostOpMatch m = translatePostOp(*ops[i], v);
+    if (!m.ok()) throw std::logic_error("fusion group: " + ops[i]->kind().toQualString() + " is no post-op: " + m.why_not);
     chain.ops.insert(chain.ops.end(), m.ops.begin(), m.ops.end());
-    v = n->output();
+    v = ops[i]->output();
   }
   return chain;
 }
@@ -166,29 +157,86 @@ const Node* batchNormRelu(const Graph& sub) {
   return ops[0];
 }
 
-std::unique_ptr<Kernel> makeFusionGroupKernel(const Node& group) {
+std::shared_ptr<Graph> subgraphOf(const Node& group) {
   std::shared_ptr<Graph> sub = group.subgraph();
   if (!sub) throw std::invalid_argument("llga::FusionGroup without a subgraph");
-  if (const Node* bn = batchNormRelu(*sub)) {
-    std::vector<Source> sources;
-    for (const Value* in : bn->inputs()) sources.push_back(sourceOf(*sub, in));
-    return std::make_unique<FusedAnchorKernel>(makeBatchNormRelu(), std::move(sources));
-  }
-  if (auto chain = analyzeFusionGroup(*sub)) {
-    std::vector<Source> sources;
-    for (const Value* in : chain->anchor->inputs()) sources.push_back(sourceOf(*sub, in));
-    for (const PostOp& p : chain->ops)
-      if (p.operand) sources.push_back(sourceOf(*sub, p.operand));
-    const bool conv = anchoredBy("conv_post_ops", chain->anchor->kind().toQualString());
-    // The weight is constant when the group reads it from a constant outside.
-    bool constant_weight = chain->anchor->inputs().size() > 1 && sources[1].input >= 0 &&
-                           isConstantInput(group, static_cast<size_t>(sources[1].input));
-    auto inner = conv ? makeFusedConv(*chain->anchor, chain->ops, constant_weight)
-                      : makeFusedMatmul(*chain->anchor, chain->ops, constant_weight);
-    return std::make_unique<FusedAnchorKernel>(std::move(inner), std::move(sources));
-  }
-  return std::make_unique<ChainKernel>(sub);
+  return sub;
 }
+
+// conv_post_ops / matmul_post_ops: the anchor with its chain as post-ops.
+std::unique_ptr<Kernel> makeAnchorChainKernel(const Node& group, bool conv) {
+  AnchorChain chain = anchorChain(*subgraphOf(group));
+  const Graph& sub = *group.subgraph();
+  std::vector<Source> sources;
+  for (const Value* in : chain.anchor->inputs()) sources.push_back(sourceOf(sub, in));
+  for (const PostOp& p : chain.ops)
+    if (p.operand) sources.push_back(sourceOf(sub, p.operand));
+  // The weight is constant when the group reads it from a constant outside.
+  bool constant_weight = chain.anchor->inputs().size() > 1 && sources[1].input >= 0 &&
+                         isConstantInput(group, static_cast<size_t>(sources[1].input));
+  auto inner = conv ? makeFusedConv(*chain.anchor, chain.ops, constant_weight)
+                    : makeFusedMatmul(*chain.anchor, chain.ops, constant_weight);
+  return std::make_unique<FusedAnchorKernel>(std::move(inner), std::move(sources));
+}
+
+std::unique_ptr<Kernel> makeChainKernel(const Node& group) { return std::make_unique<ChainKernel>(subgraphOf(group)); }
+
+std::unique_ptr<Kernel> makeBatchNormKernel(const Node& group) {
+  std::shared_ptr<Graph> sub = subgraphOf(group);
+  const Node* bn = batchNormRelu(*sub);
+  if (!bn) return makeChainKernel(group);
+  std::vector<Source> sources;
+  for (const Value* in : bn->inputs()) sources.push_back(sourceOf(*sub, in));
+  return std::make_unique<FusedAnchorKernel>(makeBatchNormRelu(), std::move(sources));
+}
+
+}  // namespace
+
+PatternKernels& PatternKernels::global() {
+  static PatternKernels k;
+  return k;
+}
+void PatternKernels::add(PatternKernel k) {
+  std::string name = k.pattern;
+  if (!kernels_.emplace(name, std::move(k)).second) throw std::logic_error("pattern kernel registered twice: " + name);
+}
+const PatternKernel* PatternKernels::find(const std::string& pattern) const {
+  auto it = kernels_.find(pattern);
+  return it == kernels_.end() ? nullptr : &it->second;
+}
+std::vector<const PatternKernel*> PatternKernels::list() const {
+  std::vector<const PatternKernel*> out;
+  for (const auto& [name, k] : kernels_) out.push_back(&k);
+  return out;
+}
+
+LLGA_REGISTER_PATTERN_KERNEL(conv_post_ops, "dnnl convolution + post-ops (one primitive)",
+                             [](const Node& g) { return makeAnchorChainKernel(g, /*conv=*/true); });
+LLGA_REGISTER_PATTERN_KERNEL(matmul_post_ops, "dnnl matmul + post-ops (one primitive)",
+                             [](const Node& g) { return makeAnchorChainKernel(g, /*conv=*/false); });
+LLGA_REGISTER_PATTERN_KERNEL(batchnorm_post_ops,
+                             "batch_norm -> relu: one dnnl batch_normalization (fuse_norm_relu); longer chains: llga chain",
+                             makeBatchNormKernel);
+LLGA_REGISTER_PATTERN_KERNEL(pool_post_ops, "pooling, then its chain (llga chain)", makeChainKernel);
+LLGA_REGISTER_PATTERN_KERNEL(layernorm_post_ops, "layer_norm, then its chain (llga chain)", makeChainKernel);
+LLGA_REGISTER_PATTERN_KERNEL(softmax_post_ops, "softmax, then its chain (llga chain)", makeChainKernel);
+LLGA_REGISTER_PATTERN_KERNEL(concat, "dnnl concat (channels-last parts stay so)", makeChainKernel);
+LLGA_REGISTER_PATTERN_KERNEL(binary_post_ops, "binary, then its chain (llga chain)", makeChainKernel);
+LLGA_REGISTER_PATTERN_KERNEL(eltwise_post_ops, "eltwise, then its chain (llga chain)", makeChainKernel);
+
+namespace {
+
+// The group's kernel: the one its pattern binds.
+std::unique_ptr<Kernel> makeFusionGroupKernel(const Node& group) {
+  static const Symbol kPattern = Symbol::fromQualString("attr::pattern");
+  const AttrValue* a = group.attributes().find(kPattern);
+  if (!a || !a->is<std::string>()) throw std::invalid_argument("llga::FusionGroup without a pattern attribute");
+  const PatternKernel* k = PatternKernels::global().find(a->get<std::string>());
+  if (!k) throw std::invalid_argument("no kernel for fusion pattern '" + a->get<std::string>() + "'");
+  return k->make(group);
+}
+
+}  // namespace
 
 void registerFusionGroupOps(OpRegistry& r) {
   r.add(OpDef{"llga::FusionGroup", 0, 1u << 20, [](const Node& n) { return makeFusionGroupKernel(n); }});

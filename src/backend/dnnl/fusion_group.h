@@ -1,23 +1,43 @@
-// Execution of llga::FusionGroup nodes (see fusion_group.cpp).
+// The kernels of fusion groups. Each entry of the fuser's pattern table
+// (fuser/patterns.cpp) is bound, by its name, to the factory that builds the
+// kernel of the groups it makes, registered here in the backend with one
+// line next to the factory (as oneDNN's FCreateKernel binds a pattern to its
+// kernel). An llga::FusionGroup node's kernel comes from its `pattern`
+// attribute: the backend never re-derives what the fuser decided.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
-#include <optional>
+#include <string>
 #include <vector>
 
 #include "runtime/kernel.h"
-#include "runtime/post_ops.h"
 
 namespace llga {
 
-// A group that is one primitive: its anchor and the post-ops after it.
-struct AnchorChain {
-  const Node* anchor;
-  std::vector<PostOp> ops;
+struct PatternKernel {
+  std::string pattern;      // a name in fusionPatterns()
+  std::string description;  // what executes it ("dnnl convolution + post-ops (one primitive)")
+  std::function<std::unique_ptr<Kernel>(const Node& group)> make;
 };
-// The anchor chain of a fusion group's subgraph, when it has one.
-std::optional<AnchorChain> analyzeFusionGroup(const Graph& sub);
 
-std::unique_ptr<Kernel> makeFusionGroupKernel(const Node& group);
+class PatternKernels {
+ public:
+  static PatternKernels& global();
+  void add(PatternKernel k);
+  const PatternKernel* find(const std::string& pattern) const;
+  std::vector<const PatternKernel*> list() const;
+
+ private:
+  std::map<std::string, PatternKernel> kernels_;
+};
+
+// LLGA_REGISTER_PATTERN_KERNEL(conv_post_ops, "what runs it", factory);
+#define LLGA_REGISTER_PATTERN_KERNEL(pattern, description, factory)                                 \
+  static const bool llga_registered_pattern_kernel_##pattern = [] {                                 \
+    ::llga::PatternKernels::global().add({#pattern, description, factory});                         \
+    return true;                                                                                    \
+  }()
 
 }  // namespace llga

@@ -10,7 +10,7 @@
 
 #include <unordered_map>
 
-#include "runtime/bound_args.h"
+#include "backend/dnnl/bound_args.h"
 #include "runtime/exec_context.h"
 #include "runtime/tensor.h"
 
@@ -48,37 +48,27 @@ Tensor allocateFor(const dnnl::memory::desc& md, AllocPurpose purpose = AllocPur
 // When `md` equals `plain` (see PlainWeightsScope), `w`'s own bytes, no copy.
 Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const dnnl::memory::desc& md);
 
-// While alive, convolutions and matrix products built on this thread take
-// constant weights in their plain layout instead of one oneDNN picks: no
-// reordered copies (for runs made once, such as propagate-shapes', whose
-// copies would only add to the compile's peak memory).
-class PlainWeightsScope {
- public:
-  PlainWeightsScope();
-  ~PlainWeightsScope();
-  PlainWeightsScope(const PlainWeightsScope&) = delete;
-  PlainWeightsScope& operator=(const PlainWeightsScope&) = delete;
-  static bool active();
-
- private:
-  bool prev_;
-};
 // oneDNN memory of layout `md` for this call only (counted as an activation);
 // `keep` owns the bytes and must outlive the memory's use.
 dnnl::memory temporary(const dnnl::memory::desc& md, Tensor& keep);
 // A oneDNN layout a tensor's bytes are in (Tensor::blocked).
-struct BlockedLayout {
+struct DnnlLayout final : BlockedLayout {
+  DnnlLayout(dnnl::memory::desc md, std::string name) : md(std::move(md)), name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  Tensor toPlain(ExecContext& ctx, const Tensor& t) const override;
   dnnl::memory::desc md;
-  std::string name;  // "nChw16c"
+  std::string name_;  // "nChw16c"
 };
+// The oneDNN descriptor of a blocked tensor's layout (t.isBlocked(); every blocked tensor is the backend's).
+inline const dnnl::memory::desc& blockedDesc(const Tensor& t) {
+  return static_cast<const DnnlLayout&>(*t.blockedLayout()).md;
+}
 std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md, bool weights = false);  // named as layoutName
 // oneDNN's name-like spelling of a layout: "nchw", "nhwc", "nChw16c" (for
 // weights, "OIhw16i16o"), from the blocking strides and inner blocks.
 std::string layoutName(const dnnl::memory::desc& md, bool weights = false);
 // oneDNN memory over the tensor's bytes in whatever layout they are (blocked or strided).
 dnnl::memory memoryOf(const Tensor& t);
-// The tensor in a plain contiguous layout: itself unless blocked.
-Tensor toPlain(ExecContext& ctx, const Tensor& t);
 
 // Short name of the implementation oneDNN chose ("brgconv:avx512_core").
 std::string implName(const dnnl::primitive_desc_base& pd);

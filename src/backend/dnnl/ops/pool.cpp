@@ -8,9 +8,9 @@
 #include <atomic>
 #include <cmath>
 
-#include "runtime/dnnl_utils.h"
-#include "runtime/ops/op_utils.h"
-#include "runtime/ops/primitive_cache.h"
+#include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/ops/op_utils.h"
+#include "backend/dnnl/ops/primitive_cache.h"
 #include "runtime/threads.h"
 
 namespace llga {

@@ -6,12 +6,12 @@
 // weight is reordered once into the layout the primitive prefers.
 #include <atomic>
 
-#include "runtime/dnnl_utils.h"
-#include "runtime/ops/op_utils.h"
-#include "runtime/ops/functional.h"
-#include "runtime/ops/fused.h"
-#include "runtime/ops/primitive_cache.h"
-#include "runtime/swish.h"
+#include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/ops/op_utils.h"
+#include "backend/dnnl/ops/functional.h"
+#include "backend/dnnl/ops/fused.h"
+#include "backend/dnnl/ops/primitive_cache.h"
+#include "backend/dnnl/swish.h"
 
 namespace llga {
 namespace {
@@ -25,7 +25,7 @@ struct MatmulEntry {
   memory weights;  // reordered constant weights
   Tensor weights_buf;
   std::string impl;
-  bool swish_after = false;  // the chain's final silu runs after the primitive (runtime/swish.h)
+  bool swish_after = false;  // the chain's final silu runs after the primitive (backend/dnnl/swish.h)
   SharedBoundArgs bound;  // the primitive's arguments, re-pointed call after call
 };
 
@@ -83,7 +83,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   auto make = [&] {
     MatmulEntry e;
     e.src_md = plainDesc(a);
-    e.wei_plain = b.isBlocked() ? b.blockedLayout()->md : plainDesc(b);  // blocked: a compacted constant
+    e.wei_plain = b.isBlocked() ? blockedDesc(b) : plainDesc(b);  // blocked: a compacted constant
     memory::desc wei_md = constant_b && !PlainWeightsScope::active()
                               ? memory::desc(b.sizes(), memory::data_type::f32, memory::format_tag::any)
                               : e.wei_plain;

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/dnnl_utils.h"
-#include "runtime/ops/op_utils.h"
-#include "runtime/ops/primitive_cache.h"
+#include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/ops/op_utils.h"
+#include "backend/dnnl/ops/primitive_cache.h"
 #include "runtime/strided.h"
 
 namespace llga {

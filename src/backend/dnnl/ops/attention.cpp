@@ -7,8 +7,8 @@
 // Inputs are batch-first [B, L, E] (or unbatched [L, E]).
 #include <cmath>
 
-#include "runtime/ops/functional.h"
-#include "runtime/ops/op_utils.h"
+#include "backend/dnnl/ops/functional.h"
+#include "backend/dnnl/ops/op_utils.h"
 
 namespace llga {
 namespace {

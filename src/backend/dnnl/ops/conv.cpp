@@ -8,18 +8,18 @@
 // reordered into the primitive's layout once per input shape and kept.
 // Algorithm: direct, or Winograd where it pays (winogradPays). A chain
 // ending in silu over a large output runs llga's swish after the primitive
-// (runtime/swish.h).
+// (backend/dnnl/swish.h).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <limits>
 
-#include "runtime/dnnl_utils.h"
-#include "runtime/ops/fused.h"
-#include "runtime/ops/op_utils.h"
-#include "runtime/post_ops.h"
-#include "runtime/swish.h"
-#include "runtime/ops/primitive_cache.h"
+#include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/ops/fused.h"
+#include "backend/dnnl/ops/op_utils.h"
+#include "backend/dnnl/post_ops.h"
+#include "backend/dnnl/swish.h"
+#include "backend/dnnl/ops/primitive_cache.h"
 
 namespace llga {
 namespace {
@@ -55,7 +55,7 @@ struct ConvEntry {
   bool transposed = false;
   std::vector<PostOp> ops;  // the chain for these shapes (a same-shape add becomes a sum)
   int sum_operand = -1;     // which operand pre-fills dst for the sum, if any
-  bool swish_after = false; // the chain's final silu runs after the primitive (runtime/swish.h)
+  bool swish_after = false; // the chain's final silu runs after the primitive (backend/dnnl/swish.h)
   bool winograd = false;    // weights in oneDNN's Winograd format: no reorder out of it
   memory::desc bias_md;
   std::vector<memory::desc> operand_mds;  // of the binary post-ops (not the sum), in chain order
@@ -143,8 +143,8 @@ class ConvKernel final : public Kernel {
     ExecContext& ctx = a.ctx;
     SharedBoundArgs::Lease args = e->bound.lease();
     Tensor src_buf, wei_buf, dst_buf;  // this call's blocked copies
-    if (x.isBlocked() && x.blockedLayout()->md == e->src_md) {  // from a producer that kept its layout
-      args->bind(DNNL_ARG_SRC, x.blockedLayout()->md, x.data(), x.blockedLayout());
+    if (x.isBlocked() && blockedDesc(x) == e->src_md) {  // from a producer that kept its layout
+      args->bind(DNNL_ARG_SRC, blockedDesc(x), x.data(), x.blockedLayout());
     } else if (!x.isBlocked() && e->src_md == e->src_plain) {
       args->bind(DNNL_ARG_SRC, e->src_plain, x.data());
     } else {  // into the primitive's layout first
@@ -223,7 +223,7 @@ class ConvKernel final : public Kernel {
     if (x.storage() == t.storage()) return false;
     for (size_t j = 0; j < operands.size(); ++j)
       if (j != static_cast<size_t>(o) && operands[j].storage() == t.storage()) return false;
-    if (keep_blocked) return t.isBlocked() && t.blockedLayout()->md == e.dst_md;
+    if (keep_blocked) return t.isBlocked() && blockedDesc(t) == e.dst_md;
     if (t.isBlocked() || t.offset() != 0) return false;
     if (keep_strided) return t.strides() == e.dst_strides;
     return e.dst_md == e.dst_plain && t.isContiguous();
@@ -378,7 +378,7 @@ class ConvKernel final : public Kernel {
     for (size_t i = 0, o = 0; i < e.ops.size(); ++i) {
       if (e.ops[i].kind == PostOp::Kind::Eltwise) continue;
       const Tensor& t = operands.at(o);
-      if (e.sum_operand < 0 && e.ops[i].alg == dnnl::algorithm::binary_add && t.sizes() == out) {
+      if (e.sum_operand < 0 && e.ops[i].alg == PostOpAlg::Add && t.sizes() == out) {
         e.ops[i].kind = PostOp::Kind::Sum;
         e.sum_operand = static_cast<int>(o);
       } else {
@@ -387,7 +387,7 @@ class ConvKernel final : public Kernel {
       ++o;
     }
     // A final silu over a large output: llga's swish after the primitive is
-    // cheaper than oneDNN's post-op (runtime/swish.h measures why).
+    // cheaper than oneDNN's post-op (backend/dnnl/swish.h measures why).
     int64_t out_elems = 1;
     for (int64_t d : out) out_elems *= d;
     e.swish_after = takeFinalSwish(e.ops, out_elems);
@@ -412,10 +412,10 @@ class ConvKernel final : public Kernel {
         take(pd, dnnl::convolution_forward(pd));
       };
       const bool follow = a == dnnl::algorithm::convolution_winograd && x.isBlocked() &&
-                          x.blockedLayout()->md.dims() == x.sizes();
+                          blockedDesc(x).dims() == x.sizes();
       if (follow) {
         try {
-          build(x.blockedLayout()->md);
+          build(blockedDesc(x));
           return;
         } catch (const dnnl::error&) {  // no kernel for that layout: let oneDNN pick
         }
@@ -472,7 +472,7 @@ class ConvKernel final : public Kernel {
       } else if (e.winograd && !w.isContiguous()) {
         from = w.contiguous();
       }
-      e.weights_buf = reorderedWeight(from, from.isBlocked() ? from.blockedLayout()->md : weightsPlainDesc(from, p), e.wei_md);
+      e.weights_buf = reorderedWeight(from, from.isBlocked() ? blockedDesc(from) : weightsPlainDesc(from, p), e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
     }
     return e;

@@ -1,4 +1,4 @@
-#include "runtime/swish.h"
+#include "backend/dnnl/swish.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_ps) when they are inlined here.

@@ -7,8 +7,8 @@
 //   aten::linalg_vector_norm(x, ord=2, dims?, keepdim=False, dtype?)
 #include <cmath>
 
-#include "runtime/dnnl_utils.h"
-#include "runtime/ops/op_utils.h"
+#include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/ops/op_utils.h"
 
 namespace llga {
 namespace {

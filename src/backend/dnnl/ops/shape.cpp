@@ -1,8 +1,8 @@
 // Shape, view and data-movement ops in plain C++ (views share storage);
 // aten::cat of float tensors on oneDNN's concat.
-#include "runtime/dnnl_utils.h"
-#include "runtime/ops/op_utils.h"
-#include "runtime/ops/primitive_cache.h"
+#include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/ops/op_utils.h"
+#include "backend/dnnl/ops/primitive_cache.h"
 
 namespace llga {
 namespace {

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/ops/op_utils.h"
+#include "backend/dnnl/ops/op_utils.h"
 
 namespace llga {
 namespace {

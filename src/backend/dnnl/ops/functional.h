@@ -5,7 +5,7 @@
 #include <memory>
 #include <optional>
 
-#include "runtime/dnnl_utils.h"
+#include "backend/dnnl/dnnl_utils.h"
 #include "runtime/tensor.h"
 
 namespace llga {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/kernel.h"
-#include "runtime/post_ops.h"
+#include "backend/dnnl/post_ops.h"
 
 namespace llga {
 

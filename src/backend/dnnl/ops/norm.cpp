@@ -4,10 +4,10 @@
 //   aten::softmax(x, dim, dtype?), aten::log_softmax(x, dim, dtype?)
 #include <atomic>
 
-#include "runtime/dnnl_utils.h"
-#include "runtime/ops/op_utils.h"
-#include "runtime/ops/functional.h"
-#include "runtime/ops/primitive_cache.h"
+#include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/ops/op_utils.h"
+#include "backend/dnnl/ops/functional.h"
+#include "backend/dnnl/ops/primitive_cache.h"
 
 namespace llga {
 namespace {

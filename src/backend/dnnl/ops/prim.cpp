@@ -3,7 +3,7 @@
 #include <cctype>
 
 #include "ir/printer.h"
-#include "runtime/ops/op_utils.h"
+#include "backend/dnnl/ops/op_utils.h"
 
 namespace llga {
 namespace {

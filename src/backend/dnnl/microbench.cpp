@@ -1,10 +1,10 @@
-#include "runtime/microbench.h"
+#include "backend/dnnl/microbench.h"
 
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
-#include "runtime/dnnl_utils.h"
+#include "backend/dnnl/dnnl_utils.h"
 #include "runtime/threads.h"
 
 namespace llga {

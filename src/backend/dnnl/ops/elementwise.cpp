@@ -7,10 +7,10 @@
 #include <cmath>
 #include <mutex>
 
-#include "runtime/dnnl_utils.h"
+#include "backend/dnnl/dnnl_utils.h"
 #include "runtime/kernel.h"
-#include "runtime/ops/op_utils.h"
-#include "runtime/ops/primitive_cache.h"
+#include "backend/dnnl/ops/op_utils.h"
+#include "backend/dnnl/ops/primitive_cache.h"
 #include "runtime/strided.h"
 
 namespace llga {

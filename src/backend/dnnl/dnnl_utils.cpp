@@ -1,33 +1,13 @@
-#include "runtime/dnnl_utils.h"
+#include "backend/dnnl/dnnl_utils.h"
 
 #include <algorithm>
 #include <map>
 #include <mutex>
 #include <utility>
 
-#include "runtime/ops/primitive_cache.h"
+#include "backend/dnnl/ops/primitive_cache.h"
 
 namespace llga {
-
-dnnl::engine& cpuEngine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-dnnl::primitive_attr scratchpadAttr() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
-
-dnnl::memory ExecContext::scratchpad(const dnnl::memory::desc& md) {
-  return dnnl::memory(md, cpuEngine(), scratchpadData(md.get_size()));
-}
-
-void* ExecContext::scratchpadData(size_t bytes) {
-  if (!scratch_ || scratch_->nbytes < bytes) scratch_ = Storage::allocate(std::max<size_t>(bytes, 1 << 16), AllocPurpose::Activation);
-  return scratch_->data;
-}
 
 BoundArgs::Slot& BoundArgs::slot(int arg) {
   for (Slot& s : slots_)
@@ -73,12 +53,6 @@ void BoundArgs::execute(ExecContext& ctx, const dnnl::primitive& prim, const dnn
   ctx.stream.wait();
 }
 
-void execute(ExecContext& ctx, const dnnl::primitive& prim, const dnnl::memory::desc& scratch_md,
-             std::unordered_map<int, dnnl::memory> args) {
-  if (scratch_md.get_size() > 0) args[DNNL_ARG_SCRATCHPAD] = ctx.scratchpad(scratch_md);
-  prim.execute(ctx.stream, args);
-  ctx.stream.wait();
-}
 
 void reorder(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst) {
   dnnl::reorder::primitive_desc pd(src, dst, scratchpadAttr());
@@ -130,13 +104,9 @@ struct WeightEntry {
   std::weak_ptr<Storage> reordered;
 };
 
-thread_local bool t_plain_weights = false;  // PlainWeightsScope
 
 }  // namespace
 
-PlainWeightsScope::PlainWeightsScope() : prev_(std::exchange(t_plain_weights, true)) {}
-PlainWeightsScope::~PlainWeightsScope() { t_plain_weights = prev_; }
-bool PlainWeightsScope::active() { return t_plain_weights; }
 
 Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const dnnl::memory::desc& md) {
   if (plain == md)  // already in the wanted layout (a compacted weight, or plain weights wanted): itself
@@ -172,7 +142,7 @@ dnnl::memory temporary(const dnnl::memory::desc& md, Tensor& keep) {
 }
 
 std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md, bool weights) {
-  return std::make_shared<const BlockedLayout>(BlockedLayout{md, layoutName(md, weights)});
+  return std::make_shared<const DnnlLayout>(md, layoutName(md, weights));
 }
 
 std::string layoutName(const dnnl::memory::desc& md, bool weights) {
@@ -208,12 +178,11 @@ std::string layoutName(const dnnl::memory::desc& md, bool weights) {
 }
 
 dnnl::memory memoryOf(const Tensor& t) {
-  if (t.isBlocked()) return dnnl::memory(t.blockedLayout()->md, cpuEngine(), t.data());
+  if (t.isBlocked()) return dnnl::memory(blockedDesc(t), cpuEngine(), t.data());
   return wrap(t);
 }
 
-Tensor toPlain(ExecContext& ctx, const Tensor& t) {
-  if (!t.isBlocked()) return t;
+Tensor DnnlLayout::toPlain(ExecContext& ctx, const Tensor& t) const {
   Tensor out = Tensor::empty(t.dtype(), t.sizes());
   reorder(ctx, memoryOf(t), wrap(out));
   return out;

@@ -1,0 +1,86 @@
+#include "backend/dnnl/post_ops.h"
+
+#include <cmath>
+
+#include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/swish.h"
+
+namespace llga {
+
+dnnl::algorithm dnnlAlgorithm(PostOpAlg a) {
+  using alg = dnnl::algorithm;
+  switch (a) {
+    case PostOpAlg::Relu: return alg::eltwise_relu;
+    case PostOpAlg::Logistic: return alg::eltwise_logistic;
+    case PostOpAlg::Tanh: return alg::eltwise_tanh;
+    case PostOpAlg::Abs: return alg::eltwise_abs;
+    case PostOpAlg::Exp: return alg::eltwise_exp;
+    case PostOpAlg::Square: return alg::eltwise_square;
+    case PostOpAlg::Sqrt: return alg::eltwise_sqrt;
+    case PostOpAlg::Log: return alg::eltwise_log;
+    case PostOpAlg::Round: return alg::eltwise_round;
+    case PostOpAlg::Mish: return alg::eltwise_mish;
+    case PostOpAlg::Swish: return alg::eltwise_swish;
+    case PostOpAlg::Hardswish: return alg::eltwise_hardswish;
+    case PostOpAlg::Linear: return alg::eltwise_linear;
+    case PostOpAlg::Clip: return alg::eltwise_clip_v2;
+    case PostOpAlg::GeluErf: return alg::eltwise_gelu_erf;
+    case PostOpAlg::GeluTanh: return alg::eltwise_gelu_tanh;
+    case PostOpAlg::Elu: return alg::eltwise_elu;
+    case PostOpAlg::Add: return alg::binary_add;
+    case PostOpAlg::Sub: return alg::binary_sub;
+    case PostOpAlg::Mul: return alg::binary_mul;
+    case PostOpAlg::Div: return alg::binary_div;
+    case PostOpAlg::Max: return alg::binary_max;
+    case PostOpAlg::Min: return alg::binary_min;
+  }
+  throw std::logic_error("unknown post-op algorithm");
+}
+
+dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vector<dnnl::memory::desc>& operand_mds) {
+  dnnl::primitive_attr attr = scratchpadAttr();
+  dnnl::post_ops po;
+  size_t b = 0;
+  for (const PostOp& p : ops) {
+    switch (p.kind) {
+      case PostOp::Kind::Eltwise: po.append_eltwise(1.0f, dnnlAlgorithm(p.alg), p.alpha, p.beta); break;
+      case PostOp::Kind::Sum: po.append_sum(1.0f); break;
+      case PostOp::Kind::Binary: po.append_binary(dnnlAlgorithm(p.alg), operand_mds.at(b++)); break;
+    }
+  }
+  attr.set_post_ops(po);
+  return attr;
+}
+
+bool takeFinalSwish(std::vector<PostOp>& ops, int64_t out_elements) {
+  if (ops.empty() || ops.back().kind != PostOp::Kind::Eltwise || ops.back().alg != PostOpAlg::Swish ||
+      ops.back().alpha != 1.0f || out_elements < kFastSwishMinElements || !fastSwishEnabled())
+    return false;
+  ops.pop_back();
+  return true;
+}
+
+void checkOperandFits(const Tensor& t, const Shape& out) {
+  bool ok = static_cast<size_t>(t.dim()) <= out.size();
+  for (int64_t i = 0; ok && i < t.dim(); ++i) {
+    int64_t od = t.size(t.dim() - 1 - i), d = out[out.size() - 1 - static_cast<size_t>(i)];
+    ok = od == 1 || od == d;
+  }
+  if (!ok) {
+    std::string shape;
+    for (int64_t d : out) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    throw std::invalid_argument("fused post-op: operand " + t.describe() + " does not broadcast to the output [" + shape + "]");
+  }
+}
+
+dnnl::memory::desc binaryOperandDesc(const Tensor& t, size_t dst_rank) {
+  Shape dims(dst_rank - std::min<size_t>(dst_rank, static_cast<size_t>(t.dim())), 1), strides(dims.size(), 1);
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    dims.push_back(t.size(d));
+    strides.push_back(t.size(d) == 1 ? 1 : t.stride(d));
+  }
+  // Leading 1-dims get the stride of a whole tensor (any value is legal for extent 1).
+  return dnnl::memory::desc(dims, dnnlType(t.dtype()), strides);
+}
+
+}  // namespace llga

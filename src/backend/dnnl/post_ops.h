@@ -1,0 +1,38 @@
+// Post-op chains on oneDNN: the PostOp records the fuser's rules produce
+// (fuser/post_ops.h, the one place that decides which op becomes which
+// post-op) as a oneDNN primitive attribute, plus the checks and operand
+// descriptors the fused kernels need at run time.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "fuser/post_ops.h"
+#include "ir/ir.h"
+#include "runtime/tensor.h"
+
+namespace llga {
+
+// The oneDNN algorithm of a post-op.
+dnnl::algorithm dnnlAlgorithm(PostOpAlg a);
+
+// Builds the attribute (user scratchpad plus post-ops); `operand_mds` gives
+// the memory descriptor of each Binary op's operand, in chain order.
+dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vector<dnnl::memory::desc>& operand_mds);
+
+// When the chain ends in silu and the output has enough elements for llga's
+// swish pass (backend/dnnl/swish.h) to beat oneDNN's post-op, removes it from
+// `ops` and returns true: the caller runs swishInPlace after the primitive.
+bool takeFinalSwish(std::vector<PostOp>& ops, int64_t out_elements);
+
+// Throws unless `t` broadcasts to `out` without growing it.
+void checkOperandFits(const Tensor& t, const Shape& out);
+
+// The operand as a binary post-op reads it: its own strides, with leading
+// 1-dims so its rank is the destination's.
+dnnl::memory::desc binaryOperandDesc(const Tensor& t, size_t dst_rank);
+
+}  // namespace llga

@@ -1,0 +1,136 @@
+#include "fuser/post_ops.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "ir/ops.h"
+#include "passes/pass_utils.h"
+
+namespace llga {
+namespace {
+
+std::optional<double> number(const Value* v) { return isNone(v) ? std::nullopt : constantNumber(v); }
+
+PostOpMatch fail(std::string why) { return {{}, std::move(why)}; }
+
+PostOp eltwise(const char* name, PostOpAlg a, float alpha = 0, float beta = 0) {
+  PostOp p;
+  p.kind = PostOp::Kind::Eltwise;
+  p.alg = a;
+  p.alpha = alpha;
+  p.beta = beta;
+  p.name = name;
+  return p;
+}
+
+// clamp-like bounds: a constant number, or None for no bound.
+bool bound(const Node& n, size_t i, double dflt, float& out) {
+  if (i >= n.inputs().size() || n.input(i)->type()->isSimple("NoneType")) {
+    out = static_cast<float>(dflt);
+    return true;
+  }
+  auto v = number(n.input(i));
+  if (!v) return false;
+  out = static_cast<float>(*v);
+  return true;
+}
+
+PostOpMatch unary(const Node& n) {
+  const std::string k = n.kind().toQualString();
+  const float inf = std::numeric_limits<float>::infinity();
+  if (k == "aten::relu") return {{eltwise("relu", PostOpAlg::Relu)}, ""};
+  if (k == "aten::sigmoid") return {{eltwise("sigmoid", PostOpAlg::Logistic)}, ""};
+  if (k == "aten::tanh") return {{eltwise("tanh", PostOpAlg::Tanh)}, ""};
+  if (k == "aten::abs") return {{eltwise("abs", PostOpAlg::Abs)}, ""};
+  if (k == "aten::exp") return {{eltwise("exp", PostOpAlg::Exp)}, ""};
+  if (k == "aten::square") return {{eltwise("square", PostOpAlg::Square)}, ""};
+  if (k == "aten::sqrt") return {{eltwise("sqrt", PostOpAlg::Sqrt)}, ""};
+  if (k == "aten::log") return {{eltwise("log", PostOpAlg::Log)}, ""};
+  if (k == "aten::round") {
+    if (n.inputs().size() > 1) return fail("round with decimals");
+    return {{eltwise("round", PostOpAlg::Round)}, ""};
+  }
+  if (k == "aten::mish") return {{eltwise("mish", PostOpAlg::Mish)}, ""};
+  if (k == "aten::silu") return {{eltwise("silu", PostOpAlg::Swish, 1.0f)}, ""};
+  if (k == "aten::hardswish") return {{eltwise("hardswish", PostOpAlg::Hardswish)}, ""};
+  if (k == "aten::hardsigmoid")  // relu6(x + 3) / 6 = clip(x / 6 + 0.5, 0, 1)
+    return {{eltwise("hardsigmoid", PostOpAlg::Linear, 1.0f / 6, 0.5f), eltwise("hardsigmoid", PostOpAlg::Clip, 0, 1)}, ""};
+  if (k == "aten::relu6") return {{eltwise("relu6", PostOpAlg::Clip, 0, 6)}, ""};
+  if (k == "aten::gelu") {
+    std::string approx = "none";
+    if (n.inputs().size() > 1) {
+      const AttrValue* c = n.input(1)->node()->kind() == prim::Constant ? n.input(1)->node()->attributes().find(attr::value) : nullptr;
+      if (!c || !c->is<std::string>()) return fail("gelu's approximate is not a constant");
+      approx = c->get<std::string>();
+    }
+    if (approx == "none") return {{eltwise("gelu", PostOpAlg::GeluErf)}, ""};
+    if (approx == "tanh") return {{eltwise("gelu", PostOpAlg::GeluTanh)}, ""};
+    return fail("gelu approximate='" + approx + "'");
+  }
+  if (k == "aten::leaky_relu") {
+    float slope = 0.01f;
+    if (n.inputs().size() > 1 && !bound(n, 1, 0.01, slope)) return fail("negative_slope is not a constant");
+    return {{eltwise("leaky_relu", PostOpAlg::Relu, slope)}, ""};
+  }
+  if (k == "aten::elu") {
+    float a = 1, scale = 1, in_scale = 1;
+    if (!bound(n, 1, 1, a) || !bound(n, 2, 1, scale) || !bound(n, 3, 1, in_scale)) return fail("elu parameters are not constants");
+    if (scale != 1 || in_scale != 1) return fail("elu with scale");
+    return {{eltwise("elu", PostOpAlg::Elu, a)}, ""};
+  }
+  if (k == "aten::clamp" || k == "aten::hardtanh") {
+    float lo, hi;
+    double dlo = k == "aten::hardtanh" ? -1.0 : -inf, dhi = k == "aten::hardtanh" ? 1.0 : inf;
+    if (!bound(n, 1, dlo, lo) || !bound(n, 2, dhi, hi)) return fail("bounds are not constant numbers");
+    return {{eltwise(k == "aten::clamp" ? "clamp" : "hardtanh", PostOpAlg::Clip, lo, hi)}, ""};
+  }
+  return fail("no post-op for " + k);
+}
+
+PostOpMatch binary(const Node& n, const Value* chain) {
+  const std::string k = n.kind().toQualString();
+  const bool first = n.input(0) == chain;
+  const Value* other = first ? n.input(1) : n.input(0);
+  if (n.input(0) == n.input(1)) return fail("both operands are the chain value");
+  if (k == "aten::add" || k == "aten::sub") {
+    if (n.inputs().size() > 2) {
+      auto a = number(n.input(2));
+      if (!a || *a != 1) return fail("alpha != 1 (prepare-binary splits it)");
+    }
+  }
+  if (!first && (k == "aten::sub" || k == "aten::div")) return fail("the chain value is the second operand of " + k);
+  const char* name = k == "aten::add" ? "add" : k == "aten::sub" ? "sub" : k == "aten::mul" ? "mul" : k == "aten::div" ? "div"
+                   : k == "aten::maximum" ? "max" : "min";
+  if (!other->type()->isTensor()) {  // a scalar: alpha * x + beta
+    auto c = number(other);
+    if (!c) return fail("the scalar operand is not a constant");
+    float v = static_cast<float>(*c);
+    if (k == "aten::add") return {{eltwise(name, PostOpAlg::Linear, 1, v)}, ""};
+    if (k == "aten::sub") return {{eltwise(name, PostOpAlg::Linear, 1, -v)}, ""};
+    if (k == "aten::mul") return {{eltwise(name, PostOpAlg::Linear, v, 0)}, ""};
+    if (k == "aten::div") return {{eltwise(name, PostOpAlg::Linear, 1 / v, 0)}, ""};
+    return fail(k + " with a scalar");
+  }
+  PostOp p;
+  p.kind = PostOp::Kind::Binary;
+  p.alg = k == "aten::add" ? PostOpAlg::Add : k == "aten::sub" ? PostOpAlg::Sub : k == "aten::mul" ? PostOpAlg::Mul
+        : k == "aten::div" ? PostOpAlg::Div : k == "aten::maximum" ? PostOpAlg::Max : PostOpAlg::Min;
+  p.operand = other;
+  p.name = name;
+  return {{p}, ""};
+}
+
+}  // namespace
+
+PostOpMatch translatePostOp(const Node& n, const Value* chain) {
+  if (n.outputs().size() != 1 || n.inputs().empty()) return fail("not a single-output op");
+  if (hasTrait(n.kind(), op_trait::Binary)) {
+    if (n.inputs().size() < 2) return fail("unexpected arity");
+    return binary(n, chain);
+  }
+  if (n.input(0) != chain) return fail("the chain value is not the op's input");
+  return unary(n);
+}
+
+}  // namespace llga

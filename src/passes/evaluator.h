@@ -1,0 +1,37 @@
+// What passes may ask of execution, without knowing what executes it. The
+// driver (and llga-opt, and the Python binding) plug in the runtime's
+// implementation (runtime/evaluator.h); passes see only this interface, so
+// they build, run and are tested without the runtime or the backend. With
+// no evaluator, the passes that need one change nothing and say so.
+#pragma once
+
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace llga {
+
+struct PassContext;
+
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+  // Whether the op library can run `kind` (remove-mutation turns an in-place
+  // op functional only when the functional form runs).
+  virtual bool supports(Symbol kind) const = 0;
+  // The outputs of `n`, all of whose inputs are non-tensor prim::Constants,
+  // as constant attributes typed as n's outputs (None: an empty AttrValue);
+  // nullopt when it cannot (no kernel, a tensor or unrepresentable result, or
+  // the op fails: it is left to fail at run time with its own message).
+  virtual std::optional<std::vector<AttrValue>> evaluateConstant(const Node& n) const = 0;
+  // Runs `g` once on the context's example inputs (or zeros shaped by the
+  // graph inputs' complete types) with its weights, and returns what every
+  // tensor value was (dtype, sizes, strides), merged over the times a value
+  // was computed (inside loops); throws std::runtime_error saying why it
+  // could not run.
+  virtual std::unordered_map<const Value*, TensorInfo> observeTensors(const Graph& g, const PassContext& ctx) const = 0;
+};
+
+}  // namespace llga

@@ -1,0 +1,126 @@
+#include "runtime/evaluator.h"
+
+#include <stdexcept>
+
+#include "passes/pass.h"
+#include "runtime/constant_eval.h"
+#include "runtime/kernel.h"
+#include "runtime/plan.h"
+
+namespace llga {
+namespace {
+
+TensorInfo infoOf(const Tensor& t) {
+  TensorInfo info;
+  info.dtype = t.dtype();
+  info.sizes.emplace(t.sizes().begin(), t.sizes().end());
+  info.strides = std::vector<int64_t>(t.strides().begin(), t.strides().end());
+  info.requires_grad = false;
+  info.device = "cpu";
+  return info;
+}
+
+// What two observations agree on.
+TensorInfo meet(TensorInfo a, const TensorInfo& b) {
+  if (a.dtype != b.dtype) a.dtype.reset();
+  if (!a.sizes || !b.sizes || a.sizes->size() != b.sizes->size()) {
+    a.sizes.reset();
+  } else {
+    for (size_t i = 0; i < a.sizes->size(); ++i)
+      if ((*a.sizes)[i] != (*b.sizes)[i]) (*a.sizes)[i].reset();
+  }
+  if (a.strides != b.strides) a.strides.reset();
+  return a;
+}
+
+std::vector<RtValue> exampleInputs(const Graph& g, const PassContext& ctx) {
+  std::vector<RtValue> out;
+  const auto& given = ctx.example_inputs;
+  if (!given.empty()) {
+    size_t expected = 0;
+    for (const Value* in : g.inputs()) expected += in->type()->kind() != TypeKind::Class;
+    if (given.size() != expected)
+      throw std::runtime_error("expected " + std::to_string(expected) + " example inputs, got " + std::to_string(given.size()));
+    for (const auto& t : given) out.emplace_back(tensorFromConstant(*t));
+    return out;
+  }
+  for (const Value* in : g.inputs()) {
+    if (in->type()->kind() == TypeKind::Class) continue;  // the module: not a runtime input
+    std::optional<std::vector<int64_t>> sizes;
+    std::optional<ScalarType> dtype;
+    if (in->type()->isTensor()) {
+      sizes = in->type()->tensorInfo().concreteSizes();
+      dtype = in->type()->tensorInfo().dtype;
+    }
+    if (!sizes || !dtype)
+      throw std::runtime_error("no example inputs, and %" + in->debugName() + " has no complete tensor type");
+    out.emplace_back(Tensor::zeros(*dtype, Shape(sizes->begin(), sizes->end())));
+  }
+  return out;
+}
+
+class RuntimeEvaluator final : public Evaluator {
+ public:
+  bool supports(Symbol kind) const override { return OpRegistry::global().find(kind) != nullptr; }
+
+  std::optional<std::vector<AttrValue>> evaluateConstant(const Node& n) const override {
+    std::vector<RtValue> inputs;
+    for (const Value* in : n.inputs()) {
+      auto c = constantValue(*in->node());
+      if (!c) return std::nullopt;
+      inputs.push_back(std::move(*c));
+    }
+    std::optional<std::vector<RtValue>> outs;
+    try {
+      outs = evaluateNode(n, std::move(inputs));
+    } catch (const std::exception&) {
+      return std::nullopt;  // it would fail at run time too: leave it there, to fail with its message
+    }
+    if (!outs) return std::nullopt;
+    std::vector<AttrValue> attrs;
+    for (size_t i = 0; i < outs->size(); ++i) {
+      const Value* o = n.output(i);
+      if ((*outs)[i].isNone() && o->type()->isSimple("NoneType")) {
+        attrs.emplace_back();
+        continue;
+      }
+      auto a = toAttr((*outs)[i], *o->type());
+      if (!a) return std::nullopt;
+      attrs.push_back(std::move(*a));
+    }
+    return attrs;
+  }
+
+  std::unordered_map<const Value*, TensorInfo> observeTensors(const Graph& g, const PassContext& ctx) const override {
+    std::vector<RtValue> inputs = exampleInputs(g, ctx);
+    WeightMap weights;
+    for (const auto& [k, v] : ctx.weights) weights.emplace(k, tensorFromConstant(*v));
+    // The plan only reads the graph; it does not own it here.
+    std::shared_ptr<const Graph> view(&g, [](const Graph*) {});
+    std::unordered_map<const Value*, TensorInfo> seen;
+    NodeObserver observe = [&](const Node& n, RtValue* const* outs, size_t count) {
+      for (size_t i = 0; i < count && i < n.outputs().size(); ++i) {
+        if (!outs[i]->isTensor()) continue;
+        TensorInfo info = infoOf(outs[i]->tensor());
+        auto [it, fresh] = seen.emplace(n.output(i), info);
+        if (!fresh) it->second = meet(it->second, info);
+      }
+    };
+    try {
+      PlainWeightsScope plain;  // one run: no reordered weight copies (they would only raise the compile's peak)
+      Plan::build(view, weights)->run(std::move(inputs), &observe);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("the graph could not run on its example inputs: ") + e.what());
+    }
+    return seen;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const Evaluator> runtimeEvaluator() {
+  static const auto e = std::make_shared<const RuntimeEvaluator>();
+  return e;
+}
+
+}  // namespace llga
