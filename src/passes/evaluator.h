@@ -1,10 +1,12 @@
-// What passes may ask of execution, without knowing what executes it. The
+// What passes may ask of execution, without knowing what executes it: which
+// ops run, constant results, observed shapes, and kernels' layout behaviour. The
 // driver (and llga-opt, and the Python binding) plug in the runtime's
 // implementation (runtime/evaluator.h); passes see only this interface, so
 // they build, run and are tested without the runtime or the backend. With
 // no evaluator, the passes that need one change nothing and say so.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -14,6 +16,21 @@
 namespace llga {
 
 struct PassContext;
+
+// How the kernel that will run a node treats layouts (propagate-layouts asks;
+// the plan later applies what the pass wrote). Stateful as the kernels are:
+// a reader that passes values on (prim::ListConstruct) accepts strided items
+// only once its own output has been allowed strided.
+class LayoutQuery {
+ public:
+  virtual ~LayoutQuery() = default;
+  // Input `i` may arrive in the backend's blocked layout (oneDNN's nChw16c).
+  virtual bool acceptsBlocked(size_t i) const = 0;
+  // Input `i` may arrive strided (dense in any dimension order, e.g. channels-last).
+  virtual bool acceptsStrided(size_t i) const = 0;
+  virtual void allowBlockedOutput(size_t j) = 0;
+  virtual void allowStridedOutput(size_t j) = 0;
+};
 
 class Evaluator {
  public:
@@ -32,6 +49,9 @@ class Evaluator {
   // was computed (inside loops); throws std::runtime_error saying why it
   // could not run.
   virtual std::unordered_map<const Value*, TensorInfo> observeTensors(const Graph& g, const PassContext& ctx) const = 0;
+  // The layout behaviour of n's kernel; null when n has none (a constant,
+  // control flow, an op the library lacks, or one it cannot build).
+  virtual std::unique_ptr<LayoutQuery> layoutQuery(const Node& n) const = 0;
 };
 
 }  // namespace llga

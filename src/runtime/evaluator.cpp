@@ -59,6 +59,19 @@ std::vector<RtValue> exampleInputs(const Graph& g, const PassContext& ctx) {
   return out;
 }
 
+// A kernel of the op library, asked about layouts.
+class KernelLayoutQuery final : public LayoutQuery {
+ public:
+  explicit KernelLayoutQuery(std::unique_ptr<Kernel> k) : k_(std::move(k)) {}
+  bool acceptsBlocked(size_t i) const override { return k_->acceptsBlocked(i); }
+  bool acceptsStrided(size_t i) const override { return k_->acceptsStrided(i); }
+  void allowBlockedOutput(size_t j) override { k_->allowBlockedOutput(j); }
+  void allowStridedOutput(size_t j) override { k_->allowStridedOutput(j); }
+
+ private:
+  std::unique_ptr<Kernel> k_;
+};
+
 class RuntimeEvaluator final : public Evaluator {
  public:
   bool supports(Symbol kind) const override { return OpRegistry::global().find(kind) != nullptr; }
@@ -113,6 +126,17 @@ class RuntimeEvaluator final : public Evaluator {
       throw std::runtime_error(std::string("the graph could not run on its example inputs: ") + e.what());
     }
     return seen;
+  }
+
+  std::unique_ptr<LayoutQuery> layoutQuery(const Node& n) const override {
+    if (n.kind() == prim::Constant || n.kind() == prim::GetAttr || !n.blocks().empty()) return nullptr;
+    const OpDef* def = OpRegistry::global().find(n.kind());
+    if (!def || n.inputs().size() < def->min_inputs || n.inputs().size() > def->max_inputs) return nullptr;
+    try {
+      return std::make_unique<KernelLayoutQuery>(def->make(n));
+    } catch (const std::exception&) {
+      return nullptr;  // the plan reports it, with the node's source
+    }
   }
 };
 

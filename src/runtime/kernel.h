@@ -16,10 +16,6 @@
 #include "runtime/kernel_report.h"
 #include "runtime/value.h"
 
-namespace dnnl {
-struct stream;
-}
-
 namespace llga {
 
 struct ExecContext;

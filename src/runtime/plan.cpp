@@ -196,49 +196,28 @@ class PlanBuilder {
           errors_.push_back(describeNode(*n) + ": " + e.what());
           continue;
         }
+        applyLayouts(*n, *ins.kernel);
       } else {
         unsupported_[k.toQualString()].push_back(where(*n));
         continue;
       }
       out.code.push_back(std::move(ins));
     }
-    propagateLayouts(b, out);
     computeFrees(b, out);
   }
 
-  // Layout propagation: an op output whose every reader (in this block, not
-  // inside nested blocks, not a block output) accepts a blocked tensor may be
-  // handed out in its producer's primitive layout, so no reorder to plain and
-  // back happens between those kernels.
-  void propagateLayouts(const llga::Block* b, Plan::Block& out) {
-    std::unordered_set<int> barred;  // block outputs and values read inside nested blocks
-    for (const Value* v : b->outputs()) barred.insert(reg(v));
-    std::unordered_map<int, std::vector<std::pair<const Plan::Instr*, size_t>>> readers;
-    for (const Plan::Instr& ins : out.code) {
-      for (size_t p = 0; p < ins.in.size(); ++p) readers[ins.in[p]].emplace_back(&ins, p);
-      for (const auto& blk : ins.blocks) {
-        std::vector<int> used(blk->outputs.begin(), blk->outputs.end());
-        for (const auto& sub : blk->code) collectUses(sub, used);
-        barred.insert(used.begin(), used.end());
-      }
-    }
-    // Readers first (reverse program order): a reader whose acceptance depends
-    // on its own readers (prim::ListConstruct) has heard from them by then.
-    for (auto rit = out.code.rbegin(); rit != out.code.rend(); ++rit) {
-      Plan::Instr& ins = *rit;
-      if (ins.kind != Plan::Instr::Kind::Op) continue;
-      for (size_t j = 0; j < ins.out.size(); ++j) {
-        auto it = readers.find(ins.out[j]);
-        if (barred.count(ins.out[j]) || it == readers.end()) continue;
-        bool blocked = true, strided = true;
-        for (const auto& [reader, p] : it->second) {
-          const bool op = reader->kind == Plan::Instr::Kind::Op;
-          blocked = blocked && op && reader->kernel->acceptsBlocked(p);
-          strided = strided && op && reader->kernel->acceptsStrided(p);
-        }
-        if (blocked) ins.kernel->allowBlockedOutput(j);
-        if (strided) ins.kernel->allowStridedOutput(j);
-      }
+  // What propagate-layouts decided (passes/propagate_layouts.cpp): the
+  // outputs a kernel may hand out blocked or strided. Without the attribute
+  // (a pipeline without the pass) every value is handed over plain.
+  static void applyLayouts(const Node& n, Kernel& k) {
+    static const Symbol kOutLayouts = Symbol::fromQualString("attr::out_layouts");
+    const AttrValue* a = n.attributes().find(kOutLayouts);
+    if (!a || !a->is<AttrList>()) return;
+    const AttrList& items = a->get<AttrList>();
+    for (size_t j = 0; j < items.size() && j < n.outputs().size(); ++j) {
+      const std::string l = items[j].is<std::string>() ? items[j].get<std::string>() : "";
+      if (l == "any" || l == "blocked") k.allowBlockedOutput(j);
+      if (l == "any" || l == "strided") k.allowStridedOutput(j);
     }
   }
 

@@ -1,0 +1,119 @@
+// propagate-layouts: decides, for every op output, in which layouts its
+// producer may hand it to its readers, and writes the decision on the IR as
+// `out_layouts` (one entry per output) for dumps, golden tests and the plan,
+// which only applies it:
+//   "any"      every reader accepts the backend's blocked layout (oneDNN's
+//              nChw16c) and strided tensors: the producer keeps its primitive's
+//              layout, no reorder to plain and back between them;
+//   "blocked"  blocked accepted, strided not;
+//   "strided"  dense in any dimension order (channels-last stays so);
+//   "plain"    row-major contiguous, what a reader that looks at strides needs.
+// An output is considered only when every reader is an op of the same block
+// (not a block output, not read inside a nested block). Readers are asked
+// through the context's Evaluator (the kernels that will run them), readers
+// first, so a reader that passes values on (prim::ListConstruct) has heard
+// from its own readers. Fusion subgraphs and nested blocks get their own
+// decisions. A node where every output is "plain" carries no attribute.
+//
+//   Given:  %a = llga::FusionGroup_0[pattern="conv_post_ops"](%x, %w)
+//           %b = llga::FusionGroup_1[pattern="conv_post_ops"](%a, %v)
+//   Result: %a = llga::FusionGroup_0[pattern="conv_post_ops", out_layouts=["any"]](%x, %w)
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes/pass.h"
+#include "passes/pass_utils.h"
+
+namespace llga {
+namespace {
+
+const Symbol kOutLayouts = Symbol::fromQualString("attr::out_layouts");
+
+class PropagateLayouts final : public Pass {
+ public:
+  std::string_view name() const override { return "propagate-layouts"; }
+  std::string_view description() const override {
+    return "which outputs may stay blocked or strided between kernels, as out_layouts on the IR";
+  }
+
+  bool run(Graph& g) override {
+    if (!evaluator()) {
+      note("no evaluator in the pass context: every value stays plain");
+      return false;
+    }
+    return visit(g.block());
+  }
+
+ private:
+  bool visit(Block* b) {
+    bool changed = false;
+    std::vector<Node*> nodes;
+    for (Node* n : b->nodes()) {
+      nodes.push_back(n);
+      for (Block* sub : n->blocks()) changed |= visit(sub);
+      if (auto sub = n->subgraph()) changed |= visit(sub->block());
+    }
+    // Values the pass may not touch: block outputs and values read inside nested blocks.
+    std::unordered_set<const Value*> barred(b->outputs().begin(), b->outputs().end());
+    for (Node* n : nodes)
+      for (Block* sub : n->blocks()) collectUsesInside(sub, barred);
+    std::unordered_map<const Node*, std::unique_ptr<LayoutQuery>> queries;
+    for (Node* n : nodes)
+      if (auto q = evaluator()->layoutQuery(*n)) queries.emplace(n, std::move(q));
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      Node* n = *it;
+      auto q = queries.find(n);
+      if (q == queries.end()) continue;
+      std::vector<std::string> layouts;
+      bool any = false;
+      for (size_t j = 0; j < n->outputs().size(); ++j) {
+        const Value* v = n->output(j);
+        bool blocked = !barred.count(v) && v->hasUses(), strided = blocked;
+        for (const Use& u : v->uses()) {
+          auto r = queries.find(u.user);
+          const bool op = r != queries.end() && u.user->owningBlock() == b;
+          blocked = blocked && op && r->second->acceptsBlocked(u.offset);
+          strided = strided && op && r->second->acceptsStrided(u.offset);
+        }
+        if (blocked) q->second->allowBlockedOutput(j);
+        if (strided) q->second->allowStridedOutput(j);
+        layouts.emplace_back(blocked && strided ? "any" : blocked ? "blocked" : strided ? "strided" : "plain");
+        any = any || blocked || strided;
+      }
+      std::optional<std::vector<std::string>> old = outLayouts(*n);
+      if (!any) {
+        changed |= n->attributes().remove(kOutLayouts);
+        continue;
+      }
+      if (old == layouts) continue;
+      AttrList items(layouts.begin(), layouts.end());
+      n->setAttr(kOutLayouts, AttrValue(std::move(items)));
+      changed = true;
+    }
+    return changed;
+  }
+
+  static std::optional<std::vector<std::string>> outLayouts(const Node& n) {
+    const AttrValue* a = n.attributes().find(kOutLayouts);
+    if (!a || !a->is<AttrList>()) return std::nullopt;
+    std::vector<std::string> out;
+    for (const AttrValue& x : a->get<AttrList>())
+      if (x.is<std::string>()) out.push_back(x.get<std::string>());
+    return out;
+  }
+
+  static void collectUsesInside(Block* b, std::unordered_set<const Value*>& used) {
+    for (const Value* v : b->outputs()) used.insert(v);
+    for (Node* n : b->nodes()) {
+      for (const Value* v : n->inputs()) used.insert(v);
+      for (Block* sub : n->blocks()) collectUsesInside(sub, used);
+    }
+  }
+};
+
+}  // namespace
+
+LLGA_REGISTER_PASS(PropagateLayouts);
+
+}  // namespace llga
