@@ -3,7 +3,7 @@ callable that runs on numpy arrays."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -81,7 +81,9 @@ class CompiledGraph:
             out.append(Partition(
                 id=len(out), pattern=str(node.attributes.get("pattern", "")), ops=ops,
                 inputs=[_shape_of(v) for v in node.inputs], outputs=[_shape_of(v) for v in node.outputs],
-                source=node.source, impl=k.impl if k else "", layouts=k.layouts if k else "",
+                source=node.source,
+                out_layouts=list(node.attributes.get("out_layouts", ["plain"] * len(node.outputs))),
+                impl=k.impl if k else "", layouts=k.layouts if k else "",
                 src=k.src if k else "", weights=k.weights if k else "", dst=k.dst if k else "",
                 output=k.output if k else ""))
         return out
@@ -141,6 +143,10 @@ class Partition:
     inputs: List[Tuple[Optional[str], Optional[Tuple[Optional[int], ...]]]]
     outputs: List[Tuple[Optional[str], Optional[Tuple[Optional[int], ...]]]]
     source: str = ""
+    # llga's decision per output (the propagate-layouts pass, written on the
+    # IR as out_layouts): "any" (the kernel may hand it on in its primitive's
+    # blocked layout), "blocked", "strided" or "plain" (a reader needs it so).
+    out_layouts: List[str] = field(default_factory=list)
     # After a call (empty before it, and for partitions whose ops report
     # nothing): oneDNN's implementation ("brgconv:avx512_core"), the layouts
     # its primitive used, each a field (src "nChw16c", weights "OIhw16i16o",
@@ -162,13 +168,14 @@ class PartitionList(list):
     def _rows(self):
         for p in self:
             shape = "x".join(str(d) for d in (p.outputs[0][1] or ())) if p.outputs else ""
-            yield (str(p.id), p.pattern, " -> ".join(k.split("::")[-1] for k in p.ops), shape, p.impl, p.layouts)
+            yield (str(p.id), p.pattern, " -> ".join(k.split("::")[-1] for k in p.ops), shape,
+                   ",".join(p.out_layouts), p.impl, p.layouts)
 
     def __repr__(self) -> str:
         rows = list(self._rows())
         if not rows:
             return "PartitionList([])"
-        head = ("id", "pattern", "ops", "output", "impl", "layouts")
+        head = ("id", "pattern", "ops", "output", "allowed", "impl", "layouts")
         widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
         fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
         return "\n".join([fmt(head)] + [fmt(r) for r in rows])
@@ -178,10 +185,9 @@ class PartitionList(list):
     def _repr_html_(self) -> str:
         import html as _html
 
-        head = "".join(f"<th>{h}</th>" for h in ("id", "pattern", "ops", "output", "oneDNN impl", "layouts"))
+        head = "".join(f"<th>{h}</th>" for h in ("id", "pattern", "ops", "output", "allowed", "oneDNN impl", "layouts"))
         body = "".join("<tr>" + "".join(f"<td>{_html.escape(c)}</td>" for c in r) + "</tr>" for r in self._rows())
         return f"<table class='llga-partitions'><tr>{head}</tr>{body}</table>"
-
 
 
 def _shape_of(v):

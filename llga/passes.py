@@ -131,15 +131,18 @@ def log(records) -> None:
 
 
 def run(graph, passes: Optional[Union[str, Sequence[str]]] = None, weights=None, *, methods=None,
-        example_inputs=None, route_off: Sequence[str] = ()) -> "PassList":
+        example_inputs=None, route_off: Sequence[str] = (), shapes: str = "infer") -> "PassList":
     """Runs a pipeline on `graph` in place. `passes`: a comma-separated string or a
     list of names; None means the default pipeline, "" or [] none. `weights`
     ({name: numpy array}) lets freeze and fold-batchnorm see the module's weights;
     `methods` ({"<class>.<method>": Graph}) lets inline expand prim::CallMethod;
     `example_inputs` (numpy arrays) give propagate-shapes its shapes;
-    `route_off` names op kinds or fusion patterns fuse must leave out."""
+    `route_off` names op kinds or fusion patterns fuse must leave out; `shapes`
+    says where propagate-shapes takes shapes from: "infer" (the per-op shape
+    functions, and running the graph for what they cannot type), "functions"
+    (those only) or "execute" (running the graph only)."""
     initial_ir = str(graph)
     records = _llga.run_passes(graph, pipeline_string(passes), dict(weights or {}), dict(methods or {}),
-                               None if example_inputs is None else list(example_inputs), list(route_off))
+                               None if example_inputs is None else list(example_inputs), list(route_off), shapes)
     log(records)
     return PassList(records, initial_ir)

@@ -5,6 +5,11 @@
 // string ("remove-dropout,constant-propagation,cse,dce") usable from
 // llga-opt, Python and tests alike. Dumps, timing and verification are the
 // PassManager's job (instrumentation), never the passes'.
+//
+// The passes (this folder and src/fuser) depend on src/ir only: what they
+// need from execution they ask the Evaluator in their PassContext
+// (evaluator.h), and per-op shapes come from shape_functions.h. Nothing here
+// includes the runtime or the backend (tests/py/test_layering.py).
 #pragma once
 
 #include <functional>
@@ -24,6 +29,11 @@ namespace llga {
 
 // What passes may read besides the graph: the weights bound to it, by
 // qualified attribute path ("layer1.0.conv1.weight") or constant name.
+// Where propagate-shapes takes shapes from: the per-op shape functions, with
+// the evaluator running the graph for what they cannot type (Infer); the
+// functions only; or execution only (what the kernels produce).
+enum class ShapeSource { Infer, Functions, Execute };
+
 struct PassContext {
   std::unordered_map<std::string, TensorRef> weights;
   // Method graphs of submodules by "<class qualified name>.<method>" (inline).
@@ -36,6 +46,7 @@ struct PassContext {
   // Execution, for the passes that must evaluate something (constant
   // propagation, propagate-shapes, remove-mutation's op lookup).
   std::shared_ptr<const Evaluator> evaluator;
+  ShapeSource shapes = ShapeSource::Infer;
 };
 
 // An op a pass left outside partitions, and why. Typed, so that Python,

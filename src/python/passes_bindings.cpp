@@ -91,9 +91,14 @@ void bindPasses(py::module_& m) {
         return "PassRecord(name='" + r.name + "', changed=" + (r.changed ? "True" : "False") + ")";
       });
   m.def("run_passes", [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights, py::dict methods,
-                         py::object example_inputs, std::vector<std::string> route_off) {
+                         py::object example_inputs, std::vector<std::string> route_off, const std::string& shapes) {
         PassManagerOptions opts;
-        opts.context = python::passContextFromPython(weights, methods, example_inputs, route_off);
+        auto ctx = python::passContextFromPython(weights, methods, example_inputs, route_off);
+        if (shapes == "functions") ctx->shapes = ShapeSource::Functions;
+        else if (shapes == "execute") ctx->shapes = ShapeSource::Execute;
+        else if (shapes != "infer")
+          throw py::value_error("shapes must be 'infer', 'functions' or 'execute', not '" + shapes + "'");
+        opts.context = ctx;
         try {
           PassManager pm(pipeline, opts);
           py::gil_scoped_release release;
@@ -104,9 +109,10 @@ void bindPasses(py::module_& m) {
       },
       py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(), py::arg("methods") = py::dict(),
       py::arg("example_inputs") = py::none(), py::arg("route_off") = std::vector<std::string>(),
+      py::arg("shapes") = "infer",
       "Runs a pass pipeline on graph in place (weights bind module attributes, methods feed inline, "
-      "example_inputs feed propagate-shapes, route_off keeps op kinds or patterns out of fusion); "
-      "returns the records.");
+      "example_inputs feed propagate-shapes, route_off keeps op kinds or patterns out of fusion, shapes "
+      "says where propagate-shapes takes shapes from: 'infer', 'functions' or 'execute'); returns the records.");
   m.def("fusion_patterns", [] {
     py::list out;
     for (const FusionPattern& p : fusionPatterns()) {

@@ -1,6 +1,11 @@
 // A graph, lowered for execution: an instruction list over a register file
 // (TorchScript's interpreter idea). Constants and weights are bound once;
 // every call gets its own register file, so one Plan serves many threads.
+//
+// The runtime core (this folder) knows kernels only through the Kernel
+// interface and the op registry (kernel.h), which the backend
+// (src/backend/dnnl) fills; layouts between kernels are what the
+// propagate-layouts pass wrote on the IR (out_layouts), applied as is.
 #pragma once
 
 #include <functional>

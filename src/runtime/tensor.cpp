@@ -7,6 +7,7 @@
 #include <sstream>
 #include <utility>
 
+#include "ir/strides.h"
 #include "runtime/strided.h"
 
 namespace llga {
@@ -151,11 +152,7 @@ int64_t Tensor::wrapDim(int64_t d, int64_t ndim) {
   return d < 0 ? d + n : d;
 }
 
-Shape Tensor::contiguousStrides(const Shape& sizes) {
-  Shape st(sizes.size(), 1);
-  for (size_t i = sizes.size(); i-- > 1;) st[i - 1] = st[i] * std::max<int64_t>(sizes[i], 1);
-  return st;
-}
+Shape Tensor::contiguousStrides(const Shape& sizes) { return llga::contiguousStrides(sizes); }
 
 Shape Tensor::inferSize(Shape sizes, int64_t numel) {
   int64_t known = 1;
@@ -250,38 +247,6 @@ Tensor Tensor::asStrided(Shape sizes, Shape strides, int64_t offset) const {
 
 // Strides for viewing (sizes_, strides_) as `shape`, if the memory allows it:
 // each run of old dims that is contiguous in itself can be regrouped freely.
-static std::optional<Shape> viewStrides(const Shape& old_sizes, const Shape& old_strides, const Shape& shape) {
-  Shape out(shape.size());
-  if (old_sizes.empty()) {
-    std::fill(out.begin(), out.end(), 1);
-    return out;
-  }
-  int64_t numel = 1;
-  for (int64_t s : old_sizes) numel *= s;
-  if (numel == 0) return Tensor::contiguousStrides(shape);
-  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
-  int64_t chunk_base_stride = old_strides.back();
-  int64_t tensor_numel = 1, view_numel = 1;
-  for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; --d) {
-    tensor_numel *= old_sizes[d];
-    if (d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
-      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
-        out[view_d] = view_numel * chunk_base_stride;
-        view_numel *= shape[view_d];
-        --view_d;
-      }
-      if (view_numel != tensor_numel) return std::nullopt;
-      if (d > 0) {
-        chunk_base_stride = old_strides[d - 1];
-        tensor_numel = 1;
-        view_numel = 1;
-      }
-    }
-  }
-  if (view_d != -1) return std::nullopt;
-  return out;
-}
-
 Tensor Tensor::view(Shape sizes) const {
   sizes = inferSize(std::move(sizes), numel());
   auto st = viewStrides(sizes_, strides_, sizes);

@@ -14,6 +14,9 @@
 //       "error: <message>" lines in its place (and to stderr).
 //   llga-opt --verify-each ...
 //       verify after every pass (otherwise once, after the pipeline)
+//   llga-opt --shapes=functions|execute ...
+//       where propagate-shapes takes shapes from: the shape functions only, or
+//       running the graph only (default: functions, running what they cannot type)
 //   llga-opt --compile model.ir
 //       what llga.optimize does (src/driver/compile.h): the default pipeline
 //       (or --passes=...), then the plan; prints a "// compiled: ..." line
@@ -45,7 +48,7 @@ constexpr std::string_view kSplitMarker = "# -----";
 
 void usage(std::ostream& os) {
   os << "usage: llga-opt [--passes=a,b,c] [--print-ir-after-all|--print-ir-after-change]\n"
-        "                [--verify-each] [--split-input-file] [--list-passes] [FILE|-]\n"
+        "                [--verify-each] [--split-input-file] [--list-passes] [--shapes=SOURCE] [--compile] [FILE|-]\n"
         "Parses TorchScript IR text, runs passes (verifying the result) and prints it.\n"
         "  --passes=LIST          comma-separated pass names (see --list-passes)\n"
         "  --print-ir-after-all   print the IR after every pass\n"
@@ -53,6 +56,7 @@ void usage(std::ostream& os) {
         "  --verify-each          verify after every pass, not only after the pipeline\n"
         "  --split-input-file     handle each '# -----'-separated case on its own\n"
         "  --list-passes          list the registered passes\n"
+        "  --shapes=SOURCE        propagate-shapes from 'functions' only or 'execute' only (default: both)\n"
         "  --compile              what llga.optimize runs: the default pipeline (or --passes), then the plan\n";
 }
 
@@ -99,6 +103,7 @@ int main(int argc, char** argv) {
   bool split = false, after_all = false, after_change = false, verify_each = false, compile = false,
        pipeline_given = false;
   std::string path = "-", pipeline;
+  llga::ShapeSource shapes = llga::ShapeSource::Infer;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--split-input-file") {
@@ -108,6 +113,10 @@ int main(int argc, char** argv) {
       pipeline_given = true;
     } else if (a == "--compile") {
       compile = true;
+    } else if (a == "--shapes=functions" || a == "--shapes=execute" || a == "--shapes=infer") {
+      shapes = a == "--shapes=functions" ? llga::ShapeSource::Functions
+               : a == "--shapes=execute" ? llga::ShapeSource::Execute
+                                         : llga::ShapeSource::Infer;
     } else if (a == "--print-ir-after-all") {
       after_all = true;
     } else if (a == "--print-ir-after-change") {
@@ -145,6 +154,7 @@ int main(int argc, char** argv) {
   if (compile && !pipeline_given) pipeline = std::string(llga::defaultPipeline());
   auto context = std::make_shared<llga::PassContext>();
   context->evaluator = llga::runtimeEvaluator();
+  context->shapes = shapes;
   std::unique_ptr<llga::PassManager> pm;
   try {
     llga::PassManagerOptions opts;
