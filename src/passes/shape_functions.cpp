@@ -85,6 +85,10 @@ void registerShapeFn(std::string_view kind, ShapeFn fn) {
   registry()[Symbol::fromQualString(std::string(kind))] = std::move(fn);
 }
 
+void registerShapeFnForTraits(uint32_t traits, ShapeFn fn) {
+  for (const std::string& kind : opsWith(traits)) registerShapeFn(kind, fn);
+}
+
 TensorInfo stridedInfo(ScalarType dtype, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
   TensorInfo t;
   t.dtype = dtype;
@@ -342,16 +346,11 @@ Out binaryShape(const ShapeArgs& a) {
   }
   return one(std::move(k));
 }
-LLGA_SHAPE_FN("aten::add", binaryShape);
-LLGA_SHAPE_FN("aten::sub", binaryShape);
+LLGA_SHAPE_FN_FOR_TRAITS(op_trait::Binary, binaryShape);
 LLGA_SHAPE_FN("aten::rsub", binaryShape);
-LLGA_SHAPE_FN("aten::mul", binaryShape);
-LLGA_SHAPE_FN("aten::div", binaryShape);
 LLGA_SHAPE_FN("aten::floor_divide", binaryShape);
 LLGA_SHAPE_FN("aten::floordiv", binaryShape);
 LLGA_SHAPE_FN("aten::remainder", binaryShape);
-LLGA_SHAPE_FN("aten::maximum", binaryShape);
-LLGA_SHAPE_FN("aten::minimum", binaryShape);
 
 // pow(x, exponent): a float exponent makes an integral base floating.
 Out powShape(const ShapeArgs& a) {
@@ -448,13 +447,7 @@ Out convShape(const ShapeArgs& a) {
   }
   return oneTensor(contiguousInfo(*x->dtype, out));
 }
-LLGA_SHAPE_FN("aten::_convolution", convShape);
-LLGA_SHAPE_FN("aten::conv1d", convShape);
-LLGA_SHAPE_FN("aten::conv2d", convShape);
-LLGA_SHAPE_FN("aten::conv3d", convShape);
-LLGA_SHAPE_FN("aten::conv_transpose1d", convShape);
-LLGA_SHAPE_FN("aten::conv_transpose2d", convShape);
-LLGA_SHAPE_FN("aten::conv_transpose3d", convShape);
+LLGA_SHAPE_FN_FOR_TRAITS(op_trait::Conv, convShape);
 
 // linear(x, w, b): x[..., in] -> [..., out].
 Out linearShape(const ShapeArgs& a) {
@@ -633,16 +626,20 @@ Out embeddingShape(const ShapeArgs& a) {
 }
 LLGA_SHAPE_FN("aten::embedding", embeddingShape);
 
+// The dtype argument at `i`: `fallback` when absent or None; nullopt when
+// it is not a known dtype code.
+std::optional<ScalarType> dtypeArg(const ShapeArgs& a, size_t i, ScalarType fallback) {
+  if (a.size() <= i || a.none(i)) return fallback;
+  auto code = a.i(i);
+  return code ? scalarTypeFromCode(*code) : std::nullopt;
+}
+
 // zeros_like/ones_like(x, dtype, layout, device, pin_memory, memory_format).
 Out likeShape(const ShapeArgs& a) {
   const TensorInfo* x = a.tensor(0);
   if (!x || !isContiguous(*x)) return std::nullopt;
-  std::optional<ScalarType> dtype = x->dtype;
-  if (a.size() > 1 && !a.none(1)) {
-    if (!a.i(1)) return std::nullopt;
-    dtype = scalarTypeFromCode(*a.i(1));
-    if (!dtype) return std::nullopt;
-  }
+  const std::optional<ScalarType> dtype = dtypeArg(a, 1, *x->dtype);
+  if (!dtype) return std::nullopt;
   return oneTensor(contiguousInfo(*dtype, sizesOf(*x)));
 }
 LLGA_SHAPE_FN("aten::zeros_like", likeShape);
@@ -653,12 +650,8 @@ Out newShape(const ShapeArgs& a) {
   const TensorInfo* x = a.tensor(0);
   auto size = a.ints(1);
   if (!x || !size) return std::nullopt;
-  std::optional<ScalarType> dtype = x->dtype;
-  if (a.size() > 2 && !a.none(2)) {
-    if (!a.i(2)) return std::nullopt;
-    dtype = scalarTypeFromCode(*a.i(2));
-    if (!dtype) return std::nullopt;
-  }
+  const std::optional<ScalarType> dtype = dtypeArg(a, 2, *x->dtype);
+  if (!dtype) return std::nullopt;
   for (int64_t s : *size)
     if (s < 0) return std::nullopt;
   return oneTensor(contiguousInfo(*dtype, *size));
@@ -691,12 +684,8 @@ Out arangeShape(const ShapeArgs& a) {
     else if (k.f) b[bounds == 1 ? 1 : i] = *k.f, integral = false;
     else return std::nullopt;
   }
-  std::optional<ScalarType> dtype = integral ? ScalarType::Long : ScalarType::Float;
-  if (!a.none(bounds)) {
-    if (!a.i(bounds)) return std::nullopt;
-    dtype = scalarTypeFromCode(*a.i(bounds));
-    if (!dtype) return std::nullopt;
-  }
+  const std::optional<ScalarType> dtype = dtypeArg(a, bounds, integral ? ScalarType::Long : ScalarType::Float);
+  if (!dtype) return std::nullopt;
   if (b[2] == 0) return std::nullopt;
   const double n = std::ceil((b[1] - b[0]) / b[2]);
   if (n < 0 || n > static_cast<double>(std::numeric_limits<int64_t>::max() / 2)) return std::nullopt;

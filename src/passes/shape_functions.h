@@ -62,6 +62,9 @@ class ShapeArgs {
 using ShapeFn = std::function<std::optional<std::vector<Known>>(const ShapeArgs&)>;
 
 void registerShapeFn(std::string_view kind, ShapeFn fn);
+// The same function for every kind with one of `traits` (ir/ops.def), so an
+// op group is listed once.
+void registerShapeFnForTraits(uint32_t traits, ShapeFn fn);
 // The kind's shape function, or its trait's (SameShape / Eltwise), or null.
 const ShapeFn* findShapeFn(Symbol kind);
 
@@ -77,5 +80,10 @@ bool isContiguous(const TensorInfo& t);
 #define LLGA_SHAPE_FN(kind, fn)                                                        \
   static const bool LLGA_SHAPE_FN_CAT(llga_shape_fn_registered_, __COUNTER__) = [] { \
     ::llga::registerShapeFn(kind, fn);                                                 \
+    return true;                                                                       \
+  }()
+#define LLGA_SHAPE_FN_FOR_TRAITS(traits, fn)                                           \
+  static const bool LLGA_SHAPE_FN_CAT(llga_shape_fn_registered_, __COUNTER__) = [] { \
+    ::llga::registerShapeFnForTraits(traits, fn);                                      \
     return true;                                                                       \
   }()
