@@ -31,6 +31,7 @@ class CompiledGraph:
         # call, those used only in a primitive's layout are let go, see memory).
         self._impl = impl
         self._single = len(graph.outputs) == 1
+        self._output_types = [v.type for v in graph.outputs]
 
     @property
     def input_names(self):
@@ -104,7 +105,7 @@ class CompiledGraph:
         if _llga.profiler_enabled():
             _profiler._watch(self)
         args = [_to_numpy_if_torch(x, i) for i, x in enumerate(inputs)]
-        out = self._impl.run(args)
+        out = [_named(v, t) for v, t in zip(self._impl.run(args), self._output_types)]
         return out[0] if self._single else tuple(out)
 
     def __repr__(self):
@@ -188,6 +189,26 @@ class PartitionList(list):
         head = "".join(f"<th>{h}</th>" for h in ("id", "pattern", "ops", "output", "allowed", "oneDNN impl", "layouts"))
         body = "".join("<tr>" + "".join(f"<td>{_html.escape(c)}</td>" for c in r) + "</tr>" for r in self._rows())
         return f"<table class='llga-partitions'><tr>{head}</tr>{body}</table>"
+
+
+_NAMED_TUPLES: Dict[Tuple[str, ...], Any] = {}
+
+
+def _named(value, t):
+    """A tuple returned as a named tuple where the graph's type names its items
+    (``torch.max(x, dim)`` in a scripted graph: ``.values``, ``.indices``)."""
+    if t.kind != "Tuple" or not isinstance(value, tuple) or len(value) != len(t.contained):
+        return value
+    value = tuple(_named(v, ti) for v, ti in zip(value, t.contained))
+    names = tuple(t.field_names)
+    if not names:
+        return value
+    cls = _NAMED_TUPLES.get(names)
+    if cls is None:
+        import collections
+
+        cls = _NAMED_TUPLES[names] = collections.namedtuple("NamedTuple", names)
+    return cls(*value)
 
 
 def _shape_of(v):

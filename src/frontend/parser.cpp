@@ -424,6 +424,7 @@ class Parser {
   }
 
   // base := '(' [type (',' type)*] ')' | 'Dict' '(' type ',' type ')'
+  //       | 'NamedTuple' '(' [name ':' type (',' name ':' type)*] ')'
   //       | ('Union' | 'Future' | 'RRef') '(' types ')'
   //       | TENSOR details? | SIMPLE | QUALIFIED.NAME
   TypePtr parseBaseType() {
@@ -454,6 +455,21 @@ class Parser {
         lex_.error(t.pos, std::string(name) + " takes " + std::to_string(n_min) + " type argument(s)");
       return elems;
     };
+    if (name == "NamedTuple") {  // NamedTuple(name : type, ...)
+      lex_.expect(Tok::LParen, "'(' after NamedTuple");
+      std::vector<std::string> names;
+      std::vector<TypePtr> elems;
+      if (!lex_.accept(Tok::RParen)) {
+        do {
+          Token field = lex_.expect(Tok::Ident, "a field name in NamedTuple");
+          names.emplace_back(field.text);
+          lex_.expect(Tok::Colon, "':' after the field name");
+          elems.push_back(parseType());
+        } while (lex_.accept(Tok::Comma));
+        lex_.expect(Tok::RParen, "')' or ',' in NamedTuple");
+      }
+      return Type::namedTuple(std::move(names), std::move(elems));
+    }
     if (name == "Dict") { auto a = args(2, 2); return Type::dict(a[0], a[1]); }
     if (name == "Union") return Type::unionOf(args(1, 1000));
     if (name == "Future") return Type::future(args(1, 1)[0]);

@@ -114,6 +114,13 @@ TypePtr Type::tuple(std::vector<TypePtr> elems) {
   t->contained_ = std::move(elems);
   return t;
 }
+TypePtr Type::namedTuple(std::vector<std::string> names, std::vector<TypePtr> elems) {
+  if (names.size() != elems.size()) throw std::invalid_argument("a named tuple needs one name per item");
+  auto t = std::shared_ptr<Type>(new Type(TypeKind::Tuple));
+  t->contained_ = std::move(elems);
+  t->field_names_ = std::move(names);
+  return t;
+}
 TypePtr Type::unionOf(std::vector<TypePtr> elems) {
   auto t = std::shared_ptr<Type>(new Type(TypeKind::Union));
   t->contained_ = std::move(elems);
@@ -171,7 +178,18 @@ std::string Type::str() const {
     case TypeKind::Class: os << name_; break;
     case TypeKind::List: os << contained_[0]->str() << "[]"; break;
     case TypeKind::Optional: os << contained_[0]->str() << "?"; break;
-    case TypeKind::Tuple: os << "("; joinTypes(os, contained_); os << ")"; break;
+    case TypeKind::Tuple:
+      if (!field_names_.empty()) {
+        os << "NamedTuple(";
+        for (size_t i = 0; i < contained_.size(); ++i)
+          os << (i ? ", " : "") << field_names_[i] << " : " << contained_[i]->str();
+        os << ")";
+        break;
+      }
+      os << "(";
+      joinTypes(os, contained_);
+      os << ")";
+      break;
     case TypeKind::Dict: os << "Dict("; joinTypes(os, contained_); os << ")"; break;
     case TypeKind::Union: os << "Union("; joinTypes(os, contained_); os << ")"; break;
     case TypeKind::Future: os << "Future(" << contained_[0]->str() << ")"; break;
@@ -181,7 +199,9 @@ std::string Type::str() const {
 }
 
 bool Type::equals(const Type& o) const {
-  if (kind_ != o.kind_ || name_ != o.name_ || contained_.size() != o.contained_.size()) return false;
+  if (kind_ != o.kind_ || name_ != o.name_ || contained_.size() != o.contained_.size() ||
+      field_names_ != o.field_names_)
+    return false;
   if (kind_ == TypeKind::Tensor && !(tensor_ == o.tensor_)) return false;
   for (size_t i = 0; i < contained_.size(); ++i)
     if (!contained_[i]->equals(*o.contained_[i])) return false;

@@ -66,6 +66,9 @@ class Type {
   static TypePtr list(TypePtr elem);
   static TypePtr optional(TypePtr elem);
   static TypePtr tuple(std::vector<TypePtr> elems);
+  // A tuple whose items have names (what builtin ops such as max(x, dim)
+  // return in scripted graphs): "NamedTuple(values : Tensor, indices : Tensor)".
+  static TypePtr namedTuple(std::vector<std::string> names, std::vector<TypePtr> elems);
   static TypePtr dict(TypePtr key, TypePtr value);
   static TypePtr unionOf(std::vector<TypePtr> elems);
   static TypePtr future(TypePtr elem);
@@ -87,6 +90,7 @@ class Type {
   bool isSimple(std::string_view name) const { return kind_ == TypeKind::Simple && name_ == name; }
   const std::string& name() const { return name_; }  // Simple and Class types
   const std::vector<TypePtr>& contained() const { return contained_; }
+  const std::vector<std::string>& fieldNames() const { return field_names_; }  // named tuples
   const TensorInfo& tensorInfo() const { return tensor_; }  // meaningful for Tensor
 
   std::string str() const;
@@ -97,6 +101,7 @@ class Type {
   TypeKind kind_;
   std::string name_;
   std::vector<TypePtr> contained_;
+  std::vector<std::string> field_names_;
   TensorInfo tensor_;
 };
 

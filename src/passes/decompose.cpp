@@ -1,7 +1,13 @@
 // decompose: composite ops into the primitives the fuser matches.
 //
 //   addmm(b, x, w, beta, alpha)  ->  add(mul(mm(x, w), alpha), mul(b, beta))
-//                                                 (the muls only where != 1; beta == 0 drops b)
+//                                                 (the muls only where != 1; beta == 0 drops b,
+//                                                 as PyTorch ignores b then, NaNs included)
+//   baddbmm(b, x, y, beta, alpha) ->  the same around bmm(x, y) (masked attention scores)
+//   addbmm(b, x, y, beta, alpha)  ->  the same around sum(bmm(x, y), 0)
+//   addmv(b, m, v, beta, alpha)   ->  the same around matmul(m, v)
+//   max(x, other) / min(x, other) ->  maximum / minimum (the binary overloads, so
+//                                     they fuse as binary ops)
 //   _native_multi_head_attention(q, k, v, E, H, Wqkv, bqkv, Wo, bo, None, ...)
 //        ->  linear (one for self-attention, else three on weight slices)
 //            -> reshape [B, L, H, D] -> transpose(1, 2)
@@ -13,7 +19,8 @@
 //
 // Left alone, with a note: attention with a mask, attention whose weights
 // output is read, non-constant embed_dim/heads/flags, inputs of unknown or
-// other rank than 3, addmm with non-constant alpha/beta.
+// other rank than 3, addmm/baddbmm/addbmm/addmv with non-constant alpha/beta
+// (they then run as one op).
 #include <cmath>
 
 #include "ir/ops.h"
@@ -33,18 +40,21 @@ std::optional<size_t> knownRank(const Value* v) {
 class Decompose final : public Pass {
  public:
   std::string_view name() const override { return "decompose"; }
-  std::string_view description() const override { return "composite ops (addmm, attention) into primitives"; }
+  std::string_view description() const override {
+    return "composite ops (addmm, baddbmm, addbmm, addmv, attention) into primitives";
+  }
 
   bool run(Graph& g) override {
     std::vector<Node*> todo;
     g.forEachNode([&](Node* n) {
-      if (is(*n, "aten::addmm") || is(*n, "aten::_native_multi_head_attention") ||
+      if (product(*n) || binaryMaxMin(*n) || is(*n, "aten::_native_multi_head_attention") ||
           is(*n, "aten::_transformer_encoder_layer_fwd"))
         todo.push_back(n);
     });
     bool changed = false;
     for (Node* n : todo) {
-      if (is(*n, "aten::addmm")) changed |= addmm(g, n);
+      if (product(*n)) changed |= scaledProduct(g, n);
+      else if (const char* k = binaryMaxMin(*n)) changed |= rename(g, n, k);
       else if (is(*n, "aten::_native_multi_head_attention")) changed |= mha(g, n);
       else changed |= encoderLayer(g, n);
     }
@@ -64,12 +74,36 @@ class Decompose final : public Pass {
     n->destroy();
   }
 
-  bool addmm(Graph& g, Node* n) {
+  // max/min of two tensors: their elementwise kind, or null.
+  static const char* binaryMaxMin(const Node& n) {
+    if (n.inputs().size() != 2 || n.outputs().size() != 1 || !n.input(1)->type()->isTensor()) return nullptr;
+    if (is(n, "aten::max")) return "aten::maximum";
+    if (is(n, "aten::min")) return "aten::minimum";
+    return nullptr;
+  }
+
+  static bool rename(Graph& g, Node* n, const char* kind) {
+    Emitter e(g, n, n);
+    finish(g, n, e.op(kind, {n->input(0), n->input(1)}));
+    return true;
+  }
+
+  // The matrix product inside addmm, baddbmm, addbmm and addmv, or null.
+  static const char* product(const Node& n) {
+    if (is(n, "aten::addmm")) return "aten::mm";
+    if (is(n, "aten::baddbmm") || is(n, "aten::addbmm")) return "aten::bmm";
+    if (is(n, "aten::addmv")) return "aten::matmul";
+    return nullptr;
+  }
+
+  // beta * b + alpha * product(x, y), with constant alpha and beta.
+  bool scaledProduct(Graph& g, Node* n) {
     if (n->inputs().size() != 5) return skip(n, "unexpected arity");
     auto beta = constantNumber(n->input(3)), alpha = constantNumber(n->input(4));
     if (!beta || !alpha) return skip(n, "alpha or beta is not a constant");
     Emitter e(g, n, n);
-    Value* prod = e.op("aten::mm", {n->input(1), n->input(2)});
+    Value* prod = e.op(product(*n), {n->input(1), n->input(2)});
+    if (is(*n, "aten::addbmm")) prod = e.op("aten::sum", {prod, e.ints({0}), e.b(false), e.none()});
     if (*alpha != 1) prod = e.op("aten::mul", {prod, e.f(*alpha)});
     Value* out = prod;
     if (*beta != 0) {

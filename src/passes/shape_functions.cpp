@@ -565,6 +565,47 @@ Out reduceShape(const ShapeArgs& a) {
 LLGA_SHAPE_FN("aten::mean", reduceShape);
 LLGA_SHAPE_FN("aten::sum", reduceShape);
 
+// max/min(x) -> 0-dim; max/min(x, dim, keepdim) -> (values, Long indices);
+// argmax/argmin(x, dim?, keepdim) -> Long indices.
+std::optional<std::vector<int64_t>> reducedAlong(const TensorInfo& x, const ShapeArgs& a, size_t dim_at, bool keep) {
+  std::vector<int64_t> xs = sizesOf(x), out;
+  if (a.none(dim_at)) {
+    if (keep) out.assign(xs.size(), 1);
+    return out;
+  }
+  auto d = wrapDim(a.i(dim_at), std::max<size_t>(xs.size(), 1));
+  if (!d || (!xs.empty() && xs[*d] == 0)) return std::nullopt;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (i != *d) out.push_back(xs[i]);
+    else if (keep) out.push_back(1);
+  return out;
+}
+
+Out maxMinShape(const ShapeArgs& a) {
+  const TensorInfo* x = a.tensor(0);
+  if (!x || a.size() == 2) return std::nullopt;  // the binary overload becomes maximum/minimum (decompose)
+  if (a.size() == 1) return oneTensor(contiguousInfo(*x->dtype, {}));
+  auto keep = a.i(2);
+  if (!keep || a.none(1)) return std::nullopt;
+  auto out = reducedAlong(*x, a, 1, *keep != 0);
+  if (!out) return std::nullopt;
+  return std::vector<Known>{Known::ofTensor(contiguousInfo(*x->dtype, *out)),
+                            Known::ofTensor(contiguousInfo(ScalarType::Long, *out))};
+}
+LLGA_SHAPE_FN("aten::max", maxMinShape);
+LLGA_SHAPE_FN("aten::min", maxMinShape);
+
+Out argMaxMinShape(const ShapeArgs& a) {
+  const TensorInfo* x = a.tensor(0);
+  auto keep = a.size() > 2 ? a.i(2) : std::optional<int64_t>(0);
+  if (!x || !keep) return std::nullopt;
+  auto out = reducedAlong(*x, a, 1, *keep != 0);
+  if (!out) return std::nullopt;
+  return oneTensor(contiguousInfo(ScalarType::Long, *out));
+}
+LLGA_SHAPE_FN("aten::argmax", argMaxMinShape);
+LLGA_SHAPE_FN("aten::argmin", argMaxMinShape);
+
 // ---- concatenation, padding, embedding, fills ----
 
 Out catShape(const ShapeArgs& a, bool stack) {

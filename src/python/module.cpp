@@ -169,6 +169,8 @@ PYBIND11_MODULE(_llga, m) {
         return py::none();
       })
       .def_property_readonly("contained", [](const PyType& pt) { const TypePtr& t = pt.t; return wrapTypes(t->contained()); })
+      .def_property_readonly("field_names", [](const PyType& pt) { return pt.t->fieldNames(); },
+                             "a named tuple's item names (empty for other types)")
       .def_property_readonly("dtype", [](const PyType& pt) -> py::object { const TypePtr& t = pt.t;
         if (!t->isTensor() || !t->tensorInfo().dtype) return py::none();
         return py::str(std::string(scalarTypeName(*t->tensorInfo().dtype)));
