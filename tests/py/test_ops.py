@@ -528,3 +528,46 @@ def test_named_tuple_types_parse_and_print_back():
     assert str(llga.parse(text)) == text
     out = llga.optimize(torch.jit.script(max_dim))(rnd(3, 4).numpy(), 1)
     assert out[0].values.shape == (3,) and out[0].indices.dtype == np.int64
+
+
+# ------------------------------------------- splits, repeats, triangles, grids
+
+def split_sizes(x: torch.Tensor):
+    a, b, c = torch.split(x, [1, 0, 3], 1)
+    return a + 1, b, c * 2
+
+
+def tensor_split_fn(x: torch.Tensor):
+    return torch.tensor_split(x, 4, -1), torch.tensor_split(x, [1, -2, 99], 1)
+
+
+def repeat_fn(x: torch.Tensor):
+    return x.repeat(2, 1, 3), x.repeat(1, 1, 2, 1), torch.repeat_interleave(x, 3, 1), torch.repeat_interleave(x, 2)
+
+
+def tri_fn(x: torch.Tensor):
+    return torch.tril(x), torch.triu(x, 1), torch.tril(x, -2), torch.triu(x, -1), torch.tril(x, 9)
+
+
+def meshgrid_fn(a: torch.Tensor, b: torch.Tensor):
+    x, y = torch.meshgrid(a, b, indexing="ij")
+    u, v = torch.meshgrid(a, b, indexing="xy")
+    return x + 0, y * 1, u + 0, v * 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool], ids=str)
+def test_splits_repeats_triangles(dtype):
+    x = rnd(2, 4, 7, dtype=dtype)
+    if dtype != torch.bool:
+        check(split_sizes, x)
+        check(tri_fn, x)
+    check(tensor_split_fn, x)
+    check(repeat_fn, x)
+    check(tri_fn, x.transpose(1, 2)) if dtype != torch.bool else None
+    check(meshgrid_fn, rnd(3), rnd(5)) if dtype == torch.float32 else None
+
+
+def test_split_sizes_that_do_not_add_up_are_a_clear_error():
+    compiled = llga.optimize(torch.jit.script(split_sizes))
+    with pytest.raises(llga.ExecutionError, match="split sizes"):
+        compiled(np.zeros((2, 5, 3), np.float32))

@@ -1,5 +1,8 @@
 // Shape, view and data-movement ops in plain C++ (views share storage);
 // aten::cat of float tensors on oneDNN's concat.
+#include <algorithm>
+#include <cstring>
+
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/primitive_cache.h"
@@ -203,6 +206,132 @@ class CatKernel final : public Kernel {
 
 }  // namespace
 
+// split(x, size | sizes, dim) and split_with_sizes(x, sizes, dim): views.
+void split(const KernelArgs& a) {
+  const Tensor& t = a.tensor(0);
+  int64_t dim = t.wrapDim(a.num_in > 2 ? a.toInt(2) : 0), size = t.size(dim);
+  std::vector<RtValue> parts;
+  if (a.input(1).isList()) {
+    int64_t at = 0;
+    for (int64_t len : a.intList(1)) {
+      if (len < 0) throw std::invalid_argument("split sizes must not be negative");
+      if (at + len > size) throw std::invalid_argument("split sizes add up to more than the dimension's size");
+      parts.emplace_back(t.narrow(dim, at, len));
+      at += len;
+    }
+    if (at != size) throw std::invalid_argument("split sizes do not add up to the dimension's size");
+  } else {
+    int64_t step = a.toInt(1);
+    if (step <= 0) throw std::invalid_argument("split expects a positive split size");
+    for (int64_t s = 0; s < size; s += step) parts.emplace_back(t.narrow(dim, s, std::min(step, size - s)));
+  }
+  a.set(0, makeList(std::move(parts)));
+}
+
+// tensor_split(x, sections | indices, dim): views; n sections of which the
+// first size % n are one longer, or the pieces between the indices (clamped).
+void tensorSplit(const KernelArgs& a) {
+  const Tensor& t = a.tensor(0);
+  int64_t dim = t.wrapDim(a.num_in > 2 ? a.toInt(2) : 0), size = t.size(dim);
+  std::vector<int64_t> bounds{0};
+  if (a.input(1).isList()) {
+    for (int64_t i : a.intList(1)) bounds.push_back(std::clamp<int64_t>(i < 0 ? i + size : i, 0, size));
+  } else {
+    int64_t n = a.toInt(1);
+    if (n <= 0) throw std::invalid_argument("tensor_split expects a positive number of sections, got " + std::to_string(n));
+    for (int64_t i = 0, at = 0; i + 1 < n; ++i) bounds.push_back(at += size / n + (i < size % n ? 1 : 0));
+  }
+  bounds.push_back(size);
+  std::vector<RtValue> parts;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    int64_t start = std::min(bounds[i], size), end = std::max(start, bounds[i + 1]);
+    parts.emplace_back(t.narrow(dim, start, end - start));
+  }
+  a.set(0, makeList(std::move(parts)));
+}
+
+// repeat(x, repeats): x tiled; one strided copy of an expanded view.
+Tensor repeat(const Tensor& x, const Shape& reps) {
+  if (reps.size() < static_cast<size_t>(x.dim()))
+    throw std::invalid_argument("repeat: the number of repeats (" + std::to_string(reps.size()) +
+                                ") is smaller than the tensor's rank (" + std::to_string(x.dim()) + ")");
+  Shape padded(reps.size() - static_cast<size_t>(x.dim()), 1);
+  padded.insert(padded.end(), x.sizes().begin(), x.sizes().end());
+  Shape split, expanded, out;
+  for (size_t i = 0; i < reps.size(); ++i) {
+    if (reps[i] < 0) throw std::invalid_argument("repeat: repeats must not be negative");
+    split.insert(split.end(), {1, padded[i]});
+    expanded.insert(expanded.end(), {reps[i], padded[i]});
+    out.push_back(reps[i] * padded[i]);
+  }
+  Tensor t = x.reshape(split).expand(expanded);
+  Tensor r = Tensor::empty(x.dtype(), expanded);
+  r.copyFrom(t);
+  return r.view(out);
+}
+
+// repeat_interleave(x, repeats: int, dim=None, output_size=None): each element
+// `repeats` times in a row (tensor repeats give data-dependent sizes: not here).
+void repeatInterleave(const KernelArgs& a) {
+  if (!a.input(1).isInt())
+    throw std::invalid_argument("repeat_interleave with a tensor of repeats is not supported (only an int)");
+  const int64_t reps = a.toInt(1);
+  if (reps < 0) throw std::invalid_argument("repeat_interleave: repeats must not be negative");
+  Tensor x = a.tensor(0);
+  if (a.isNone(2)) x = x.reshape({x.numel()});
+  const int64_t dim = a.isNone(2) ? 0 : x.wrapDim(a.toInt(2));
+  Shape expanded = x.sizes(), out = x.sizes();
+  expanded.insert(expanded.begin() + dim + 1, reps);
+  out[dim] *= reps;
+  Tensor r = Tensor::empty(x.dtype(), expanded);
+  r.copyFrom(x.unsqueeze(dim + 1).expand(expanded));
+  a.set(0, r.view(out));
+}
+
+// tril/triu(x, diagonal): the last two dimensions' lower/upper triangle, the
+// rest zeroed; rows in parallel, each a copy and a fill of one run.
+Tensor triangle(const Tensor& x, int64_t diagonal, bool lower) {
+  if (x.dim() < 2) throw std::invalid_argument(std::string(lower ? "tril" : "triu") + " needs at least 2 dimensions, got " + x.describe());
+  Tensor out = x.contiguous().clone();
+  const int64_t rows = x.size(-2), cols = x.size(-1), mats = rows * cols == 0 ? 0 : out.numel() / (rows * cols);
+  const size_t item = scalarTypeSize(x.dtype());
+  auto* base = static_cast<char*>(out.data());
+#pragma omp parallel for schedule(static)
+  for (int64_t m = 0; m < mats * rows; ++m) {
+    const int64_t i = m % rows;
+    char* row = base + static_cast<size_t>(m * cols) * item;
+    // lower keeps columns j <= i + diagonal; upper keeps j >= i + diagonal.
+    int64_t edge = std::clamp<int64_t>(i + diagonal + (lower ? 1 : 0), 0, cols);
+    if (lower) std::memset(row + edge * item, 0, static_cast<size_t>(cols - edge) * item);
+    else std::memset(row, 0, static_cast<size_t>(edge) * item);
+  }
+  return out;
+}
+
+// meshgrid(tensors, indexing="ij"): each 1-D input as a view expanded over
+// the grid; "xy" swaps the first two grid dimensions.
+void meshgrid(const KernelArgs& a) {
+  std::vector<Tensor> ts = tensorList(a.input(0));
+  std::string indexing = a.num_in > 1 && !a.isNone(1) ? a.input(1).str() : "ij";
+  if (indexing != "ij" && indexing != "xy")
+    throw std::invalid_argument("meshgrid: indexing must be 'ij' or 'xy', got '" + indexing + "'");
+  Shape grid;
+  for (const Tensor& t : ts) {
+    if (t.dim() > 1) throw std::invalid_argument("meshgrid expects 0-D or 1-D tensors, got " + t.describe());
+    grid.push_back(t.numel());
+  }
+  const bool swap = indexing == "xy" && ts.size() >= 2;
+  if (swap) std::swap(grid[0], grid[1]);
+  std::vector<RtValue> out;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    size_t at = swap && i < 2 ? 1 - i : i;
+    Shape shape(ts.size(), 1);
+    shape[at] = grid[at];
+    out.emplace_back(ts[i].reshape(shape).expand(grid));
+  }
+  a.set(0, makeList(std::move(out)));
+}
+
 void registerShapeOps(OpRegistry& r) {
   r.add("aten::index", 2, 2, [](const KernelArgs& a) { a.set(0, advancedIndex(a.tensor(0), a.input(1))); });
   r.add("aten::view", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).view(a.intList(1))); });
@@ -266,24 +395,14 @@ void registerShapeOps(OpRegistry& r) {
       parts.emplace_back(t.narrow(dim, s, std::min(step, size - s)));
     a.set(0, makeList(std::move(parts)));
   });
-  r.add("aten::split", 2, 3, [](const KernelArgs& a) {
-    const Tensor& t = a.tensor(0);
-    int64_t dim = t.wrapDim(a.num_in > 2 ? a.toInt(2) : 0), size = t.size(dim);
-    std::vector<RtValue> parts;
-    if (a.input(1).isList()) {
-      int64_t at = 0;
-      for (int64_t len : a.intList(1)) {
-        parts.emplace_back(t.narrow(dim, at, len));
-        at += len;
-      }
-      if (at != size) throw std::invalid_argument("split sizes do not add up to the dimension's size");
-    } else {
-      int64_t step = a.toInt(1);
-      if (step <= 0) throw std::invalid_argument("split expects a positive split size");
-      for (int64_t s = 0; s < size; s += step) parts.emplace_back(t.narrow(dim, s, std::min(step, size - s)));
-    }
-    a.set(0, makeList(std::move(parts)));
-  });
+  r.add("aten::split", 2, 3, split);
+  r.add("aten::split_with_sizes", 2, 3, split);
+  r.add("aten::tensor_split", 2, 3, tensorSplit);
+  r.add("aten::repeat", 2, 2, [](const KernelArgs& a) { a.set(0, repeat(a.tensor(0), a.intList(1))); });
+  r.add("aten::repeat_interleave", 2, 4, repeatInterleave);
+  r.add("aten::tril", 1, 2, [](const KernelArgs& a) { a.set(0, triangle(a.tensor(0), a.num_in > 1 ? a.toInt(1) : 0, true)); });
+  r.add("aten::triu", 1, 2, [](const KernelArgs& a) { a.set(0, triangle(a.tensor(0), a.num_in > 1 ? a.toInt(1) : 0, false)); });
+  r.add("aten::meshgrid", 1, 2, meshgrid);
   r.add("aten::unbind", 1, 2, [](const KernelArgs& a) {
     const Tensor& t = a.tensor(0);
     int64_t dim = a.num_in > 1 ? a.toInt(1) : 0;
