@@ -51,11 +51,11 @@ static const std::vector<FusionPattern> kPatterns = {
           |
        relu ...      (at least one post-op: a lone batch_norm is no partition)
 )"},
-    {"layernorm_post_ops", 2, {"aten::layer_norm"}, 4, true,
+    {"layernorm_post_ops", 2, {"aten::layer_norm", "aten::group_norm"}, 4, true,
      R"(
           x
           |
-       layer_norm
+       layer_norm | group_norm
           |
        [eltwise | binary] x0..4
 )"},

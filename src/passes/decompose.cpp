@@ -8,6 +8,9 @@
 //   addmv(b, m, v, beta, alpha)   ->  the same around matmul(m, v)
 //   max(x, other) / min(x, other) ->  maximum / minimum (the binary overloads, so
 //                                     they fuse as binary ops)
+//   instance_norm(x, w, b, rm, rv, use_input_stats, momentum, eps, cudnn)
+//        ->  group_norm(x, size(x, 1), w, b, eps, cudnn) with the input's statistics,
+//            batch_norm(x, w, b, rm, rv, False, momentum, eps, cudnn) with the running ones
 //   _native_multi_head_attention(q, k, v, E, H, Wqkv, bqkv, Wo, bo, None, ...)
 //        ->  linear (one for self-attention, else three on weight slices)
 //            -> reshape [B, L, H, D] -> transpose(1, 2)
@@ -47,7 +50,7 @@ class Decompose final : public Pass {
   bool run(Graph& g) override {
     std::vector<Node*> todo;
     g.forEachNode([&](Node* n) {
-      if (product(*n) || binaryMaxMin(*n) || is(*n, "aten::_native_multi_head_attention") ||
+      if (product(*n) || binaryMaxMin(*n) || is(*n, "aten::instance_norm") || is(*n, "aten::_native_multi_head_attention") ||
           is(*n, "aten::_transformer_encoder_layer_fwd"))
         todo.push_back(n);
     });
@@ -55,6 +58,7 @@ class Decompose final : public Pass {
     for (Node* n : todo) {
       if (product(*n)) changed |= scaledProduct(g, n);
       else if (const char* k = binaryMaxMin(*n)) changed |= rename(g, n, k);
+      else if (is(*n, "aten::instance_norm")) changed |= instanceNorm(g, n);
       else if (is(*n, "aten::_native_multi_head_attention")) changed |= mha(g, n);
       else changed |= encoderLayer(g, n);
     }
@@ -85,6 +89,24 @@ class Decompose final : public Pass {
   static bool rename(Graph& g, Node* n, const char* kind) {
     Emitter e(g, n, n);
     finish(g, n, e.op(kind, {n->input(0), n->input(1)}));
+    return true;
+  }
+
+  bool instanceNorm(Graph& g, Node* n) {
+    if (n->inputs().size() != 9) return skip(n, "unexpected arity");
+    auto input_stats = constantInt(n->input(5));
+    if (!input_stats) return skip(n, "use_input_stats is not a constant");
+    Emitter e(g, n, n);
+    Value* x = n->input(0);
+    Value* out;
+    if (*input_stats) {
+      Value* channels = e.op("aten::size", {x, e.i(1)}, Type::Int());
+      out = e.op("aten::group_norm", {x, channels, n->input(1), n->input(2), n->input(7), n->input(8)});
+    } else {
+      out = e.op("aten::batch_norm", {x, n->input(1), n->input(2), n->input(3), n->input(4), e.b(false), n->input(6),
+                                      n->input(7), n->input(8)});
+    }
+    finish(g, n, out);
     return true;
   }
 

@@ -571,3 +571,49 @@ def test_split_sizes_that_do_not_add_up_are_a_clear_error():
     compiled = llga.optimize(torch.jit.script(split_sizes))
     with pytest.raises(llga.ExecutionError, match="split sizes"):
         compiled(np.zeros((2, 5, 3), np.float32))
+
+
+# ------------------------------------------------- group and instance norm
+
+@pytest.mark.parametrize("shape,groups", [((2, 6, 5, 7), 3), ((1, 8, 9), 8), ((3, 4), 2), ((2, 6, 2, 3, 4), 1)], ids=str)
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm(shape, groups, affine):
+    m = torch.nn.GroupNorm(groups, shape[1], affine=affine).eval()
+    if affine:
+        torch.nn.init.normal_(m.weight)
+        torch.nn.init.normal_(m.bias)
+    x = rnd(*shape) * 3 + 1
+    with torch.no_grad():
+        traced = torch.jit.trace(m, x)
+        want = m(x).numpy()
+    np.testing.assert_allclose(llga.optimize(traced)(x.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("track", [False, True])
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_instance_norm(dims, track):
+    cls = {1: torch.nn.InstanceNorm1d, 2: torch.nn.InstanceNorm2d, 3: torch.nn.InstanceNorm3d}[dims]
+    m = cls(4, affine=True, track_running_stats=track).eval()
+    torch.nn.init.normal_(m.weight)
+    if track:
+        m.running_mean.normal_()
+        m.running_var.uniform_(0.5, 2)
+    x = rnd(2, 4, *([5] * dims))
+    with torch.no_grad():
+        traced = torch.jit.trace(m, x)
+        want = m(x).numpy()
+    np.testing.assert_allclose(llga.optimize(traced)(x.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
+def test_group_norm_relu_is_one_partition_and_bad_groups_are_clear():
+    m = torch.nn.Sequential(torch.nn.GroupNorm(2, 4), torch.nn.ReLU()).eval()
+    x = rnd(1, 4, 3, 3)
+    with torch.no_grad():
+        c = llga.optimize(torch.jit.trace(m, x))
+        np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=1e-4, atol=1e-4)
+    assert [p.ops for p in c.partitions] == [["aten::group_norm", "aten::relu"]], c.partitions
+
+    def gn(x: torch.Tensor):
+        return F.group_norm(x, 3)
+    with pytest.raises(llga.ExecutionError, match="do not split into 3 groups"):
+        llga.optimize(torch.jit.script(gn))(np.zeros((1, 4, 2), np.float32))

@@ -218,7 +218,7 @@ LLGA_REGISTER_PATTERN_KERNEL(batchnorm_post_ops,
                              "batch_norm -> relu: one dnnl batch_normalization (fuse_norm_relu); longer chains: llga chain",
                              makeBatchNormKernel);
 LLGA_REGISTER_PATTERN_KERNEL(pool_post_ops, "pooling, then its chain (llga chain)", makeChainKernel);
-LLGA_REGISTER_PATTERN_KERNEL(layernorm_post_ops, "layer_norm, then its chain (llga chain)", makeChainKernel);
+LLGA_REGISTER_PATTERN_KERNEL(layernorm_post_ops, "layer_norm or group_norm, then its chain (llga chain)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(softmax_post_ops, "softmax, then its chain (llga chain)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(concat, "dnnl concat (channels-last parts stay so)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(binary_post_ops, "binary, then its chain (llga chain)", makeChainKernel);

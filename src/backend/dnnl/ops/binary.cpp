@@ -221,6 +221,12 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
     if (op == Bin::Ne) return RtValue(x != y);
     throw std::invalid_argument("unsupported operation on strings");
   }
+  if (av.isList() && bv.isList()) {  // aten::add.t: list concatenation
+    if (op != Bin::Add) throw std::invalid_argument("unsupported operation on lists");
+    auto out = std::make_shared<std::vector<RtValue>>(*av.list());
+    out->insert(out->end(), bv.list()->begin(), bv.list()->end());
+    return RtValue(out);
+  }
   if (!av.isTensor() && !bv.isTensor()) {  // Python number arithmetic
     bool floats = av.isDouble() || bv.isDouble() || op == Bin::Div || (op == Bin::Pow && bv.isInt() && bv.toInt() < 0);
     if (isComparison(op)) return RtValue(floats ? applyCmp<double>(op, av.toDouble(), bv.toDouble())

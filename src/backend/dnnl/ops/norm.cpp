@@ -2,6 +2,9 @@
 //   aten::batch_norm(x, weight?, bias?, running_mean?, running_var?, training, momentum, eps, cudnn_enabled)
 //   aten::layer_norm(x, normalized_shape, weight?, bias?, eps, cudnn_enable)
 //   aten::softmax(x, dim, dtype?), aten::log_softmax(x, dim, dtype?)
+//   aten::group_norm(x, groups, weight?, bias?, eps, cudnn_enabled): oneDNN's
+//     layer normalization over [N * G, C / G * spatial], then the per-channel
+//     affine (instance_norm arrives here with G = C, see decompose)
 #include <atomic>
 
 #include "backend/dnnl/dnnl_utils.h"
@@ -154,6 +157,45 @@ class LayerNormKernel final : public Kernel {
   PrimitiveCache<NormEntry> cache_;
 };
 
+class GroupNormKernel final : public Kernel {
+ public:
+  void run(const KernelArgs& a) override {
+    const Tensor& x = a.tensor(0);
+    const int64_t groups = a.toInt(1);
+    if (x.dim() < 2) throw std::invalid_argument("group_norm expects [N, C, *], got " + x.describe());
+    const int64_t n = x.size(0), c = x.size(1);
+    if (groups <= 0 || c % groups != 0)
+      throw std::invalid_argument("group_norm: " + std::to_string(c) + " channels do not split into " +
+                                  std::to_string(groups) + " groups");
+    std::optional<Tensor> w = a.optTensor(2), b = a.optTensor(3);
+    for (const auto& t : {w, b})
+      if (t && t->numel() != c)
+        throw std::invalid_argument("group_norm: weight and bias need " + std::to_string(c) + " values, got " + t->describe());
+    const int64_t spatial = c == 0 ? 0 : x.numel() / std::max<int64_t>(n * c, 1);
+    if (x.numel() == 0) return a.set(0, Tensor::empty(x.dtype(), x.sizes()));
+    const int64_t per_group = c / groups * spatial;
+    Tensor y = layerNormImpl(a.ctx, x.contiguous().view({n * groups, per_group}), per_group, std::nullopt, std::nullopt,
+                             a.toDouble(4), cache_)
+                   .view({n, c, spatial});
+    if (w || b) {
+      Tensor wc = w ? f32Contiguous(*w) : Tensor(), bc = b ? f32Contiguous(*b) : Tensor();
+      const float* wp = w ? wc.data<float>() : nullptr;
+      const float* bp = b ? bc.data<float>() : nullptr;
+      float* yp = y.data<float>();
+#pragma omp parallel for schedule(static)
+      for (int64_t row = 0; row < n * c; ++row) {
+        const float scale = wp ? wp[row % c] : 1.0f, shift = bp ? bp[row % c] : 0.0f;
+        float* r = yp + row * spatial;
+        for (int64_t i = 0; i < spatial; ++i) r[i] = r[i] * scale + shift;
+      }
+    }
+    a.set(0, y.view(x.sizes()));
+  }
+
+ private:
+  PrimitiveCache<NormEntry> cache_;
+};
+
 class SoftmaxKernel final : public Kernel {
  public:
   explicit SoftmaxKernel(bool log) : log_(log) {}
@@ -195,6 +237,7 @@ Tensor layerNormOp(ExecContext& ctx, const Tensor& x, int64_t n, const std::opti
 void registerNormOps(OpRegistry& r) {
   r.add(OpDef{"aten::batch_norm", 9, 9, [](const Node&) { return std::make_unique<BatchNormKernel>(); }});
   r.add(OpDef{"aten::layer_norm", 2, 6, [](const Node&) { return std::make_unique<LayerNormKernel>(); }});
+  r.add(OpDef{"aten::group_norm", 2, 6, [](const Node&) { return std::make_unique<GroupNormKernel>(); }});
   r.add(OpDef{"aten::softmax", 2, 3, [](const Node&) { return std::make_unique<SoftmaxKernel>(false); }});
   r.add(OpDef{"aten::log_softmax", 2, 3, [](const Node&) { return std::make_unique<SoftmaxKernel>(true); }});
 }

@@ -133,6 +133,11 @@ void registerPrimOps(OpRegistry& r) {
     if (i < -n || i >= n) throw std::out_of_range("list index " + std::to_string(i) + " out of range");
     a.set(0, items[static_cast<size_t>(i < 0 ? i + n : i)]);
   });
+  // list(l): a new list with the same items (scripted code copies size lists so)
+  r.add("aten::list", 1, 1, [](const KernelArgs& a) {
+    if (!a.input(0).isList()) throw std::invalid_argument("aten::list expects a list");
+    a.set(0, RtValue(std::make_shared<std::vector<RtValue>>(*a.input(0).list())));
+  });
   r.add("aten::append", 2, 2, [](const KernelArgs& a) {
     a.input(0).list()->push_back(a.input(1));
     a.set(0, a.input(0));

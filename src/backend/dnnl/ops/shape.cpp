@@ -354,6 +354,17 @@ void registerShapeOps(OpRegistry& r) {
   r.add("aten::select", 3, 3, [](const KernelArgs& a) { a.set(0, a.tensor(0).select(a.toInt(1), a.toInt(2))); });
   // slice(self, dim=0, start=None, end=None, step=1)
   r.add("aten::slice", 1, 5, [](const KernelArgs& a) {
+    if (a.input(0).isList()) {  // slice.t(list, start=None, end=None, step=1): Python's l[start:end:step]
+      const auto& items = *a.input(0).list();
+      const int64_t n = static_cast<int64_t>(items.size()), step = a.num_in > 3 ? a.toInt(3) : 1;
+      if (step <= 0) throw std::invalid_argument("list slice step must be positive");
+      auto bound = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+      const int64_t start = a.isNone(1) ? 0 : bound(a.toInt(1)), end = a.isNone(2) ? n : bound(a.toInt(2));
+      auto out = std::make_shared<std::vector<RtValue>>();
+      for (int64_t i = start; i < end; i += step) out->push_back(items[static_cast<size_t>(i)]);
+      a.set(0, RtValue(out));
+      return;
+    }
     const Tensor& t = a.tensor(0);
     int64_t dim = a.num_in > 1 ? a.toInt(1) : 0;
     int64_t start = a.isNone(2) ? 0 : a.toInt(2);
