@@ -617,3 +617,52 @@ def test_group_norm_relu_is_one_partition_and_bad_groups_are_clear():
         return F.group_norm(x, 3)
     with pytest.raises(llga.ExecutionError, match="do not split into 3 groups"):
         llga.optimize(torch.jit.script(gn))(np.zeros((1, 4, 2), np.float32))
+
+
+# ---------------------------------------------------- sort, argsort, topk
+
+def sort_fn(x: torch.Tensor, d: int):
+    return torch.sort(x, d), torch.sort(x, d, descending=True), torch.argsort(x, d), torch.argsort(x, d, True)
+
+
+def topk_fn(x: torch.Tensor, k: int, d: int):
+    return torch.topk(x, k, d), torch.topk(x, k, d, largest=False)
+
+
+def _check_selection(fn, x, *args):
+    """Values exactly as PyTorch; indices as PyTorch where values are distinct,
+    else indices that pick those values."""
+    want = torch.jit.script(fn)(x, *args)
+    got = llga.optimize(torch.jit.script(fn))(x.numpy(), *args)
+    d = args[-1]
+    for g_item, w_item in zip(got, want):
+        pairs = [(g_item[0], w_item[0]), (g_item[1], w_item[1])] if isinstance(w_item, tuple) else [(None, None), (g_item, w_item)]
+        gv, wv = pairs[0]
+        gi, wi = pairs[1]
+        if gv is not None:
+            np.testing.assert_array_equal(gv, wv.numpy())
+        picked = np.take_along_axis(x.numpy(), gi, axis=d) if x.dim() else x.numpy()
+        want_picked = np.take_along_axis(x.numpy(), wi.numpy(), axis=d) if x.dim() else x.numpy()
+        np.testing.assert_array_equal(picked, want_picked)
+        if x.dtype == torch.float32:
+            np.testing.assert_array_equal(gi, wi.numpy())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+@pytest.mark.parametrize("shape,d", [((7,), 0), ((3, 5), 1), ((3, 5), 0), ((2, 4, 6), -2), ((2, 0, 3), 2)], ids=str)
+def test_sort_argsort_topk(dtype, shape, d):
+    x = rnd(*shape, dtype=dtype)
+    _check_selection(sort_fn, x, d)
+    n = shape[d]
+    for k in sorted({0, min(1, n), n // 2, n}):
+        _check_selection(topk_fn, x, k, d)
+
+
+def test_sort_puts_nan_last_and_topk_k_out_of_range_is_clear():
+    x = rnd(3, 6)
+    x[0, 2] = float("nan")
+    x[2, 0] = float("nan")
+    _check_selection(sort_fn, x, 1)
+    _check_selection(topk_fn, x, 2, 1)
+    with pytest.raises(llga.ExecutionError, match="out of range"):
+        llga.optimize(torch.jit.script(topk_fn))(x.numpy(), 7, 1)

@@ -3,13 +3,20 @@
 //   aten::max(x) / aten::min(x)                      the whole tensor, 0-dim
 //   aten::max(x, dim, keepdim=False) -> (values, indices)   (min alike)
 //   aten::argmax(x, dim=None, keepdim=False), aten::argmin(...)
+//   aten::sort(x, dim=-1, descending=False) / sort(x, stable, dim, descending)
+//        -> (values, indices); aten::argsort(x, dim=-1, descending=False)
+//   aten::topk(x, k, dim=-1, largest=True, sorted=True) -> (values, indices)
 // (max/min of two tensors is aten::maximum/minimum: decompose rewrites it.)
 // As PyTorch: a NaN wins (it is the max and the min, first NaN's index), and
 // among equal values the first index is returned. The tensor is read as
 // [outer, n, inner]; threads split the outer rows, and each row keeps a best
 // value per inner position, updated a whole inner row at a time (a loop the
-// compiler vectorises).
+// compiler vectorises). Sorting moves the dimension last and sorts each row's
+// indices (stable, NaN last ascending and first descending, as PyTorch),
+// rows in parallel; topk sorts only the k it keeps.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <limits>
 #include <type_traits>
 
@@ -126,9 +133,84 @@ KernelFn argMaxOrMin(bool max) {
   };
 }
 
+// Row-wise sort of the last dimension of a contiguous [rows, n] tensor,
+// keeping the first k of each row.
+template <typename T>
+void sortRows(const T* x, T* values, int64_t* indices, int64_t rows, int64_t n, int64_t k, bool descending) {
+  auto less = [](T a, T b) { return !isNan(a) && (isNan(b) || a < b); };  // NaN is the largest
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = x + r * n;
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    auto cmp = [&](int64_t i, int64_t j) { return descending ? less(row[j], row[i]) : less(row[i], row[j]); };
+    if (k < n) {
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t i, int64_t j) {
+        return cmp(i, j) || (!cmp(j, i) && i < j);  // ties: the first index first
+      });
+    } else {
+      std::stable_sort(order.begin(), order.end(), cmp);
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      values[r * k + i] = row[order[static_cast<size_t>(i)]];
+      indices[r * k + i] = order[static_cast<size_t>(i)];
+    }
+  }
+}
+
+Selected sortAlong(const Tensor& input, int64_t dim_arg, bool descending, std::optional<int64_t> k_arg) {
+  if (input.dtype() == ScalarType::BFloat16) {
+    Selected s = sortAlong(input.to(ScalarType::Float), dim_arg, descending, k_arg);
+    s.values = s.values.to(ScalarType::BFloat16);
+    return s;
+  }
+  Tensor x = input.dim() == 0 ? input.view({1}) : input;
+  const int64_t dim = x.wrapDim(dim_arg), n = x.size(dim);
+  const int64_t k = k_arg.value_or(n);
+  if (k < 0 || k > n)
+    throw std::invalid_argument("topk: k = " + std::to_string(k) + " is out of range for a dimension of " + std::to_string(n));
+  Tensor rows = x.transpose(dim, x.dim() - 1).contiguous();
+  Shape out_shape = rows.sizes();
+  out_shape.back() = k;
+  Selected s{Tensor::empty(x.dtype(), out_shape), Tensor::empty(ScalarType::Long, out_shape)};
+  const int64_t m = n == 0 ? 0 : rows.numel() / n;
+  if (s.values.numel() > 0) {
+    dispatchDtype(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_same_v<T, BFloat16>) throw std::logic_error("unreachable");
+      else sortRows<T>(rows.data<T>(), s.values.data<T>(), s.indices.data<int64_t>(), m, n, k, descending);
+    });
+  }
+  s.values = s.values.transpose(dim, x.dim() - 1).contiguous();
+  s.indices = s.indices.transpose(dim, x.dim() - 1).contiguous();
+  if (input.dim() == 0) {
+    s.values = s.values.view({});
+    s.indices = s.indices.view({});
+  }
+  return s;
+}
+
+// sort(x, dim=-1, descending=False) or sort(x, stable: bool?, dim=-1, descending=False).
+void sortOp(const KernelArgs& a) {
+  const bool with_stable = a.num_in == 4;
+  const size_t d = with_stable ? 2 : 1;
+  Selected s = sortAlong(a.tensor(0), a.num_in > d ? a.toInt(d) : -1, a.num_in > d + 1 && a.toBool(d + 1), std::nullopt);
+  a.set(0, s.values);
+  if (a.num_out > 1) a.set(1, s.indices);
+}
+
 }  // namespace
 
 void registerSelectionOps(OpRegistry& r) {
+  r.add("aten::sort", 1, 4, sortOp);
+  r.add("aten::argsort", 1, 3, [](const KernelArgs& a) {
+    a.set(0, sortAlong(a.tensor(0), a.num_in > 1 ? a.toInt(1) : -1, a.num_in > 2 && a.toBool(2), std::nullopt).indices);
+  });
+  r.add("aten::topk", 2, 5, [](const KernelArgs& a) {
+    Selected s = sortAlong(a.tensor(0), a.num_in > 2 ? a.toInt(2) : -1, a.num_in <= 3 || a.toBool(3), a.toInt(1));
+    a.set(0, s.values);
+    a.set(1, s.indices);
+  });
   r.add("aten::max", 1, 3, maxOrMin(true));
   r.add("aten::min", 1, 3, maxOrMin(false));
   r.add("aten::argmax", 1, 3, argMaxOrMin(true));
