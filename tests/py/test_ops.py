@@ -666,3 +666,21 @@ def test_sort_puts_nan_last_and_topk_k_out_of_range_is_clear():
     _check_selection(topk_fn, x, 2, 1)
     with pytest.raises(llga.ExecutionError, match="out of range"):
         llga.optimize(torch.jit.script(topk_fn))(x.numpy(), 7, 1)
+
+
+# ------------------------------------------------- more unary math
+
+def unary_more(x: torch.Tensor):
+    return (torch.log2(x.abs() + 0.5), torch.log10(x.abs() + 0.5), torch.log1p(x.abs()), torch.expm1(x),
+            torch.trunc(x * 3), torch.frac(x * 3), torch.sign(x), torch.logical_not(x > 0.3), torch.logical_not(x))
+
+
+def unary_int(x: torch.Tensor):
+    return torch.sign(x), torch.trunc(x), torch.log2(x.abs() + 1), torch.logical_not(x)
+
+
+def test_more_unary_math():
+    x = rnd(4, 5)
+    x[0, 0], x[0, 1], x[1, 1] = 0.0, float("nan"), -0.0
+    check(unary_more, x)
+    check(unary_int, rnd(4, 5, dtype=torch.int64))

@@ -332,6 +332,10 @@ void addArith(OpRegistry& r, const std::string& name, Bin op, bool has_alpha, bo
 }  // namespace
 
 void registerBinaryOps(OpRegistry& r) {
+  // logical_not(x) = (x == 0): NaN counts as true, as in PyTorch.
+  addCached<BinCache>(r, "aten::logical_not", 1, 1, [](const KernelArgs& a, BinCache& c) {
+    a.set(0, binary(a.ctx, c, Bin::Eq, a.input(0), RtValue(int64_t{0}), std::nullopt));
+  });
   addArith(r, "add", Bin::Add, true, true);
   addArith(r, "sub", Bin::Sub, true, true);
   addArith(r, "mul", Bin::Mul, false, true);

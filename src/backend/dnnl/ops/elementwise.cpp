@@ -57,6 +57,13 @@ const UnaryDef kUnary[] = {
     {"sin", algorithm::undef, 0, 0, [](double x, double, double) { return std::sin(x); }},
     {"cos", algorithm::undef, 0, 0, [](double x, double, double) { return std::cos(x); }},
     {"reciprocal", algorithm::undef, 0, 0, [](double x, double, double) { return 1.0 / x; }},
+    {"log2", algorithm::undef, 0, 0, [](double x, double, double) { return std::log2(x); }},
+    {"log10", algorithm::undef, 0, 0, [](double x, double, double) { return std::log10(x); }},
+    {"log1p", algorithm::undef, 0, 0, [](double x, double, double) { return std::log1p(x); }},
+    {"expm1", algorithm::undef, 0, 0, [](double x, double, double) { return std::expm1(x); }},
+    {"trunc", algorithm::undef, 0, 0, [](double x, double, double) { return std::trunc(x); }},
+    {"frac", algorithm::undef, 0, 0, [](double x, double, double) { return x - std::trunc(x); }},
+    {"sign", algorithm::undef, 0, 0, [](double x, double, double) { return double((x > 0) - (x < 0)); }},  // NaN: 0, as PyTorch
     {"mish", algorithm::eltwise_mish, 0, 0,
      [](double x, double, double) { return x * std::tanh(std::log1p(std::exp(x))); }},
 };
@@ -144,7 +151,8 @@ void registerUnary(OpRegistry& r, const UnaryDef& def) {
   std::string name = def.name;
   // Ops whose result is floating for integer inputs (exp, log, sigmoid, ...).
   bool int_to_float = name != "relu" && name != "abs" && name != "neg" && name != "square" && name != "floor" &&
-                      name != "ceil" && name != "round" && name != "relu6";
+                      name != "ceil" && name != "round" && name != "relu6" && name != "trunc" && name != "sign" &&
+                      name != "frac";
   const UnaryDef* d = &def;
   addCached<EltCache>(r, "aten::" + name, 1, 1, [d, int_to_float](const KernelArgs& a, EltCache& c) {
     const Tensor& x = a.tensor(0);
