@@ -684,3 +684,51 @@ def test_more_unary_math():
     x[0, 0], x[0, 1], x[1, 1] = 0.0, float("nan"), -0.0
     check(unary_more, x)
     check(unary_int, rnd(4, 5, dtype=torch.int64))
+
+
+# ------------------------------------------ scans, gather, index_select
+
+def scans(x: torch.Tensor, d: int):
+    return torch.cumsum(x, d), torch.cumprod(x, d)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool], ids=str)
+@pytest.mark.parametrize("shape", [(6,), (3, 4), (2, 3, 5), (2, 0, 3)], ids=str)
+def test_cumsum_cumprod(dtype, shape):
+    x = rnd(*shape, dtype=dtype)
+    if dtype == torch.float32:
+        x = x * 0.5 + 1  # products stay in range
+    for d in range(-len(shape), len(shape)):
+        check(scans, x, d)
+
+
+def gather_fn(x: torch.Tensor, d: int, i: torch.Tensor):
+    return torch.gather(x, d, i)
+
+
+def index_select_fn(x: torch.Tensor, d: int, i: torch.Tensor):
+    return torch.index_select(x, d, i)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_gather_and_index_select(dtype):
+    x = rnd(3, 4, 5, dtype=dtype)
+    for d in range(-3, 3):
+        n = x.shape[d]
+        small = [2, 3, 4]
+        small[d] = 6  # the gathered dimension may be longer than x's
+        check(gather_fn, x, d, torch.randint(0, n, small, generator=g))
+        check(gather_fn, x.transpose(0, 2).contiguous(), d, torch.randint(0, x.transpose(0, 2).shape[d], [1, 1, 1], generator=g))
+        check(index_select_fn, x, d, torch.tensor([n - 1, 0, 0, n // 2]))
+        check(index_select_fn, x, d, torch.tensor([], dtype=torch.long))
+
+
+def test_indices_out_of_range_are_a_clear_error():
+    c = llga.optimize(torch.jit.script(index_select_fn))
+    with pytest.raises(llga.ExecutionError, match="index 4 is out of range"):
+        c(np.zeros((2, 4), np.float32), 1, np.array([0, 4]))
+    c = llga.optimize(torch.jit.script(gather_fn))
+    with pytest.raises(llga.ExecutionError, match="out of range"):
+        c(np.zeros((2, 4), np.float32), 0, np.array([[2, 0]]))
+    with pytest.raises(llga.ExecutionError, match="index -1 is out of range"):
+        c(np.zeros((2, 4), np.float32), 0, np.array([[-1, 0]]))

@@ -5,7 +5,11 @@
 //   aten::amax(x, dims=[], keepdim=False), aten::amin(...)
 //   aten::norm(x, p?) / aten::norm(x, p?, dims, keepdim=False, dtype?)
 //   aten::linalg_vector_norm(x, ord=2, dims?, keepdim=False, dtype?)
+//   aten::cumsum(x, dim, dtype?), aten::cumprod(x, dim, dtype?): running sums
+//     and products along dim; rows of [outer, n, inner] in parallel, each step
+//     a whole inner row at a time (vectorised)
 #include <cmath>
+#include <type_traits>
 
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/ops/op_utils.h"
@@ -137,11 +141,62 @@ double pArg(const KernelArgs& a, size_t i) {
   return a.input(i).toDouble();
 }
 
+template <typename T, bool Sum>
+void scan(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* src = x + o * n * inner;
+    T* dst = y + o * n * inner;
+    for (int64_t i = 0; i < inner; ++i) dst[i] = src[i];
+    for (int64_t k = 1; k < n; ++k) {
+      const T* s = src + k * inner;
+      const T* prev = dst + (k - 1) * inner;
+      T* d = dst + k * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        if constexpr (Sum) d[i] = prev[i] + s[i];
+        else d[i] = prev[i] * s[i];
+      }
+    }
+  }
+}
+
+KernelFn cumulative(bool sum) {
+  return [sum](const KernelArgs& a) {
+    const Tensor& input = a.tensor(0);
+    std::optional<ScalarType> dt = a.num_in > 2 ? dtypeArg(a, 2) : std::nullopt;
+    // Integers and bool accumulate in int64, as PyTorch.
+    ScalarType out_t = dt ? *dt : isIntegralType(input.dtype(), true) ? ScalarType::Long : input.dtype();
+    if (out_t == ScalarType::BFloat16 || out_t == ScalarType::Bool)
+      throw std::invalid_argument(std::string(sum ? "cumsum" : "cumprod") + " into " + std::string(scalarTypeName(out_t)) +
+                                  " is not supported");
+    Tensor x = input.to(out_t).contiguous();
+    Tensor flat = x.dim() == 0 ? x.view({1}) : x;
+    const int64_t dim = flat.wrapDim(a.toInt(1));
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < flat.dim(); ++i) {
+      if (i < dim) outer *= flat.size(i);
+      if (i > dim) inner *= flat.size(i);
+    }
+    Tensor out = Tensor::empty(out_t, x.sizes());
+    if (out.numel() > 0) {
+      dispatchDtype(out_t, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, bool>) throw std::logic_error("unreachable");
+        else if (sum) scan<T, true>(x.data<T>(), out.data<T>(), outer, flat.size(dim), inner);
+        else scan<T, false>(x.data<T>(), out.data<T>(), outer, flat.size(dim), inner);
+      });
+    }
+    a.set(0, out);
+  };
+}
+
 }  // namespace
 
 void registerReduceOps(OpRegistry& r) {
   r.add("aten::mean", 1, 4, sumOrMean(Red::Mean));
   r.add("aten::sum", 1, 4, sumOrMean(Red::Sum));
+  r.add("aten::cumsum", 2, 3, cumulative(true));
+  r.add("aten::cumprod", 2, 3, cumulative(false));
   for (auto [name, kind] : {std::pair{"aten::amax", Red::Max}, {"aten::amin", Red::Min}}) {
     Red k = kind;
     r.add(name, 1, 3, [k](const KernelArgs& a) {
