@@ -732,3 +732,22 @@ def test_indices_out_of_range_are_a_clear_error():
         c(np.zeros((2, 4), np.float32), 0, np.array([[2, 0]]))
     with pytest.raises(llga.ExecutionError, match="index -1 is out of range"):
         c(np.zeros((2, 4), np.float32), 0, np.array([[-1, 0]]))
+
+
+# ------------------------------------------------------ prod, any, all
+
+def prod_any_all(x: torch.Tensor, d: int):
+    return (torch.prod(x), torch.prod(x, d), torch.prod(x, d, keepdim=True), torch.any(x), torch.all(x),
+            torch.any(x, d), torch.all(x, d, keepdim=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool], ids=str)
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4), (2, 0, 3)], ids=str)
+def test_prod_any_all(dtype, shape):
+    x = rnd(*shape, dtype=dtype)
+    if dtype == torch.float32:
+        x = x * 0.5 + 1
+        if x.numel():
+            x.view(-1)[0] = 0.0
+    for d in range(-len(shape), len(shape)):
+        check(prod_any_all, x, d)

@@ -5,6 +5,8 @@
 //   aten::amax(x, dims=[], keepdim=False), aten::amin(...)
 //   aten::norm(x, p?) / aten::norm(x, p?, dims, keepdim=False, dtype?)
 //   aten::linalg_vector_norm(x, ord=2, dims?, keepdim=False, dtype?)
+//   aten::prod(x, dtype?) / prod(x, dim, keepdim=False, dtype?)
+//   aten::any(x) / any(x, dim, keepdim=False), aten::all(...): bool results
 //   aten::cumsum(x, dim, dtype?), aten::cumprod(x, dim, dtype?): running sums
 //     and products along dim; rows of [outer, n, inner] in parallel, each step
 //     a whole inner row at a time (vectorised)
@@ -17,7 +19,7 @@
 namespace llga {
 namespace {
 
-enum class Red { Sum, Mean, Max, Min, Norm };
+enum class Red { Sum, Mean, Max, Min, Norm, Prod };
 
 struct Reduction {
   Red kind;
@@ -27,7 +29,8 @@ struct Reduction {
 Tensor reduce(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim, Reduction r,
               std::optional<ScalarType> dtype) {
   ScalarType out_t = dtype ? *dtype
-                           : (r.kind == Red::Sum && isIntegralType(x.dtype(), true)) ? ScalarType::Long : x.dtype();
+                           : ((r.kind == Red::Sum || r.kind == Red::Prod) && isIntegralType(x.dtype(), true)) ? ScalarType::Long
+                                                                                                              : x.dtype();
   if ((r.kind == Red::Mean || r.kind == Red::Norm) && !isFloatingType(out_t))
     throw std::invalid_argument("this reduction needs a floating point dtype, got " + x.describe());
   std::vector<bool> reduced(static_cast<size_t>(x.dim()), dims.empty());
@@ -60,7 +63,8 @@ Tensor reduce(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim
     } else {
       using A = dnnl::algorithm;
       A alg = r.kind == Red::Sum ? A::reduction_sum : r.kind == Red::Mean ? A::reduction_mean
-            : r.kind == Red::Max ? A::reduction_max : r.kind == Red::Min ? A::reduction_min : A::reduction_norm_lp_sum;
+            : r.kind == Red::Max ? A::reduction_max : r.kind == Red::Min ? A::reduction_min
+            : r.kind == Red::Prod ? A::reduction_mul : A::reduction_norm_lp_sum;
       if (r.kind == Red::Norm && r.p < 1.0) throw std::invalid_argument("norm: p must be >= 1 (or inf)");
       auto smd = plainDesc(src), dmd = plainDesc(out);
       dnnl::reduction::desc d(alg, smd, dmd, static_cast<float>(r.p), 0.f);
@@ -73,9 +77,9 @@ Tensor reduce(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim
     Tensor src = x.contiguous();
     bool integral = !isFloatingType(out_t);
     Tensor acc = Tensor::empty(integral ? ScalarType::Long : ScalarType::Double, kept_shape);
-    double init = r.kind == Red::Max ? -INFINITY : r.kind == Red::Min ? INFINITY : 0.0;
+    double init = r.kind == Red::Max ? -INFINITY : r.kind == Red::Min ? INFINITY : r.kind == Red::Prod ? 1.0 : 0.0;
     if (integral) {
-      int64_t i0 = r.kind == Red::Max ? INT64_MIN : r.kind == Red::Min ? INT64_MAX : 0;
+      int64_t i0 = r.kind == Red::Max ? INT64_MIN : r.kind == Red::Min ? INT64_MAX : r.kind == Red::Prod ? 1 : 0;
       std::fill(acc.data<int64_t>(), acc.data<int64_t>() + acc.numel(), i0);
     } else {
       std::fill(acc.data<double>(), acc.data<double>() + acc.numel(), init);
@@ -93,11 +97,11 @@ Tensor reduce(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim
         if (integral) {
           int64_t v = static_cast<int64_t>(toDouble(p[i]));
           int64_t& a = acc.data<int64_t>()[off];
-          a = r.kind == Red::Max ? std::max(a, v) : r.kind == Red::Min ? std::min(a, v) : a + v;
+          a = r.kind == Red::Max ? std::max(a, v) : r.kind == Red::Min ? std::min(a, v) : r.kind == Red::Prod ? a * v : a + v;
         } else {
           double v = toDouble(p[i]);
           double& a = acc.data<double>()[off];
-          a = r.kind == Red::Max ? std::max(a, v) : r.kind == Red::Min ? std::min(a, v) : a + v;
+          a = r.kind == Red::Max ? std::max(a, v) : r.kind == Red::Min ? std::min(a, v) : r.kind == Red::Prod ? a * v : a + v;
         }
         for (size_t d = idx.size(); d-- > 0;) {
           if (++idx[d] < x.size(static_cast<int64_t>(d))) break;
@@ -195,6 +199,26 @@ KernelFn cumulative(bool sum) {
 void registerReduceOps(OpRegistry& r) {
   r.add("aten::mean", 1, 4, sumOrMean(Red::Mean));
   r.add("aten::sum", 1, 4, sumOrMean(Red::Sum));
+  // prod(x, dtype?) / prod(x, dim, keepdim=False, dtype?)
+  r.add("aten::prod", 1, 4, [](const KernelArgs& a) {
+    if (a.num_in <= 2) return a.set(0, reduce(a.ctx, a.tensor(0), {}, false, {Red::Prod}, dtypeArg(a, 1)));
+    a.set(0, reduce(a.ctx, a.tensor(0), {a.toInt(1)}, a.toBool(2), {Red::Prod}, dtypeArg(a, 3)));
+  });
+  // any/all(x) and any/all(x, dim, keepdim=False): the max/min of x != 0, as bool.
+  for (auto [name, kind] : {std::pair{"aten::any", Red::Max}, {"aten::all", Red::Min}}) {
+    Red k = kind;
+    r.add(name, 1, 3, [k](const KernelArgs& a) {
+      Tensor truth = a.tensor(0).to(ScalarType::Bool).to(ScalarType::Float);
+      Shape dims = a.num_in > 1 ? Shape{a.toInt(1)} : Shape{};
+      if (truth.numel() == 0) {  // any of nothing is false, all of nothing is true
+        Tensor t = reduce(a.ctx, Tensor::zeros(ScalarType::Long, truth.sizes()), dims, a.num_in > 2 && a.toBool(2), {Red::Sum},
+                          std::nullopt);
+        t.fill(k == Red::Min ? 1 : 0);
+        return a.set(0, t.to(ScalarType::Bool));
+      }
+      a.set(0, reduce(a.ctx, truth, dims, a.num_in > 2 && a.toBool(2), {k}, std::nullopt).to(ScalarType::Bool));
+    });
+  }
   r.add("aten::cumsum", 2, 3, cumulative(true));
   r.add("aten::cumprod", 2, 3, cumulative(false));
   for (auto [name, kind] : {std::pair{"aten::amax", Red::Max}, {"aten::amin", Red::Min}}) {
