@@ -751,3 +751,13 @@ def test_prod_any_all(dtype, shape):
             x.view(-1)[0] = 0.0
     for d in range(-len(shape), len(shape)):
         check(prod_any_all, x, d)
+
+
+def flip_full_like(x: torch.Tensor):
+    return torch.flip(x, [0]), torch.flip(x, [-1, 1]), torch.full_like(x, 2.5), torch.full_like(x, 7, dtype=torch.int64)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_flip_and_full_like(dtype):
+    check(flip_full_like, rnd(3, 4, 5, dtype=dtype))
+    check(flip_full_like, rnd(3, 4, 5, dtype=dtype).transpose(0, 2))

@@ -2,6 +2,7 @@
 //   aten::index_select(x, dim, index)        whole slices along dim, one copy each
 //   aten::gather(x, dim, index, sparse_grad=False)
 //        out[..., j, ...] = x[..., index[..., j, ...], ...] along dim
+//   aten::flip(x, dims)                      index_select with reversed positions, per dim
 // Indices are checked before anything is read (a clear error names the bad
 // one); negative indices are out of range, as PyTorch has them for these two
 // ops. Rows run in parallel.
@@ -87,9 +88,25 @@ Tensor gather(const Tensor& input, int64_t dim_arg, const Tensor& index) {
   return out;
 }
 
+Tensor flip(const Tensor& x, const Shape& dims) {
+  Tensor out = x;
+  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(x.dim(), 1)), false);
+  for (int64_t d : dims) {
+    const int64_t w = x.dim() == 0 ? 0 : x.wrapDim(d);
+    if (seen[static_cast<size_t>(w)]) throw std::invalid_argument("flip: dim " + std::to_string(d) + " appears twice");
+    seen[static_cast<size_t>(w)] = true;
+    const int64_t n = x.dim() == 0 ? 1 : x.size(w);
+    Tensor rev = Tensor::empty(ScalarType::Long, {n});
+    for (int64_t i = 0; i < n; ++i) rev.data<int64_t>()[i] = n - 1 - i;
+    out = indexSelect(out, w, rev);
+  }
+  return dims.empty() ? x.clone() : out;
+}
+
 }  // namespace
 
 void registerIndexingOps(OpRegistry& r) {
+  r.add("aten::flip", 2, 2, [](const KernelArgs& a) { a.set(0, flip(a.tensor(0), a.intList(1))); });
   r.add("aten::index_select", 3, 3, [](const KernelArgs& a) { a.set(0, indexSelect(a.tensor(0), a.toInt(1), a.tensor(2))); });
   r.add("aten::gather", 3, 4, [](const KernelArgs& a) { a.set(0, gather(a.tensor(0), a.toInt(1), a.tensor(2))); });
 }

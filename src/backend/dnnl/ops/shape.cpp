@@ -475,6 +475,12 @@ void registerShapeOps(OpRegistry& r) {
   r.add("aten::new_zeros", 2, 6, [](const KernelArgs& a) {
     a.set(0, Tensor::zeros(optDtype(a, 2).value_or(a.tensor(0).dtype()), a.intList(1)));
   });
+  // full_like(x, fill, dtype?, layout?, device?, pin_memory?, memory_format?)
+  r.add("aten::full_like", 2, 7, [](const KernelArgs& a) {
+    Tensor t = Tensor::empty(optDtype(a, 2).value_or(a.tensor(0).dtype()), a.tensor(0).sizes());
+    t.fill(a.input(1).toDouble());
+    a.set(0, t);
+  });
   r.add("aten::full", 2, 6, [](const KernelArgs& a) {
     const RtValue& fill = a.input(1);
     ScalarType def = fill.isDouble() ? ScalarType::Float : fill.isBool() ? ScalarType::Bool : ScalarType::Long;
