@@ -23,7 +23,7 @@
 // Left alone, with a note: attention with a mask, attention whose weights
 // output is read, non-constant embed_dim/heads/flags, inputs of unknown or
 // other rank than 3, addmm/baddbmm/addbmm/addmv with non-constant alpha/beta
-// (they then run as one op).
+// (addmm then runs as one op; the others are reported as unsupported).
 #include <cmath>
 
 #include "ir/ops.h"
