@@ -39,9 +39,9 @@ class Multi(nn.Module):
         return y.relu(), (y * 2, y.sum())
 
 
-class Cumsum(nn.Module):
+class Histc(nn.Module):
     def forward(self, x):
-        return torch.cumsum(x.relu(), 1)  # aten::cumsum: an op llga lacks
+        return torch.histc(x.relu(), bins=4)  # aten::histc: an op llga lacks
 
 
 def _trace(model, x):
@@ -55,7 +55,7 @@ def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("cli")
     torch.manual_seed(0)
     x = torch.randn(1, 3, 8, 8)
-    models = {"conv": nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()), "multi": Multi(), "cumsum": Cumsum()}
+    models = {"conv": nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()), "multi": Multi(), "histc": Histc()}
     for name, model in models.items():
         torch.jit.save(_trace(model, x), str(d / f"{name}.pt"))
     np.save(d / "x.npy", x.numpy())
@@ -69,7 +69,7 @@ def files(tmp_path_factory):
 
 
 def _jobs(d):
-    pt = {k: str(d / f"{k}.pt") for k in ("conv", "multi", "cumsum", "text")}
+    pt = {k: str(d / f"{k}.pt") for k in ("conv", "multi", "histc", "text")}
     x, out = str(d / "x.npy"), d / "out"
     return {
         # successes
@@ -97,8 +97,8 @@ def _jobs(d):
         "input_count": ["run", pt["conv"], "--input", x, "--input", x],
         "input_dtype": ["run", pt["conv"], "--input", str(d / "x_uint32.npy")],
         "input_rank": ["run", pt["conv"], "--input", str(d / "x_rank2.npy")],
-        "unsupported_op": ["run", pt["cumsum"], "--input", "1x3x8x8"],
-        "unsupported_op_inspect": ["inspect", pt["cumsum"], "--input", "1x3x8x8", "--json"],
+        "unsupported_op": ["run", pt["histc"], "--input", "1x3x8x8"],
+        "unsupported_op_inspect": ["inspect", pt["histc"], "--input", "1x3x8x8", "--json"],
         "execution_error": ["run", pt["conv"], "--input", "1x4x8x8"],
         "trace_error": ["run", "squeezenet1_0", "--input", "1x3"],
     }
@@ -208,8 +208,8 @@ def test_profile_still_works(jobs):
 
 def test_the_unsupported_op_model_is_unsupported(files):
     with pytest.raises(llga.UnsupportedOpError) as e:
-        llga.optimize(torch.jit.load(str(files / "cumsum.pt")))
-    assert set(e.value.ops) == {"aten::cumsum"}
+        llga.optimize(torch.jit.load(str(files / "histc.pt")))
+    assert set(e.value.ops) == {"aten::histc"}
 
 
 USER_ERRORS = {  # job: what its one line says
@@ -228,8 +228,8 @@ USER_ERRORS = {  # job: what its one line says
     "input_count": "InputError: the graph takes 1 input(s)",
     "input_dtype": "InputError: input 0",
     "input_rank": "ExecutionError:",
-    "unsupported_op": "UnsupportedOpError: llga cannot run 1 op kind(s): aten::cumsum",
-    "unsupported_op_inspect": "UnsupportedOpError: llga cannot run 1 op kind(s): aten::cumsum",
+    "unsupported_op": "UnsupportedOpError: llga cannot run 1 op kind(s): aten::histc",
+    "unsupported_op_inspect": "UnsupportedOpError: llga cannot run 1 op kind(s): aten::histc",
     "execution_error": "ExecutionError: llga::FusionGroup",
     "trace_error": "cannot trace squeezenet1_0",
 }

@@ -47,9 +47,9 @@ class SmallNet(nn.Module):
 
     def forward(self, x):
         y = torch.relu(self.conv(x))
-        return self.fc(torch.flatten(y, 1)).cumsum(1) if self.cumsum else self.fc(torch.flatten(y, 1)).sum(1)
+        return torch.histc(self.fc(torch.flatten(y, 1)), 4) if self.unsupported else self.fc(torch.flatten(y, 1)).sum(1)
 
-    cumsum = False
+    unsupported = False
 
 
 def trace(model, *xs):
@@ -91,17 +91,17 @@ def test_unimpl_lists_unfused_and_unsupported_ops():
     model = SmallNet()
     x = torch.randn(2, 3, 8, 8)
     compiled = llga.optimize(trace(model, x))
-    model.cumsum = True
+    model.unsupported = True
     with llga.profiler.profile():
         compiled(x.numpy())
-        with pytest.raises(llga.UnsupportedOpError, match="aten::cumsum"):
+        with pytest.raises(llga.UnsupportedOpError, match="aten::histc"):
             llga.optimize(trace(model, x))
     u = llga.profiler.unimpl()
     assert u["aten::sum"]["count"] == 1 and u["aten::sum"]["runs"]
     assert any("no fusion pattern" in why for why in u["aten::sum"]["reasons"])
-    assert u["aten::cumsum"]["runs"] is False
+    assert u["aten::histc"]["runs"] is False
     text = llga.profiler.stats("Unimpl")
-    assert "aten::cumsum: cannot run" in text and "aten::sum" in text
+    assert "aten::histc: cannot run" in text and "aten::sum" in text
     assert "aten::_convolution" not in u and "aten::linear" not in u  # those ran fused
 
 
