@@ -22,13 +22,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/out_layouts.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 
 namespace llga {
 namespace {
-
-const Symbol kOutLayouts = Symbol::fromQualString("attr::out_layouts");
 
 class PropagateLayouts final : public Pass {
  public:
@@ -65,8 +64,7 @@ class PropagateLayouts final : public Pass {
       Node* n = *it;
       auto q = queries.find(n);
       if (q == queries.end()) continue;
-      std::vector<std::string> layouts;
-      bool any = false;
+      std::vector<OutLayout> layouts;
       for (size_t j = 0; j < n->outputs().size(); ++j) {
         const Value* v = n->output(j);
         bool blocked = !barred.count(v) && v->hasUses(), strided = blocked;
@@ -78,29 +76,11 @@ class PropagateLayouts final : public Pass {
         }
         if (blocked) q->second->allowBlockedOutput(j);
         if (strided) q->second->allowStridedOutput(j);
-        layouts.emplace_back(blocked && strided ? "any" : blocked ? "blocked" : strided ? "strided" : "plain");
-        any = any || blocked || strided;
+        layouts.push_back({blocked, strided});
       }
-      std::optional<std::vector<std::string>> old = outLayouts(*n);
-      if (!any) {
-        changed |= n->attributes().remove(kOutLayouts);
-        continue;
-      }
-      if (old == layouts) continue;
-      AttrList items(layouts.begin(), layouts.end());
-      n->setAttr(kOutLayouts, AttrValue(std::move(items)));
-      changed = true;
+      changed |= setOutLayouts(*n, layouts);
     }
     return changed;
-  }
-
-  static std::optional<std::vector<std::string>> outLayouts(const Node& n) {
-    const AttrValue* a = n.attributes().find(kOutLayouts);
-    if (!a || !a->is<AttrList>()) return std::nullopt;
-    std::vector<std::string> out;
-    for (const AttrValue& x : a->get<AttrList>())
-      if (x.is<std::string>()) out.push_back(x.get<std::string>());
-    return out;
   }
 
   static void collectUsesInside(Block* b, std::unordered_set<const Value*>& used) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "ir/out_layouts.h"
 #include "runtime/constant_eval.h"
 #include "runtime/exec_context.h"
 #include "runtime/profiler.h"
@@ -210,16 +211,13 @@ class PlanBuilder {
   // outputs a kernel may hand out blocked or strided. Without the attribute
   // (a pipeline without the pass) every value is handed over plain.
   static void applyLayouts(const Node& n, Kernel& k) {
-    static const Symbol kOutLayouts = Symbol::fromQualString("attr::out_layouts");
-    const AttrValue* a = n.attributes().find(kOutLayouts);
-    if (!a || !a->is<AttrList>()) return;
-    const AttrList& items = a->get<AttrList>();
-    for (size_t j = 0; j < items.size() && j < n.outputs().size(); ++j) {
-      const std::string l = items[j].is<std::string>() ? items[j].get<std::string>() : "";
-      if (l == "any" || l == "blocked") k.allowBlockedOutput(j);
-      if (l == "any" || l == "strided") k.allowStridedOutput(j);
+    const std::vector<OutLayout> layouts = outLayouts(n);
+    for (size_t j = 0; j < layouts.size(); ++j) {
+      if (layouts[j].blocked) k.allowBlockedOutput(j);
+      if (layouts[j].strided) k.allowStridedOutput(j);
     }
   }
+
 
   // A register is freed right after the last instruction of its own block
   // that reads it (directly or inside nested blocks); block outputs and

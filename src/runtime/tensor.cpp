@@ -245,8 +245,6 @@ Tensor Tensor::asStrided(Shape sizes, Shape strides, int64_t offset) const {
   return fromStorage(storage_, dtype_, std::move(sizes), std::move(strides), offset);
 }
 
-// Strides for viewing (sizes_, strides_) as `shape`, if the memory allows it:
-// each run of old dims that is contiguous in itself can be regrouped freely.
 Tensor Tensor::view(Shape sizes) const {
   sizes = inferSize(std::move(sizes), numel());
   auto st = viewStrides(sizes_, strides_, sizes);
