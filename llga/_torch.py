@@ -61,6 +61,12 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
     module = None
     if isinstance(obj, torch.jit.ScriptModule):
         module = obj
+        if not obj._c._has_method("forward"):
+            raise TypeError(
+                f"llga.import_torch: the scripted {obj.original_name} has no forward method (its forward is "
+                "overloaded, as nn.LSTM/GRU/RNN's are when scripted on their own): trace it, or script a module "
+                "that calls it"
+            )
         tgraph = obj.inlined_graph if inline else obj.graph.copy()  # a copy either way: attributes get folded below
     elif isinstance(obj, torch.jit.ScriptFunction):
         tgraph = obj.inlined_graph if inline else obj.graph

@@ -105,6 +105,20 @@ Out newShape(const ShapeArgs& a) {
 LLGA_SHAPE_FN("aten::new_zeros", newShape);
 LLGA_SHAPE_FN("aten::new_ones", newShape);
 
+// zeros/ones/empty(size, dtype, layout, device, pin_memory[, memory_format]): float unless dtype says.
+Out factoryShape(const ShapeArgs& a) {
+  auto size = a.ints(0);
+  if (!size) return std::nullopt;
+  const std::optional<ScalarType> dtype = dtypeArg(a, 1, ScalarType::Float);
+  if (!dtype) return std::nullopt;
+  for (int64_t s : *size)
+    if (s < 0) return std::nullopt;
+  return oneTensor(contiguousInfo(*dtype, *size));
+}
+LLGA_SHAPE_FN("aten::zeros", factoryShape);
+LLGA_SHAPE_FN("aten::ones", factoryShape);
+LLGA_SHAPE_FN("aten::empty", factoryShape);
+
 // fill_(x, v) writes into x and returns it (remove-mutation leaves it where x
 // is a fresh view of a fresh tensor).
 LLGA_SHAPE_FN("aten::fill_", identity);

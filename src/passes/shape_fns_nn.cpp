@@ -248,4 +248,36 @@ Out mhaShape(const ShapeArgs& a) {
 }
 LLGA_SHAPE_FN("aten::_native_multi_head_attention", mhaShape);
 
+// lstm(x, hx[], params[], has_biases, layers, dropout, train, bidirectional, batch_first) -> (y, hy, cy);
+// gru / rnn_tanh / rnn_relu(x, hx, params[], ...) -> (y, hy). The state sizes come
+// from the first layer's w_hh (gates * H, P): P is the output's and hy's size.
+Out rnnShape(const ShapeArgs& a) {
+  const bool lstm = a.node().kind().toQualString() == std::string_view("aten::lstm");
+  const TensorInfo* x = a.tensor(0);
+  auto layers = a.i(4);
+  auto bidirectional = a.i(7), batch_first = a.i(8);
+  if (!x || !layers || !bidirectional || !batch_first || !a[2].items || a[2].items->size() < 2) return std::nullopt;
+  const Known& w_hh = (*a[2].items)[1];
+  if (!w_hh.tensor || !w_hh.tensor->concreteSizes() || !x->dtype || *x->dtype != ScalarType::Float) return std::nullopt;
+  std::vector<int64_t> ws = sizesOf(*w_hh.tensor), xs = sizesOf(*x);
+  if (ws.size() != 2 || (xs.size() != 2 && xs.size() != 3)) return std::nullopt;
+  const int64_t gates = lstm ? 4 : a.node().kind().toQualString() == std::string_view("aten::gru") ? 3 : 1;
+  const int64_t H = ws[0] / gates, P = ws[1], D = *bidirectional ? 2 : 1, states = *layers * D;
+  const bool batched = xs.size() == 3;
+  const int64_t T = xs[batched && *batch_first ? 1 : 0];
+  std::vector<int64_t> y = !batched ? std::vector<int64_t>{T, D * P}
+                           : *batch_first ? std::vector<int64_t>{xs[0], T, D * P} : std::vector<int64_t>{T, xs[1], D * P};
+  auto state = [&](int64_t size) {
+    return batched ? std::vector<int64_t>{states, xs[*batch_first ? 0 : 1], size} : std::vector<int64_t>{states, size};
+  };
+  std::vector<Known> out{Known::ofTensor(contiguousInfo(ScalarType::Float, y)),
+                         Known::ofTensor(contiguousInfo(ScalarType::Float, state(P)))};
+  if (lstm) out.push_back(Known::ofTensor(contiguousInfo(ScalarType::Float, state(H))));
+  return out;
+}
+LLGA_SHAPE_FN("aten::lstm", rnnShape);
+LLGA_SHAPE_FN("aten::gru", rnnShape);
+LLGA_SHAPE_FN("aten::rnn_tanh", rnnShape);
+LLGA_SHAPE_FN("aten::rnn_relu", rnnShape);
+
 }  // namespace llga::shape_fn

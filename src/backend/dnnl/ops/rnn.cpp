@@ -1,0 +1,336 @@
+// Recurrent layers on oneDNN's RNN primitives, one primitive per layer (both
+// directions in one, outputs concatenated), weights rearranged once:
+//   aten::lstm(input, hx[h0, c0], params[], has_biases, num_layers, dropout, train, bidirectional, batch_first)
+//       -> (output, hy, cy)                                          lstm_forward (with projection: LSTMP)
+//   aten::gru(input, hx, params[], ...)     -> (output, hy)          lbr_gru_forward
+//   aten::rnn_tanh / aten::rnn_relu(...)    -> (output, hy)          vanilla_rnn_forward
+// PyTorch's params are, per layer and direction, w_ih, w_hh[, b_ih, b_hh][, w_hr].
+// Its gates and oneDNN's differ in order for GRU (PyTorch r, z, n; oneDNN u=z,
+// r, o=n), and PyTorch's GRU applies the reset gate after the hidden product,
+// which is oneDNN's linear-before-reset GRU with a fourth bias (b_hn). Two
+// biases become one sum per gate. The rearranged weights are PyTorch's
+// ldgoi order, reordered into the layout the primitive picks; with constant
+// params this happens once per shape specialization.
+#include <cstring>
+
+#include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/ops/op_utils.h"
+#include "backend/dnnl/ops/primitive_cache.h"
+#include "runtime/exec_context.h"
+
+namespace llga {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+enum class Cell { Lstm, Gru, RnnTanh, RnnRelu };
+
+int64_t gatesOf(Cell c) { return c == Cell::Lstm ? 4 : c == Cell::Gru ? 3 : 1; }
+const char* cellName(Cell c) {
+  switch (c) {
+    case Cell::Lstm: return "lstm";
+    case Cell::Gru: return "gru";
+    case Cell::RnnTanh: return "rnn_tanh";
+    case Cell::RnnRelu: return "rnn_relu";
+  }
+  return "";
+}
+// oneDNN gate g reads PyTorch gate kGatePerm[g].
+int64_t pytorchGate(Cell c, int64_t g) { return c == Cell::Gru ? (g == 0 ? 1 : g == 1 ? 0 : 2) : g; }
+
+struct Config {
+  Cell cell;
+  bool has_biases, bidirectional, batch_first, batched;
+  int64_t layers, dirs, T, N, I, H, P;  // P: the recurrent state's size (H, or LSTM's proj_size)
+  int64_t perLayerDir() const { return 2 + (has_biases ? 2 : 0) + (P != H ? 1 : 0); }
+};
+
+struct LayerEntry {
+  dnnl::primitive prim;
+  memory::desc scratch_md, wl_md, wi_md, bias_md, proj_md, src_md, dst_md, iter_md, iter_c_md;
+  memory wl, wi, bias, proj;  // reordered constant weights (empty when the params change per call)
+  Tensor keep_wl, keep_wi, keep_bias, keep_proj;
+};
+struct RnnEntry {
+  std::vector<LayerEntry> layers;
+  std::string impl;
+};
+
+float* f(Tensor& t) { return t.data<float>(); }
+
+std::string shapeString(const Shape& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + ")";
+}
+
+// One layer's weights in PyTorch's gate-major order with oneDNN's gate order:
+// [d][g][o][i] (ldgoi) for the layer and iteration weights, [d][g][o] for the bias.
+struct LayerWeights {
+  Tensor wl, wi, bias, proj;
+};
+
+LayerWeights rearrange(const Config& c, const std::vector<Tensor>& params, int64_t layer, int64_t in_size) {
+  const int64_t G = gatesOf(c.cell), Gb = c.cell == Cell::Gru ? 4 : G, H = c.H, P = c.P, D = c.dirs;
+  LayerWeights w{Tensor::empty(ScalarType::Float, {D, G, H, in_size}), Tensor::empty(ScalarType::Float, {D, G, H, P}),
+                 Tensor::zeros(ScalarType::Float, {D, Gb, H}), Tensor()};
+  if (P != H) w.proj = Tensor::empty(ScalarType::Float, {D, P, H});
+  auto expect = [&](const Tensor& t, const Shape& s, const char* what) {
+    if (t.sizes() != s)
+      throw std::invalid_argument(std::string(cellName(c.cell)) + ": layer " + std::to_string(layer) + " " + what +
+                                  " is " + t.describe() + ", expected " + shapeString(s));
+    return t.to(ScalarType::Float).contiguous();
+  };
+  for (int64_t d = 0; d < D; ++d) {
+    const size_t base = static_cast<size_t>((layer * D + d) * c.perLayerDir());
+    Tensor w_ih = expect(params[base], {G * H, in_size}, "w_ih");
+    Tensor w_hh = expect(params[base + 1], {G * H, P}, "w_hh");
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t pg = pytorchGate(c.cell, g);
+      std::memcpy(f(w.wl) + (d * G + g) * H * in_size, w_ih.data<float>() + pg * H * in_size,
+                  static_cast<size_t>(H * in_size) * sizeof(float));
+      std::memcpy(f(w.wi) + (d * G + g) * H * P, w_hh.data<float>() + pg * H * P, static_cast<size_t>(H * P) * sizeof(float));
+    }
+    if (c.has_biases) {
+      Tensor b_ih = expect(params[base + 2], {G * H}, "b_ih"), b_hh = expect(params[base + 3], {G * H}, "b_hh");
+      float* out = f(w.bias) + d * Gb * H;
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t pg = pytorchGate(c.cell, g);
+        const float *bi = b_ih.data<float>() + pg * H, *bh = b_hh.data<float>() + pg * H;
+        const bool lbr_new_gate = c.cell == Cell::Gru && g == 2;  // b_hn stays inside r * (W_hn h + b_hn)
+        for (int64_t o = 0; o < H; ++o) out[g * H + o] = bi[o] + (lbr_new_gate ? 0.f : bh[o]);
+      }
+      if (c.cell == Cell::Gru)
+        std::memcpy(out + 3 * H, b_hh.data<float>() + 2 * H, static_cast<size_t>(H) * sizeof(float));
+    }
+    if (P != H) {
+      Tensor w_hr = expect(params[base + c.perLayerDir() - 1], {P, H}, "w_hr");
+      std::memcpy(f(w.proj) + d * P * H, w_hr.data<float>(), static_cast<size_t>(P * H) * sizeof(float));
+    }
+  }
+  return w;
+}
+
+class RnnKernel final : public Kernel {
+ public:
+  RnnKernel(Cell cell, bool constant_params) : cell_(cell), constant_params_(constant_params) {}
+  const char* primitiveKind() const override { return cell_ == Cell::Lstm ? "lstm" : cell_ == Cell::Gru ? "lbr_gru" : "vanilla_rnn"; }
+  KernelReport report() const override {
+    std::shared_ptr<const RnnEntry> e = last_.load();
+    if (!e) return {};
+    return {e->impl, "", "", "", "", ""};
+  }
+
+  void run(const KernelArgs& a) override {
+    if (!a.input(1).isList() && cell_ == Cell::Lstm)
+      throw std::invalid_argument("lstm over a packed sequence (aten::lstm.data) is not supported; pass padded input");
+    if (cell_ != Cell::Lstm && a.input(2).isTensor())
+      throw std::invalid_argument(std::string(cellName(cell_)) +
+                                  " over a packed sequence (the .data overload) is not supported; pass padded input");
+    const Tensor& x_in = a.tensor(0);
+    std::vector<Tensor> hx;
+    if (cell_ == Cell::Lstm) {
+      for (const RtValue& v : *a.input(1).list()) hx.push_back(v.tensor());
+      if (hx.size() != 2) throw std::invalid_argument("lstm expects hx = [h0, c0], got " + std::to_string(hx.size()) + " tensors");
+    } else {
+      hx.push_back(a.tensor(1));
+    }
+    std::vector<Tensor> params;
+    for (const RtValue& v : *a.input(2).list()) params.push_back(v.tensor());
+    Config c{cell_, a.toBool(3), a.toBool(7), a.toBool(8), true, a.toInt(4), 1, 0, 0, 0, 0, 0};
+    if (a.toBool(6) && a.toDouble(5) != 0.0)
+      throw std::invalid_argument(std::string(cellName(cell_)) + " with dropout in training mode; call model.eval() before tracing");
+    c.dirs = c.bidirectional ? 2 : 1;
+    if (x_in.dtype() != ScalarType::Float) throw std::invalid_argument(std::string(cellName(cell_)) + " supports float32 input, got " + x_in.describe());
+    if (x_in.dim() != 3 && x_in.dim() != 2)
+      throw std::invalid_argument(std::string(cellName(cell_)) + " expects a 2-D or 3-D input, got " + x_in.describe());
+    c.batched = x_in.dim() == 3;
+    // Unbatched input (T, I) runs as a batch of one.
+    Tensor x = (c.batched ? x_in : x_in.unsqueeze(c.batch_first ? 0 : 1)).contiguous();
+    c.T = x.size(c.batch_first ? 1 : 0);
+    c.N = x.size(c.batch_first ? 0 : 1);
+    c.I = x.size(2);
+    if (c.layers < 1) throw std::invalid_argument(std::string(cellName(cell_)) + ": num_layers must be positive");
+    const int64_t expect_params = c.layers * c.dirs;
+    if (params.empty() || static_cast<int64_t>(params.size()) % expect_params != 0)
+      throw std::invalid_argument(std::string(cellName(cell_)) + ": " + std::to_string(params.size()) +
+                                  " weights for " + std::to_string(expect_params) + " layer directions");
+    const int64_t per = static_cast<int64_t>(params.size()) / expect_params;
+    const int64_t G = gatesOf(cell_);
+    c.H = params[0].size(0) / G;
+    c.P = params[1].dim() == 2 ? params[1].size(1) : c.H;
+    if (per != c.perLayerDir())
+      throw std::invalid_argument(std::string(cellName(cell_)) + ": " + std::to_string(per) + " weights per layer direction, expected " +
+                                  std::to_string(c.perLayerDir()));
+    std::vector<Tensor> states;  // h0 (and c0) as (L*D, N, size), float, contiguous
+    for (size_t i = 0; i < hx.size(); ++i) {
+      const int64_t size = i == 0 ? c.P : c.H;
+      Tensor h = c.batched ? hx[i] : hx[i].unsqueeze(1);
+      if (h.sizes() != Shape{c.layers * c.dirs, c.N, size})
+        throw std::invalid_argument(std::string(cellName(cell_)) + ": initial state " + hx[i].describe() + " should be " +
+                                    shapeString(c.batched ? Shape{c.layers * c.dirs, c.N, size} : Shape{c.layers * c.dirs, size}));
+      states.push_back(h.to(ScalarType::Float).contiguous());
+    }
+
+    thread_local std::vector<int64_t> key;
+    key.clear();
+    key.insert(key.end(), {c.T, c.N, c.I, c.H, c.P, c.layers, c.dirs, c.has_biases, c.batch_first});
+    std::shared_ptr<RnnEntry> e = cache_.get(key, [&] { return prepare(a.ctx, c, constant_params_ ? &params : nullptr); });
+    last_.store(e);
+
+    const int64_t out_c = c.dirs * c.P;
+    Tensor out = Tensor::empty(ScalarType::Float, c.batch_first ? Shape{c.N, c.T, out_c} : Shape{c.T, c.N, out_c});
+    std::vector<Tensor> final_states;
+    for (size_t i = 0; i < states.size(); ++i) final_states.push_back(Tensor::empty(ScalarType::Float, states[i].sizes()));
+    ExecContext& ctx = a.ctx;
+    Tensor layer_in = x, layer_out;
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const LayerEntry& le = e->layers[static_cast<size_t>(l)];
+      layer_out = l + 1 == c.layers ? out : Tensor::empty(ScalarType::Float, {c.T, c.N, out_c});
+      std::unordered_map<int, memory> args;
+      args[DNNL_ARG_SRC_LAYER] = memory(le.src_md, cpuEngine(), layer_in.data());
+      args[DNNL_ARG_DST_LAYER] = memory(le.dst_md, cpuEngine(), layer_out.data());
+      const int64_t state_off = l * c.dirs * c.N;
+      args[DNNL_ARG_SRC_ITER] = memory(le.iter_md, cpuEngine(), f(states[0]) + state_off * c.P);
+      args[DNNL_ARG_DST_ITER] = memory(le.iter_md, cpuEngine(), f(final_states[0]) + state_off * c.P);
+      if (cell_ == Cell::Lstm) {
+        args[DNNL_ARG_SRC_ITER_C] = memory(le.iter_c_md, cpuEngine(), f(states[1]) + state_off * c.H);
+        args[DNNL_ARG_DST_ITER_C] = memory(le.iter_c_md, cpuEngine(), f(final_states[1]) + state_off * c.H);
+      }
+      Tensor keep_wl, keep_wi, keep_bias, keep_proj;  // this call's weights when they are not constant
+      if (constant_params_) {
+        args[DNNL_ARG_WEIGHTS_LAYER] = le.wl;
+        args[DNNL_ARG_WEIGHTS_ITER] = le.wi;
+        args[DNNL_ARG_BIAS] = le.bias;
+        if (c.P != c.H) args[DNNL_ARG_WEIGHTS_PROJECTION] = le.proj;
+      } else {
+        LayerWeights w = rearrange(c, params, l, l == 0 ? c.I : out_c);
+        args[DNNL_ARG_WEIGHTS_LAYER] = toLayout(ctx, w.wl, le.wl_md, plainWeights(c, l == 0 ? c.I : out_c, c.P, false), keep_wl);
+        args[DNNL_ARG_WEIGHTS_ITER] = toLayout(ctx, w.wi, le.wi_md, plainWeights(c, c.P, c.P, true), keep_wi);
+        args[DNNL_ARG_BIAS] = memory(le.bias_md, cpuEngine(), w.bias.data());
+        keep_bias = w.bias;
+        if (c.P != c.H) args[DNNL_ARG_WEIGHTS_PROJECTION] = toLayout(ctx, w.proj, le.proj_md, projPlain(c), keep_proj);
+      }
+      execute(ctx, le.prim, le.scratch_md, std::move(args));
+      layer_in = layer_out;
+    }
+    if (!c.batched) {
+      out = out.squeeze(c.batch_first ? 0 : 1);
+      for (Tensor& s : final_states) s = s.squeeze(1);
+    }
+    a.set(0, out);
+    for (size_t i = 0; i < final_states.size(); ++i) a.set(i + 1, final_states[i]);
+  }
+
+ private:
+  // The rearranged weights' own layout: {1, D, in, G, H} as ldgoi.
+  static memory::desc plainWeights(const Config& c, int64_t in, int64_t /*p*/, bool iter) {
+    return memory::desc({1, c.dirs, iter ? c.P : in, gatesOf(c.cell), c.H}, memory::data_type::f32, tag::ldgoi);
+  }
+  static memory::desc projPlain(const Config& c) { return memory::desc({1, c.dirs, c.H, c.P}, memory::data_type::f32, tag::ldoi); }
+
+  static memory toLayout(ExecContext& ctx, const Tensor& t, const memory::desc& md, const memory::desc& plain, Tensor& keep) {
+    memory src(plain, cpuEngine(), const_cast<void*>(t.data()));
+    memory dst = temporary(md, keep);
+    reorder(ctx, src, dst);
+    return dst;
+  }
+
+  RnnEntry prepare(ExecContext& ctx, const Config& c, const std::vector<Tensor>* params) const {
+    RnnEntry e;
+    const auto f32 = memory::data_type::f32;
+    const int64_t G = gatesOf(c.cell), Gb = c.cell == Cell::Gru ? 4 : G, out_c = c.dirs * c.P;
+    const auto dir = c.bidirectional ? dnnl::rnn_direction::bidirectional_concat : dnnl::rnn_direction::unidirectional_left2right;
+    const auto fwd = dnnl::prop_kind::forward_inference;
+    for (int64_t l = 0; l < c.layers; ++l) {
+      LayerEntry le;
+      const int64_t in = l == 0 ? c.I : out_c;
+      le.src_md = memory::desc({c.T, c.N, in}, f32, l == 0 && c.batch_first ? tag::ntc : tag::tnc);
+      le.dst_md = memory::desc({c.T, c.N, out_c}, f32, l + 1 == c.layers && c.batch_first ? tag::ntc : tag::tnc);
+      le.iter_md = memory::desc({1, c.dirs, c.N, c.P}, f32, tag::ldnc);
+      le.iter_c_md = memory::desc({1, c.dirs, c.N, c.H}, f32, tag::ldnc);
+      const memory::desc wl_any({1, c.dirs, in, G, c.H}, f32, tag::any), wi_any({1, c.dirs, c.P, G, c.H}, f32, tag::any);
+      le.bias_md = memory::desc({1, c.dirs, Gb, c.H}, f32, tag::ldgo);
+      std::string impl;
+      switch (c.cell) {
+        case Cell::Lstm: {
+          dnnl::lstm_forward::desc d =
+              c.P == c.H ? dnnl::lstm_forward::desc(fwd, dir, le.src_md, le.iter_md, le.iter_c_md, wl_any, wi_any, le.bias_md,
+                                                    le.dst_md, le.iter_md, le.iter_c_md)
+                         : dnnl::lstm_forward::desc(fwd, dir, le.src_md, le.iter_md, le.iter_c_md, wl_any, wi_any, memory::desc(),
+                                                    memory::desc({1, c.dirs, c.H, c.P}, f32, tag::any), le.bias_md, le.dst_md,
+                                                    le.iter_md, le.iter_c_md);
+          dnnl::lstm_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+          le.wl_md = pd.weights_layer_desc();
+          le.wi_md = pd.weights_iter_desc();
+          if (c.P != c.H) le.proj_md = pd.weights_projection_desc();
+          le.scratch_md = pd.scratchpad_desc();
+          impl = pd.impl_info_str();
+          le.prim = dnnl::lstm_forward(pd);
+          break;
+        }
+        case Cell::Gru: {
+          dnnl::lbr_gru_forward::desc d(fwd, dir, le.src_md, le.iter_md, wl_any, wi_any, le.bias_md, le.dst_md, le.iter_md);
+          dnnl::lbr_gru_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+          le.wl_md = pd.weights_layer_desc();
+          le.wi_md = pd.weights_iter_desc();
+          le.scratch_md = pd.scratchpad_desc();
+          impl = pd.impl_info_str();
+          le.prim = dnnl::lbr_gru_forward(pd);
+          break;
+        }
+        case Cell::RnnTanh:
+        case Cell::RnnRelu: {
+          const auto act = c.cell == Cell::RnnTanh ? dnnl::algorithm::eltwise_tanh : dnnl::algorithm::eltwise_relu;
+          dnnl::vanilla_rnn_forward::desc d(fwd, act, dir, le.src_md, le.iter_md, wl_any, wi_any, le.bias_md, le.dst_md, le.iter_md);
+          dnnl::vanilla_rnn_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+          le.wl_md = pd.weights_layer_desc();
+          le.wi_md = pd.weights_iter_desc();
+          le.scratch_md = pd.scratchpad_desc();
+          impl = pd.impl_info_str();
+          le.prim = dnnl::vanilla_rnn_forward(pd);
+          break;
+        }
+      }
+      e.impl = impl;
+      if (params) {  // constant weights: rearranged and reordered into the primitive's layout once
+        LayerWeights w = rearrange(c, *params, l, in);
+        le.wl = toLayout(ctx, w.wl, le.wl_md, plainWeights(c, in, c.P, false), le.keep_wl);
+        le.wi = toLayout(ctx, w.wi, le.wi_md, plainWeights(c, c.P, c.P, true), le.keep_wi);
+        le.keep_bias = w.bias;
+        le.bias = memory(le.bias_md, cpuEngine(), le.keep_bias.data());
+        if (c.P != c.H) le.proj = toLayout(ctx, w.proj, le.proj_md, projPlain(c), le.keep_proj);
+      }
+      e.layers.push_back(std::move(le));
+    }
+    return e;
+  }
+
+  Cell cell_;
+  bool constant_params_;
+  PrimitiveCache<RnnEntry> cache_;
+  std::atomic<std::shared_ptr<const RnnEntry>> last_;
+};
+
+// The params list is constant when it is a constant or built from constants and bound weights.
+bool constantParams(const Node& n) {
+  if (isConstantInput(n, 2)) return true;
+  const Node* list = n.input(2)->node();
+  if (list->kind() != prim::ListConstruct) return false;
+  for (size_t i = 0; i < list->inputs().size(); ++i)
+    if (!isConstantInput(*list, i)) return false;
+  return true;
+}
+
+}  // namespace
+
+void registerRnnOps(OpRegistry& r) {
+  for (auto [kind, cell] : {std::pair{"aten::lstm", Cell::Lstm}, std::pair{"aten::gru", Cell::Gru},
+                            std::pair{"aten::rnn_tanh", Cell::RnnTanh}, std::pair{"aten::rnn_relu", Cell::RnnRelu}}) {
+    r.add(OpDef{kind, 9, 9, [cell = cell](const Node& n) { return std::make_unique<RnnKernel>(cell, constantParams(n)); }});
+  }
+}
+LLGA_REGISTER_OPS(registerRnnOps);
+
+}  // namespace llga

@@ -1,0 +1,105 @@
+"""nn.LSTM / nn.GRU / nn.RNN against PyTorch: on oneDNN's RNN primitives, every
+configuration a traced module can have (layers, directions, batch_first,
+initial state or not, LSTM projections, unbatched input)."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import llga
+
+CELLS = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn_tanh": torch.nn.RNN, "rnn_relu": torch.nn.RNN}
+
+
+def flat(v):
+    if isinstance(v, (tuple, list)):
+        for u in v:
+            yield from flat(u)
+    else:
+        yield v
+
+
+def run_case(cell, layers, bidirectional, batch_first, initial, proj=0, batched=True, grad=False):
+    torch.manual_seed(layers * 7 + bidirectional * 3 + batch_first)
+    kw = {"nonlinearity": "relu"} if cell == "rnn_relu" else {}
+    if proj:
+        kw["proj_size"] = proj
+    m = CELLS[cell](4, 6, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first, **kw).eval()
+    T, N, D = 5, 3, 2 if bidirectional else 1
+    x = torch.randn((N, T, 4) if batch_first else (T, N, 4)) if batched else torch.randn(T, 4)
+    args = (x,)
+    if initial:
+        hshape = (layers * D, N) if batched else (layers * D,)
+        h = torch.randn(*hshape, proj or 6)
+        args = (x, (h, torch.randn(*hshape, 6)) if cell == "lstm" else h)
+    with torch.set_grad_enabled(grad):
+        traced = torch.jit.trace(m, args)
+    with torch.no_grad():
+        want = m(*args)
+    compiled = llga.optimize(traced)
+    got = compiled(*[a.numpy() if isinstance(a, torch.Tensor) else tuple(b.numpy() for b in a) for a in args])
+    pairs = list(zip(flat(got), flat(want)))
+    assert len(pairs) == (3 if cell == "lstm" else 2)
+    for g, w in pairs:
+        w = w.numpy()
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    return compiled
+
+
+@pytest.mark.parametrize(
+    "cell,layers,bidirectional,batch_first,initial",
+    list(itertools.product(CELLS, [1, 2, 3], [False, True], [False, True], [False, True])),
+)
+def test_recurrent(cell, layers, bidirectional, batch_first, initial):
+    run_case(cell, layers, bidirectional, batch_first, initial)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_lstm_projection(bidirectional):
+    run_case("lstm", 2, bidirectional, True, True, proj=3)
+    run_case("lstm", 2, bidirectional, False, False, proj=3)
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
+def test_unbatched_and_with_grad(cell):
+    run_case(cell, 2, True, False, True, batched=False)
+    run_case(cell, 1, False, True, False, grad=True)
+
+
+@pytest.mark.parametrize("cell,primitive", [("lstm", "lstm"), ("gru", "lbr_gru"), ("rnn_tanh", "vanilla_rnn")])
+def test_runs_on_onednn_rnn_primitives(cell, primitive):
+    compiled = run_case(cell, 1, False, False, False)
+    llga.profiler.kernel_log.clear()
+    llga.profiler.kernel_log.enable()
+    try:
+        compiled(np.zeros((5, 3, 4), np.float32))
+    finally:
+        llga.profiler.kernel_log.disable()
+    entries = [e for e in llga.profiler.kernel_log.entries() if e["op"] == "aten::" + cell]
+    llga.profiler.kernel_log.clear()
+    assert len(entries) == 1 and entries[0]["primitive"] == primitive, entries
+    assert entries[0]["impl"]  # oneDNN names the implementation it ran
+
+
+def test_shapes_change_between_calls():
+    m = torch.nn.LSTM(4, 6, num_layers=2).eval()
+    traced = torch.jit.trace(m, torch.randn(5, 3, 4))
+    compiled = llga.optimize(traced)
+    for T, N in [(5, 3), (9, 1), (2, 7)]:
+        x = torch.randn(T, N, 4)
+        with torch.no_grad():
+            want = m(x)
+        got = compiled(x.numpy())
+        for g, w in zip(flat(got), flat(want)):
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_bad_state_is_a_clear_error():
+    m = torch.nn.GRU(4, 6).eval()
+    traced = torch.jit.trace(m, (torch.randn(5, 3, 4), torch.randn(1, 3, 6)))
+    compiled = llga.optimize(traced)
+    with pytest.raises(Exception, match="initial state"):
+        compiled(np.zeros((5, 3, 4), np.float32), np.zeros((2, 3, 6), np.float32))
