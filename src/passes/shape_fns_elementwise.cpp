@@ -44,6 +44,17 @@ LLGA_SHAPE_FN("aten::feature_dropout", identity);
 LLGA_SHAPE_FN("aten::detach", identity);
 LLGA_SHAPE_FN("aten::alias", identity);
 
+// Unary ops outside the Eltwise group (no post-op of oneDNN's): a floating input
+// gives a fresh contiguous tensor of its shape.
+[[maybe_unused]] const bool kUnaryShapes = [] {
+  for (const char* k : {"aten::celu", "aten::selu", "aten::softplus", "aten::hardshrink", "aten::softshrink",
+                        "aten::threshold", "aten::rrelu", "aten::log_sigmoid", "aten::prelu", "aten::erf", "aten::erfinv", "aten::rsqrt",
+                        "aten::sin", "aten::cos", "aten::reciprocal", "aten::log2", "aten::log10", "aten::log1p",
+                        "aten::expm1", "aten::floor", "aten::ceil", "aten::trunc", "aten::frac", "aten::sign"})
+    registerShapeFn(k, sameShape);
+  return true;
+}();
+
 Out contiguousShape(const ShapeArgs& a) {
   const TensorInfo* x = a.tensor(0);
   if (!x) return std::nullopt;

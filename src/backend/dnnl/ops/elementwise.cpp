@@ -33,6 +33,31 @@ double gelu_tanh(double x, double, double) {
 }
 double sigmoid(double x, double, double) { return 1.0 / (1.0 + std::exp(-x)); }
 
+// The inverse error function: Giles' single-precision approximation, then two
+// Newton steps on erf in double (|error| below float's resolution on (-1, 1)).
+double erfinv(double y, double, double) {
+  if (y <= -1.0) return y == -1.0 ? -INFINITY : NAN;
+  if (y >= 1.0) return y == 1.0 ? INFINITY : NAN;
+  double w = -std::log((1.0 - y) * (1.0 + y)), x;
+  if (w < 5.0) {
+    w -= 2.5;
+    double p = 2.81022636e-08;
+    for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
+                     0.246640727, 1.50140941})
+      p = c + p * w;
+    x = p * y;
+  } else {
+    w = std::sqrt(w) - 3.0;
+    double p = -0.000200214257;
+    for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+                     1.00167406, 2.83297682})
+      p = c + p * w;
+    x = p * y;
+  }
+  for (int i = 0; i < 2; ++i) x -= (std::erf(x) - y) / (2.0 / std::sqrt(M_PI) * std::exp(-x * x));
+  return x;
+}
+
 const UnaryDef kUnary[] = {
     {"relu", algorithm::eltwise_relu, 0, 0, [](double x, double, double) { return x > 0 ? x : 0.0; }},
     {"sigmoid", algorithm::eltwise_logistic, 0, 0, sigmoid},
@@ -51,6 +76,7 @@ const UnaryDef kUnary[] = {
     {"neg", algorithm::eltwise_linear, -1, 0, [](double x, double, double) { return -x; }},
     {"square", algorithm::eltwise_square, 0, 0, [](double x, double, double) { return x * x; }},
     {"erf", algorithm::undef, 0, 0, [](double x, double, double) { return std::erf(x); }},
+    {"erfinv", algorithm::undef, 0, 0, erfinv},
     {"floor", algorithm::undef, 0, 0, [](double x, double, double) { return std::floor(x); }},
     {"ceil", algorithm::undef, 0, 0, [](double x, double, double) { return std::ceil(x); }},
     {"round", algorithm::undef, 0, 0, [](double x, double, double) { return std::nearbyint(x); }},
@@ -64,6 +90,8 @@ const UnaryDef kUnary[] = {
     {"trunc", algorithm::undef, 0, 0, [](double x, double, double) { return std::trunc(x); }},
     {"frac", algorithm::undef, 0, 0, [](double x, double, double) { return x - std::trunc(x); }},
     {"sign", algorithm::undef, 0, 0, [](double x, double, double) { return double((x > 0) - (x < 0)); }},  // NaN: 0, as PyTorch
+    {"log_sigmoid", algorithm::eltwise_logsigmoid, 0, 0,
+     [](double x, double, double) { return std::min(x, 0.0) - std::log1p(std::exp(-std::abs(x))); }},
     {"mish", algorithm::eltwise_mish, 0, 0,
      [](double x, double, double) { return x * std::tanh(std::log1p(std::exp(x))); }},
 };
@@ -240,10 +268,101 @@ void registerParamUnary(OpRegistry& r) {
   }
 }
 
+// prelu(x, weight): oneDNN's PReLU primitive, the weight broadcast over every
+// dimension but the channels (dim 1), or over all of them when it has one element.
+dnnl::memory::dims contiguousStrides(const Shape& dims) {
+  dnnl::memory::dims st(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) st[i - 1] = st[i] * dims[i];
+  return st;
+}
+struct PreluEntry {
+  dnnl::prelu_forward prim;
+  dnnl::memory::desc src_md, wei_md, scratch_md;
+};
+void registerPrelu(OpRegistry& r) {
+  addCached<PrimitiveCache<PreluEntry>>(r, "aten::prelu", 2, 2, [](const KernelArgs& a, PrimitiveCache<PreluEntry>& c) {
+    Tensor x = a.tensor(0), w = a.tensor(1).to(ScalarType::Float).contiguous();
+    if (x.dtype() != ScalarType::Float) throw std::invalid_argument("prelu supports float32, got " + x.describe());
+    const int64_t channels = x.dim() >= 2 ? x.size(1) : 1;
+    if (w.numel() != 1 && w.numel() != channels)
+      throw std::invalid_argument("prelu: weight " + w.describe() + " has neither 1 nor " + std::to_string(channels) +
+                                  " (the input's channels) elements for input " + x.describe());
+    if (!x.isContiguous()) x = x.contiguous();
+    Tensor out = Tensor::empty(ScalarType::Float, x.sizes());
+    if (x.numel() == 0) {
+      a.set(0, out);
+      return;
+    }
+    Shape dims = x.dim() == 0 ? Shape{1} : x.sizes(), wdims(dims.size(), 1);
+    if (w.numel() > 1) wdims[1] = channels;
+    std::vector<int64_t> key(dims.begin(), dims.end());
+    key.push_back(w.numel());
+    auto e = c.get(key, [&] {
+      PreluEntry en;
+      en.src_md = dnnl::memory::desc(dims, dnnl::memory::data_type::f32, contiguousStrides(dims));
+      en.wei_md = dnnl::memory::desc(wdims, dnnl::memory::data_type::f32, contiguousStrides(wdims));
+      dnnl::prelu_forward::desc d(dnnl::prop_kind::forward_inference, en.src_md, en.wei_md);
+      dnnl::prelu_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+      en.prim = dnnl::prelu_forward(pd);
+      en.scratch_md = pd.scratchpad_desc();
+      return en;
+    });
+    execute(a.ctx, e->prim, e->scratch_md,
+            {{DNNL_ARG_SRC, dnnl::memory(e->src_md, cpuEngine(), x.data())},
+             {DNNL_ARG_WEIGHTS, dnnl::memory(e->wei_md, cpuEngine(), w.data())},
+             {DNNL_ARG_DST, dnnl::memory(e->src_md, cpuEngine(), out.data())}});
+    a.set(0, out);
+  });
+}
+
+// Activations with scalar parameters that oneDNN has no algorithm for, in
+// PyTorch's definitions: (name, parameter count, defaults, f(x, p0, p1)).
+struct ScalarParamDef {
+  const char* name;
+  size_t params;
+  double d0, d1;
+  double (*fn)(double, double, double);
+};
+constexpr double kSeluAlpha = 1.6732632423543772848170429916717, kSeluScale = 1.0507009873554804934193349852946;
+const ScalarParamDef kScalarParam[] = {
+    {"celu", 1, 1.0, 0, [](double x, double a, double) { return x > 0 ? x : a * std::expm1(x / a); }},
+    {"selu", 0, 0, 0, [](double x, double, double) { return kSeluScale * (x > 0 ? x : kSeluAlpha * std::expm1(x)); }},
+    {"softplus", 2, 1.0, 20.0,
+     [](double x, double beta, double th) { return x * beta > th ? x : std::log1p(std::exp(x * beta)) / beta; }},
+    {"hardshrink", 1, 0.5, 0, [](double x, double l, double) { return x >= -l && x <= l ? 0.0 : x; }},
+    {"softshrink", 1, 0.5, 0, [](double x, double l, double) { return x > l ? x - l : x < -l ? x + l : 0.0; }},
+    {"threshold", 2, 0, 0, [](double x, double th, double v) { return x > th ? x : v; }},
+    // rrelu(x, lower, upper, training, generator) in eval: the mean slope
+    {"rrelu", 2, 1.0 / 8, 1.0 / 3, [](double x, double lo, double hi) { return x >= 0 ? x : x * (lo + hi) / 2; }},
+};
+
+void registerScalarParam(OpRegistry& r, const ScalarParamDef& def) {
+  const bool has_inplace = std::string_view(def.name) != "softplus" && std::string_view(def.name) != "hardshrink" &&
+                           std::string_view(def.name) != "softshrink";
+  for (bool inplace : {false, true}) {
+    if (inplace && !has_inplace) continue;
+    const size_t hi = std::string_view(def.name) == "rrelu" ? 5 : 1 + def.params;
+    r.add(std::string("aten::") + def.name + (inplace ? "_" : ""), 1, hi, [&def, inplace](const KernelArgs& a) {
+      Tensor x = a.tensor(0);
+      if (std::string_view(def.name) == "rrelu" && a.num_in > 3 && a.toBool(3))
+        throw std::invalid_argument("rrelu in training mode samples its slopes; call model.eval() before tracing");
+      const double p0 = def.params > 0 && a.num_in > 1 ? a.toDouble(1) : def.d0;
+      const double p1 = def.params > 1 && a.num_in > 2 ? a.toDouble(2) : def.d1;
+      if (isIntegralType(x.dtype(), true)) throw std::invalid_argument(std::string(def.name) + " expects a floating tensor, got " + x.describe());
+      Tensor out = inplace ? x : Tensor::empty(x.dtype(), x.sizes());
+      auto fn = def.fn;
+      unaryLoop(x, out, [fn, p0, p1](double v) { return fn(v, p0, p1); });
+      a.set(0, out);
+    });
+  }
+}
+
 }  // namespace
 
 void registerElementwiseOps(OpRegistry& r) {
   for (const UnaryDef& d : kUnary) registerUnary(r, d);
+  for (const ScalarParamDef& d : kScalarParam) registerScalarParam(r, d);
+  registerPrelu(r);
   registerParamUnary(r);
   registerBinaryOps(r);
 }
