@@ -315,6 +315,50 @@ void registerPrelu(OpRegistry& r) {
   });
 }
 
+// glu(x, dim=-1): the first half along dim times the sigmoid of the second.
+void glu(const KernelArgs& a) {
+  const Tensor& in = a.tensor(0);
+  if (!isFloatingType(in.dtype()) || in.dim() == 0) throw std::invalid_argument("glu expects a floating tensor with dims, got " + in.describe());
+  const int64_t dim = in.wrapDim(a.num_in > 1 ? a.toInt(1) : -1);
+  if (in.size(dim) % 2)
+    throw std::invalid_argument("glu halves dimension " + std::to_string(dim) + " of " + in.describe() + ", which is odd");
+  Tensor x = in.to(ScalarType::Float).contiguous();
+  const int64_t half = x.size(dim) / 2;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d < dim) outer *= x.size(d);
+    if (d > dim) inner *= x.size(d);
+  }
+  Shape out_shape = x.sizes();
+  out_shape[static_cast<size_t>(dim)] = half;
+  Tensor out = Tensor::empty(ScalarType::Float, out_shape);
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const int64_t row = half * inner;
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < outer; ++o) {
+    const float *p = src + o * 2 * row, *q = p + row;
+    float* d = dst + o * row;
+#pragma omp simd
+    for (int64_t i = 0; i < row; ++i) d[i] = p[i] / (1.0f + std::exp(-q[i]));
+  }
+  a.set(0, out.to(in.dtype()));
+}
+
+// bitwise_not(x): logical not for bool, ~x for integers.
+void bitwiseNot(const KernelArgs& a) {
+  const Tensor& x = a.tensor(0);
+  if (!isIntegralType(x.dtype(), true)) throw std::invalid_argument("bitwise_not expects an integer or bool tensor, got " + x.describe());
+  Tensor out = Tensor::empty(x.dtype(), x.sizes());
+  if (x.dtype() == ScalarType::Bool) unaryLoop(x, out, [](double v) { return v == 0 ? 1.0 : 0.0; });
+  else {
+    Tensor l = x.to(ScalarType::Long).contiguous(), r = Tensor::empty(ScalarType::Long, x.sizes());
+    for (int64_t i = 0; i < l.numel(); ++i) r.data<int64_t>()[i] = ~l.data<int64_t>()[i];
+    out = r.to(x.dtype());
+  }
+  a.set(0, out);
+}
+
 // Activations with scalar parameters that oneDNN has no algorithm for, in
 // PyTorch's definitions: (name, parameter count, defaults, f(x, p0, p1)).
 struct ScalarParamDef {
@@ -363,6 +407,8 @@ void registerElementwiseOps(OpRegistry& r) {
   for (const UnaryDef& d : kUnary) registerUnary(r, d);
   for (const ScalarParamDef& d : kScalarParam) registerScalarParam(r, d);
   registerPrelu(r);
+  r.add("aten::glu", 1, 2, glu);
+  r.add("aten::bitwise_not", 1, 1, bitwiseNot);
   registerParamUnary(r);
   registerBinaryOps(r);
 }

@@ -36,6 +36,10 @@ Tensor asTensor(const RtValue& v, ScalarType dtype);
 
 void registerBinaryOps(OpRegistry& r);
 
+// x repeated reps[i] times along each dimension (aten::repeat; reps may be
+// longer than x's rank, adding leading dimensions).
+Tensor repeatTensor(const Tensor& x, const Shape& reps);
+
 // True if input i of n is a constant or a bound weight (prim::Constant or
 // prim::GetAttr): kernels may cache work derived from its contents.
 inline bool isConstantInput(const Node& n, size_t i) {

@@ -251,7 +251,7 @@ void tensorSplit(const KernelArgs& a) {
 }
 
 // repeat(x, repeats): x tiled; one strided copy of an expanded view.
-Tensor repeat(const Tensor& x, const Shape& reps) {
+Tensor repeatTensor(const Tensor& x, const Shape& reps) {
   if (reps.size() < static_cast<size_t>(x.dim()))
     throw std::invalid_argument("repeat: the number of repeats (" + std::to_string(reps.size()) +
                                 ") is smaller than the tensor's rank (" + std::to_string(x.dim()) + ")");
@@ -409,7 +409,7 @@ void registerShapeOps(OpRegistry& r) {
   r.add("aten::split", 2, 3, split);
   r.add("aten::split_with_sizes", 2, 3, split);
   r.add("aten::tensor_split", 2, 3, tensorSplit);
-  r.add("aten::repeat", 2, 2, [](const KernelArgs& a) { a.set(0, repeat(a.tensor(0), a.intList(1))); });
+  r.add("aten::repeat", 2, 2, [](const KernelArgs& a) { a.set(0, repeatTensor(a.tensor(0), a.intList(1))); });
   r.add("aten::repeat_interleave", 2, 4, repeatInterleave);
   r.add("aten::tril", 1, 2, [](const KernelArgs& a) { a.set(0, triangle(a.tensor(0), a.num_in > 1 ? a.toInt(1) : 0, true)); });
   r.add("aten::triu", 1, 2, [](const KernelArgs& a) { a.set(0, triangle(a.tensor(0), a.num_in > 1 ? a.toInt(1) : 0, false)); });
@@ -480,6 +480,38 @@ void registerShapeOps(OpRegistry& r) {
     Tensor t = Tensor::empty(optDtype(a, 2).value_or(a.tensor(0).dtype()), a.tensor(0).sizes());
     t.fill(a.input(1).toDouble());
     a.set(0, t);
+  });
+  // empty(size, dtype, layout, device, pin, memory_format): zero-filled, so no run reads old bytes.
+  r.add("aten::empty", 1, 6, [](const KernelArgs& a) {
+    a.set(0, Tensor::zeros(optDtype(a, 1).value_or(ScalarType::Float), a.intList(0)));
+  });
+  r.add("aten::_shape_as_tensor", 1, 1, [](const KernelArgs& a) {
+    const Tensor& x = a.tensor(0);
+    Tensor t = Tensor::empty(ScalarType::Long, {x.dim()});
+    for (int64_t d = 0; d < x.dim(); ++d) t.data<int64_t>()[d] = x.size(d);
+    a.set(0, t);
+  });
+  // eye(n, dtype, layout, device, pin) / eye(n, m, dtype, layout, device, pin)
+  r.add("aten::eye", 5, 6, [](const KernelArgs& a) {
+    const int64_t n = a.toInt(0), m = a.num_in == 6 ? a.toInt(1) : n;
+    if (n < 0 || m < 0) throw std::invalid_argument("eye: sizes must not be negative, got " + std::to_string(n) + ", " + std::to_string(m));
+    Tensor t = Tensor::zeros(optDtype(a, a.num_in == 6 ? 2 : 1).value_or(ScalarType::Float), {n, m});
+    for (int64_t i = 0; i < std::min(n, m); ++i) t.select(0, i).select(0, i).fill(1.0);
+    a.set(0, t);
+  });
+  // linspace(start, end, steps, dtype, layout, device, pin): evenly spaced,
+  // from both ends towards the middle as PyTorch computes it.
+  r.add("aten::linspace", 3, 7, [](const KernelArgs& a) {
+    const double start = a.toDouble(0), end = a.toDouble(1);
+    if (a.isNone(2)) throw std::invalid_argument("linspace needs steps");
+    const int64_t steps = a.toInt(2);
+    if (steps < 0) throw std::invalid_argument("linspace: steps must not be negative, got " + std::to_string(steps));
+    const ScalarType dt = optDtype(a, 3).value_or(ScalarType::Float);
+    Tensor d = Tensor::empty(ScalarType::Double, {steps});
+    const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+    for (int64_t i = 0; i < steps; ++i)
+      d.data<double>()[i] = i < steps / 2 ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
+    a.set(0, d.to(dt));
   });
   r.add("aten::full", 2, 6, [](const KernelArgs& a) {
     const RtValue& fill = a.input(1);

@@ -1,0 +1,120 @@
+// Ops that only move elements: views where the strides allow (movedim,
+// diagonal), one strided copy otherwise (the shuffles, tile).
+//   aten::pixel_shuffle(x, r)      [*, C*r*r, H, W] -> [*, C, H*r, W*r]
+//   aten::pixel_unshuffle(x, r)    the inverse
+//   aten::channel_shuffle(x, g)    [N, g*k, *] -> channels regrouped as [N, k*g, *]
+//   aten::tile(x, reps)            repeat with reps padded by leading 1s
+//   aten::movedim(x, src, dst)     int or int[] positions; a permuted view
+//   aten::diagonal(x, offset=0, dim1=0, dim2=1)   a view, the diagonal last
+#include <numeric>
+
+#include "backend/dnnl/ops/op_utils.h"
+
+namespace llga {
+namespace {
+
+Tensor pixelShuffle(const Tensor& x, int64_t r, bool shuffle) {
+  const char* op = shuffle ? "pixel_shuffle" : "pixel_unshuffle";
+  if (x.dim() < 3) throw std::invalid_argument(std::string(op) + " expects at least 3 dims, got " + x.describe());
+  if (r <= 0) throw std::invalid_argument(std::string(op) + ": the factor must be positive, got " + std::to_string(r));
+  Shape batch(x.sizes().begin(), x.sizes().end() - 3);
+  const int64_t c = x.size(-3), h = x.size(-2), w = x.size(-1), nb = static_cast<int64_t>(batch.size());
+  Shape split = batch, perm(static_cast<size_t>(nb)), out = batch;
+  std::iota(perm.begin(), perm.end(), 0);
+  if (shuffle) {
+    if (c % (r * r)) throw std::invalid_argument("pixel_shuffle: channels " + std::to_string(c) + " are not divisible by " + std::to_string(r * r));
+    split.insert(split.end(), {c / (r * r), r, r, h, w});  // [*, C, r1, r2, H, W] -> [*, C, H, r1, W, r2]
+    for (int64_t p : {0, 3, 1, 4, 2}) perm.push_back(nb + p);
+    out.insert(out.end(), {c / (r * r), h * r, w * r});
+  } else {
+    if (h % r || w % r)
+      throw std::invalid_argument("pixel_unshuffle: height and width of " + x.describe() + " are not divisible by " + std::to_string(r));
+    split.insert(split.end(), {c, h / r, r, w / r, r});  // [*, C, H, r1, W, r2] -> [*, C, r1, r2, H, W]
+    for (int64_t p : {0, 2, 4, 1, 3}) perm.push_back(nb + p);
+    out.insert(out.end(), {c * r * r, h / r, w / r});
+  }
+  return x.reshape(split).permute(perm).contiguous().view(out);
+}
+
+Tensor channelShuffle(const Tensor& x, int64_t g) {
+  if (x.dim() < 3) throw std::invalid_argument("channel_shuffle expects at least 3 dims, got " + x.describe());
+  if (g <= 0 || x.size(1) % g)
+    throw std::invalid_argument("channel_shuffle: " + std::to_string(x.size(1)) + " channels cannot form " + std::to_string(g) + " groups");
+  Shape split{x.size(0), g, x.size(1) / g};
+  split.insert(split.end(), x.sizes().begin() + 2, x.sizes().end());
+  return x.reshape(split).transpose(1, 2).contiguous().view(x.sizes());
+}
+
+Shape wrapDims(const Tensor& x, const Shape& dims, const char* op) {
+  Shape out;
+  std::vector<bool> seen(static_cast<size_t>(x.dim()), false);
+  for (int64_t d : dims) {
+    const int64_t w = x.wrapDim(d);
+    if (seen[static_cast<size_t>(w)]) throw std::invalid_argument(std::string(op) + ": dim " + std::to_string(d) + " repeats");
+    seen[static_cast<size_t>(w)] = true;
+    out.push_back(w);
+  }
+  return out;
+}
+
+Tensor movedim(const Tensor& x, const Shape& src_arg, const Shape& dst_arg) {
+  if (src_arg.size() != dst_arg.size())
+    throw std::invalid_argument("movedim: " + std::to_string(src_arg.size()) + " source and " + std::to_string(dst_arg.size()) +
+                                " destination dims");
+  Shape src = wrapDims(x, src_arg, "movedim"), dst = wrapDims(x, dst_arg, "movedim");
+  const size_t rank = static_cast<size_t>(x.dim());
+  Shape perm(rank, -1);
+  std::vector<bool> used(rank, false);
+  for (size_t i = 0; i < src.size(); ++i) {
+    perm[static_cast<size_t>(dst[i])] = src[i];
+    used[static_cast<size_t>(src[i])] = true;
+  }
+  size_t next = 0;
+  for (int64_t& p : perm) {
+    if (p >= 0) continue;
+    while (used[next]) ++next;
+    p = static_cast<int64_t>(next++);
+  }
+  return x.permute(perm);
+}
+
+Tensor diagonal(const Tensor& x, int64_t offset, int64_t d1_arg, int64_t d2_arg) {
+  if (x.dim() < 2) throw std::invalid_argument("diagonal expects at least 2 dims, got " + x.describe());
+  const int64_t d1 = x.wrapDim(d1_arg), d2 = x.wrapDim(d2_arg);
+  if (d1 == d2) throw std::invalid_argument("diagonal: dim1 and dim2 are both " + std::to_string(d1));
+  const int64_t len = offset >= 0 ? std::max<int64_t>(0, std::min(x.size(d1), x.size(d2) - offset))
+                                  : std::max<int64_t>(0, std::min(x.size(d1) + offset, x.size(d2)));
+  const int64_t start = len == 0 ? 0 : offset >= 0 ? offset * x.stride(d2) : -offset * x.stride(d1);
+  Shape sizes, strides;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != d1 && d != d2) {
+      sizes.push_back(x.size(d));
+      strides.push_back(x.stride(d));
+    }
+  sizes.push_back(len);
+  strides.push_back(x.stride(d1) + x.stride(d2));
+  return Tensor::fromStorage(x.storage(), x.dtype(), sizes, strides, x.offset() + start);
+}
+
+}  // namespace
+
+void registerRearrangeOps(OpRegistry& r) {
+  r.add("aten::pixel_shuffle", 2, 2, [](const KernelArgs& a) { a.set(0, pixelShuffle(a.tensor(0), a.toInt(1), true)); });
+  r.add("aten::pixel_unshuffle", 2, 2, [](const KernelArgs& a) { a.set(0, pixelShuffle(a.tensor(0), a.toInt(1), false)); });
+  for (const char* k : {"aten::channel_shuffle", "aten::native_channel_shuffle"})
+    r.add(k, 2, 2, [](const KernelArgs& a) { a.set(0, channelShuffle(a.tensor(0), a.toInt(1))); });
+  r.add("aten::tile", 2, 2, [](const KernelArgs& a) {
+    const Tensor& x = a.tensor(0);
+    Shape reps = a.intList(1);
+    if (reps.size() < static_cast<size_t>(x.dim())) reps.insert(reps.begin(), static_cast<size_t>(x.dim()) - reps.size(), 1);
+    a.set(0, repeatTensor(x, reps));
+  });
+  r.add("aten::movedim", 3, 3, [](const KernelArgs& a) { a.set(0, movedim(a.tensor(0), a.intList(1), a.intList(2))); });
+  r.add("aten::moveaxis", 3, 3, [](const KernelArgs& a) { a.set(0, movedim(a.tensor(0), a.intList(1), a.intList(2))); });
+  r.add("aten::diagonal", 1, 4, [](const KernelArgs& a) {
+    a.set(0, diagonal(a.tensor(0), a.num_in > 1 ? a.toInt(1) : 0, a.num_in > 2 ? a.toInt(2) : 0, a.num_in > 3 ? a.toInt(3) : 1));
+  });
+}
+LLGA_REGISTER_OPS(registerRearrangeOps);
+
+}  // namespace llga
