@@ -20,6 +20,12 @@ std::shared_ptr<LayerNormCache> makeLayerNormCache();
 // x[..., K] . w[N, K]^T + b; `constant_w`: w never changes (its reorder is cached).
 Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, MatmulCache& cache,
                 bool constant_w);
+// One matmul cache per kernel (addCached): made on construction.
+struct MatmulCacheHolder {
+  std::shared_ptr<MatmulCache> cache = makeMatmulCache();
+};
+// x summed over `dims` (float32 on oneDNN's reduction).
+Tensor sumOp(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim);
 // numpy-style matmul
 Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache& cache);
 Tensor softmaxOp(ExecContext& ctx, const Tensor& x, int64_t dim, SoftmaxCache& cache);

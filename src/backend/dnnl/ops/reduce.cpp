@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/ops/functional.h"
 #include "backend/dnnl/ops/op_utils.h"
 
 namespace llga {
@@ -195,6 +196,10 @@ KernelFn cumulative(bool sum) {
 }
 
 }  // namespace
+
+Tensor sumOp(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim) {
+  return reduce(ctx, x, dims, keepdim, {Red::Sum}, std::nullopt);
+}
 
 void registerReduceOps(OpRegistry& r) {
   r.add("aten::mean", 1, 4, sumOrMean(Red::Mean));
