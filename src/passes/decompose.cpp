@@ -11,6 +11,12 @@
 //   instance_norm(x, w, b, rm, rv, use_input_stats, momentum, eps, cudnn)
 //        ->  group_norm(x, size(x, 1), w, b, eps, cudnn) with the input's statistics,
 //            batch_norm(x, w, b, rm, rv, False, momentum, eps, cudnn) with the running ones
+//   clamp(x, min: Tensor?, max: Tensor?)  ->  minimum(maximum(x, min), max)
+//        (clamp_min / clamp_max with a tensor bound alike; scalar bounds stay clamp)
+//   cosine_similarity(x1, x2, dim, eps) ->  sum((x1 / max(|x1|, eps)) * (x2 / max(|x2|, eps)), dim)
+//        (PyTorch 1.13's formula: each norm clamped on its own)
+//   pairwise_distance(x1, x2, p, eps, keepdim) -> linalg_vector_norm(x1 - x2 + eps, p, [-1], keepdim)
+//   bilinear(x1, x2, W, b?)           ->  einsum("...i,oij,...j->...o", [x1, W, x2]) (+ b)
 //   _native_multi_head_attention(q, k, v, E, H, Wqkv, bqkv, Wo, bo, None, ...)
 //        ->  linear (one for self-attention, else three on weight slices)
 //            -> reshape [B, L, H, D] -> transpose(1, 2)
@@ -50,14 +56,19 @@ class Decompose final : public Pass {
   bool run(Graph& g) override {
     std::vector<Node*> todo;
     g.forEachNode([&](Node* n) {
-      if (product(*n) || binaryMaxMin(*n) || is(*n, "aten::instance_norm") || is(*n, "aten::_native_multi_head_attention") ||
-          is(*n, "aten::_transformer_encoder_layer_fwd"))
+      if (product(*n) || binaryMaxMin(*n) || tensorClamp(*n) || is(*n, "aten::instance_norm") ||
+          is(*n, "aten::_native_multi_head_attention") || is(*n, "aten::_transformer_encoder_layer_fwd") ||
+          is(*n, "aten::cosine_similarity") || is(*n, "aten::pairwise_distance") || is(*n, "aten::bilinear"))
         todo.push_back(n);
     });
     bool changed = false;
     for (Node* n : todo) {
       if (product(*n)) changed |= scaledProduct(g, n);
       else if (const char* k = binaryMaxMin(*n)) changed |= rename(g, n, k);
+      else if (tensorClamp(*n)) changed |= clampWithTensors(g, n);
+      else if (is(*n, "aten::cosine_similarity")) changed |= cosineSimilarity(g, n);
+      else if (is(*n, "aten::pairwise_distance")) changed |= pairwiseDistance(g, n);
+      else if (is(*n, "aten::bilinear")) changed |= bilinear(g, n);
       else if (is(*n, "aten::instance_norm")) changed |= instanceNorm(g, n);
       else if (is(*n, "aten::_native_multi_head_attention")) changed |= mha(g, n);
       else changed |= encoderLayer(g, n);
@@ -84,6 +95,66 @@ class Decompose final : public Pass {
     if (is(n, "aten::max")) return "aten::maximum";
     if (is(n, "aten::min")) return "aten::minimum";
     return nullptr;
+  }
+
+  // clamp / clamp_min / clamp_max with a bound typed as a tensor.
+  static bool tensorClamp(const Node& n) {
+    if (!is(n, "aten::clamp") && !is(n, "aten::clamp_min") && !is(n, "aten::clamp_max")) return false;
+    if (n.outputs().size() != 1) return false;
+    for (size_t i = 1; i < n.inputs().size(); ++i)
+      if (n.input(i)->type()->isTensor()) return true;
+    return false;
+  }
+
+  static bool clampWithTensors(Graph& g, Node* n) {
+    Emitter e(g, n, n);
+    Value* out = n->input(0);
+    // A tensor bound: maximum/minimum; a scalar one: clamp_min/clamp_max; None: nothing.
+    auto bound = [&](size_t i, bool lower) {
+      if (i >= n->inputs().size()) return;
+      Value* v = n->input(i);
+      if (v->type()->isTensor()) out = e.op(lower ? "aten::maximum" : "aten::minimum", {out, v});
+      else if (!v->type()->isSimple("NoneType")) out = e.op(lower ? "aten::clamp_min" : "aten::clamp_max", {out, v});
+    };
+    if (is(*n, "aten::clamp_max")) {
+      bound(1, false);
+    } else {
+      bound(1, true);
+      if (is(*n, "aten::clamp")) bound(2, false);
+    }
+    finish(g, n, out);
+    return true;
+  }
+
+  bool cosineSimilarity(Graph& g, Node* n) {
+    if (n->inputs().size() != 4) return skip(n, "unexpected arity");
+    Emitter e(g, n, n);
+    Value* dims = e.list({n->input(2)}, Type::Int());
+    auto unit = [&](Value* x) {
+      Value* norm = e.op("aten::linalg_vector_norm", {x, e.f(2.0), dims, e.b(true), e.none()});
+      return e.op("aten::div", {x, e.op("aten::clamp_min", {norm, n->input(3)})});
+    };
+    Value* prod = e.op("aten::mul", {unit(n->input(0)), unit(n->input(1))});
+    finish(g, n, e.op("aten::sum", {prod, dims, e.b(false), e.none()}));
+    return true;
+  }
+
+  bool pairwiseDistance(Graph& g, Node* n) {
+    if (n->inputs().size() != 5) return skip(n, "unexpected arity");
+    Emitter e(g, n, n);
+    Value* diff = e.op("aten::add", {e.op("aten::sub", {n->input(0), n->input(1), e.i(1)}), n->input(3), e.i(1)});
+    finish(g, n, e.op("aten::linalg_vector_norm", {diff, n->input(2), e.ints({-1}), n->input(4), e.none()}));
+    return true;
+  }
+
+  bool bilinear(Graph& g, Node* n) {
+    if (n->inputs().size() != 4) return skip(n, "unexpected arity");
+    Emitter e(g, n, n);
+    Value* eq = e.constant(AttrValue(std::string("...i,oij,...j->...o")), Type::Str());
+    Value* out = e.op("aten::einsum", {eq, e.list({n->input(0), n->input(2), n->input(1)}, Type::tensor()), e.none()});
+    if (!n->input(3)->type()->isSimple("NoneType")) out = e.op("aten::add", {out, n->input(3), e.i(1)});
+    finish(g, n, out);
+    return true;
   }
 
   static bool rename(Graph& g, Node* n, const char* kind) {

@@ -39,6 +39,9 @@ void registerBinaryOps(OpRegistry& r);
 // x repeated reps[i] times along each dimension (aten::repeat; reps may be
 // longer than x's rank, adding leading dimensions).
 Tensor repeatTensor(const Tensor& x, const Shape& reps);
+// x[indices] for a list of optional index tensors (aten::index: long or bool,
+// broadcast together, numpy's placement rule); the elements as a new tensor.
+Tensor indexWithTensors(const Tensor& self, const RtValue& indices);
 
 // True if input i of n is a constant or a bound weight (prim::Constant or
 // prim::GetAttr): kernels may cache work derived from its contents.

@@ -211,6 +211,20 @@ void registerSelectionOps(OpRegistry& r) {
     a.set(0, s.values);
     a.set(1, s.indices);
   });
+  // kthvalue(x, k, dim=-1, keepdim=False): the k-th smallest (1-based) and its index.
+  r.add("aten::kthvalue", 2, 4, [](const KernelArgs& a) {
+    const Tensor& x = a.tensor(0);
+    const int64_t k = a.toInt(1);
+    const int64_t dim = x.dim() == 0 ? 0 : x.wrapDim(a.num_in > 2 ? a.toInt(2) : -1);
+    const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
+    if (k < 1 || k > n)
+      throw std::invalid_argument("kthvalue: k = " + std::to_string(k) + " is out of range for a dimension of " + std::to_string(n));
+    Selected s = sortAlong(x, dim, false, k);
+    const bool keepdim = a.num_in > 3 && a.toBool(3);
+    if (x.dim() == 0) return a.set(0, s.values), a.set(1, s.indices);
+    a.set(0, keepdim ? s.values.narrow(dim, k - 1, 1).contiguous() : s.values.select(dim, k - 1).contiguous());
+    a.set(1, keepdim ? s.indices.narrow(dim, k - 1, 1).contiguous() : s.indices.select(dim, k - 1).contiguous());
+  });
   r.add("aten::max", 1, 3, maxOrMin(true));
   r.add("aten::min", 1, 3, maxOrMin(false));
   r.add("aten::argmax", 1, 3, argMaxOrMin(true));

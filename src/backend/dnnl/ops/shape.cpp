@@ -332,6 +332,8 @@ void meshgrid(const KernelArgs& a) {
   a.set(0, makeList(std::move(out)));
 }
 
+Tensor indexWithTensors(const Tensor& self, const RtValue& indices) { return advancedIndex(self, indices); }
+
 void registerShapeOps(OpRegistry& r) {
   r.add("aten::index", 2, 2, [](const KernelArgs& a) { a.set(0, advancedIndex(a.tensor(0), a.input(1))); });
   r.add("aten::view", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).view(a.intList(1))); });
