@@ -46,8 +46,10 @@ Out padShape(const ShapeArgs& a) {
   if (a.node().kind().toQualString() == std::string_view("aten::pad")) {
     const Value* mode = a.node().inputs().size() > 2 ? a.node().input(2) : nullptr;
     const Node* m = mode ? mode->node() : nullptr;
-    if (!m || m->kind() != prim::Constant || !m->hasAttribute(attr::value) || !m->attr(attr::value).is<std::string>() ||
-        m->attr(attr::value).get<std::string>() != "constant")
+    if (!m || m->kind() != prim::Constant || !m->hasAttribute(attr::value) || !m->attr(attr::value).is<std::string>())
+      return std::nullopt;
+    const std::string& mode_name = m->attr(attr::value).get<std::string>();
+    if (mode_name != "constant" && mode_name != "reflect" && mode_name != "replicate" && mode_name != "circular")
       return std::nullopt;
   }
   for (size_t i = 0; i < pad->size() / 2; ++i) {
@@ -59,6 +61,12 @@ Out padShape(const ShapeArgs& a) {
 }
 LLGA_SHAPE_FN("aten::pad", padShape);
 LLGA_SHAPE_FN("aten::constant_pad_nd", padShape);
+[[maybe_unused]] const bool kPadShapes = [] {
+  for (const char* k : {"aten::reflection_pad1d", "aten::reflection_pad2d", "aten::reflection_pad3d", "aten::replication_pad1d",
+                        "aten::replication_pad2d", "aten::replication_pad3d"})
+    registerShapeFn(k, padShape);
+  return true;
+}();
 
 // embedding(weight, indices, ...): indices' sizes + [dim].
 Out embeddingShape(const ShapeArgs& a) {

@@ -309,6 +309,8 @@ void embeddingBag(const KernelArgs& a) {
 
 }  // namespace
 
+Tensor indexSelectOp(const Tensor& x, int64_t dim, const Tensor& index) { return indexSelect(x, dim, index); }
+
 void registerIndexingOps(OpRegistry& r) {
   r.add("aten::take_along_dim", 2, 3, [](const KernelArgs& a) {
     a.set(0, takeAlongDim(a.tensor(0), a.tensor(1), a.num_in > 2 && !a.isNone(2) ? std::optional<int64_t>(a.toInt(2)) : std::nullopt));

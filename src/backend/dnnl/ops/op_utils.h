@@ -42,6 +42,8 @@ Tensor repeatTensor(const Tensor& x, const Shape& reps);
 // x[indices] for a list of optional index tensors (aten::index: long or bool,
 // broadcast together, numpy's placement rule); the elements as a new tensor.
 Tensor indexWithTensors(const Tensor& self, const RtValue& indices);
+// aten::index_select: whole slices along dim at the (checked) positions in index.
+Tensor indexSelectOp(const Tensor& x, int64_t dim, const Tensor& index);
 
 // True if input i of n is a constant or a bound weight (prim::Constant or
 // prim::GetAttr): kernels may cache work derived from its contents.

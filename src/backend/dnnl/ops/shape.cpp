@@ -334,6 +334,40 @@ void meshgrid(const KernelArgs& a) {
 
 Tensor indexWithTensors(const Tensor& self, const RtValue& indices) { return advancedIndex(self, indices); }
 
+// Non-constant padding: output position i of a padded dim reads input position
+// j = i - lo mapped into [0, n): mirrored without the edge (reflect), clamped
+// (replicate) or wrapped (circular), as PyTorch's pad modes.
+Tensor padByIndex(const Tensor& t, const Shape& p, const std::string& mode) {
+  if (mode != "reflect" && mode != "replicate" && mode != "circular")
+    throw std::invalid_argument("pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got '" + mode + "'");
+  if (p.size() % 2 || static_cast<int64_t>(p.size() / 2) > t.dim() - 1 || p.size() > 6)
+    throw std::invalid_argument("pad: '" + mode + "' pads 1 to 3 trailing dimensions of a batched tensor, got " +
+                                std::to_string(p.size()) + " values for " + t.describe());
+  Tensor out = t;
+  for (size_t k = 0; k < p.size() / 2; ++k) {
+    const int64_t d = t.dim() - 1 - static_cast<int64_t>(k), lo = p[2 * k], hi = p[2 * k + 1], n = t.size(d);
+    const int64_t size = n + lo + hi;
+    if (mode == "reflect" && (lo >= n || hi >= n))
+      throw std::invalid_argument("pad: reflect padding (" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                  ") must be smaller than the dimension's size " + std::to_string(n) + " of " + t.describe());
+    if (mode == "circular" && (lo > n || hi > n))
+      throw std::invalid_argument("pad: circular padding (" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                  ") must not exceed the dimension's size " + std::to_string(n) + " of " + t.describe());
+    if (n == 0 || size < 0) throw std::invalid_argument("pad: '" + mode + "' padding of an empty dimension of " + t.describe());
+    Tensor idx = Tensor::empty(ScalarType::Long, {size});
+    int64_t* q = idx.data<int64_t>();
+    for (int64_t i = 0; i < size; ++i) {
+      int64_t j = i - lo;
+      if (mode == "reflect") j = j < 0 ? -j : j >= n ? 2 * (n - 1) - j : j;
+      else if (mode == "replicate") j = std::min(std::max<int64_t>(j, 0), n - 1);
+      else j = ((j % n) + n) % n;
+      q[i] = j;
+    }
+    out = indexSelectOp(out, d, idx);
+  }
+  return p.empty() ? t.clone() : out;
+}
+
 void registerShapeOps(OpRegistry& r) {
   r.add("aten::index", 2, 2, [](const KernelArgs& a) { a.set(0, advancedIndex(a.tensor(0), a.input(1))); });
   r.add("aten::view", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).view(a.intList(1))); });
@@ -616,12 +650,13 @@ void registerShapeOps(OpRegistry& r) {
     }
     a.set(0, cur.sizes() == a.tensor(0).sizes() ? cur : cur.view(a.tensor(0).sizes()));
   });
-  // constant_pad_nd / pad(self, pad, mode="constant", value=None)
+  // constant_pad_nd / pad(self, pad, mode="constant", value=None); the other
+  // modes (reflect, replicate, circular) are index_selects, one per padded dim.
   auto pad = [](const KernelArgs& a) {
     const Tensor& t = a.tensor(0);
     Shape p = a.intList(1);
-    if (a.num_in > 2 && a.input(2).isList() == false && !a.isNone(2) && a.input(2).str() != "constant")
-      throw std::invalid_argument("pad: only mode='constant' is supported, got '" + a.input(2).str() + "'");
+    const std::string mode = a.num_in > 2 && !a.isNone(2) ? a.input(2).str() : "constant";
+    if (mode != "constant") return a.set(0, padByIndex(t, p, mode));
     double value = a.num_in > 3 && !a.isNone(3) ? a.toDouble(3) : 0.0;
     if (p.size() % 2 || static_cast<int64_t>(p.size() / 2) > t.dim())
       throw std::invalid_argument("pad: the padding list must have an even length <= 2 * rank");
@@ -644,6 +679,11 @@ void registerShapeOps(OpRegistry& r) {
     a.set(0, out);
   };
   r.add("aten::pad", 2, 4, pad);
+  for (const char* mode : {"reflection", "replication"})
+    for (int nd = 1; nd <= 3; ++nd)
+      r.add(std::string("aten::") + mode + "_pad" + std::to_string(nd) + "d", 2, 2, [mode](const KernelArgs& a) {
+        a.set(0, padByIndex(a.tensor(0), a.intList(1), std::string(mode) == "reflection" ? "reflect" : "replicate"));
+      });
   r.add("aten::constant_pad_nd", 2, 3, [pad](const KernelArgs& a) {
     const Tensor& t = a.tensor(0);
     double value = a.num_in > 2 ? a.toDouble(2) : 0.0;
