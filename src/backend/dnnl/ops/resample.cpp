@@ -1,10 +1,15 @@
-// Interpolation (F.interpolate as traced):
-//   aten::upsample_nearest{1,2,3}d(x, output_size?, scale_factors?)            (.vec)
-//   aten::upsample_nearest2d(x, output_size, scales_h?, scales_w?)
-//   aten::upsample_bilinear2d(x, output_size?, align_corners, scale_factors?)  (.vec)
-//   aten::upsample_bilinear2d(x, output_size, align_corners, scales_h?, scales_w?)
-// Plain loops that follow PyTorch's source-index arithmetic exactly
-// (oneDNN's resampling rounds nearest neighbours differently).
+// Interpolation (F.interpolate as traced), every mode PyTorch's upsample ops have:
+//   aten::upsample_nearest{1,2,3}d(x, output_size?, scale_factors?)          (.vec)
+//   aten::upsample_nearest{1,2,3}d(x, output_size, scales...?)
+//   aten::_upsample_nearest_exact{1,2,3}d(...)                               the same arguments
+//   aten::upsample_linear1d / upsample_bilinear2d / upsample_trilinear3d /
+//   aten::upsample_bicubic2d(x, output_size?, align_corners, scale_factors?)  (.vec)
+//        or (x, output_size, align_corners, scales...?)
+// Each output index of each spatial dim reads a few taps (1 nearest, 2 linear,
+// 4 cubic) with weights computed once per call by PyTorch's source-index
+// arithmetic (oneDNN's resampling rounds nearest neighbours differently and
+// has no cubic); planes and rows run in parallel, the innermost row of taps
+// is a vectorisable loop.
 #include <cmath>
 #include <cstring>
 
@@ -57,95 +62,141 @@ double pixelScale(int64_t in, int64_t out, bool align_corners, std::optional<dou
   return static_cast<double>(in) / static_cast<double>(out);
 }
 
-class NearestKernel final : public Kernel {
+enum class Mode { Nearest, NearestExact, Linear, Cubic };
+
+// The taps of one spatial dim: for output o, index[o * taps + t] with weight[o * taps + t].
+struct Taps {
+  int64_t taps = 1;
+  std::vector<int64_t> index;
+  std::vector<float> weight;
+};
+
+Taps makeTaps(Mode mode, int64_t in, int64_t out, bool align, std::optional<double> scale_arg) {
+  Taps t;
+  const double scale = pixelScale(in, out, mode == Mode::Linear || mode == Mode::Cubic ? align : false, scale_arg);
+  t.taps = mode == Mode::Cubic ? 4 : mode == Mode::Linear ? 2 : 1;
+  t.index.resize(static_cast<size_t>(out * t.taps));
+  t.weight.resize(static_cast<size_t>(out * t.taps));
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t* idx = t.index.data() + o * t.taps;
+    float* w = t.weight.data() + o * t.taps;
+    const double od = static_cast<double>(o);
+    if (mode == Mode::Nearest || mode == Mode::NearestExact) {
+      const double src = mode == Mode::Nearest ? od * scale : (od + 0.5) * scale;
+      idx[0] = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
+      w[0] = 1.f;
+    } else if (mode == Mode::Linear) {
+      double src = align ? scale * od : scale * (od + 0.5) - 0.5;
+      if (src < 0) src = 0;
+      const int64_t i0 = std::min(static_cast<int64_t>(src), in - 1);
+      const double l = src - static_cast<double>(i0);
+      idx[0] = i0;
+      idx[1] = std::min(i0 + 1, in - 1);
+      w[0] = static_cast<float>(1 - l);
+      w[1] = static_cast<float>(l);
+    } else {  // cubic convolution, A = -0.75, taps clamped to the border
+      const double src = align ? scale * od : scale * (od + 0.5) - 0.5;
+      const double fl = std::floor(src);
+      const float x = static_cast<float>(src - fl), A = -0.75f;
+      const int64_t i = static_cast<int64_t>(fl);
+      auto c1 = [A](float v) { return ((A + 2) * v - (A + 3)) * v * v + 1; };
+      auto c2 = [A](float v) { return ((A * v - 5 * A) * v + 8 * A) * v - 4 * A; };
+      w[0] = c2(x + 1);
+      w[1] = c1(x);
+      w[2] = c1(1 - x);
+      w[3] = c2(2 - x);
+      for (int64_t k = 0; k < 4; ++k) idx[k] = std::min(std::max<int64_t>(i - 1 + k, 0), in - 1);
+    }
+  }
+  return t;
+}
+
+class ResampleKernel final : public Kernel {
  public:
-  explicit NearestKernel(size_t nsp) : nsp_(nsp) {}
+  ResampleKernel(Mode mode, size_t nsp) : mode_(mode), nsp_(nsp) {}
   void run(const KernelArgs& a) override {
-    Tensor x = a.tensor(0);
-    if (x.dim() != static_cast<int64_t>(nsp_) + 2) throw std::invalid_argument("upsample_nearest: bad input " + x.describe());
-    Resize r = parseResize(a, 1, 2, nsp_, x);
+    const Tensor& x_in = a.tensor(0);
+    const bool nearest = mode_ == Mode::Nearest || mode_ == Mode::NearestExact;
+    if (x_in.dim() != static_cast<int64_t>(nsp_) + 2)
+      throw std::invalid_argument("interpolate: a " + std::to_string(nsp_) + "-d resize needs a " + std::to_string(nsp_ + 2) +
+                                  "-d input, got " + x_in.describe());
+    if (!nearest && !isFloatingType(x_in.dtype()))
+      throw std::invalid_argument("interpolate: linear and cubic modes need a floating tensor, got " + x_in.describe());
+    const bool align = !nearest && a.toBool(2);
+    Resize r = parseResize(a, 1, nearest ? 2 : 3, nsp_, x_in);
+    Tensor x = nearest ? x_in.contiguous() : x_in.to(ScalarType::Float).contiguous();
     Shape shape = {x.size(0), x.size(1)};
     shape.insert(shape.end(), r.out.begin(), r.out.end());
-    Tensor out = Tensor::empty(x.dtype(), shape);
-    // source index per output index, per spatial dim
-    std::vector<std::vector<int64_t>> src(nsp_);
+    std::vector<Taps> taps;
+    Shape in(3, 1), out(3, 1);  // spatial sizes padded to 3 dims (leading 1s)
     for (size_t i = 0; i < nsp_; ++i) {
-      int64_t in = x.size(static_cast<int64_t>(i) + 2);
-      double s = pixelScale(in, r.out[i], false, r.scale[i]);
-      for (int64_t o = 0; o < r.out[i]; ++o)
-        src[i].push_back(std::min(static_cast<int64_t>(std::floor(static_cast<double>(o) * s)), in - 1));
+      in[3 - nsp_ + i] = x.size(static_cast<int64_t>(i) + 2);
+      out[3 - nsp_ + i] = r.out[i];
     }
-    Tensor xc = x.contiguous();
-    const size_t item = x.itemsize();
-    int64_t planes = x.size(0) * x.size(1), in_plane = xc.numel() / std::max<int64_t>(planes, 1);
-    int64_t out_plane = out.numel() / std::max<int64_t>(planes, 1);
-    const char* sp = static_cast<const char*>(xc.data());
-    char* dp = static_cast<char*>(out.data());
-    std::vector<int64_t> idx(nsp_);
-    for (int64_t p = 0; p < planes; ++p)
-      for (int64_t o = 0; o < out_plane; ++o) {
-        int64_t rem = o, off = 0, mul = 1;
-        for (size_t i = nsp_; i-- > 0;) {
-          idx[i] = rem % r.out[i];
-          rem /= r.out[i];
-        }
-        for (size_t i = nsp_; i-- > 0;) {
-          off += src[i][idx[i]] * mul;
-          mul *= x.size(static_cast<int64_t>(i) + 2);
-        }
-        std::memcpy(dp + (p * out_plane + o) * static_cast<int64_t>(item), sp + (p * in_plane + off) * static_cast<int64_t>(item), item);
+    for (size_t i = 0; i < 3; ++i) {
+      const size_t sp = i + nsp_ - 3;  // the user's spatial dim, for the dims that exist
+      taps.push_back(i < 3 - nsp_ ? makeTaps(Mode::Nearest, 1, 1, false, std::nullopt)
+                                  : makeTaps(mode_, in[i], out[i], align, r.scale[sp]));
+    }
+    Tensor y = Tensor::empty(x.dtype(), shape);
+    const int64_t planes = x.size(0) * x.size(1), in_plane = in[0] * in[1] * in[2], out_rows = out[0] * out[1];
+    if (y.numel() == 0) return a.set(0, y);
+    if (nearest) {  // a copy of the selected element, any dtype
+      const size_t item = x.itemsize();
+      const char* sp = static_cast<const char*>(x.data());
+      char* dp = static_cast<char*>(y.data());
+#pragma omp parallel for schedule(static)
+      for (int64_t pr = 0; pr < planes * out_rows; ++pr) {
+        const int64_t p = pr / out_rows, row = pr % out_rows, od = row / out[1], oh = row % out[1];
+        const int64_t base = p * in_plane + (taps[0].index[od] * in[1] + taps[1].index[oh]) * in[2];
+        char* d = dp + static_cast<size_t>(pr * out[2]) * item;
+        for (int64_t ow = 0; ow < out[2]; ++ow)
+          std::memcpy(d + static_cast<size_t>(ow) * item, sp + static_cast<size_t>(base + taps[2].index[ow]) * item, item);
       }
-    a.set(0, out);
+      return a.set(0, y);
+    }
+    const float* src = x.data<float>();
+    float* dst = y.data<float>();
+    const int64_t T0 = taps[0].taps, T1 = taps[1].taps, T2 = taps[2].taps;
+#pragma omp parallel for schedule(static)
+    for (int64_t pr = 0; pr < planes * out_rows; ++pr) {
+      const int64_t p = pr / out_rows, row = pr % out_rows, od = row / out[1], oh = row % out[1];
+      float* d = dst + pr * out[2];
+      for (int64_t ow = 0; ow < out[2]; ++ow) d[ow] = 0.f;
+      for (int64_t t0 = 0; t0 < T0; ++t0)
+        for (int64_t t1 = 0; t1 < T1; ++t1) {
+          const float w01 = taps[0].weight[od * T0 + t0] * taps[1].weight[oh * T1 + t1];
+          const float* s = src + p * in_plane + (taps[0].index[od * T0 + t0] * in[1] + taps[1].index[oh * T1 + t1]) * in[2];
+          const int64_t* wi = taps[2].index.data();
+          const float* ww = taps[2].weight.data();
+          for (int64_t ow = 0; ow < out[2]; ++ow) {
+            float acc = 0.f;
+            for (int64_t t2 = 0; t2 < T2; ++t2) acc += ww[ow * T2 + t2] * s[wi[ow * T2 + t2]];
+            d[ow] += w01 * acc;
+          }
+        }
+    }
+    a.set(0, y.to(x_in.dtype()));
   }
 
  private:
+  Mode mode_;
   size_t nsp_;
-};
-
-class BilinearKernel final : public Kernel {
- public:
-  void run(const KernelArgs& a) override {
-    Tensor x = a.tensor(0);
-    if (x.dim() != 4 || x.dtype() != ScalarType::Float)
-      throw std::invalid_argument("upsample_bilinear2d expects a float32 NCHW tensor, got " + x.describe());
-    bool align = a.toBool(2);
-    Resize r = parseResize(a, 1, 3, 2, x);
-    int64_t ih = x.size(2), iw = x.size(3), oh = r.out[0], ow = r.out[1];
-    Tensor xc = x.contiguous();
-    Tensor out = Tensor::empty(ScalarType::Float, {x.size(0), x.size(1), oh, ow});
-    double sh = pixelScale(ih, oh, align, r.scale[0]), sw = pixelScale(iw, ow, align, r.scale[1]);
-    auto source = [align](double scale, int64_t o) {
-      double s = align ? scale * static_cast<double>(o) : scale * (static_cast<double>(o) + 0.5) - 0.5;
-      return s < 0 ? 0.0 : s;
-    };
-    const float* src = xc.data<float>();
-    float* dst = out.data<float>();
-    for (int64_t p = 0, planes = x.size(0) * x.size(1); p < planes; ++p)
-      for (int64_t y = 0; y < oh; ++y) {
-        double fy = source(sh, y);
-        int64_t y0 = std::min(static_cast<int64_t>(fy), ih - 1), y1 = std::min(y0 + 1, ih - 1);
-        double ly = fy - static_cast<double>(y0);
-        for (int64_t xo = 0; xo < ow; ++xo) {
-          double fx = source(sw, xo);
-          int64_t x0 = std::min(static_cast<int64_t>(fx), iw - 1), x1 = std::min(x0 + 1, iw - 1);
-          double lx = fx - static_cast<double>(x0);
-          const float* s = src + p * ih * iw;
-          double v = (1 - ly) * ((1 - lx) * s[y0 * iw + x0] + lx * s[y0 * iw + x1]) +
-                     ly * ((1 - lx) * s[y1 * iw + x0] + lx * s[y1 * iw + x1]);
-          dst[(p * oh + y) * ow + xo] = static_cast<float>(v);
-        }
-      }
-    a.set(0, out);
-  }
 };
 
 }  // namespace
 
 void registerResampleOps(OpRegistry& r) {
-  for (size_t nsp = 1; nsp <= 3; ++nsp)
-    r.add(OpDef{"aten::upsample_nearest" + std::to_string(nsp) + "d", 2, 2 + nsp,
-                [nsp](const Node&) { return std::make_unique<NearestKernel>(nsp); }});
-  r.add(OpDef{"aten::upsample_bilinear2d", 3, 5, [](const Node&) { return std::make_unique<BilinearKernel>(); }});
+  for (size_t nsp = 1; nsp <= 3; ++nsp) {
+    const std::string d = std::to_string(nsp) + "d";
+    r.add(OpDef{"aten::upsample_nearest" + d, 2, 2 + nsp, [nsp](const Node&) { return std::make_unique<ResampleKernel>(Mode::Nearest, nsp); }});
+    r.add(OpDef{"aten::_upsample_nearest_exact" + d, 2, 2 + nsp,
+                [nsp](const Node&) { return std::make_unique<ResampleKernel>(Mode::NearestExact, nsp); }});
+  }
+  r.add(OpDef{"aten::upsample_linear1d", 3, 4, [](const Node&) { return std::make_unique<ResampleKernel>(Mode::Linear, 1); }});
+  r.add(OpDef{"aten::upsample_bilinear2d", 3, 5, [](const Node&) { return std::make_unique<ResampleKernel>(Mode::Linear, 2); }});
+  r.add(OpDef{"aten::upsample_trilinear3d", 3, 6, [](const Node&) { return std::make_unique<ResampleKernel>(Mode::Linear, 3); }});
+  r.add(OpDef{"aten::upsample_bicubic2d", 3, 5, [](const Node&) { return std::make_unique<ResampleKernel>(Mode::Cubic, 2); }});
 }
 LLGA_REGISTER_OPS(registerResampleOps);
 
