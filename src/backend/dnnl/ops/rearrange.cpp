@@ -6,6 +6,10 @@
 //   aten::tile(x, reps)            repeat with reps padded by leading 1s
 //   aten::movedim(x, src, dst)     int or int[] positions; a permuted view
 //   aten::diagonal(x, offset=0, dim1=0, dim2=1)   a view, the diagonal last
+//   aten::im2col(x, kernel, dilation, padding, stride)   nn.Unfold: [N, C, H, W] -> [N, C*kh*kw, L]
+//   aten::col2im(cols, output_size, kernel, dilation, padding, stride)   nn.Fold: the sum back
+//        (rows of [C*kh*kw] in parallel for im2col; planes of C for col2im, which adds)
+#include <cstring>
 #include <numeric>
 
 #include "backend/dnnl/ops/op_utils.h"
@@ -96,9 +100,102 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t d1_arg, int64_t d2_arg)
   return Tensor::fromStorage(x.storage(), x.dtype(), sizes, strides, x.offset() + start);
 }
 
+struct Sliding {
+  int64_t kh, kw, dh, dw, ph, pw, sh, sw, oh, ow;  // kernel, dilation, padding, stride; blocks per dim
+};
+
+Sliding sliding(const KernelArgs& a, size_t at, int64_t h, int64_t w, const char* op) {
+  auto pair = [&](size_t i, const char* what) {
+    Shape v = a.intList(i);
+    if (v.size() == 1) v.push_back(v[0]);
+    if (v.size() != 2) throw std::invalid_argument(std::string(op) + ": " + what + " needs 2 values");
+    return v;
+  };
+  Shape k = pair(at, "kernel_size"), d = pair(at + 1, "dilation"), p = pair(at + 2, "padding"), s = pair(at + 3, "stride");
+  Sliding g{k[0], k[1], d[0], d[1], p[0], p[1], s[0], s[1], 0, 0};
+  if (g.kh <= 0 || g.kw <= 0 || g.dh <= 0 || g.dw <= 0 || g.sh <= 0 || g.sw <= 0 || g.ph < 0 || g.pw < 0)
+    throw std::invalid_argument(std::string(op) + ": kernel, dilation and stride must be positive, padding not negative");
+  g.oh = (h + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+  g.ow = (w + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+  if (g.oh <= 0 || g.ow <= 0)
+    throw std::invalid_argument(std::string(op) + ": no sliding block fits a " + std::to_string(h) + "x" + std::to_string(w) + " input");
+  return g;
+}
+
+Tensor im2col(const KernelArgs& a) {
+  const Tensor& in = a.tensor(0);
+  const bool batched = in.dim() == 4;
+  if (!batched && in.dim() != 3) throw std::invalid_argument("im2col (nn.Unfold) expects a 3-D or 4-D input, got " + in.describe());
+  Tensor x = (batched ? in : in.unsqueeze(0)).contiguous();
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  Sliding g = sliding(a, 1, H, W, "im2col");
+  const int64_t rows = C * g.kh * g.kw, L = g.oh * g.ow;
+  Tensor out = Tensor::zeros(x.dtype(), {N, rows, L});
+  const size_t item = x.itemsize();
+  const char* src = static_cast<const char*>(x.data());
+  char* dst = static_cast<char*>(out.data());
+#pragma omp parallel for schedule(static)
+  for (int64_t nr = 0; nr < N * rows; ++nr) {
+    const int64_t n = nr / rows, r = nr % rows, c = r / (g.kh * g.kw), ki = (r / g.kw) % g.kh, kj = r % g.kw;
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+      const int64_t y = oy * g.sh - g.ph + ki * g.dh;
+      if (y < 0 || y >= H) continue;
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const int64_t xx = ox * g.sw - g.pw + kj * g.dw;
+        if (xx < 0 || xx >= W) continue;
+        std::memcpy(dst + static_cast<size_t>((nr * L) + oy * g.ow + ox) * item,
+                    src + static_cast<size_t>(((n * C + c) * H + y) * W + xx) * item, item);
+      }
+    }
+  }
+  return batched ? out : out.squeeze(0);
+}
+
+Tensor col2im(const KernelArgs& a) {
+  const Tensor& in = a.tensor(0);
+  const bool batched = in.dim() == 3;
+  if (!batched && in.dim() != 2) throw std::invalid_argument("col2im (nn.Fold) expects a 2-D or 3-D input, got " + in.describe());
+  if (!isFloatingType(in.dtype())) throw std::invalid_argument("col2im (nn.Fold) expects a floating tensor, got " + in.describe());
+  Tensor cols = (batched ? in : in.unsqueeze(0)).to(ScalarType::Double).contiguous();
+  Shape size = a.intList(1);
+  if (size.size() == 1) size.push_back(size[0]);
+  if (size.size() != 2) throw std::invalid_argument("col2im (nn.Fold): output_size needs 2 values");
+  const int64_t H = size[0], W = size[1];
+  Sliding g = sliding(a, 2, H, W, "col2im");
+  const int64_t N = cols.size(0), rows = cols.size(1), L = cols.size(2), kk = g.kh * g.kw;
+  if (rows % kk || L != g.oh * g.ow)
+    throw std::invalid_argument("col2im (nn.Fold): input " + in.describe() + " does not hold " + std::to_string(g.oh * g.ow) +
+                                " blocks of a multiple of " + std::to_string(kk) + " values");
+  const int64_t C = rows / kk;
+  Tensor out = Tensor::zeros(ScalarType::Double, {N, C, H, W});
+  const double* src = cols.data<double>();
+  double* dst = out.data<double>();
+#pragma omp parallel for schedule(static)
+  for (int64_t nc = 0; nc < N * C; ++nc) {
+    const int64_t n = nc / C, c = nc % C;
+    double* plane = dst + nc * H * W;
+    for (int64_t k = 0; k < kk; ++k) {
+      const int64_t ki = k / g.kw, kj = k % g.kw;
+      const double* row = src + (n * rows + c * kk + k) * L;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        const int64_t y = oy * g.sh - g.ph + ki * g.dh;
+        if (y < 0 || y >= H) continue;
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          const int64_t xx = ox * g.sw - g.pw + kj * g.dw;
+          if (xx >= 0 && xx < W) plane[y * W + xx] += row[oy * g.ow + ox];
+        }
+      }
+    }
+  }
+  Tensor r = out.to(in.dtype());
+  return batched ? r : r.squeeze(0);
+}
+
 }  // namespace
 
 void registerRearrangeOps(OpRegistry& r) {
+  r.add("aten::im2col", 5, 5, [](const KernelArgs& a) { a.set(0, im2col(a)); });
+  r.add("aten::col2im", 6, 6, [](const KernelArgs& a) { a.set(0, col2im(a)); });
   r.add("aten::pixel_shuffle", 2, 2, [](const KernelArgs& a) { a.set(0, pixelShuffle(a.tensor(0), a.toInt(1), true)); });
   r.add("aten::pixel_unshuffle", 2, 2, [](const KernelArgs& a) { a.set(0, pixelShuffle(a.tensor(0), a.toInt(1), false)); });
   for (const char* k : {"aten::channel_shuffle", "aten::native_channel_shuffle"})
