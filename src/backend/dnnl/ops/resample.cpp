@@ -10,6 +10,10 @@
 // arithmetic (oneDNN's resampling rounds nearest neighbours differently and
 // has no cubic); planes and rows run in parallel, the innermost row of taps
 // is a vectorisable loop.
+//   aten::grid_sampler(x, grid, mode, padding_mode, align_corners): F.grid_sample,
+//        4-D (bilinear, nearest, bicubic) and 5-D (trilinear, nearest) inputs;
+//        padding zeros, border or reflection, PyTorch's coordinate arithmetic.
+//        Output rows run in parallel.
 #include <cmath>
 #include <cstring>
 
@@ -184,9 +188,112 @@ class ResampleKernel final : public Kernel {
   size_t nsp_;
 };
 
+// ---- grid_sampler
+
+enum class GridPad { Zeros = 0, Border = 1, Reflection = 2 };
+
+double unnormalize(double c, int64_t size, bool align) {
+  return align ? (c + 1) / 2 * static_cast<double>(size - 1) : ((c + 1) * static_cast<double>(size) - 1) / 2;
+}
+double reflect(double in, int64_t twice_low, int64_t twice_high) {
+  if (twice_low == twice_high) return 0;
+  const double min = static_cast<double>(twice_low) / 2, span = static_cast<double>(twice_high - twice_low) / 2;
+  in = std::fabs(in - min);
+  const double extra = std::fmod(in, span);
+  const int64_t flips = static_cast<int64_t>(std::floor(in / span));
+  return flips % 2 == 0 ? extra + min : span - extra + min;
+}
+// Padding applied to a coordinate (border: clipped; reflection: mirrored, then clipped).
+double padCoord(double c, int64_t size, GridPad pad, bool align) {
+  if (pad == GridPad::Border) return std::min(std::max(c, 0.0), static_cast<double>(size - 1));
+  if (pad == GridPad::Reflection) {
+    c = align ? reflect(c, 0, 2 * (size - 1)) : reflect(c, -1, 2 * size - 1);
+    return std::min(std::max(c, 0.0), static_cast<double>(size - 1));
+  }
+  return c;
+}
+double sourceIndex(double c, int64_t size, GridPad pad, bool align) { return padCoord(unnormalize(c, size, align), size, pad, align); }
+
+Tensor gridSample(const Tensor& x_in, const Tensor& grid_in, int64_t mode, int64_t pad_code, bool align) {
+  const int64_t nsp = x_in.dim() - 2;
+  if ((nsp != 2 && nsp != 3) || grid_in.dim() != x_in.dim() || grid_in.size(-1) != nsp || grid_in.size(0) != x_in.size(0))
+    throw std::invalid_argument("grid_sampler: input " + x_in.describe() + " and grid " + grid_in.describe() +
+                                " must be [N, C, (D,) H, W] and [N, (D',) H', W', 2|3]");
+  if (mode < 0 || mode > 2 || pad_code < 0 || pad_code > 2)
+    throw std::invalid_argument("grid_sampler: unknown interpolation mode " + std::to_string(mode) + " or padding mode " + std::to_string(pad_code));
+  if (mode == 2 && nsp == 3) throw std::invalid_argument("grid_sampler: bicubic needs a 4-D input, got " + x_in.describe());
+  if (!isFloatingType(x_in.dtype())) throw std::invalid_argument("grid_sampler expects a floating input, got " + x_in.describe());
+  const GridPad pad = static_cast<GridPad>(pad_code);
+  Tensor x = x_in.to(ScalarType::Float).contiguous(), grid = grid_in.to(ScalarType::Float).contiguous();
+  const int64_t N = x.size(0), C = x.size(1);
+  const int64_t ID = nsp == 3 ? x.size(2) : 1, IH = x.size(-2), IW = x.size(-1);
+  const int64_t OD = nsp == 3 ? grid.size(1) : 1, OH = grid.size(-3), OW = grid.size(-2);
+  Shape out_shape{N, C};
+  if (nsp == 3) out_shape.push_back(OD);
+  out_shape.insert(out_shape.end(), {OH, OW});
+  Tensor out = Tensor::empty(ScalarType::Float, out_shape);
+  const float* src = x.data<float>();
+  const float* gp = grid.data<float>();
+  float* dst = out.data<float>();
+  const int64_t in_plane = ID * IH * IW, out_plane = OD * OH * OW;
+  auto at = [&](const float* plane, int64_t z, int64_t y, int64_t xx) -> double {
+    if (z < 0 || z >= ID || y < 0 || y >= IH || xx < 0 || xx >= IW) return 0.0;
+    return plane[(z * IH + y) * IW + xx];
+  };
+#pragma omp parallel for schedule(static)
+  for (int64_t nr = 0; nr < N * OD * OH; ++nr) {
+    const int64_t n = nr / (OD * OH), rest = nr % (OD * OH);
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const int64_t pos = rest * OW + ow;
+      const float* g = gp + (n * out_plane + pos) * nsp;
+      const double gx = g[0], gy = g[1], gz = nsp == 3 ? g[2] : 0.0;
+      for (int64_t c = 0; c < C; ++c) {
+        const float* plane = src + (n * C + c) * in_plane;
+        double v = 0;
+        if (mode == 2) {  // bicubic: 4x4 taps, each tap's index padded on its own
+          const double ix = unnormalize(gx, IW, align), iy = unnormalize(gy, IH, align);
+          const double fx = std::floor(ix), fy = std::floor(iy);
+          const double tx = ix - fx, ty = iy - fy, A = -0.75;
+          auto c1 = [A](double t) { return ((A + 2) * t - (A + 3)) * t * t + 1; };
+          auto c2 = [A](double t) { return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A; };
+          const double wx[4] = {c2(tx + 1), c1(tx), c1(1 - tx), c2(2 - tx)}, wy[4] = {c2(ty + 1), c1(ty), c1(1 - ty), c2(2 - ty)};
+          for (int64_t j = 0; j < 4; ++j)
+            for (int64_t i = 0; i < 4; ++i) {
+              const double px = padCoord(fx - 1 + static_cast<double>(i), IW, pad, align);
+              const double py = padCoord(fy - 1 + static_cast<double>(j), IH, pad, align);
+              v += wy[j] * wx[i] * at(plane, 0, static_cast<int64_t>(py), static_cast<int64_t>(px));
+            }
+        } else {
+          const double ix = sourceIndex(gx, IW, pad, align), iy = sourceIndex(gy, IH, pad, align);
+          const double iz = nsp == 3 ? sourceIndex(gz, ID, pad, align) : 0.0;
+          if (mode == 1) {  // nearest: round half to even
+            v = at(plane, static_cast<int64_t>(std::nearbyint(iz)), static_cast<int64_t>(std::nearbyint(iy)),
+                   static_cast<int64_t>(std::nearbyint(ix)));
+          } else {
+            const double x0 = std::floor(ix), y0 = std::floor(iy), z0 = std::floor(iz);
+            const double lx = ix - x0, ly = iy - y0, lz = iz - z0;
+            for (int64_t dz = 0; dz < (nsp == 3 ? 2 : 1); ++dz)
+              for (int64_t dy = 0; dy < 2; ++dy)
+                for (int64_t dx = 0; dx < 2; ++dx) {
+                  const double w = (dx ? lx : 1 - lx) * (dy ? ly : 1 - ly) * (nsp == 3 ? (dz ? lz : 1 - lz) : 1.0);
+                  if (w != 0)
+                    v += w * at(plane, static_cast<int64_t>(z0) + dz, static_cast<int64_t>(y0) + dy, static_cast<int64_t>(x0) + dx);
+                }
+          }
+        }
+        dst[(n * C + c) * out_plane + pos] = static_cast<float>(v);
+      }
+    }
+  }
+  return out.to(x_in.dtype());
+}
+
 }  // namespace
 
 void registerResampleOps(OpRegistry& r) {
+  r.add("aten::grid_sampler", 5, 5, [](const KernelArgs& a) {
+    a.set(0, gridSample(a.tensor(0), a.tensor(1), a.toInt(2), a.toInt(3), a.toBool(4)));
+  });
   for (size_t nsp = 1; nsp <= 3; ++nsp) {
     const std::string d = std::to_string(nsp) + "d";
     r.add(OpDef{"aten::upsample_nearest" + d, 2, 2 + nsp, [nsp](const Node&) { return std::make_unique<ResampleKernel>(Mode::Nearest, nsp); }});
