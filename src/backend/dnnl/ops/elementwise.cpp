@@ -390,8 +390,12 @@ void registerScalarParam(OpRegistry& r, const ScalarParamDef& def) {
       Tensor x = a.tensor(0);
       if (std::string_view(def.name) == "rrelu" && a.num_in > 3 && a.toBool(3))
         throw std::invalid_argument("rrelu in training mode samples its slopes; call model.eval() before tracing");
-      const double p0 = def.params > 0 && a.num_in > 1 ? a.toDouble(1) : def.d0;
-      const double p1 = def.params > 1 && a.num_in > 2 ? a.toDouble(2) : def.d1;
+      double p0 = def.params > 0 && a.num_in > 1 ? a.toDouble(1) : def.d0;
+      double p1 = def.params > 1 && a.num_in > 2 ? a.toDouble(2) : def.d1;
+      if (x.dtype() == ScalarType::Float) {  // PyTorch compares with the parameters in the tensor's type
+        p0 = static_cast<float>(p0);
+        p1 = static_cast<float>(p1);
+      }
       if (isIntegralType(x.dtype(), true)) throw std::invalid_argument(std::string(def.name) + " expects a floating tensor, got " + x.describe());
       Tensor out = inplace ? x : Tensor::empty(x.dtype(), x.sizes());
       auto fn = def.fn;

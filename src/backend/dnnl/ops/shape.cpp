@@ -1,5 +1,6 @@
 // Shape, view and data-movement ops in plain C++ (views share storage);
 // aten::cat of float tensors on oneDNN's concat.
+#include <functional>
 #include <algorithm>
 #include <cstring>
 
@@ -346,6 +347,8 @@ Tensor padByIndex(const Tensor& t, const Shape& p, const std::string& mode) {
   Tensor out = t;
   for (size_t k = 0; k < p.size() / 2; ++k) {
     const int64_t d = t.dim() - 1 - static_cast<int64_t>(k), lo = p[2 * k], hi = p[2 * k + 1], n = t.size(d);
+    // Negative padding crops [c0, c1) first; the positive sides then read the cropped range.
+    const int64_t c0 = std::max<int64_t>(-lo, 0), c1 = n - std::max<int64_t>(-hi, 0), m = c1 - c0;
     const int64_t size = n + lo + hi;
     if (mode == "reflect" && (lo >= n || hi >= n))
       throw std::invalid_argument("pad: reflect padding (" + std::to_string(lo) + ", " + std::to_string(hi) +
@@ -353,14 +356,16 @@ Tensor padByIndex(const Tensor& t, const Shape& p, const std::string& mode) {
     if (mode == "circular" && (lo > n || hi > n))
       throw std::invalid_argument("pad: circular padding (" + std::to_string(lo) + ", " + std::to_string(hi) +
                                   ") must not exceed the dimension's size " + std::to_string(n) + " of " + t.describe());
-    if (n == 0 || size < 0) throw std::invalid_argument("pad: '" + mode + "' padding of an empty dimension of " + t.describe());
+    if (n == 0 || size < 0 || m <= 0)
+      throw std::invalid_argument("pad: '" + mode + "' padding (" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                  ") leaves nothing of a dimension of " + t.describe());
     Tensor idx = Tensor::empty(ScalarType::Long, {size});
     int64_t* q = idx.data<int64_t>();
     for (int64_t i = 0; i < size; ++i) {
       int64_t j = i - lo;
       if (mode == "reflect") j = j < 0 ? -j : j >= n ? 2 * (n - 1) - j : j;
       else if (mode == "replicate") j = std::min(std::max<int64_t>(j, 0), n - 1);
-      else j = ((j % n) + n) % n;
+      else j = c0 + (((i - std::max<int64_t>(lo, 0)) % m) + m) % m;
       q[i] = j;
     }
     out = indexSelectOp(out, d, idx);
@@ -527,6 +532,41 @@ void registerShapeOps(OpRegistry& r) {
     for (int64_t d = 0; d < x.dim(); ++d) t.data<int64_t>()[d] = x.size(d);
     a.set(0, t);
   });
+  // tensor(data, dtype?, device?, requires_grad) / as_tensor(data, dtype?, device?):
+  // a number or a nested list of them; float if any is a float, else int64 (bool if all are bools).
+  auto fromData = [](const KernelArgs& a) {
+    const RtValue& data = a.input(0);
+    if (data.isTensor()) return a.set(0, data.tensor().to(optDtype(a, 1).value_or(data.tensor().dtype())).clone());
+    Shape shape;
+    std::vector<double> values;
+    bool any_float = false, all_bool = true;
+    std::function<void(const RtValue&, size_t)> walk = [&](const RtValue& v, size_t depth) {
+      if (v.isList()) {
+        const RtList& l = v.list();
+        if (depth == shape.size()) shape.push_back(static_cast<int64_t>(l->size()));
+        else if (shape[depth] != static_cast<int64_t>(l->size()))
+          throw std::invalid_argument("tensor(): nested lists of different lengths at depth " + std::to_string(depth));
+        for (const RtValue& x : *l) walk(x, depth + 1);
+        return;
+      }
+      if (depth != shape.size()) throw std::invalid_argument("tensor(): a number where a list was expected");
+      if (v.isTensor()) throw std::invalid_argument("tensor(): a list of tensors; use torch.stack");
+      any_float |= v.isDouble();
+      all_bool &= v.isBool();
+      values.push_back(v.toDouble());
+    };
+    walk(data, 0);
+    const ScalarType def = any_float ? ScalarType::Float : all_bool && !values.empty() ? ScalarType::Bool : ScalarType::Long;
+    Tensor d = Tensor::empty(ScalarType::Double, shape);
+    std::copy(values.begin(), values.end(), d.data<double>());
+    a.set(0, d.to(optDtype(a, 1).value_or(def)));
+  };
+  r.add("aten::tensor", 1, 4, fromData);
+  r.add("aten::as_tensor", 1, 3, fromData);
+  // scalar_tensor(s, dtype?, layout?, device?, pin?)
+  r.add("aten::scalar_tensor", 1, 5, [](const KernelArgs& a) {
+    a.set(0, Tensor::scalar(optDtype(a, 1).value_or(ScalarType::Float), a.toDouble(0)));
+  });
   // eye(n, dtype, layout, device, pin) / eye(n, m, dtype, layout, device, pin)
   r.add("aten::eye", 5, 6, [](const KernelArgs& a) {
     const int64_t n = a.toInt(0), m = a.num_in == 6 ? a.toInt(1) : n;
@@ -546,7 +586,7 @@ void registerShapeOps(OpRegistry& r) {
     Tensor d = Tensor::empty(ScalarType::Double, {steps});
     const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
     for (int64_t i = 0; i < steps; ++i)
-      d.data<double>()[i] = i < steps / 2 ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
+      d.data<double>()[i] = steps == 1 ? start : i < steps / 2 ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
     a.set(0, d.to(dt));
   });
   r.add("aten::full", 2, 6, [](const KernelArgs& a) {

@@ -1,0 +1,285 @@
+"""The op families of the coverage issue beyond test_ops.py, against PyTorch:
+activations oneDNN lacks, statistics, einsum, indexing and scatter, padding
+modes, interpolation modes, pooling with indices, fold/unfold, grid sampling,
+rearrangements and creation ops. Scripted functions (check) and traced
+modules (check_traced) both; each case includes the awkward arguments."""
+
+import itertools
+from typing import List, Optional
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import llga
+from test_ops import check, compare, rnd
+
+
+def check_traced(fn, *args, rtol=1e-4, atol=1e-5):
+    with torch.no_grad():
+        traced = torch.jit.trace(fn, args, check_trace=False)
+        want = fn(*args)
+    got = llga.optimize(traced)(*[a.numpy() for a in args])
+    compare(got, want, rtol, atol)
+
+
+# ---------------------------------------------------------------- activations
+
+def activations(x: torch.Tensor, w1: torch.Tensor, wc: torch.Tensor):
+    return (F.celu(x, 0.7), F.selu(x), F.softplus(x, 2.0, 3.0), F.softplus(x), F.hardshrink(x, 0.3),
+            F.softshrink(x, 0.3), F.threshold(x, 0.1, 20.0), F.rrelu(x, 0.1, 0.3, False), F.logsigmoid(x),
+            F.prelu(x, w1), F.prelu(x, wc), F.glu(x, 1), F.glu(x, -1), torch.erfinv(torch.tanh(x * 0.3)), F.softsign(x),
+            F.tanhshrink(x), F.softmin(x, 1), F.mish(x))
+
+
+def test_activations():
+    x = rnd(2, 4, 6) * 3
+    x[0, 0, :3] = torch.tensor([0.3, -0.3, 0.1])  # on the shrink and threshold edges
+    check(activations, x, rnd(1), rnd(4))
+
+
+def test_activation_modules_in_place_and_bad_arguments():
+    x = rnd(3, 4)
+    for m in [torch.nn.CELU(0.5, inplace=True), torch.nn.SELU(inplace=True), torch.nn.Threshold(0.2, -1.0, inplace=True),
+              torch.nn.RReLU(inplace=True), torch.nn.PReLU(4), torch.nn.GLU(1), torch.nn.Softmax2d()]:
+        xin = rnd(2, 4, 3, 3) if isinstance(m, torch.nn.Softmax2d) else x.clone()
+        check_traced(m.eval(), xin)
+    with pytest.raises(llga.ExecutionError, match="odd"):
+        llga.optimize(torch.jit.script(lambda_glu))(np.zeros((2, 5), np.float32))
+    with pytest.raises(llga.ExecutionError, match="prelu: weight"):
+        llga.optimize(torch.jit.script(prelu_fn))(np.zeros((2, 4, 3), np.float32), np.zeros(3, np.float32))
+
+
+def lambda_glu(x: torch.Tensor):
+    return F.glu(x, -1)
+
+
+def prelu_fn(x: torch.Tensor, w: torch.Tensor):
+    return F.prelu(x, w)
+
+
+# ---------------------------------------------------------------- statistics
+
+def statistics(x: torch.Tensor):
+    return (torch.var(x), torch.var(x, 1), torch.var(x, [0, 2], False, True), torch.std(x, -1, keepdim=True),
+            torch.var(x, 1, correction=0), torch.std(x, unbiased=False), torch.var_mean(x, [0, 1]),
+            torch.std_mean(x, 2, False), torch.logsumexp(x, 1), torch.logsumexp(x, [0, 2], True))
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (1, 1, 7), (2, 1, 1)], ids=str)
+def test_statistics(shape):
+    check(statistics, rnd(*shape) * 4 + 1)
+
+
+def logsumexp_inf(x: torch.Tensor):
+    return torch.logsumexp(x, 1)
+
+
+def test_logsumexp_infinities():
+    x = rnd(4, 5)
+    x[0] = -float("inf")
+    x[1, 2] = float("inf")
+    check(logsumexp_inf, x)
+
+
+# ---------------------------------------------------------------- einsum
+
+EINSUM = [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("ij,jk", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]), ("ii->i", [(4, 4)]), ("ii", [(4, 4)]), ("ij->ji", [(3, 4)]),
+    ("ij->", [(3, 4)]), ("i,i->", [(5,), (5,)]), ("i,j->ij", [(3,), (4,)]), ("...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
+    ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]), ("abc,cd,de->abe", [(2, 3, 4), (4, 5), (5, 6)]),
+    ("i...->...", [(3, 4, 5)]), ("iij->j", [(3, 3, 4)]), ("b i d, b j d -> b i j", [(2, 3, 4), (2, 5, 4)]),
+    ("ab,ab,ab->ab", [(2, 3)] * 3), ("Ab,bC->AC", [(2, 3), (3, 4)]), ("...i,...i", [(2, 1, 3), (4, 3)]),
+    ("bcij,bckl->bcijkl", [(1, 2, 2, 2), (1, 2, 2, 3)]), ("ij,kj->ik", [(0, 3), (4, 3)]),
+]
+
+
+@pytest.mark.parametrize("eq,shapes", EINSUM, ids=[e for e, _ in EINSUM])
+def test_einsum(eq, shapes):
+    args = [rnd(*s) for s in shapes]
+    check_traced(lambda *a: torch.einsum(eq, *a), *args)
+
+
+def test_einsum_errors_name_the_equation():
+    traced = torch.jit.trace(lambda a, b: torch.einsum("ij,jk->ik", a, b), (rnd(3, 4), rnd(4, 5)))
+    with pytest.raises(llga.ExecutionError, match=r"einsum\(\"ij,jk->ik\"\).*sizes 4 and 6|subscript 'j' has sizes"):
+        llga.optimize(traced)(np.zeros((3, 4), np.float32), np.zeros((6, 5), np.float32))
+
+
+def test_bilinear_layer_runs_on_einsum():
+    m = torch.nn.Bilinear(4, 5, 3).eval()
+    check_traced(m, rnd(2, 7, 4), rnd(2, 7, 5))
+
+
+# ---------------------------------------------------------------- indexing
+
+def scatters(x: torch.Tensor, i: torch.Tensor, src: torch.Tensor):
+    return (x.scatter(1, i, src), x.scatter(1, i, 2.5), x.scatter_add(1, i, src), x.scatter(0, i[:2] % 4, src, reduce="add"),
+            torch.take_along_dim(x, i, 1), torch.take_along_dim(x, i[:1] % 4, 0), torch.take_along_dim(x, i),
+            torch.kthvalue(x, 2, 1), torch.kthvalue(x, 1, 0, True))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_scatter_gather_kthvalue(dtype):
+    x = torch.randperm(24, generator=torch.Generator().manual_seed(1)).view(4, 6).to(dtype)
+    i = torch.stack([torch.randperm(6, generator=torch.Generator().manual_seed(k)) for k in range(4)])  # no duplicates
+    check(scatters, x, i, rnd(4, 6).to(dtype) if dtype != torch.int64 else x.flip(0))
+
+
+def selections(x: torch.Tensor, m: torch.Tensor, i: torch.Tensor, j: torch.Tensor):
+    return (torch.masked_select(x, m), torch.masked_select(x, m[0]), torch.nonzero(m), torch.nonzero(x > 10),
+            x.index_put([i], torch.tensor(1.5)), x.index_put([i, j], x[0, :2] * 2), x.index_put([i], x[:2], True))
+
+
+def test_masked_select_nonzero_index_put():
+    x = rnd(4, 5)
+    check(selections, x, x > 0, torch.tensor([0, 2]), torch.tensor([1, 4]))
+
+
+class WeightedBag(torch.nn.Module):
+    def __init__(self, bag):
+        super().__init__()
+        self.bag = bag
+
+    def forward(self, i, o, w):
+        return self.bag(i, o, per_sample_weights=w)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag(mode):
+    torch.manual_seed(0)
+    m = torch.nn.EmbeddingBag(10, 3, mode=mode).eval()
+    idx, off = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 3, 3, 6])  # an empty bag
+    check_traced(m, idx, off)
+    check_traced(m, torch.tensor([[1, 2, 4], [5, 4, 9]]))  # 2-D: bags of rows
+    if mode == "sum":
+        check_traced(WeightedBag(m), idx, off, rnd(8))
+    m2 = torch.nn.EmbeddingBag(10, 3, mode=mode, padding_idx=2).eval()
+    check_traced(m2, idx, off)
+
+
+def test_embedding_bag_bad_index_is_clear():
+    m = torch.nn.EmbeddingBag(10, 3).eval()
+    traced = torch.jit.trace(m, (torch.tensor([1, 2]), torch.tensor([0])))
+    with pytest.raises(llga.ExecutionError, match="out of range"):
+        llga.optimize(traced)(np.array([1, 12]), np.array([0]))
+
+
+# ---------------------------------------------------------------- shapes, padding, creation
+
+def rearrangements(x: torch.Tensor, y: torch.Tensor):
+    return (F.pixel_shuffle(y, 2), F.pixel_unshuffle(F.pixel_shuffle(y, 2), 2), F.channel_shuffle(y, 2),
+            torch.tile(x, [2]), torch.tile(x, [2, 1, 3]), torch.movedim(x, 0, 2), torch.movedim(x, [0, 1], [2, 0]),
+            torch.diagonal(x), torch.diagonal(x, 1, 1, 2), torch.diagonal(x, -1, 0, 2), torch.swapaxes(x, 0, 2))
+
+
+def test_rearrangements():
+    check(rearrangements, rnd(3, 4, 5), rnd(2, 8, 3, 3))
+
+
+def creation(x: torch.Tensor):
+    return (x + torch.linspace(-1, 2, 5), torch.linspace(0, 1, 1), torch.linspace(3, 5, 0), torch.eye(3),
+            torch.eye(2, 4, dtype=torch.int64), torch._shape_as_tensor(x), torch.empty(2, 3).fill_(1.0),
+            ~(x > 0), ~x.to(torch.int64))
+
+
+def test_creation_and_bitwise_not():
+    check_traced(creation, rnd(3, 5))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_padding_modes(mode, nd):
+    x = rnd(2, 3, *([4] * nd))
+    pad = [1, 2, 2, 0, 3, 1][: 2 * nd]
+    check_traced(lambda t: F.pad(t, pad, mode=mode), x)
+    if mode != "reflect":  # negative padding crops (circular: crops first, then wraps what is left)
+        check_traced(lambda t: F.pad(t, [-1, 2] * nd, mode=mode), x)
+        check_traced(lambda t: F.pad(t, [2, -1] * nd, mode=mode), x)
+
+
+def test_padding_layers_and_conv_padding_modes():
+    for m, x in [(torch.nn.ReflectionPad2d((1, 0, 2, 1)), rnd(1, 2, 4, 4)), (torch.nn.ReplicationPad3d(1), rnd(1, 2, 3, 3, 3)),
+                 (torch.nn.ZeroPad2d(2), rnd(1, 2, 3, 3)), (torch.nn.ConstantPad1d((2, 1), 3.5), rnd(2, 3)),
+                 (torch.nn.Conv2d(2, 3, 3, padding=1, padding_mode="circular"), rnd(1, 2, 5, 5)),
+                 (torch.nn.Conv1d(2, 3, 3, padding=2, padding_mode="reflect"), rnd(1, 2, 6))]:
+        check_traced(m.eval(), x)
+
+
+def test_reflect_padding_too_large_is_clear():
+    traced = torch.jit.trace(lambda t: F.pad(t, [3, 3], mode="reflect"), rnd(1, 2, 4))
+    with pytest.raises(llga.ExecutionError, match="must be smaller than the dimension"):
+        llga.optimize(traced)(np.zeros((1, 2, 2), np.float32))
+
+
+# ---------------------------------------------------------------- interpolation, pooling with indices, fold
+
+INTERP = [(m, nd) for m in ["nearest", "nearest-exact"] for nd in (1, 2, 3)] + [
+    ("linear", 1), ("bilinear", 2), ("trilinear", 3), ("bicubic", 2)]
+
+
+@pytest.mark.parametrize("mode,nd", INTERP, ids=[f"{m}{n}d" for m, n in INTERP])
+@pytest.mark.parametrize("how", [dict(scale_factor=2), dict(scale_factor=1.7), dict(scale_factor=0.5), "size"], ids=str)
+def test_interpolate(mode, nd, how):
+    kw = dict(size=tuple([5, 3, 4][:nd])) if how == "size" else how
+    for align in ([None] if "nearest" in mode else [False, True]):
+        k = dict(kw, mode=mode) if align is None else dict(kw, mode=mode, align_corners=align)
+        check_traced(lambda x: F.interpolate(x, **k), rnd(2, 3, *([6] * nd)))
+
+
+def test_upsample_modules():
+    for m in [torch.nn.Upsample(scale_factor=2, mode="bicubic", align_corners=True), torch.nn.UpsamplingNearest2d(scale_factor=3),
+              torch.nn.UpsamplingBilinear2d(size=(7, 5))]:
+        check_traced(m, rnd(1, 2, 4, 4))
+
+
+class PoolUnpool(torch.nn.Module):
+    def __init__(self, nd):
+        super().__init__()
+        self.pool = getattr(torch.nn, f"MaxPool{nd}d")(2, return_indices=True)
+        self.unpool = getattr(torch.nn, f"MaxUnpool{nd}d")(2)
+
+    def forward(self, x):
+        y, i = self.pool(x)
+        return self.unpool(y, i), i
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_pooling_with_indices(nd):
+    x = rnd(2, 3, *([7] * nd))
+    for m in [getattr(torch.nn, f"MaxPool{nd}d")(3, 2, 1, return_indices=True),
+              getattr(torch.nn, f"MaxPool{nd}d")(2, return_indices=True, ceil_mode=True),
+              getattr(torch.nn, f"MaxPool{nd}d")(2, 1, 0, dilation=2, return_indices=True),
+              getattr(torch.nn, f"AdaptiveMaxPool{nd}d")(3, return_indices=True), getattr(torch.nn, f"AdaptiveMaxPool{nd}d")(4)]:
+        check_traced(m, x)
+    check_traced(PoolUnpool(nd), rnd(2, 3, *([8] * nd)))
+
+
+def test_fold_unfold():
+    for m, x in [(torch.nn.Unfold(2), rnd(2, 3, 5, 6)), (torch.nn.Unfold((2, 3), dilation=2, padding=1, stride=2), rnd(2, 3, 7, 6)),
+                 (torch.nn.Fold((4, 5), 2), rnd(2, 12, 12)), (torch.nn.Fold((7, 6), (2, 3), padding=1, stride=2), rnd(2, 18, 12)),
+                 (torch.nn.Unfold(3), rnd(3, 6, 6))]:
+        check_traced(m, x)
+
+
+@pytest.mark.parametrize("nd,mode", [(2, "bilinear"), (2, "nearest"), (2, "bicubic"), (3, "bilinear"), (3, "nearest")])
+@pytest.mark.parametrize("pad", ["zeros", "border", "reflection"])
+def test_grid_sample(nd, mode, pad):
+    x, g = rnd(2, 3, *([5] * nd)), torch.rand(2, *([4] * nd), nd, generator=torch.Generator().manual_seed(nd)) * 2.6 - 1.3
+    for align in (False, True):
+        check_traced(lambda x, g: F.grid_sample(x, g, mode=mode, padding_mode=pad, align_corners=align), x, g)
+
+
+def clamp_tensors(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor):
+    return torch.clamp(x, lo, hi), torch.clamp(x, min=lo), torch.clamp(x, max=hi), x.clamp_min(lo), x.clamp_max(hi)
+
+
+def test_clamp_with_tensor_bounds_and_distances():
+    check(clamp_tensors, rnd(3, 6), rnd(6) - 0.5, rnd(3, 1) + 0.5)
+    a, b = rnd(4, 6), rnd(4, 6)
+    check_traced(lambda a, b: (F.cosine_similarity(a, b), F.cosine_similarity(a, b, 0), F.pairwise_distance(a, b),
+                               F.pairwise_distance(a, b, 1.0, 1e-6, True)), a, b)
+    tiny = torch.full((1, 2), 1e-9)
+    check_traced(lambda a, b: F.cosine_similarity(a, b), tiny, tiny)  # PyTorch 1.13 clamps each norm on its own
