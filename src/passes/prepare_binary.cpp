@@ -2,15 +2,16 @@
 // post-ops) want, following PyTorch's type promotion:
 //   * add/sub(x, y, alpha) with a constant alpha != 1  ->  add/sub(x, mul(y, alpha), 1)
 //   * x + 0, x - 0, x * 1, x / 1 (a scalar constant)    ->  x, where the result
-//     provably has x's dtype (x floating; or x integral and the scalar an int)
+//     provably has x's dtype (x floating; or x integral and the scalar an int);
+//     clone(x) where x is a graph input the graph returns (the caller's
+//     array never comes back as a result PyTorch would have made new)
 //   * a scalar constant operand of add/sub/mul/div on a floating tensor  ->
 //     a 0-dim tensor constant of that tensor's dtype (the dtype PyTorch
 //     would compute in: a Python scalar never promotes a floating tensor)
 //
 //   Given:  %y = aten::add(%x, %c2, %alpha3)      Result:  %s = aten::mul(%c2, %alpha3)
 //                                                          %y = aten::add(%x, %s, %one)
-// Left alone, with a note: dtypes unknown, a result read by an in-place op,
-// a graph input returned as-is.
+// Left alone, with a note: dtypes unknown, a result read by an in-place op.
 #include "ir/effects.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
@@ -117,7 +118,15 @@ class PrepareBinary final : public Pass {
     bool keeps = isFloating(*dt) || (isIntegral(*dt) && int_operand && n->kind().name() != "div");
     if (!keeps) return fail(n, "the result's dtype differs from x's");
     if (hasMutatingUse(*n->output())) return fail(n, "its result is written in place");
-    if (isGraphInput(x) && isGraphOutput(n->output())) return fail(n, "it would return a graph input itself");
+    if (isGraphInput(x) && isGraphOutput(n->output())) {
+      // The bridge drops the op and returns x itself; PyTorch's result is a new
+      // tensor, so the caller's array must not come back: a copy stands in.
+      Emitter e(g, n, n);
+      Value* copy = e.op("aten::clone", {x, e.none()}, n->output()->type());
+      replaceKeepingName(g, n->output(), copy);
+      n->destroy();
+      return true;
+    }
     if (x->type()->isTensor() && n->output()->type()->isTensor()) {
       const auto& xs = x->type()->tensorInfo().sizes;
       const auto& os = n->output()->type()->tensorInfo().sizes;
