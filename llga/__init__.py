@@ -18,6 +18,7 @@ from .compiler import CompiledGraph, Partition, optimize
 from .errors import (CompileError, ExecutionError, InputError, LlgaError, ParseError, PassError, UnsupportedOpError,
                      VerifyError)
 from .passes import PassRecord, list_passes
+from .ops import OpSupport, supported_ops
 from . import flops, profiler, viz  # noqa: E402  (profiler reads LLGA_VERBOSE once, here)
 
 
@@ -35,7 +36,7 @@ __all__ = [
     "LlgaError", "ParseError", "UnsupportedOpError", "VerifyError",
     "parse", "parse_type", "import_torch", "optimize", "cpu_capabilities", "set_num_threads", "get_num_threads",
     "set_memory_planning", "memory_planning", "Partition",
-    "fusion_patterns", "profiler", "flops", "viz",
+    "fusion_patterns", "profiler", "flops", "viz", "OpSupport", "supported_ops",
 ]
 
 

@@ -3,6 +3,10 @@
     python -m llga run MODEL [--input SHAPE_OR_NPY ...] [-o OUT] [--threads N]
     python -m llga inspect MODEL [--input SHAPE_OR_NPY ...] [--json] [--threads N]
     python -m llga profile MODEL [--input SHAPE ...] [--runs 10] [--threads 2] [--trace t.json]
+    python -m llga ops [--markdown]
+
+``ops`` lists every op kind llga runs (llga.supported_ops()): one line each,
+or with ``--markdown`` the table docs/ops.md holds.
 
 MODEL is a TorchScript file saved with ``torch.jit.save`` (loaded with
 ``torch.jit.load(map_location="cpu")``, in eval mode) or a torchvision model
@@ -419,7 +423,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--trace", help="also write a Chrome trace (Perfetto, chrome://tracing) here")
+
+    p = sub.add_parser("ops", help="list the op kinds llga runs, with how and their dtypes")
+    p.add_argument("--markdown", action="store_true", help="print docs/ops.md's table")
     return ap
+
+
+def ops(args) -> int:
+    from llga import ops as ops_table
+
+    if args.markdown:
+        sys.stdout.write(ops_table.markdown())
+        return 0
+    for o in ops_table.supported_ops():
+        print(f"{o.kind:45s} {o.via:9s} {','.join(o.dtypes)}")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -427,7 +445,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "profile" and args.runs <= 0:
         ap.error("--runs must be positive")
-    command = {"run": run, "inspect": inspect, "profile": profile}[args.cmd]
+    command = {"run": run, "inspect": inspect, "profile": profile, "ops": ops}[args.cmd]
     from llga.errors import CompileError, ExecutionError, InputError, UnsupportedOpError
 
     try:

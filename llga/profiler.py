@@ -293,7 +293,7 @@ def chart(compiled) -> List[Dict[str, Any]]:
 
 
 def _known_names() -> set:
-    return {p["name"] for p in _llga.fusion_patterns()} | set(_llga.supported_ops())
+    return {p["name"] for p in _llga.fusion_patterns()} | {e["kind"] for e in _llga.supported_ops()}
 
 
 def _route_off(route) -> List[str]:

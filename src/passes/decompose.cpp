@@ -41,6 +41,11 @@ namespace {
 
 bool is(const Node& n, const char* kind) { return n.kind().toQualString() == kind; }
 
+const std::vector<std::string> kDecomposed = {
+    "aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::instance_norm",
+    "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd", "aten::cosine_similarity",
+    "aten::pairwise_distance", "aten::bilinear"};
+
 std::optional<size_t> knownRank(const Value* v) {
   if (!v->type()->isTensor()) return std::nullopt;
   return v->type()->tensorInfo().rank();
@@ -315,5 +320,7 @@ class Decompose final : public Pass {
 }  // namespace
 
 LLGA_REGISTER_PASS(Decompose);
+
+const std::vector<std::string>& decomposedKinds() { return kDecomposed; }
 
 }  // namespace llga

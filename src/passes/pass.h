@@ -172,4 +172,8 @@ struct PassRegistration {
 #define LLGA_REGISTER_PASS(Class) static const ::llga::PassRegistration<Class> llga_registered_pass_##Class
 
 
+// The op kinds the decompose pass rewrites into others (decompose.cpp), so
+// they run although no kernel has their name: part of llga.supported_ops().
+const std::vector<std::string>& decomposedKinds();
+
 }  // namespace llga

@@ -5,6 +5,7 @@
 
 #include "python/numpy_interop.h"
 #include "driver/compile.h"
+#include "passes/pass.h"
 #include "python/bindings.h"
 #include "runtime/compiled.h"
 #include "backend/dnnl/microbench.h"
@@ -339,5 +340,29 @@ void bindRuntime(py::module_& m) {
     d["max_per_kernel"] = kMaxSpecializations;
     return d;
   });
-  m.def("supported_ops", [] { return OpRegistry::global().kinds(); });
+  // Every op kind llga runs: its kernels (with the arity their schema allows)
+  // and the kinds the decompose pass rewrites into them.
+  m.def("supported_ops", [] {
+    py::list out;
+    const OpRegistry& reg = OpRegistry::global();
+    for (const std::string& k : reg.kinds()) {
+      const OpDef* d = reg.find(Symbol::fromQualString(k));
+      py::dict e;
+      e["kind"] = k;
+      e["via"] = "kernel";
+      e["min_inputs"] = d->min_inputs;
+      e["max_inputs"] = d->max_inputs;
+      out.append(e);
+    }
+    for (const std::string& k : decomposedKinds()) {
+      if (reg.find(Symbol::fromQualString(k))) continue;  // also a kernel (addmm): listed once
+      py::dict e;
+      e["kind"] = k;
+      e["via"] = "decompose";
+      e["min_inputs"] = py::none();
+      e["max_inputs"] = py::none();
+      out.append(e);
+    }
+    return out;
+  });
 }

@@ -110,12 +110,16 @@ def test_cnn_keeps_layouts_between_convolutions(name):
     convs = [p for p in c.partitions if p.pattern == "conv_post_ops"]
     assert all(p.impl for p in convs)  # the oneDNN implementation is reported
     # llga's decision (out_layouts, on the IR) and what the kernel then did agree:
-    # an output decided plain is handed out plain; one handed on blocked ("kept")
-    # had been allowed to be.
+    # an output decided plain is handed out plain; one handed on in the
+    # primitive's layout ("kept") had been allowed to be: blocked under
+    # any/blocked, or a dense channels-last dst (oneDNN's choice on some CPUs
+    # for few input channels) under strided.
     for p in convs:
         assert p.output in ("kept", "plain"), p
         assert p.out_layouts[0] != "plain" or p.output == "plain", p
-        assert p.output != "kept" or p.out_layouts[0] in ("any", "blocked"), p
+        strided_dst = not any(ch.isdigit() for ch in p.dst)
+        assert p.output != "kept" or p.out_layouts[0] in ("any", "blocked") or (
+            p.out_layouts[0] == "strided" and strided_dst), p
     # Only convolutions feeding pooling/flatten/the classifier are not allowed to stay blocked.
     blocked_ok = [p for p in convs if p.out_layouts[0] in ("any", "blocked")]
     assert len(blocked_ok) >= len(convs) - 3, [p.out_layouts for p in convs]
