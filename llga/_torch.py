@@ -71,7 +71,7 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
     elif isinstance(obj, torch.jit.ScriptFunction):
         tgraph = obj.inlined_graph if inline else obj.graph
     elif isinstance(obj, torch._C.Graph):
-        tgraph = obj
+        tgraph = obj.copy() if _tensor_list_constants(obj) else obj  # the caller's graph is never changed
     else:
         raise TypeError(
             "llga.import_torch takes a torch.jit.ScriptModule, ScriptFunction or torch._C.Graph, "
@@ -95,8 +95,9 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
             value = _resolve(module, path, named)
             if isinstance(value, torch.Tensor):
                 weights[path] = tensor_to_numpy(value, path)
-            elif _is_plain_constant(value):
-                plain_attrs.append((node, value))
+            elif _is_plain_constant(value) or (isinstance(value, (list, tuple)) and value
+                                                and all(isinstance(v, torch.Tensor) for v in value)):
+                plain_attrs.append((node, value))  # a list of tensors: an RNN's _flat_weights
         if plain_attrs:
             # A scripted module reads non-tensor attributes too (a conv's bias
             # that is None, batch_norm's `training`, a momentum): they become
@@ -104,9 +105,15 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
             # graph: the module's own stays as it was).
             for node, value in plain_attrs:
                 with tgraph.insert_point_guard(node):
-                    const = tgraph.insertConstant(value)
+                    if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
+                        items = [tgraph.insertConstant(v.detach()) for v in value]
+                        const = tgraph.insertNode(tgraph.create("prim::ListConstruct", items)).output()
+                        const.setType(torch._C.ListType.ofTensors())
+                    else:
+                        const = tgraph.insertConstant(value)
                 node.output().replaceAllUsesWith(const)
                 node.destroy()
+    _expand_tensor_list_constants(tgraph)
     graph = parse(tgraph.str(), filename="<torchscript>")
 
     for node in _walk(tgraph):
@@ -114,6 +121,27 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
             name = node.output().debugName()
             weights[name] = tensor_to_numpy(node.t("value"), name)
     return graph, weights
+
+
+def _tensor_list_constants(tgraph) -> list:
+    return [n for n in _walk(tgraph) if n.kind() == "prim::Constant" and n.hasAttribute("value")
+            and n.kindOf("value") == "ival" and str(n.output().type()) in ("Tensor[]", "List[Tensor]")]
+
+
+def _expand_tensor_list_constants(tgraph) -> None:
+    """A frozen module's tensor lists (an RNN's _flat_weights) are constants
+    PyTorch prints as ``[<Tensors>]``, without their data: each becomes a
+    prim::ListConstruct of tensor constants (whose data the importer binds).
+    Works on the graph llga imports (a copy, or the caller's inlined graph)."""
+    for node in _tensor_list_constants(tgraph):
+        out = node.output()
+        items = out.toIValue()
+        with tgraph.insert_point_guard(node):
+            consts = [tgraph.insertConstant(t) for t in items]
+            lst = tgraph.insertNode(tgraph.create("prim::ListConstruct", consts))
+            lst.output().setType(_torch()._C.ListType.ofTensors())
+        out.replaceAllUsesWith(lst.output())
+        node.destroy()
 
 
 def find_owner(graph):

@@ -40,11 +40,14 @@ Tensor tensorFromConstant(const ConstantTensor& c) {
 
 namespace {
 
+struct MissingListData {};  // a list constant's tensor printed without its data ("[<Tensors>]")
+
 // Constant lists of tensors ("[<Tensor>, ...]"); other constants go through constantValue().
 RtValue tensorListFromAttr(const AttrList& items) {
   std::vector<RtValue> out;
   for (const AttrValue& a : items) {
     if (!a.is<TensorRef>()) throw std::invalid_argument("unsupported list constant element");
+    if (!a.get<TensorRef>()->hasData()) throw MissingListData{};
     out.emplace_back(tensorFromConstant(*a.get<TensorRef>()));
   }
   return makeList(std::move(out));
@@ -99,9 +102,27 @@ class PlanBuilder {
     constant_regs_.insert(reg(v));
   }
 
+  // The op's source line; for ops PyTorch recorded without one (TorchScript's
+  // bookkeeping: prim::device, prim::dtype, ...), the line of the nearest op
+  // that reads its result, or of the next op with a line, with the value named.
   std::string where(const Node& n) {
     if (!n.source().empty()) return n.source();
-    return "%" + (n.outputs().empty() ? std::string("?") : n.output(0)->debugName());
+    const std::string value = "%" + (n.outputs().empty() ? std::string("?") : n.output(0)->debugName());
+    std::vector<const Node*> frontier;
+    for (const Value* o : n.outputs())
+      for (const Use& u : o->uses()) frontier.push_back(u.user);
+    for (int depth = 0; depth < 4 && !frontier.empty(); ++depth) {
+      std::vector<const Node*> next;
+      for (const Node* u : frontier) {
+        if (!u->source().empty()) return u->source() + " (" + value + ", read there)";
+        for (const Value* o : u->outputs())
+          for (const Use& uu : o->uses()) next.push_back(uu.user);
+      }
+      frontier = std::move(next);
+    }
+    for (const Node* m = n.next(); m && m->kind() != prim::Return; m = m->next())
+      if (!m->source().empty()) return "the op before " + m->source() + " (" + value + ")";
+    return value + " (no source line in the graph)";
   }
 
   void bindConstant(const Node& n) {
@@ -127,6 +148,11 @@ class PlanBuilder {
     try {
       if (a && a->is<AttrList>()) return constant(out, tensorListFromAttr(a->get<AttrList>()));
     } catch (const std::invalid_argument&) {
+    } catch (const MissingListData&) {
+      errors_.push_back("missing weights for the tensor list constant %" + out->debugName() +
+                        " (PyTorch prints such lists as [<Tensors>], without data: optimize the TorchScript object "
+                        "itself, whose importer expands them)");
+      return;
     }
     errors_.push_back("unsupported constant " + n.str());
   }

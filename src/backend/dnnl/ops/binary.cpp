@@ -209,6 +209,24 @@ void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a, c
   args->execute(ctx, e->prim, e->scratch_md);
 }
 
+// Python's == on lists of numbers, bools, strings, None and lists of them.
+bool listsEqual(const RtValue& a, const RtValue& b) {
+  if (a.isList() != b.isList()) return false;
+  if (a.isList()) {
+    const RtList &x = a.list(), &y = b.list();
+    if (x->size() != y->size()) return false;
+    for (size_t i = 0; i < x->size(); ++i)
+      if (!listsEqual((*x)[i], (*y)[i])) return false;
+    return true;
+  }
+  if (a.isTensor() || b.isTensor()) throw std::invalid_argument("== on lists of tensors is not supported");
+  if (a.isNone() || b.isNone()) return a.isNone() && b.isNone();
+  if (std::holds_alternative<std::string>(a.v) || std::holds_alternative<std::string>(b.v))
+    return std::holds_alternative<std::string>(a.v) && std::holds_alternative<std::string>(b.v) && a.str() == b.str();
+  if (a.isDouble() || b.isDouble()) return a.toDouble() == b.toDouble();
+  return a.toInt() == b.toInt();
+}
+
 // Computes a op b (tensors or scalars). `out` (when given) is written in place.
 // `follow_layout`: the result may take the dimension order of the operand of the
 // result's shape (channels-last in, channels-last out), as PyTorch's ops do.
@@ -221,8 +239,9 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
     if (op == Bin::Ne) return RtValue(x != y);
     throw std::invalid_argument("unsupported operation on strings");
   }
-  if (av.isList() && bv.isList()) {  // aten::add.t: list concatenation
-    if (op != Bin::Add) throw std::invalid_argument("unsupported operation on lists");
+  if (av.isList() && bv.isList()) {  // aten::add.t: list concatenation; eq/ne: element by element
+    if (op == Bin::Eq || op == Bin::Ne) return RtValue(listsEqual(av, bv) == (op == Bin::Eq));
+    if (op != Bin::Add) throw std::invalid_argument("unsupported operation on lists (only +, == and !=)");
     auto out = std::make_shared<std::vector<RtValue>>(*av.list());
     out->insert(out->end(), bv.list()->begin(), bv.list()->end());
     return RtValue(out);

@@ -182,7 +182,13 @@ void registerUnary(OpRegistry& r, const UnaryDef& def) {
                       name != "ceil" && name != "round" && name != "relu6" && name != "trunc" && name != "sign" &&
                       name != "frac";
   const UnaryDef* d = &def;
-  addCached<EltCache>(r, "aten::" + name, 1, 1, [d, int_to_float](const KernelArgs& a, EltCache& c) {
+  addCached<EltCache>(r, "aten::" + name, 1, 1, [d, int_to_float, name](const KernelArgs& a, EltCache& c) {
+    if (!a.input(0).isTensor()) {  // TorchScript's scalar math: neg/abs keep ints, floor/ceil give ints
+      const RtValue& v = a.input(0);
+      const double r = d->fn(v.toDouble(), d->alpha, d->beta);
+      const bool int_result = (v.isInt() && (name == "neg" || name == "abs" || name == "sign")) || name == "floor" || name == "ceil";
+      return a.set(0, int_result ? RtValue(static_cast<int64_t>(r)) : RtValue(r));
+    }
     const Tensor& x = a.tensor(0);
     Tensor out = Tensor::empty(unaryResultType(x.dtype(), int_to_float), x.sizes());
     applyUnary(a.ctx, c, *d, x, out, d->alpha, d->beta);

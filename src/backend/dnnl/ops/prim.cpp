@@ -189,6 +189,16 @@ void registerPrimOps(OpRegistry& r) {
     a.set(0, RtValue(out));
   });
   r.add("prim::unchecked_cast", 1, 1, [](const KernelArgs& a) { a.set(0, a.input(0)); });
+  // A tensor's dtype (its ScalarType code, what dtype= arguments take) and device (llga runs on the CPU).
+  r.add("prim::dtype", 1, 1, [](const KernelArgs& a) {
+    a.set(0, RtValue(static_cast<int64_t>(scalarTypeCode(a.tensor(0).dtype()))));
+  });
+  r.add("prim::device", 1, 1, [](const KernelArgs& a) {
+    (void)a.tensor(0);
+    a.set(0, RtValue(RtDevice{"cpu"}));
+  });
+  // A variable TorchScript assigns on every path before reading it: a placeholder.
+  r.add("prim::Uninitialized", 0, 0, [](const KernelArgs& a) { a.set(0, RtValue()); });
   r.add("aten::__is__", 2, 2, [](const KernelArgs& a) { a.set(0, RtValue(a.input(0).isNone() && a.input(1).isNone())); });
   r.add("aten::__isnot__", 2, 2, [](const KernelArgs& a) { a.set(0, RtValue(!(a.input(0).isNone() && a.input(1).isNone()))); });
   r.add("aten::__not__", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(!a.toBool(0))); });

@@ -158,6 +158,9 @@ class RnnKernel final : public Kernel {
                                   " weights for " + std::to_string(expect_params) + " layer directions");
     const int64_t per = static_cast<int64_t>(params.size()) / expect_params;
     const int64_t G = gatesOf(cell_);
+    if (params[0].dim() != 2 || params[1].dim() != 2)
+      throw std::invalid_argument(std::string(cellName(cell_)) + ": the first weights are " + params[0].describe() + " and " +
+                                  params[1].describe() + ", expected 2-D w_ih and w_hh");
     c.H = params[0].size(0) / G;
     c.P = params[1].dim() == 2 ? params[1].size(1) : c.H;
     if (per != c.perLayerDir())
