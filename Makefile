@@ -9,7 +9,7 @@ CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all bootstrap build demo test test-cpp test-asan test-py test-isa test-isa-all test-install test-deps test-fresh \
-	dev-path notebook install uninstall fuzz fuzz-smoke bench bench-quick bench-parse bench-runtime clean
+	dev-path notebook install uninstall fuzz fuzz-smoke bench bench-quick bench-coverage bench-parse bench-runtime clean
 
 all: build
 
@@ -103,6 +103,11 @@ bench: build
 bench-quick: build
 	@scripts/bootstrap.sh bench
 	$(PY) -m bench --quick $(BENCH_ARGS)
+
+# The coverage models (torchaudio, recurrent, transformer decoders) against PyTorch and ONNX Runtime.
+bench-coverage: build
+	@scripts/bootstrap.sh bench
+	$(PY) -m bench --models $$($(PY) -c "from bench.models import COVERAGE; print(','.join(COVERAGE))") $(BENCH_ARGS)
 
 bench-parse: build
 	$(PY) bench/parse_bench.py

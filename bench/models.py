@@ -10,6 +10,10 @@ from typing import Callable, Dict, Tuple
 
 DEFAULT = ("resnet50", "resnet18", "mobilenet_v2", "efficientnet_b0", "densenet121", "vit_b_16", "bert", "tiny")
 QUICK = ("resnet18", "tiny")
+# The models the coverage work made run (llga.zoo.COVERAGE_MODELS, except the
+# scripted-only WaveRNN: the harness traces): make bench-coverage.
+COVERAGE = ("wav2vec2_base", "conformer", "convtasnet", "deepspeech", "emformer", "lstm_tagger", "gru_encoder",
+            "transformer_causal", "gpt_einsum")
 
 
 def _torchvision(name: str, batch: int):
@@ -45,9 +49,28 @@ BUILDERS: Dict[str, Callable[[int], Tuple[object, tuple]]] = {
 for _name in ("resnet50", "resnet18", "mobilenet_v2", "efficientnet_b0", "densenet121", "vit_b_16"):
     BUILDERS[_name] = (lambda n: (lambda batch: _torchvision(n, batch)))(_name)
 
+
+def _coverage(name: str, batch: int):
+    from llga import zoo
+
+    return zoo.coverage_model(name, batch)
+
+
+for _name in COVERAGE:
+    BUILDERS[_name] = (lambda n: (lambda batch: _coverage(n, batch)))(_name)
+
 DESCRIPTIONS = {
     "bert": "BERT-base encoder, seq 128, explicit ops",
     "tiny": "nn.Linear(28, 64) on 32x28",
+    "wav2vec2_base": "torchaudio wav2vec2_base, 0.5 s of audio",
+    "conformer": "torchaudio Conformer, 2 layers, 50 frames",
+    "convtasnet": "torchaudio ConvTasNet (small), 0.5 s",
+    "deepspeech": "torchaudio DeepSpeech, 50 frames",
+    "emformer": "torchaudio Emformer, 2 layers",
+    "lstm_tagger": "embedding + 2-layer biLSTM tagger, 32 tokens",
+    "gru_encoder": "embedding + 2-layer biGRU encoder, 20 tokens",
+    "transformer_causal": "nn.Transformer 2+2 layers, causal tgt_mask",
+    "gpt_einsum": "GPT-2-style decoder (einsum, tril mask), 32 tokens",
 }
 
 
