@@ -17,6 +17,13 @@
 //        (PyTorch 1.13's formula: each norm clamped on its own)
 //   pairwise_distance(x1, x2, p, eps, keepdim) -> linalg_vector_norm(x1 - x2 + eps, p, [-1], keepdim)
 //   bilinear(x1, x2, W, b?)           ->  einsum("...i,oij,...j->...o", [x1, W, x2]) (+ b)
+//   _nested_tensor_from_mask(x, keep, check) -> _transformer_encoder_layer_fwd(., mask=None) x N
+//        -> to_padded_tensor(., pad, None)   (nn.TransformerEncoder's nested fast path in eval)
+//        ->  the layers on x itself with the key padding mask logical_not(keep)
+//            (mask_type 1), then masked_fill(., pad rows, pad) cut to the longest
+//            row, as to_padded_tensor's output is. PyTorch takes that path only
+//            for masks whose padding is at the end of each row (it checks before
+//            tracing); for those the results agree.
 //   _native_multi_head_attention(q, k, v, E, H, Wqkv, bqkv, Wo, bo, None, ...)
 //        ->  linear (one for self-attention, else three on weight slices)
 //            -> reshape [B, L, H, D] -> transpose(1, 2)
@@ -44,7 +51,7 @@ bool is(const Node& n, const char* kind) { return n.kind().toQualString() == kin
 const std::vector<std::string> kDecomposed = {
     "aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::instance_norm",
     "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd", "aten::cosine_similarity",
-    "aten::pairwise_distance", "aten::bilinear"};
+    "aten::pairwise_distance", "aten::bilinear", "aten::_nested_tensor_from_mask", "aten::to_padded_tensor"};
 
 std::optional<size_t> knownRank(const Value* v) {
   if (!v->type()->isTensor()) return std::nullopt;
@@ -59,6 +66,12 @@ class Decompose final : public Pass {
   }
 
   bool run(Graph& g) override {
+    bool nested = false;
+    std::vector<Node*> from_mask;
+    g.forEachNode([&](Node* n) {
+      if (is(*n, "aten::_nested_tensor_from_mask")) from_mask.push_back(n);
+    });
+    for (Node* n : from_mask) nested |= nestedEncoder(g, n);
     std::vector<Node*> todo;
     g.forEachNode([&](Node* n) {
       if (product(*n) || binaryMaxMin(*n) || tensorClamp(*n) || is(*n, "aten::instance_norm") ||
@@ -78,7 +91,7 @@ class Decompose final : public Pass {
       else if (is(*n, "aten::_native_multi_head_attention")) changed |= mha(g, n);
       else changed |= encoderLayer(g, n);
     }
-    return changed;
+    return changed || nested;
   }
 
  private:
@@ -278,6 +291,51 @@ class Decompose final : public Pass {
     Value* out = attention(e, n->input(0), n->input(1), n->input(2), *h, n->input(5), n->input(6), n->input(7), n->input(8));
     out->setType(n->output(0)->type());
     replaceKeepingName(g, n->output(0), out);
+    n->destroy();
+    return true;
+  }
+
+  // The nested fast path as dense ops (see the header): every reader of the
+  // nested value must be an unmasked encoder layer (whose result is read the
+  // same way) or a to_padded_tensor without output_size.
+  bool nestedEncoder(Graph& g, Node* n) {
+    if (n->inputs().size() < 2 || n->outputs().size() != 1) return skip(n, "unexpected arity");
+    std::vector<Node*> layers, unpad;
+    std::vector<Value*> frontier{n->output()};
+    while (!frontier.empty()) {
+      Value* v = frontier.back();
+      frontier.pop_back();
+      for (const Use& u : v->uses()) {
+        Node* r = u.user;
+        if (is(*r, "aten::_transformer_encoder_layer_fwd") && u.offset == 0 && r->inputs().size() >= 18 &&
+            (r->inputs().size() == 18 || isNone(r->input(18))) && r->outputs().size() == 1) {
+          layers.push_back(r);
+          frontier.push_back(r->output());
+        } else if (is(*r, "aten::to_padded_tensor") && u.offset == 0 && (r->inputs().size() < 3 || isNone(r->input(2)))) {
+          unpad.push_back(r);
+        } else {
+          return skip(n, "its nested result is read by " + std::string(r->kind().toQualString()));
+        }
+      }
+    }
+    Emitter e(g, n, n);
+    Value* keep = n->input(1);
+    Value* pad = e.op("aten::logical_not", {keep});
+    for (Node* l : layers) {
+      while (l->inputs().size() < 20) l->addInput(e.none());
+      l->replaceInput(18, pad);
+      l->replaceInput(19, e.i(1));  // a key padding mask [B, L]
+    }
+    for (Node* u : unpad) {
+      Emitter at(g, u, u);
+      Value* rows = at.op("aten::unsqueeze", {pad, at.i(-1)});
+      Value* filled = at.op("aten::masked_fill", {u->input(0), rows, u->input(1)});
+      Value* lens = at.op("aten::sum", {keep, at.ints({1}), at.b(false), at.none()});
+      Value* longest = at.op("aten::Int", {at.op("aten::max", {lens})}, Type::Int());
+      Value* out = at.op("aten::slice", {filled, at.i(1), at.i(0), longest, at.i(1)});
+      finish(g, u, out);
+    }
+    n->output()->replaceAllUsesWith(n->input(0));
     n->destroy();
     return true;
   }

@@ -283,3 +283,36 @@ def test_clamp_with_tensor_bounds_and_distances():
                                F.pairwise_distance(a, b, 1.0, 1e-6, True)), a, b)
     tiny = torch.full((1, 2), 1e-9)
     check_traced(lambda a, b: F.cosine_similarity(a, b), tiny, tiny)  # PyTorch 1.13 clamps each norm on its own
+
+
+# ---------------------------------------------------------------- transformer encoder, nested fast path
+
+class PaddedEncoder(torch.nn.Module):
+    def __init__(self, nested, norm_first=False, final_norm=False):
+        super().__init__()
+        layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, norm_first=norm_first)
+        self.enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=nested,
+                                               norm=torch.nn.LayerNorm(32) if final_norm else None)
+
+    def forward(self, x, pad):
+        return self.enc(x, src_key_padding_mask=pad)
+
+
+@pytest.mark.parametrize("nested,norm_first,final_norm", [(True, False, False), (True, False, True), (False, False, False),
+                                                          (True, True, False)])
+def test_transformer_encoder_padding_mask_nested_and_not(nested, norm_first, final_norm):
+    torch.manual_seed(0)
+    enc = PaddedEncoder(nested, norm_first, final_norm).eval()
+    x = rnd(3, 7, 32)
+    pad = torch.zeros(3, 7, dtype=torch.bool)
+    pad[1, 5:] = True
+    pad[2, 3:] = True
+    with torch.no_grad():
+        compiled = llga.optimize(torch.jit.trace(enc, (x, pad), check_trace=False))
+    # Another mask on the same compiled model: every row padded, so the nested
+    # path's output is shorter (cut to the longest row), as PyTorch's is.
+    shorter = torch.tensor([[0, 0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1, 1]], dtype=torch.bool)
+    for p in (pad, shorter):
+        with torch.no_grad():
+            want = enc(x, p)
+        compare(compiled(x.numpy(), p.numpy()), want, 1e-4, 1e-5)
