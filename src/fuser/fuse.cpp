@@ -127,7 +127,9 @@ class Fuse final : public Pass {
           break;
         }
         if (auto dt = knownDtype(next->output()); dt && *dt != ScalarType::Float) break;
-        if (std::string why = operandFits(m, v); !why.empty()) {
+        const std::string link = next->kind().toQualString();
+        const bool may_grow = p->chain_may_grow && (link == "aten::add" || link == "aten::mul");
+        if (std::string why = operandFits(m, v, may_grow); !why.empty()) {
           stop = why;
           break;
         }
@@ -146,17 +148,26 @@ class Fuse final : public Pass {
   // A binary post-op's operand must broadcast to the chain value without
   // making it grow (the primitive writes the chain's shape): known from the
   // recorded types, and checked again by the kernels on every call.
-  static std::string operandFits(const PostOpMatch& m, const Value* chain) {
+  // With `may_grow` (a commutative link of a chain that runs op by op), the
+  // operand may instead broadcast the chain value up to its own shape.
+  static std::string operandFits(const PostOpMatch& m, const Value* chain, bool may_grow = false) {
     for (const PostOp& op : m.ops) {
       if (!op.operand) continue;
       const Value* o = op.operand;
       if (!o->type()->isTensor() || !chain->type()->isTensor()) return "operand shapes unknown";
       auto os = o->type()->tensorInfo().concreteSizes(), cs = chain->type()->tensorInfo().concreteSizes();
       if (!os || !cs) return "the shape of %" + o->debugName() + " or %" + chain->debugName() + " is unknown";
-      if (os->size() > cs->size()) return "%" + o->debugName() + " has more dims than the chain";
-      for (size_t i = 0; i < os->size(); ++i) {
-        int64_t od = (*os)[os->size() - 1 - i], cd = (*cs)[cs->size() - 1 - i];
-        if (od != 1 && od != cd) return "%" + o->debugName() + " would broadcast the chain value";
+      if (may_grow) {
+        for (size_t i = 0; i < std::min(os->size(), cs->size()); ++i) {
+          int64_t od = (*os)[os->size() - 1 - i], cd = (*cs)[cs->size() - 1 - i];
+          if (od != 1 && cd != 1 && od != cd) return "%" + o->debugName() + " does not broadcast with the chain value";
+        }
+      } else {
+        if (os->size() > cs->size()) return "%" + o->debugName() + " has more dims than the chain";
+        for (size_t i = 0; i < os->size(); ++i) {
+          int64_t od = (*os)[os->size() - 1 - i], cd = (*cs)[cs->size() - 1 - i];
+          if (od != 1 && od != cd) return "%" + o->debugName() + " would broadcast the chain value";
+        }
       }
       // float32, or a 0-dim number (PyTorch computes in float32 then too).
       auto dt = knownDtype(o);

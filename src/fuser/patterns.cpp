@@ -11,6 +11,9 @@ namespace llga {
 // and the Binary group with a tensor (broadcast) or a scalar operand
 // (fuser/post_ops.cpp decides each one).
 //
+// Binary and eltwise chains run op by op, so their chains may grow through a
+// commutative binary op with a bigger operand (chain_may_grow).
+//
 // A lone anchor becomes a partition only where the oneDNN Graph bridge makes
 // one too: convolution, linear/matmul, pooling, layer_norm, concat; a lone
 // batch_norm, softmax, eltwise or binary op stays outside.
@@ -80,7 +83,8 @@ static const std::vector<FusionPattern> kPatterns = {
         binary        (at least one post-op)
           |
        [eltwise | binary] x1..4
-)"},
+))",
+     true},
     {"eltwise_post_ops", 1, opsWith(op_trait::Eltwise), 4, false,
      R"(
           x
@@ -88,7 +92,8 @@ static const std::vector<FusionPattern> kPatterns = {
        eltwise        (at least one post-op)
           |
        [eltwise | binary] x1..4
-)"},
+))",
+     true},
 };
 
 const std::vector<FusionPattern>& fusionPatterns() { return kPatterns; }

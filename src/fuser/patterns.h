@@ -17,6 +17,11 @@ struct FusionPattern {
   int max_post_ops;                  // post-ops (eltwise/binary) the chain may take
   bool lone_ok;                      // a partition even with nothing fused
   const char* diagram;
+  // The chain's kernel runs its ops one after another (not as one primitive
+  // writing the anchor's shape), so a commutative binary link (add, mul) may
+  // broadcast the chain value up to its other operand's shape, as the oneDNN
+  // Graph bridge lets add(x, y * 2) with a small y be one partition.
+  bool chain_may_grow = false;
 };
 
 // Highest tier first.

@@ -278,3 +278,23 @@ def test_fusion_table_lists_diagrams():
     table = fusion_patterns()
     assert {"conv_post_ops", "matmul_post_ops", "pool_post_ops", "concat"} <= {p["name"] for p in table}
     assert all(p["diagram"].strip() for p in table)
+
+
+def test_pytorch_fuser_cases_alpha_broadcast_and_identities():
+    """Two cases from PyTorch's oneDNN Graph fuser tests: add with alpha and a
+    broadcasting second operand is one partition (mul + add), and x * 1 + 0.0
+    keeps no arithmetic (a copy, so the caller's array is not the result)."""
+    import numpy as np
+    import torch
+
+    x, y = torch.randn(2, 3, 4, 4), torch.randn(4)
+    c = llga.optimize(torch.jit.trace(lambda a, b: torch.add(a, b, alpha=2), (x, y)))
+    assert [(p.pattern, p.ops) for p in c.partitions] == [("binary_post_ops", ["aten::mul", "aten::add"])]
+    np.testing.assert_allclose(c(x.numpy(), y.numpy()), torch.add(x, y, alpha=2).numpy(), rtol=1e-6)
+    c = llga.optimize(torch.jit.trace(lambda a: a * 1 + 0.0, (x,)))
+    kinds = {n.kind for n in c.graph.nodes(recursive=True)}
+    assert not kinds & {"aten::mul", "aten::add"}, kinds
+    xn = x.numpy()
+    out = c(xn)
+    np.testing.assert_array_equal(out, xn)
+    assert not np.shares_memory(out, xn)
