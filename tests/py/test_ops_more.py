@@ -316,3 +316,14 @@ def test_transformer_encoder_padding_mask_nested_and_not(nested, norm_first, fin
         with torch.no_grad():
             want = enc(x, p)
         compare(compiled(x.numpy(), p.numpy()), want, 1e-4, 1e-5)
+
+
+def test_repeat_interleave_with_tensor_repeats():
+    x = rnd(3, 4)
+    check_traced(lambda x, r: torch.repeat_interleave(x, r, 0), x, torch.tensor([1, 0, 3]))
+    check_traced(lambda x, r: torch.repeat_interleave(x, r, 1), x, torch.tensor([2, 1, 0, 1]))
+    check_traced(lambda x, r: torch.repeat_interleave(x, r), x, torch.tensor(2))
+    check_traced(lambda r: torch.repeat_interleave(r), torch.tensor([2, 0, 3]))
+    traced = torch.jit.trace(lambda x, r: torch.repeat_interleave(x, r, 0), (x, torch.tensor([1, 0, 3])))
+    with pytest.raises(llga.ExecutionError, match="one count for each"):
+        llga.optimize(traced)(x.numpy(), np.array([1, 2]))

@@ -271,16 +271,42 @@ Tensor repeatTensor(const Tensor& x, const Shape& reps) {
   return r.view(out);
 }
 
-// repeat_interleave(x, repeats: int, dim=None, output_size=None): each element
-// `repeats` times in a row (tensor repeats give data-dependent sizes: not here).
+// repeat_interleave(x, repeats: int | Tensor, dim=None, output_size=None): each
+// element (slice along dim) `repeats` (or repeats[i]) times in a row; and
+// repeat_interleave(repeats: Tensor, output_size=None): the indices so repeated.
 void repeatInterleave(const KernelArgs& a) {
-  if (!a.input(1).isInt())
-    throw std::invalid_argument("repeat_interleave with a tensor of repeats is not supported (only an int)");
-  const int64_t reps = a.toInt(1);
-  if (reps < 0) throw std::invalid_argument("repeat_interleave: repeats must not be negative");
+  // repeat_interleave(repeats: Tensor, output_size=None): index i repeats[i] times.
+  if (a.num_in <= 2) {
+    const Tensor r = a.tensor(0).to(ScalarType::Long).contiguous();
+    if (r.dim() > 1) throw std::invalid_argument("repeat_interleave: repeats must be 0-D or 1-D, got " + r.describe());
+    std::vector<int64_t> out;
+    for (int64_t i = 0; i < r.numel(); ++i) {
+      if (r.data<int64_t>()[i] < 0) throw std::invalid_argument("repeat_interleave: repeats must not be negative");
+      out.insert(out.end(), static_cast<size_t>(r.data<int64_t>()[i]), i);
+    }
+    Tensor t = Tensor::empty(ScalarType::Long, {static_cast<int64_t>(out.size())});
+    std::copy(out.begin(), out.end(), t.data<int64_t>());
+    return a.set(0, t);
+  }
   Tensor x = a.tensor(0);
   if (a.isNone(2)) x = x.reshape({x.numel()});
   const int64_t dim = a.isNone(2) ? 0 : x.wrapDim(a.toInt(2));
+  if (a.input(1).isTensor() && a.tensor(1).numel() != 1) {  // one count per slice along dim
+    const Tensor r = a.tensor(1).to(ScalarType::Long).contiguous();
+    if (r.dim() != 1 || r.numel() != x.size(dim))
+      throw std::invalid_argument("repeat_interleave: repeats " + r.describe() + " must have one count for each of the " +
+                                  std::to_string(x.size(dim)) + " slices along dim " + std::to_string(dim));
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < r.numel(); ++i) {
+      if (r.data<int64_t>()[i] < 0) throw std::invalid_argument("repeat_interleave: repeats must not be negative");
+      idx.insert(idx.end(), static_cast<size_t>(r.data<int64_t>()[i]), i);
+    }
+    Tensor it = Tensor::empty(ScalarType::Long, {static_cast<int64_t>(idx.size())});
+    std::copy(idx.begin(), idx.end(), it.data<int64_t>());
+    return a.set(0, indexSelectOp(x, dim, it));
+  }
+  const int64_t reps = a.input(1).isTensor() ? static_cast<int64_t>(a.tensor(1).item()) : a.toInt(1);
+  if (reps < 0) throw std::invalid_argument("repeat_interleave: repeats must not be negative");
   Shape expanded = x.sizes(), out = x.sizes();
   expanded.insert(expanded.begin() + dim + 1, reps);
   out[dim] *= reps;
@@ -451,7 +477,7 @@ void registerShapeOps(OpRegistry& r) {
   r.add("aten::split_with_sizes", 2, 3, split);
   r.add("aten::tensor_split", 2, 3, tensorSplit);
   r.add("aten::repeat", 2, 2, [](const KernelArgs& a) { a.set(0, repeatTensor(a.tensor(0), a.intList(1))); });
-  r.add("aten::repeat_interleave", 2, 4, repeatInterleave);
+  r.add("aten::repeat_interleave", 1, 4, repeatInterleave);
   r.add("aten::tril", 1, 2, [](const KernelArgs& a) { a.set(0, triangle(a.tensor(0), a.num_in > 1 ? a.toInt(1) : 0, true)); });
   r.add("aten::triu", 1, 2, [](const KernelArgs& a) { a.set(0, triangle(a.tensor(0), a.num_in > 1 ? a.toInt(1) : 0, false)); });
   r.add("aten::meshgrid", 1, 2, meshgrid);
