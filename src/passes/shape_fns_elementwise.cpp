@@ -284,7 +284,7 @@ Out maskedFillShape(const ShapeArgs& a) {
   const TensorInfo* m = a.tensor(1);
   if (!x || !m || !isContiguous(*x) || !isContiguous(*m)) return std::nullopt;
   auto s = broadcast(sizesOf(*x), sizesOf(*m));
-  if (!s || *s != sizesOf(*x)) return std::nullopt;  // masked_fill does not grow x
+  if (!s) return std::nullopt;  // out of place, x and the mask broadcast together
   return oneTensor(contiguousInfo(*x->dtype, *s));
 }
 LLGA_SHAPE_FN("aten::masked_fill", maskedFillShape);

@@ -327,3 +327,44 @@ def test_repeat_interleave_with_tensor_repeats():
     traced = torch.jit.trace(lambda x, r: torch.repeat_interleave(x, r, 0), (x, torch.tensor([1, 0, 3])))
     with pytest.raises(llga.ExecutionError, match="one count for each"):
         llga.optimize(traced)(x.numpy(), np.array([1, 2]))
+
+
+# ---------------------------------------------------------------- attention, logical ops
+
+def attention_module(batch_first, kdim, need_weights, average, attn_mask, key_padding):
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = torch.nn.MultiheadAttention(16, 4, batch_first=batch_first, kdim=kdim, vdim=kdim)
+
+        def forward(self, q, k, v, am, kpm):
+            out = self.mha(q, k, v, attn_mask=am if attn_mask else None, key_padding_mask=kpm if key_padding else None,
+                           need_weights=need_weights, average_attn_weights=average)
+            return out if need_weights else out[0]
+
+    return Attention().eval()
+
+
+MHA = [c for c in itertools.product([False, True], [None, 12], [False, True], [True, False], [None, "bool", "float"],
+                                    [False, True]) if c[2] or c[3]]
+
+
+@pytest.mark.parametrize("batch_first,kdim,need_weights,average,attn_mask,key_padding", MHA, ids=str)
+def test_multihead_attention(batch_first, kdim, need_weights, average, attn_mask, key_padding):
+    torch.manual_seed(0)
+    m = attention_module(batch_first, kdim, need_weights, average, attn_mask, key_padding)
+    L, S, B = 5, 6, 2
+    shape = (lambda n, e: (B, n, e)) if batch_first else (lambda n, e: (n, B, e))
+    q, k, v = rnd(*shape(L, 16)), rnd(*shape(S, kdim or 16)), rnd(*shape(S, kdim or 16))
+    am = torch.rand(L, S, generator=torch.Generator().manual_seed(3)) > 0.7 if attn_mask == "bool" else rnd(L, S)
+    kpm = torch.tensor([[0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 0, 0]], dtype=torch.bool)
+    check_traced(m, q, k, v, am, kpm)
+
+
+def logical(a: torch.Tensor, b: torch.Tensor, f: torch.Tensor):
+    return (torch.logical_and(a, b), torch.logical_or(a, b), torch.logical_xor(a, b), torch.logical_and(f, f.flip(0)),
+            torch.logical_or(a > 0, f > 0), torch.logical_not(f), a.masked_fill(b.unsqueeze(-1) > 0, 7))
+
+
+def test_logical_ops_are_truth_values_not_bits():
+    check(logical, torch.tensor([2, 0, 3, -1]), torch.tensor([1, 1, 0, 4]), torch.tensor([0.5, 0.0, 2.0, -1.0]))

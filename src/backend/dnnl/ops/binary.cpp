@@ -367,7 +367,15 @@ void registerBinaryOps(OpRegistry& r) {
   addArith(r, "__or__", Bin::Or, false);
   addArith(r, "__xor__", Bin::Xor, false);
   addArith(r, "bitwise_and", Bin::And, false);
-  addArith(r, "logical_and", Bin::And, false);
+  // logical_and/or/xor: both operands as truth values (x != 0) first, a bool result.
+  for (auto [name, op] : {std::pair{"logical_and", Bin::And}, {"logical_or", Bin::Or}, {"logical_xor", Bin::Xor}}) {
+    const Bin o = op;
+    addCached<BinCache>(r, std::string("aten::") + name, 2, 2, [o](const KernelArgs& a, BinCache& c) {
+      RtValue x = binary(a.ctx, c, Bin::Ne, a.input(0), RtValue(int64_t{0}), std::nullopt);
+      RtValue y = binary(a.ctx, c, Bin::Ne, a.input(1), RtValue(int64_t{0}), std::nullopt);
+      a.set(0, binary(a.ctx, c, o, x, y, std::nullopt));
+    });
+  }
   for (auto [name, op] : {std::pair{"eq", Bin::Eq}, {"ne", Bin::Ne}, {"lt", Bin::Lt}, {"le", Bin::Le},
                           {"gt", Bin::Gt}, {"ge", Bin::Ge}}) {
     addArith(r, name, op, false);

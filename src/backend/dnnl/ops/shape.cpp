@@ -678,8 +678,10 @@ void registerShapeOps(OpRegistry& r) {
       if (mask.dtype() != ScalarType::Bool) throw std::invalid_argument("masked_fill expects a bool mask");
       double v = a.input(2).isTensor() ? a.tensor(2).item() : a.toDouble(2);
       Shape shape = broadcastShapes(self.sizes(), mask.sizes());
-      if (shape != self.sizes()) throw std::invalid_argument("masked_fill: the mask must broadcast to the tensor's shape");
-      Tensor out = inplace ? self : self.clone();
+      // In place, the mask must fit the tensor; otherwise both broadcast (PyTorch's out-of-place rule).
+      if (inplace && shape != self.sizes())
+        throw std::invalid_argument("masked_fill_: the mask " + mask.describe() + " must broadcast to the tensor " + self.describe());
+      Tensor out = inplace ? self : shape == self.sizes() ? self.clone() : self.expand(shape).contiguous();
       Tensor m = mask.expand(shape).contiguous();
       Tensor o = out.contiguous();
       const bool* mp = m.data<bool>();
