@@ -4,7 +4,9 @@
 //   aten::mm, aten::bmm, aten::addmm(bias, a, b, beta, alpha), aten::addmm_
 // Strided inputs (transposed views) are read in place. A constant linear
 // weight is reordered once into the layout the primitive prefers.
+#include <algorithm>
 #include <atomic>
+#include <unordered_map>
 
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/ops/op_utils.h"
@@ -27,6 +29,13 @@ struct MatmulEntry {
   std::string impl;
   bool swish_after = false;  // the chain's final silu runs after the primitive (backend/dnnl/swish.h)
   SharedBoundArgs bound;  // the primitive's arguments, re-pointed call after call
+  // When oneDNN has only its reference kernel for the product with the whole
+  // chain (a batched product with a mask shared across the batch, for one),
+  // the chain from its first binary op on runs as a second primitive: a binary
+  // (dst op operand, in place) with the rest of the chain as its post-ops.
+  size_t split_at = SIZE_MAX;  // index of that first binary op in the chain
+  dnnl::binary tail;
+  memory::desc tail_scratch_md;
 };
 
 bool stridesOk(const Tensor& t) {
@@ -95,10 +104,24 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     std::vector<PostOp> ops = chain ? *chain->ops : std::vector<PostOp>{};
     e.swish_after = takeFinalSwish(ops, out.numel());  // then llga's swish runs after the primitive
     dnnl::matmul::primitive_desc pd(d, chain ? postOpAttr(ops, e.operand_mds) : scratchpadAttr(), cpuEngine());
+    const auto first_binary = std::find_if(ops.begin(), ops.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Binary; });
+    const bool has_sum = std::any_of(ops.begin(), ops.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Sum; });
+    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0 && first_binary != ops.end() && !has_sum) {
+      e.split_at = static_cast<size_t>(first_binary - ops.begin());
+      std::vector<PostOp> head(ops.begin(), first_binary), rest(first_binary + 1, ops.end());
+      std::vector<memory::desc> rest_mds(e.operand_mds.begin() + 1, e.operand_mds.end());
+      dnnl::matmul::primitive_desc head_pd(d, postOpAttr(head, {}), cpuEngine());
+      dnnl::binary::desc bd(dnnlAlgorithm(first_binary->alg), e.dst_md, e.operand_mds[0], e.dst_md);
+      dnnl::binary::primitive_desc bpd(bd, postOpAttr(rest, rest_mds), cpuEngine());
+      e.tail = dnnl::binary(bpd);
+      e.tail_scratch_md = bpd.scratchpad_desc();
+      pd = head_pd;
+      e.impl = std::string(pd.impl_info_str()) + " + binary " + bpd.impl_info_str();
+    }
     e.prim = dnnl::matmul(pd);
     e.scratch_md = pd.scratchpad_desc();
     e.wei_md = pd.weights_desc();
-    e.impl = pd.impl_info_str();
+    if (e.split_at == SIZE_MAX) e.impl = pd.impl_info_str();
     if (constant_b) {
       e.weights_buf = reorderedWeight(b, e.wei_plain, e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
@@ -115,7 +138,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   else args->bind(DNNL_ARG_WEIGHTS, e->wei_plain, b.data());
   args->bind(DNNL_ARG_DST, e->dst_md, out.data());
   if (bb) args->bind(DNNL_ARG_BIAS, e->bias_md, bb->data());
-  if (chain)
+  if (chain && e->split_at == SIZE_MAX)
     for (size_t i = 0, o = 0; i < chain->ops->size(); ++i)
       if ((*chain->ops)[i].kind != PostOp::Kind::Eltwise) {
         const size_t k = o++;
@@ -123,6 +146,18 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
                    chain->operands[k].data());
       }
   args->execute(ctx, e->prim, e->scratch_md);
+  if (e->split_at != SIZE_MAX) {  // the rest of the chain: dst op operand 0, in place, then its post-ops
+    std::unordered_map<int, memory> targs{{DNNL_ARG_SRC_0, memory(e->dst_md, cpuEngine(), out.data())},
+                                          {DNNL_ARG_SRC_1, memory(e->operand_mds[0], cpuEngine(), chain->operands[0].data())},
+                                          {DNNL_ARG_DST, memory(e->dst_md, cpuEngine(), out.data())}};
+    for (size_t i = e->split_at + 1, o = 1; i < chain->ops->size(); ++i)
+      if ((*chain->ops)[i].kind == PostOp::Kind::Binary) {
+        targs[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i - e->split_at - 1)) | DNNL_ARG_SRC_1] =
+            memory(e->operand_mds[o], cpuEngine(), chain->operands[o].data());
+        ++o;
+      }
+    execute(ctx, e->tail, e->tail_scratch_md, std::move(targs));
+  }
   if (e->swish_after) swishInPlace(static_cast<float*>(out.data()), out.numel());
   if (chain) chain->used = e;
   return out;
