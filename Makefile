@@ -107,7 +107,7 @@ bench-quick: build
 # The coverage models (torchaudio, recurrent, transformer decoders) against PyTorch and ONNX Runtime.
 bench-coverage: build
 	@scripts/bootstrap.sh bench
-	$(PY) -m bench --models $$($(PY) -c "from bench.models import COVERAGE; print(','.join(COVERAGE))") $(BENCH_ARGS)
+	$(PY) -m bench --latest coverage --models $$($(PY) -c "from bench.models import COVERAGE; print(','.join(COVERAGE))") $(BENCH_ARGS)
 
 bench-parse: build
 	$(PY) bench/parse_bench.py

@@ -130,7 +130,7 @@ def chart(run: dict, path: str) -> Optional[str]:
     return path
 
 
-def write(run: dict, out_dir: str, stamp: str) -> List[str]:
+def write(run: dict, out_dir: str, stamp: str, latest_name: str = "latest") -> List[str]:
     os.makedirs(out_dir, exist_ok=True)
     base = os.path.join(out_dir, f"run-{stamp}")
     paths = []
@@ -143,7 +143,7 @@ def write(run: dict, out_dir: str, stamp: str) -> List[str]:
     if chart(run, base + ".png"):
         paths.append(base + ".png")
     for p in list(paths):
-        latest = os.path.join(out_dir, "latest" + os.path.splitext(p)[1])
+        latest = os.path.join(out_dir, latest_name + os.path.splitext(p)[1])
         shutil.copyfile(p, latest)
         paths.append(latest)
     return paths

@@ -6,7 +6,7 @@ and the machine's limit, in one run.
 Each system runs in its own process (its own peak RSS), all with the same
 thread count; timing rounds are interleaved between the systems so drift hits
 all alike. Each system's outputs are checked against PyTorch eager before its
-times count. Writes bench/results/run-<time>.{json,md,png} and latest.*.
+times count. Writes bench/results/run-<time>.{json,md,png} and latest.* (--latest NAME: NAME.*).
 """
 
 from __future__ import annotations
@@ -360,6 +360,7 @@ def main(argv=None) -> int:
                     help="per system and model: fewer rounds (at least 3) when they would take longer")
     ap.add_argument("--quick", action="store_true", help=f"{','.join(bench_models.QUICK)}, 5 rounds: about a minute")
     ap.add_argument("--out", default=RESULTS)
+    ap.add_argument("--latest", default="latest", help="the name the run is also copied to in --out (latest.md, ...)")
     ap.add_argument("--keep", action="store_true", help="keep the exported files under bench/.cache/work")
     ap.add_argument("--python", default=sys.executable)
     args = ap.parse_args(argv)
@@ -398,7 +399,7 @@ def main(argv=None) -> int:
                 run["results"].append({"model": name, "batch": batch, "error": f"{type(e).__name__}: {e}",
                                        "systems": {}})
     run["seconds"] = (datetime.datetime.now() - started).total_seconds()
-    paths = report.write(run, args.out, started.strftime("%Y%m%d-%H%M%S"))
+    paths = report.write(run, args.out, started.strftime("%Y%m%d-%H%M%S"), args.latest)
     print(report.markdown(run))
     for p in paths:
         print(f"wrote {os.path.relpath(p, ROOT)}")
