@@ -368,3 +368,25 @@ def logical(a: torch.Tensor, b: torch.Tensor, f: torch.Tensor):
 
 def test_logical_ops_are_truth_values_not_bits():
     check(logical, torch.tensor([2, 0, 3, -1]), torch.tensor([1, 1, 0, 4]), torch.tensor([0.5, 0.0, 2.0, -1.0]))
+
+
+# ---------------------------------------------------------------- more layers
+
+@pytest.mark.parametrize("nd", [2, 3])
+def test_fractional_max_pool_with_fixed_samples(nd):
+    torch.manual_seed(nd)
+    cls = torch.nn.FractionalMaxPool2d if nd == 2 else torch.nn.FractionalMaxPool3d
+    for out, kernel in [((3,) * nd, 2), ((4,) * nd, 3)]:
+        samples = torch.rand(2, 3, nd, generator=torch.Generator().manual_seed(7))
+        m = cls(kernel, output_size=out, return_indices=True, _random_samples=samples).eval()
+        check_traced(m, rnd(2, 3, *([8] * nd)))
+
+
+def test_weight_norm_unflatten_lppool():
+    torch.manual_seed(0)
+    for m, x in [(torch.nn.utils.weight_norm(torch.nn.Conv2d(3, 4, 3)), rnd(1, 3, 6, 6)),
+                 (torch.nn.utils.weight_norm(torch.nn.Linear(5, 4), dim=None), rnd(2, 5)),
+                 (torch.nn.utils.weight_norm(torch.nn.Conv1d(3, 4, 3), dim=1), rnd(1, 3, 8)),
+                 (torch.nn.Unflatten(1, (2, 3)), rnd(4, 6)), (torch.nn.LPPool1d(2, 3), rnd(2, 3, 9)),
+                 (torch.nn.LPPool2d(3, 2), rnd(2, 3, 6, 6))]:
+        check_traced(m.eval(), x)

@@ -4,6 +4,9 @@
 //        -> (values, indices); an index is the flat position in the input's
 //        spatial plane, as PyTorch's (oneDNN's pooling workspace holds
 //        positions within a window in its own layout, so these run here)
+//   aten::fractional_max_pool{2,3}d(x, kernel, output_size, random_samples) -> (values, indices)
+//        windows at PyTorch's pseudo-random intervals, one sample per plane and
+//        dim (random_samples [N, C, 2|3]: W then H for 2-d; T, H, W for 3-d)
 //   aten::max_unpool2d(x, indices, output_size), aten::max_unpool3d(x, indices, output_size, stride, padding)
 //        zeros of output_size with x written at indices
 // As PyTorch: a NaN is the maximum, the first maximum in window order wins.
@@ -11,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "backend/dnnl/ops/op_utils.h"
 
@@ -144,6 +148,79 @@ void adaptiveMaxPool(const KernelArgs& a, size_t nsp) {
   a.set(1, ix);
 }
 
+// PyTorch's generate_intervals: window starts for one plane and dim.
+std::vector<int64_t> fractionalStarts(double sample, int64_t in, int64_t out, int64_t pool) {
+  std::vector<int64_t> seq(static_cast<size_t>(out));
+  if (out > 1) {
+    const double alpha = static_cast<double>(in - pool) / static_cast<double>(out - 1);
+    for (int64_t i = 0; i < out - 1; ++i)
+      seq[static_cast<size_t>(i)] =
+          static_cast<int64_t>((static_cast<double>(i) + sample) * alpha) - static_cast<int64_t>(sample * alpha);
+  }
+  seq[static_cast<size_t>(out - 1)] = in - pool;
+  return seq;
+}
+
+void fractionalMaxPool(const KernelArgs& a, size_t nsp) {
+  const Tensor& x_in = a.tensor(0);
+  Shape kernel = listParam(a.intList(1), nsp, {}, "kernel_size"), out_size = listParam(a.intList(2), nsp, {}, "output_size");
+  const bool batched = x_in.dim() == static_cast<int64_t>(nsp) + 2;
+  if (!batched && x_in.dim() != static_cast<int64_t>(nsp) + 1)
+    throw std::invalid_argument("fractional max pooling: bad input " + x_in.describe());
+  Tensor x = (batched ? x_in : x_in.unsqueeze(0)).to(ScalarType::Float).contiguous();
+  Tensor samples = a.tensor(3).to(ScalarType::Double).contiguous();
+  const int64_t N = x.size(0), C = x.size(1);
+  if (samples.dim() != 3 || samples.size(0) != N || samples.size(1) < C || samples.size(2) != static_cast<int64_t>(nsp))
+    throw std::invalid_argument("fractional max pooling: random_samples " + a.tensor(3).describe() + " must be [" +
+                                std::to_string(N) + ", " + std::to_string(C) + ", " + std::to_string(nsp) + "]");
+  Shape in = padTo3(Shape(x.sizes().begin() + 2, x.sizes().end()), 1), k3 = padTo3(kernel, 1), o3 = padTo3(out_size, 1);
+  for (size_t i = 0; i < 3; ++i)
+    if (o3[i] <= 0 || k3[i] <= 0 || o3[i] + k3[i] - 1 > in[i])
+      throw std::invalid_argument("fractional max pooling: output_size + kernel_size - 1 must fit the input " + x_in.describe());
+  Shape out_shape{N, C};
+  for (size_t i = 3 - nsp; i < 3; ++i) out_shape.push_back(o3[i]);
+  Tensor vals = Tensor::empty(ScalarType::Float, out_shape), idx = Tensor::empty(ScalarType::Long, out_shape);
+  const float* src = x.data<float>();
+  const double* sp = samples.data<double>();
+  float* vp = vals.data<float>();
+  int64_t* ip = idx.data<int64_t>();
+  const int64_t in_plane = in[0] * in[1] * in[2], out_plane = o3[0] * o3[1] * o3[2];
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < N * C; ++p) {
+    const int64_t n = p / C, c = p % C;
+    const double* smp = sp + (n * samples.size(1) + c) * static_cast<int64_t>(nsp);
+    // The sample of each dim: 2-d reads [W, H], 3-d [T, H, W] (PyTorch's order).
+    std::vector<int64_t> seq[3];
+    for (size_t i = 0; i < 3; ++i) {
+      double u = 0;
+      if (i >= 3 - nsp) u = nsp == 2 ? smp[i == 2 ? 0 : 1] : smp[i];
+      seq[i] = i < 3 - nsp ? std::vector<int64_t>{0} : fractionalStarts(u, in[i], o3[i], k3[i]);
+    }
+    const float* s = src + p * in_plane;
+    for (int64_t od = 0; od < o3[0]; ++od)
+      for (int64_t oh = 0; oh < o3[1]; ++oh)
+        for (int64_t ow = 0; ow < o3[2]; ++ow) {
+          float best = -std::numeric_limits<float>::infinity();
+          int64_t at = -1;
+          for (int64_t d = seq[0][od]; d < seq[0][od] + k3[0]; ++d)
+            for (int64_t h = seq[1][oh]; h < seq[1][oh] + k3[1]; ++h)
+              for (int64_t w = seq[2][ow]; w < seq[2][ow] + k3[2]; ++w) {
+                const int64_t off = (d * in[1] + h) * in[2] + w;
+                if (at < 0 || s[off] > best || std::isnan(s[off])) {  // as PyTorch: the last NaN wins
+                  best = s[off];
+                  at = off;
+                }
+              }
+          const int64_t o = p * out_plane + (od * o3[1] + oh) * o3[2] + ow;
+          vp[o] = best;
+          ip[o] = at;
+        }
+  }
+  vals = vals.to(x_in.dtype());
+  a.set(0, batched ? vals : vals.squeeze(0));
+  a.set(1, batched ? idx : idx.squeeze(0));
+}
+
 void maxUnpool(const KernelArgs& a, size_t nsp) {
   const Tensor& x_in = a.tensor(0);
   const Tensor& i_in = a.tensor(1);
@@ -188,6 +265,8 @@ void registerPoolIndicesOps(OpRegistry& r) {
     r.add("aten::adaptive_max_pool" + d, 2, 2, [nsp](const KernelArgs& a) { adaptiveMaxPool(a, nsp); });
   }
   r.add("aten::max_unpool2d", 3, 3, [](const KernelArgs& a) { maxUnpool(a, 2); });
+  r.add("aten::fractional_max_pool2d", 4, 4, [](const KernelArgs& a) { fractionalMaxPool(a, 2); });
+  r.add("aten::fractional_max_pool3d", 4, 4, [](const KernelArgs& a) { fractionalMaxPool(a, 3); });
   r.add("aten::max_unpool3d", 5, 5, [](const KernelArgs& a) { maxUnpool(a, 3); });
 }
 LLGA_REGISTER_OPS(registerPoolIndicesOps);

@@ -194,6 +194,28 @@ Tensor col2im(const KernelArgs& a) {
 }  // namespace
 
 void registerRearrangeOps(OpRegistry& r) {
+  // unflatten(x, dim, sizes): dim split into sizes (one may be -1), a view.
+  r.add("aten::unflatten", 3, 3, [](const KernelArgs& a) {
+    const Tensor& x = a.tensor(0);
+    const int64_t dim = x.wrapDim(a.toInt(1));
+    Shape sizes = a.intList(2), shape;
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      if (d == dim) shape.insert(shape.end(), sizes.begin(), sizes.end());
+      else shape.push_back(x.size(d));
+    }
+    int64_t known = 1, unknown = -1;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] == -1 && unknown < 0) unknown = static_cast<int64_t>(i);
+      else known *= sizes[i];
+    }
+    if (unknown >= 0 && known != 0) shape[static_cast<size_t>(dim + unknown)] = x.size(dim) / known;
+    int64_t prod = 1;
+    for (size_t i = 0; i < sizes.size(); ++i) prod *= shape[static_cast<size_t>(dim) + i];
+    if (prod != x.size(dim))
+      throw std::invalid_argument("unflatten: sizes do not multiply to " + std::to_string(x.size(dim)) + ", the size of dim " +
+                                  std::to_string(dim) + " of " + x.describe());
+    a.set(0, x.reshape(shape));
+  });
   r.add("aten::im2col", 5, 5, [](const KernelArgs& a) { a.set(0, im2col(a)); });
   r.add("aten::col2im", 6, 6, [](const KernelArgs& a) { a.set(0, col2im(a)); });
   r.add("aten::pixel_shuffle", 2, 2, [](const KernelArgs& a) { a.set(0, pixelShuffle(a.tensor(0), a.toInt(1), true)); });

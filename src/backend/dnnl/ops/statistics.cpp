@@ -2,6 +2,8 @@
 //   aten::var / aten::std (x, unbiased=True) | (x, dims?, unbiased=True, keepdim=False)
 //                         | (x, dims?, correction?, keepdim=False)
 //   aten::var_mean / aten::std_mean: the same arguments -> (var|std, mean)
+//   aten::_weight_norm(v, g, dim=0): g * v / ||v||, the norm over every dim but
+//     `dim` (all of them for dim -1): nn.utils.weight_norm's weight, as traced
 //   aten::logsumexp(x, dims, keepdim=False): max + log(sum(exp(x - max))), with
 //     rows of -inf giving -inf and rows holding +inf giving +inf, as PyTorch.
 // The reduced dimensions are moved last (one copy when they are not already),
@@ -131,9 +133,49 @@ void logsumexp(const KernelArgs& a) {
   a.set(0, out.to(isFloatingType(x.dtype()) ? x.dtype() : ScalarType::Float));
 }
 
+Tensor weightNorm(const Tensor& v_in, const Tensor& g_in, int64_t dim_arg) {
+  if (!isFloatingType(v_in.dtype())) throw std::invalid_argument("_weight_norm expects a floating v, got " + v_in.describe());
+  Tensor v = v_in.to(ScalarType::Double).contiguous(), g = g_in.to(ScalarType::Double).contiguous();
+  const int64_t rank = std::max<int64_t>(v.dim(), 1);
+  const int64_t dim = dim_arg == -1 ? -1 : (v.dim() == 0 ? 0 : v.wrapDim(dim_arg));
+  // v as [outer, n, inner] with the kept dim in the middle (or everything one slice).
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int64_t d = 0; d < v.dim(); ++d) {
+    if (dim == -1) inner *= v.size(d);
+    else if (d < dim) outer *= v.size(d);
+    else if (d == dim) n = v.size(d);
+    else inner *= v.size(d);
+  }
+  if (g.numel() != n)
+    throw std::invalid_argument("_weight_norm: g " + g_in.describe() + " does not have one value per slice of v " + v_in.describe() +
+                                " along dim " + std::to_string(dim_arg));
+  (void)rank;
+  std::vector<double> norm(static_cast<size_t>(n), 0.0);
+  const double* pv = v.data<double>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < inner; ++i) {
+        const double x = pv[(o * n + k) * inner + i];
+        norm[static_cast<size_t>(k)] += x * x;
+      }
+  Tensor out = Tensor::empty(ScalarType::Double, v.sizes());
+  double* po = out.data<double>();
+  const double* pg = g.data<double>();
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < n; ++k) {
+      const double scale = pg[k] / std::sqrt(norm[static_cast<size_t>(k)]);
+      for (int64_t i = 0; i < inner; ++i) po[(o * n + k) * inner + i] = pv[(o * n + k) * inner + i] * scale;
+    }
+  return out.to(v_in.dtype());
+}
+
 }  // namespace
 
 void registerStatisticsOps(OpRegistry& r) {
+  r.add("aten::_weight_norm", 2, 3, [](const KernelArgs& a) {
+    a.set(0, weightNorm(a.tensor(0), a.tensor(1), a.num_in > 2 ? a.toInt(2) : 0));
+  });
   r.add("aten::var", 1, 4, varianceKernel(false, false));
   r.add("aten::std", 1, 4, varianceKernel(true, false));
   r.add("aten::var_mean", 1, 4, varianceKernel(false, true));
