@@ -254,6 +254,7 @@ LLGA_SHAPE_FN("aten::_native_multi_head_attention", mhaShape);
 Out rnnShape(const ShapeArgs& a) {
   const bool lstm = a.node().kind().toQualString() == std::string_view("aten::lstm");
   const TensorInfo* x = a.tensor(0);
+  if (lstm && !a[1].items) return std::nullopt;  // the packed overload (data, batch_sizes, ...): data-dependent
   auto layers = a.i(4);
   auto bidirectional = a.i(7), batch_first = a.i(8);
   if (!x || !layers || !bidirectional || !batch_first || !a[2].items || a[2].items->size() < 2) return std::nullopt;

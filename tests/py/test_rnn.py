@@ -103,3 +103,36 @@ def test_bad_state_is_a_clear_error():
     compiled = llga.optimize(traced)
     with pytest.raises(Exception, match="initial state"):
         compiled(np.zeros((5, 3, 4), np.float32), np.zeros((2, 3, 6), np.float32))
+
+
+class Packed(torch.nn.Module):
+    def __init__(self, cell, batch_first, bidirectional, layers):
+        super().__init__()
+        self.batch_first = batch_first
+        self.rnn = CELLS[cell](4, 5, num_layers=layers, bidirectional=bidirectional, batch_first=batch_first)
+
+    def forward(self, x, lengths):
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=self.batch_first, enforce_sorted=False)
+        out, h = self.rnn(packed)
+        y, out_lengths = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=self.batch_first,
+                                                                total_length=x.size(1 if self.batch_first else 0))
+        return y, h, out_lengths
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn_tanh"])
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("bidirectional,layers", [(True, 2), (False, 1)])
+def test_packed_sequences(cell, batch_first, bidirectional, layers):
+    torch.manual_seed(1)
+    m = Packed(cell, batch_first, bidirectional, layers).eval()
+    x = torch.randn(3, 6, 4) if batch_first else torch.randn(6, 3, 4)
+    with torch.no_grad():
+        compiled = llga.optimize(torch.jit.trace(m, (x, torch.tensor([4, 6, 2])), check_trace=False))
+    for lengths in ([4, 6, 2], [6, 1, 3], [2, 2, 2]):  # other lengths on the same compiled model
+        L = torch.tensor(lengths)
+        with torch.no_grad():
+            want = m(x, L)
+        got = compiled(x.numpy(), L.numpy())
+        for g, w in zip(flat(got), flat(want)):
+            assert g.shape == tuple(w.shape)
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-5)

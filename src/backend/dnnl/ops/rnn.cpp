@@ -123,50 +123,64 @@ class RnnKernel final : public Kernel {
   }
 
   void run(const KernelArgs& a) override {
-    if (!a.input(1).isList() && cell_ == Cell::Lstm)
-      throw std::invalid_argument("lstm over a packed sequence (aten::lstm.data) is not supported; pass padded input");
-    if (cell_ != Cell::Lstm && a.input(2).isTensor())
-      throw std::invalid_argument(std::string(cellName(cell_)) +
-                                  " over a packed sequence (the .data overload) is not supported; pass padded input");
-    const Tensor& x_in = a.tensor(0);
+    // The padded overload: (x, hx, params, has_biases, layers, dropout, train, bidirectional, batch_first);
+    // the packed one (.data): (data, batch_sizes, hx, params, has_biases, layers, dropout, train, bidirectional).
+    const bool packed = cell_ == Cell::Lstm ? a.input(1).isTensor() : a.input(2).isTensor();
+    const size_t at = packed ? 1 : 0;  // the shift of hx and what follows
     std::vector<Tensor> hx;
     if (cell_ == Cell::Lstm) {
-      for (const RtValue& v : *a.input(1).list()) hx.push_back(v.tensor());
+      for (const RtValue& v : *a.input(1 + at).list()) hx.push_back(v.tensor());
       if (hx.size() != 2) throw std::invalid_argument("lstm expects hx = [h0, c0], got " + std::to_string(hx.size()) + " tensors");
     } else {
-      hx.push_back(a.tensor(1));
+      hx.push_back(a.tensor(1 + at));
     }
     std::vector<Tensor> params;
-    for (const RtValue& v : *a.input(2).list()) params.push_back(v.tensor());
-    Config c{cell_, a.toBool(3), a.toBool(7), a.toBool(8), true, a.toInt(4), 1, 0, 0, 0, 0, 0};
-    if (a.toBool(6) && a.toDouble(5) != 0.0)
+    for (const RtValue& v : *a.input(2 + at).list()) params.push_back(v.tensor());
+    Config c{cell_, a.toBool(3 + at), a.toBool(7 + at), packed ? false : a.toBool(8), true, a.toInt(4 + at), 1, 0, 0, 0, 0, 0};
+    if (a.toBool(6 + at) && a.toDouble(5 + at) != 0.0)
       throw std::invalid_argument(std::string(cellName(cell_)) + " with dropout in training mode; call model.eval() before tracing");
     c.dirs = c.bidirectional ? 2 : 1;
+    const Tensor& x_in = a.tensor(0);
     if (x_in.dtype() != ScalarType::Float) throw std::invalid_argument(std::string(cellName(cell_)) + " supports float32 input, got " + x_in.describe());
-    if (x_in.dim() != 3 && x_in.dim() != 2)
-      throw std::invalid_argument(std::string(cellName(cell_)) + " expects a 2-D or 3-D input, got " + x_in.describe());
-    c.batched = x_in.dim() == 3;
-    // Unbatched input (T, I) runs as a batch of one.
-    Tensor x = (c.batched ? x_in : x_in.unsqueeze(c.batch_first ? 0 : 1)).contiguous();
-    c.T = x.size(c.batch_first ? 1 : 0);
-    c.N = x.size(c.batch_first ? 0 : 1);
-    c.I = x.size(2);
+    if (packed ? x_in.dim() != 2 : (x_in.dim() != 3 && x_in.dim() != 2))
+      throw std::invalid_argument(std::string(cellName(cell_)) + " expects a " + (packed ? "2-D packed" : "2-D or 3-D") +
+                                  " input, got " + x_in.describe());
     if (c.layers < 1) throw std::invalid_argument(std::string(cellName(cell_)) + ": num_layers must be positive");
     const int64_t expect_params = c.layers * c.dirs;
     if (params.empty() || static_cast<int64_t>(params.size()) % expect_params != 0)
       throw std::invalid_argument(std::string(cellName(cell_)) + ": " + std::to_string(params.size()) +
                                   " weights for " + std::to_string(expect_params) + " layer directions");
     const int64_t per = static_cast<int64_t>(params.size()) / expect_params;
-    const int64_t G = gatesOf(cell_);
     if (params[0].dim() != 2 || params[1].dim() != 2)
       throw std::invalid_argument(std::string(cellName(cell_)) + ": the first weights are " + params[0].describe() + " and " +
                                   params[1].describe() + ", expected 2-D w_ih and w_hh");
-    c.H = params[0].size(0) / G;
-    c.P = params[1].dim() == 2 ? params[1].size(1) : c.H;
+    c.H = params[0].size(0) / gatesOf(cell_);
+    c.P = params[1].size(1);
+    c.I = x_in.size(-1);
     if (per != c.perLayerDir())
       throw std::invalid_argument(std::string(cellName(cell_)) + ": " + std::to_string(per) + " weights per layer direction, expected " +
                                   std::to_string(c.perLayerDir()));
-    std::vector<Tensor> states;  // h0 (and c0) as (L*D, N, size), float, contiguous
+    if (packed) return runPacked(a, c, x_in, a.tensor(1), hx, params);
+
+    c.batched = x_in.dim() == 3;
+    // Unbatched input (T, I) runs as a batch of one.
+    Tensor x = (c.batched ? x_in : x_in.unsqueeze(c.batch_first ? 0 : 1)).contiguous();
+    c.T = x.size(c.batch_first ? 1 : 0);
+    c.N = x.size(c.batch_first ? 0 : 1);
+    std::vector<Tensor> states = initialStates(c, hx);
+    auto [out, final_states] = core(a.ctx, c, x, states, params);
+    if (!c.batched) {
+      out = out.squeeze(c.batch_first ? 0 : 1);
+      for (Tensor& st : final_states) st = st.squeeze(1);
+    }
+    a.set(0, out);
+    for (size_t i = 0; i < final_states.size(); ++i) a.set(i + 1, final_states[i]);
+  }
+
+ private:
+  // h0 (and c0) as (L*D, N, size), float, contiguous, checked against the config.
+  std::vector<Tensor> initialStates(const Config& c, const std::vector<Tensor>& hx) const {
+    std::vector<Tensor> states;
     for (size_t i = 0; i < hx.size(); ++i) {
       const int64_t size = i == 0 ? c.P : c.H;
       Tensor h = c.batched ? hx[i] : hx[i].unsqueeze(1);
@@ -175,18 +189,70 @@ class RnnKernel final : public Kernel {
                                     shapeString(c.batched ? Shape{c.layers * c.dirs, c.N, size} : Shape{c.layers * c.dirs, size}));
       states.push_back(h.to(ScalarType::Float).contiguous());
     }
+    return states;
+  }
 
+  // A packed sequence (PyTorch's PackedSequence: rows time-major, batch_sizes[t]
+  // sequences still running at step t, longest first): each sequence runs on
+  // its own (oneDNN's RNN primitives take one length per call), its rows
+  // gathered from the packed data and its results scattered back.
+  void runPacked(const KernelArgs& a, Config c, const Tensor& data_in, const Tensor& batch_sizes_in,
+                 const std::vector<Tensor>& hx, const std::vector<Tensor>& params) {
+    Tensor bs = batch_sizes_in.to(ScalarType::Long).contiguous();
+    const int64_t steps = bs.numel();
+    const int64_t* b = bs.data<int64_t>();
+    if (bs.dim() != 1 || steps == 0) throw std::invalid_argument(std::string(cellName(cell_)) + ": bad batch_sizes " + batch_sizes_in.describe());
+    int64_t rows = 0;
+    for (int64_t t = 0; t < steps; ++t) {
+      if (b[t] <= 0 || (t > 0 && b[t] > b[t - 1]))
+        throw std::invalid_argument(std::string(cellName(cell_)) + ": batch_sizes must be positive and not increase");
+      rows += b[t];
+    }
+    if (rows != data_in.size(0))
+      throw std::invalid_argument(std::string(cellName(cell_)) + ": packed data " + data_in.describe() + " does not hold the " +
+                                  std::to_string(rows) + " rows batch_sizes count");
+    const int64_t N = b[0];
+    std::vector<int64_t> start(static_cast<size_t>(steps), 0);  // the packed row of step t's first sequence
+    for (int64_t t = 1; t < steps; ++t) start[static_cast<size_t>(t)] = start[static_cast<size_t>(t - 1)] + b[t - 1];
+    c.batched = true;
+    c.N = N;
+    std::vector<Tensor> states = initialStates(c, hx);
+    Tensor data = data_in.contiguous();
+    const int64_t out_c = c.dirs * c.P;
+    Tensor out = Tensor::empty(ScalarType::Float, {rows, out_c});
+    std::vector<Tensor> finals;
+    for (const Tensor& st : states) finals.push_back(Tensor::empty(ScalarType::Float, st.sizes()));
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t len = 0;
+      while (len < steps && b[len] > n) ++len;
+      Config one = c;
+      one.N = 1;
+      one.T = len;
+      Tensor x = Tensor::empty(ScalarType::Float, {len, 1, c.I});
+      for (int64_t t = 0; t < len; ++t) x.select(0, t).select(0, 0).copyFrom(data.select(0, start[static_cast<size_t>(t)] + n));
+      std::vector<Tensor> st;
+      for (const Tensor& s0 : states) st.push_back(s0.narrow(1, n, 1).contiguous());
+      auto [y, fin] = core(a.ctx, one, x, st, params);
+      for (int64_t t = 0; t < len; ++t) out.select(0, start[static_cast<size_t>(t)] + n).copyFrom(y.select(0, t).select(0, 0));
+      for (size_t i = 0; i < fin.size(); ++i) finals[i].narrow(1, n, 1).copyFrom(fin[i]);
+    }
+    a.set(0, out);
+    for (size_t i = 0; i < finals.size(); ++i) a.set(i + 1, finals[i]);
+  }
+
+  // The layers on x (T, N, I) or (N, T, I) contiguous: (output, final states).
+  std::pair<Tensor, std::vector<Tensor>> core(ExecContext& ctx, const Config& c, const Tensor& x,
+                                              const std::vector<Tensor>& states, const std::vector<Tensor>& params) {
     thread_local std::vector<int64_t> key;
     key.clear();
     key.insert(key.end(), {c.T, c.N, c.I, c.H, c.P, c.layers, c.dirs, c.has_biases, c.batch_first});
-    std::shared_ptr<RnnEntry> e = cache_.get(key, [&] { return prepare(a.ctx, c, constant_params_ ? &params : nullptr); });
+    std::shared_ptr<RnnEntry> e = cache_.get(key, [&] { return prepare(ctx, c, constant_params_ ? &params : nullptr); });
     last_.store(e);
 
     const int64_t out_c = c.dirs * c.P;
     Tensor out = Tensor::empty(ScalarType::Float, c.batch_first ? Shape{c.N, c.T, out_c} : Shape{c.T, c.N, out_c});
     std::vector<Tensor> final_states;
     for (size_t i = 0; i < states.size(); ++i) final_states.push_back(Tensor::empty(ScalarType::Float, states[i].sizes()));
-    ExecContext& ctx = a.ctx;
     Tensor layer_in = x, layer_out;
     for (int64_t l = 0; l < c.layers; ++l) {
       const LayerEntry& le = e->layers[static_cast<size_t>(l)];
@@ -195,10 +261,10 @@ class RnnKernel final : public Kernel {
       args[DNNL_ARG_SRC_LAYER] = memory(le.src_md, cpuEngine(), layer_in.data());
       args[DNNL_ARG_DST_LAYER] = memory(le.dst_md, cpuEngine(), layer_out.data());
       const int64_t state_off = l * c.dirs * c.N;
-      args[DNNL_ARG_SRC_ITER] = memory(le.iter_md, cpuEngine(), f(states[0]) + state_off * c.P);
+      args[DNNL_ARG_SRC_ITER] = memory(le.iter_md, cpuEngine(), const_cast<float*>(states[0].data<float>()) + state_off * c.P);
       args[DNNL_ARG_DST_ITER] = memory(le.iter_md, cpuEngine(), f(final_states[0]) + state_off * c.P);
       if (cell_ == Cell::Lstm) {
-        args[DNNL_ARG_SRC_ITER_C] = memory(le.iter_c_md, cpuEngine(), f(states[1]) + state_off * c.H);
+        args[DNNL_ARG_SRC_ITER_C] = memory(le.iter_c_md, cpuEngine(), const_cast<float*>(states[1].data<float>()) + state_off * c.H);
         args[DNNL_ARG_DST_ITER_C] = memory(le.iter_c_md, cpuEngine(), f(final_states[1]) + state_off * c.H);
       }
       Tensor keep_wl, keep_wi, keep_bias, keep_proj;  // this call's weights when they are not constant
@@ -218,15 +284,9 @@ class RnnKernel final : public Kernel {
       execute(ctx, le.prim, le.scratch_md, std::move(args));
       layer_in = layer_out;
     }
-    if (!c.batched) {
-      out = out.squeeze(c.batch_first ? 0 : 1);
-      for (Tensor& s : final_states) s = s.squeeze(1);
-    }
-    a.set(0, out);
-    for (size_t i = 0; i < final_states.size(); ++i) a.set(i + 1, final_states[i]);
+    return {out, final_states};
   }
 
- private:
   // The rearranged weights' own layout: {1, D, in, G, H} as ldgoi.
   static memory::desc plainWeights(const Config& c, int64_t in, int64_t /*p*/, bool iter) {
     return memory::desc({1, c.dirs, iter ? c.P : in, gatesOf(c.cell), c.H}, memory::data_type::f32, tag::ldgoi);
@@ -326,9 +386,78 @@ bool constantParams(const Node& n) {
   return true;
 }
 
+// _pack_padded_sequence(input, lengths, batch_first) -> (data, batch_sizes):
+// rows time-major, the sequences still running at each step (lengths sorted,
+// longest first, as pack_padded_sequence passes them).
+void packPadded(const KernelArgs& a) {
+  Tensor x = a.tensor(0);
+  Tensor lengths = a.tensor(1).to(ScalarType::Long).contiguous();
+  const bool batch_first = a.toBool(2);
+  if (x.dim() < 2) throw std::invalid_argument("pack_padded_sequence expects at least 2 dims, got " + x.describe());
+  if (batch_first) x = x.transpose(0, 1);
+  const int64_t T = x.size(0), B = x.size(1);
+  if (lengths.dim() != 1 || lengths.numel() != B)
+    throw std::invalid_argument("pack_padded_sequence: lengths " + lengths.describe() + " must have one entry per sequence (" +
+                                std::to_string(B) + ")");
+  const int64_t* len = lengths.data<int64_t>();
+  for (int64_t i = 0; i < B; ++i) {
+    if (len[i] <= 0 || len[i] > T)
+      throw std::invalid_argument("pack_padded_sequence: length " + std::to_string(len[i]) + " is outside [1, " + std::to_string(T) + "]");
+    if (i > 0 && len[i] > len[i - 1])
+      throw std::invalid_argument("pack_padded_sequence: lengths must be sorted in decreasing order (enforce_sorted)");
+  }
+  const int64_t steps = B ? len[0] : 0;
+  Tensor bs = Tensor::empty(ScalarType::Long, {steps});
+  int64_t rows = 0;
+  for (int64_t t = 0; t < steps; ++t) {
+    int64_t n = 0;
+    while (n < B && len[n] > t) ++n;
+    bs.data<int64_t>()[t] = n;
+    rows += n;
+  }
+  Shape shape = x.sizes();
+  shape.erase(shape.begin());
+  shape[0] = rows;
+  Tensor data = Tensor::empty(x.dtype(), shape);
+  for (int64_t t = 0, r = 0; t < steps; ++t) {
+    const int64_t n = bs.data<int64_t>()[t];
+    data.narrow(0, r, n).copyFrom(x.select(0, t).narrow(0, 0, n));
+    r += n;
+  }
+  a.set(0, data);
+  a.set(1, bs);
+}
+
+// _pad_packed_sequence(data, batch_sizes, batch_first, padding_value, total_length) -> (padded, lengths)
+void padPacked(const KernelArgs& a) {
+  const Tensor& data = a.tensor(0);
+  Tensor bs = a.tensor(1).to(ScalarType::Long).contiguous();
+  const bool batch_first = a.toBool(2);
+  const double pad = a.toDouble(3);
+  const int64_t steps = bs.numel(), B = steps ? bs.data<int64_t>()[0] : 0;
+  const int64_t T = std::max<int64_t>(a.toInt(4), steps);
+  Shape shape{T, B};
+  shape.insert(shape.end(), data.sizes().begin() + 1, data.sizes().end());
+  Tensor out = Tensor::empty(data.dtype(), shape);
+  out.fill(pad);
+  Tensor lengths = Tensor::zeros(ScalarType::Long, {B});
+  int64_t r = 0;
+  for (int64_t t = 0; t < steps; ++t) {
+    const int64_t n = bs.data<int64_t>()[t];
+    if (n > B || r + n > data.size(0)) throw std::invalid_argument("pad_packed_sequence: batch_sizes do not fit the packed data");
+    out.select(0, t).narrow(0, 0, n).copyFrom(data.narrow(0, r, n));
+    for (int64_t i = 0; i < n; ++i) ++lengths.data<int64_t>()[i];
+    r += n;
+  }
+  a.set(0, batch_first ? out.transpose(0, 1).contiguous() : out);
+  a.set(1, lengths);
+}
+
 }  // namespace
 
 void registerRnnOps(OpRegistry& r) {
+  r.add("aten::_pack_padded_sequence", 3, 3, packPadded);
+  r.add("aten::_pad_packed_sequence", 5, 5, padPacked);
   for (auto [kind, cell] : {std::pair{"aten::lstm", Cell::Lstm}, std::pair{"aten::gru", Cell::Gru},
                             std::pair{"aten::rnn_tanh", Cell::RnnTanh}, std::pair{"aten::rnn_relu", Cell::RnnRelu}}) {
     r.add(OpDef{kind, 9, 9, [cell = cell](const Node& n) { return std::make_unique<RnnKernel>(cell, constantParams(n)); }});

@@ -491,8 +491,15 @@ void registerShapeOps(OpRegistry& r) {
   r.add("aten::clone", 1, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).clone()); });
   r.add("aten::detach", 1, 1, [](const KernelArgs& a) { a.set(0, a.tensor(0)); });
   // to(self, dtype, non_blocking, copy, memory_format) or to(self, device, dtype, ...)
-  r.add("aten::to", 2, 6, [](const KernelArgs& a) {
+  // or to(self, dtype?, layout?, device?, pin_memory?, non_blocking, copy, memory_format)
+  r.add("aten::to", 2, 8, [](const KernelArgs& a) {
     const Tensor& t = a.tensor(0);
+    if (a.num_in == 8) {
+      std::optional<ScalarType> dt = optDtype(a, 1);
+      Tensor out = dt ? t.to(*dt) : t;
+      if (a.toBool(6) && out.sharesStorageWith(t)) out = out.clone();
+      return a.set(0, out);
+    }
     size_t dt_at = a.input(1).isInt() ? 1 : 2;
     if (a.input(1).isTensor()) {
       a.set(0, t.to(a.tensor(1).dtype()));
@@ -529,7 +536,7 @@ void registerShapeOps(OpRegistry& r) {
       a.set(0, t);
     });
   }
-  for (auto [name, value] : {std::pair{"aten::zeros_like", 0.0}, {"aten::ones_like", 1.0}}) {
+  for (auto [name, value] : {std::pair{"aten::zeros_like", 0.0}, {"aten::ones_like", 1.0}, {"aten::empty_like", 0.0}}) {
     double v = value;
     r.add(name, 1, 6, [v](const KernelArgs& a) {
       const Tensor& src = a.tensor(0);
