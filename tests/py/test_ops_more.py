@@ -390,3 +390,17 @@ def test_weight_norm_unflatten_lppool():
                  (torch.nn.Unflatten(1, (2, 3)), rnd(4, 6)), (torch.nn.LPPool1d(2, 3), rnd(2, 3, 9)),
                  (torch.nn.LPPool2d(3, 2), rnd(2, 3, 6, 6))]:
         check_traced(m.eval(), x)
+
+
+def scaled_products(b: torch.Tensor, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor, v: torch.Tensor,
+                    c: torch.Tensor, alpha: float, beta: float):
+    return (torch.baddbmm(b, x, y, beta=beta, alpha=alpha), torch.addbmm(b[0], x, y, beta=beta, alpha=alpha),
+            torch.addmv(v[:3], m, v, beta=beta, alpha=alpha), torch.addmm(c, m, m.t(), beta=beta, alpha=alpha))
+
+
+@pytest.mark.parametrize("alpha,beta", [(0.5, 2.0), (1.0, 0.0), (-1.5, 1.0)])
+def test_scaled_products_with_runtime_alpha_beta(alpha, beta):
+    b = rnd(2, 3, 5)
+    if beta == 0.0:
+        b[0, 0, 0] = float("nan")  # ignored when beta is 0, as PyTorch
+    check(scaled_products, b, rnd(2, 3, 4), rnd(2, 4, 5), rnd(3, 4), rnd(4), rnd(3, 3), alpha, beta)

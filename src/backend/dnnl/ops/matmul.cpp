@@ -334,24 +334,41 @@ void registerMatmulOps(OpRegistry& r) {
                 return std::make_unique<MatmulKernel>(MatmulKernel::Form::Bmm, isConstantInput(n, 1));
               }});
   // addmm(bias, a, b, beta=1, alpha=1) = beta * bias + alpha * (a @ b)
-  r.add("aten::addmm", 3, 5, [](const KernelArgs& a) {
-    double beta = a.num_in > 3 ? a.toDouble(3) : 1.0, alpha = a.num_in > 4 ? a.toDouble(4) : 1.0;
-    const Tensor& m1 = a.tensor(1);
-    const Tensor& m2 = a.tensor(2);
-    if (m1.dim() != 2 || m2.dim() != 2) throw std::invalid_argument("addmm expects 2-D matrices");
-    if (beta == 1.0 && alpha == 1.0) {
-      a.set(0, matmulCore(a.ctx, m1, m2, a.tensor(0), nullptr, false));
-      return;
-    }
-    Tensor prod = matmulCore(a.ctx, m1, m2, std::nullopt, nullptr, false);
-    Tensor bias = a.tensor(0).to(ScalarType::Float).expand(prod.sizes());
-    float* p = prod.data<float>();
-    Tensor bc = bias.contiguous();
-    const float* q = bc.data<float>();
-    for (int64_t i = 0, n = prod.numel(); i < n; ++i)
-      p[i] = static_cast<float>(alpha * p[i] + (beta == 0.0 ? 0.0 : beta * q[i]));
-    a.set(0, prod);
-  });
+  // addmm / baddbmm / addbmm / addmv with alpha and beta known only at run time
+  // (decompose rewrites the constant ones into the product and its post-ops):
+  // alpha * product + beta * bias, the bias ignored when beta is 0 (its NaNs
+  // too), as PyTorch.
+  enum class Scaled { Mm, Bmm, AddBmm, Mv };
+  for (auto [name, form] : {std::pair{"aten::addmm", Scaled::Mm}, {"aten::baddbmm", Scaled::Bmm},
+                            {"aten::addbmm", Scaled::AddBmm}, {"aten::addmv", Scaled::Mv}}) {
+    const Scaled f = form;
+    const std::string op = name;
+    r.add(name, 3, 5, [f, op](const KernelArgs& a) {
+      const double beta = a.num_in > 3 ? a.toDouble(3) : 1.0, alpha = a.num_in > 4 ? a.toDouble(4) : 1.0;
+      const Tensor& m1 = a.tensor(1);
+      const Tensor& m2 = a.tensor(2);
+      const int64_t want1 = f == Scaled::Mm || f == Scaled::Mv ? 2 : 3, want2 = f == Scaled::Mv ? 1 : f == Scaled::Mm ? 2 : 3;
+      if (m1.dim() != want1 || m2.dim() != want2)
+        throw std::invalid_argument(op + " expects " + std::to_string(want1) + "-D and " + std::to_string(want2) + "-D operands, got " +
+                                    m1.describe() + " and " + m2.describe());
+      if (f == Scaled::Mm && beta == 1.0 && alpha == 1.0) return a.set(0, matmulCore(a.ctx, m1, m2, a.tensor(0), nullptr, false));
+      Tensor prod = f == Scaled::Mv ? matmul(a.ctx, m1, m2, nullptr, false) : matmulCore(a.ctx, m1, m2, std::nullopt, nullptr, false);
+      if (f == Scaled::AddBmm) prod = sumOp(a.ctx, prod, {0}, false);
+      Tensor bias = a.tensor(0).to(ScalarType::Float);
+      if (broadcastShapes(bias.sizes(), prod.sizes()) != prod.sizes())
+        throw std::invalid_argument(op + ": the bias " + bias.describe() + " does not broadcast to the product's shape " +
+                                    Tensor::empty(ScalarType::Float, prod.sizes()).describe());
+      Tensor bc = bias.expand(prod.sizes()).contiguous();
+      prod = prod.contiguous();
+      float* p = prod.data<float>();
+      const float* q = bc.data<float>();
+      const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
+      const int64_t n = prod.numel();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) p[i] = fa * p[i] + (fb == 0.f ? 0.f : fb * q[i]);
+      a.set(0, prod);
+    });
+  }
 }
 LLGA_REGISTER_OPS(registerMatmulOps);
 
