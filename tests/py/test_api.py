@@ -143,3 +143,16 @@ def test_optimize_a_method_graph_without_its_module_says_what_to_pass():
     with pytest.raises(llga.CompileError, match=r"self : __torch__\..*pass the module itself \(llga.optimize\(traced\)\) "
                                                 r"or name it: llga.optimize\(traced.graph, module=traced\)"):
         llga.optimize(graph)
+
+
+def test_docs_ops_md_is_generated_from_supported_ops():
+    """docs/ops.md is `python -m llga ops --markdown`: regenerate it when the op
+    table changes (the kinds come from the core, the dtype claims from llga/ops.py)."""
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "ops.md")
+    with open(path) as f:
+        assert f.read() == llga.ops.markdown(), "docs/ops.md is stale: python3 -m llga ops --markdown > docs/ops.md"
+    kinds = [o.kind for o in llga.supported_ops()]
+    assert len(kinds) == len(set(kinds)) and "aten::lstm" in kinds and "aten::baddbmm" in kinds
+    assert all(o.via in ("kernel", "decompose") for o in llga.supported_ops())
