@@ -114,6 +114,7 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
                 node.output().replaceAllUsesWith(const)
                 node.destroy()
     _expand_tensor_list_constants(tgraph)
+    _reject_python_ops(tgraph)
     graph = parse(tgraph.str(), filename="<torchscript>")
 
     for node in _walk(tgraph):
@@ -121,6 +122,24 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
             name = node.output().debugName()
             weights[name] = tensor_to_numpy(node.t("value"), name)
     return graph, weights
+
+
+def _reject_python_ops(tgraph) -> None:
+    """A traced torch.autograd.Function (prim::PythonOp, e.g. nn.CrossMapLRN2d)
+    is Python code the graph only names: nothing outside Python can run it."""
+    from .errors import UnsupportedOpError
+
+    found: Dict[str, list] = {}
+    for node in _walk(tgraph):
+        if node.kind() == "prim::PythonOp":
+            name = node.pyname() if hasattr(node, "pyname") else "PythonOp"
+            where = str(node.sourceRange()).split("\n")[0].strip() or "no source line"
+            found.setdefault(f"prim::PythonOp ({name})", []).append(where)
+    if found:
+        lines = [f"  {k} ({len(v)}x), first at {v[0]}" for k, v in found.items()]
+        raise UnsupportedOpError(
+            f"llga cannot run {len(found)} op kind(s): Python functions (torch.autograd.Function) traced into the "
+            "graph run only in Python; replace them with torch ops before tracing\n" + "\n".join(lines), found)
 
 
 def _tensor_list_constants(tgraph) -> list:

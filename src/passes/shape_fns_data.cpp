@@ -406,6 +406,7 @@ Out chunkShape(const ShapeArgs& a) {
   return splitInto(*x, *d, lengths);
 }
 LLGA_SHAPE_FN("aten::chunk", chunkShape);
+LLGA_SHAPE_FN("aten::unsafe_chunk", chunkShape);
 
 Out splitShape(const ShapeArgs& a) {
   const TensorInfo* x = a.tensor(0);
@@ -430,6 +431,8 @@ Out splitShape(const ShapeArgs& a) {
 }
 LLGA_SHAPE_FN("aten::split", splitShape);
 LLGA_SHAPE_FN("aten::split_with_sizes", splitShape);
+LLGA_SHAPE_FN("aten::unsafe_split", splitShape);
+LLGA_SHAPE_FN("aten::unsafe_split_with_sizes", splitShape);
 
 // to(x, dtype, non_blocking, copy, memory_format): the dtype overload on a contiguous input.
 Out toShape(const ShapeArgs& a) {

@@ -404,3 +404,17 @@ def test_scaled_products_with_runtime_alpha_beta(alpha, beta):
     if beta == 0.0:
         b[0, 0, 0] = float("nan")  # ignored when beta is 0, as PyTorch
     check(scaled_products, b, rnd(2, 3, 4), rnd(2, 4, 5), rnd(3, 4), rnd(4), rnd(3, 3), alpha, beta)
+
+
+def test_cells_same_padding_and_python_functions():
+    torch.manual_seed(0)
+    for m, args in [(torch.nn.LSTMCell(4, 5), (rnd(3, 4),)), (torch.nn.GRUCell(4, 5), (rnd(3, 4), rnd(3, 5))),
+                    (torch.nn.RNNCell(4, 5, nonlinearity="relu"), (rnd(3, 4), rnd(3, 5))),
+                    (torch.nn.Conv2d(3, 4, 3, padding="same", dilation=2), (rnd(1, 3, 7, 7),)),
+                    (torch.nn.Conv1d(3, 4, 4, padding="valid"), (rnd(2, 3, 9),)),
+                    (torch.nn.EmbeddingBag(10, 3, include_last_offset=True), (torch.tensor([1, 2, 4, 5, 4, 3]),
+                                                                              torch.tensor([0, 2, 6])))]:
+        check_traced(m.eval(), *args)
+    traced = torch.jit.trace(torch.nn.CrossMapLRN2d(3).eval(), rnd(2, 5, 4, 4), check_trace=False)
+    with pytest.raises(llga.UnsupportedOpError, match="CrossMapLRN2d.*first at .*test_ops_more|CrossMapLRN2d"):
+        llga.optimize(traced)

@@ -519,7 +519,8 @@ void registerConvOps(OpRegistry& r) {
                 }});
   };
   add("aten::_convolution", ConvKernel::Form::Internal, 12, 13);
-  for (const char* n : {"aten::conv1d", "aten::conv2d", "aten::conv3d"}) add(n, ConvKernel::Form::Conv, 2, 7);
+  for (const char* n : {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution_mode"})
+    add(n, ConvKernel::Form::Conv, 2, 7);
   for (const char* n : {"aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"})
     add(n, ConvKernel::Form::ConvTranspose, 2, 8);
 }

@@ -462,8 +462,8 @@ void registerShapeOps(OpRegistry& r) {
   r.add("aten::expand_as", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).expand(a.tensor(1).sizes())); });
   r.add("aten::view_as", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).view(a.tensor(1).sizes())); });
   r.add("aten::reshape_as", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).reshape(a.tensor(1).sizes())); });
-  // chunk(self, chunks, dim=0): PyTorch's split into ceil(size/chunks) pieces
-  r.add("aten::chunk", 2, 3, [](const KernelArgs& a) {
+  // chunk(self, chunks, dim=0): PyTorch's split into ceil(size/chunks) pieces (unsafe_chunk alike)
+  auto chunk = [](const KernelArgs& a) {
     const Tensor& t = a.tensor(0);
     int64_t chunks = a.toInt(1), dim = t.wrapDim(a.num_in > 2 ? a.toInt(2) : 0);
     if (chunks <= 0) throw std::invalid_argument("chunk expects a positive number of chunks");
@@ -472,9 +472,13 @@ void registerShapeOps(OpRegistry& r) {
     for (int64_t s = 0; s < size || (size == 0 && parts.empty()); s += std::max<int64_t>(step, 1))
       parts.emplace_back(t.narrow(dim, s, std::min(step, size - s)));
     a.set(0, makeList(std::move(parts)));
-  });
+  };
+  r.add("aten::chunk", 2, 3, chunk);
+  r.add("aten::unsafe_chunk", 2, 3, chunk);
   r.add("aten::split", 2, 3, split);
   r.add("aten::split_with_sizes", 2, 3, split);
+  r.add("aten::unsafe_split", 2, 3, split);  // the same views (PyTorch only skips autograd's checks)
+  r.add("aten::unsafe_split_with_sizes", 2, 3, split);
   r.add("aten::tensor_split", 2, 3, tensorSplit);
   r.add("aten::repeat", 2, 2, [](const KernelArgs& a) { a.set(0, repeatTensor(a.tensor(0), a.intList(1))); });
   r.add("aten::repeat_interleave", 1, 4, repeatInterleave);
