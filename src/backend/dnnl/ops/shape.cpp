@@ -516,7 +516,7 @@ void registerShapeOps(OpRegistry& r) {
     a.set(0, out);
   });
   r.add("aten::type_as", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).to(a.tensor(1).dtype())); });
-  for (const char* name : {"aten::dropout", "aten::feature_dropout", "aten::alpha_dropout"}) {
+  for (const char* name : {"aten::dropout", "aten::feature_dropout", "aten::alpha_dropout", "aten::feature_alpha_dropout"}) {
     r.add(name, 1, 3, [](const KernelArgs& a) { checkEvalDropout(a); a.set(0, a.tensor(0)); });
     r.add(std::string(name) + "_", 1, 3, [](const KernelArgs& a) { checkEvalDropout(a); a.set(0, a.tensor(0)); });
   }
