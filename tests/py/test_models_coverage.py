@@ -10,16 +10,9 @@ import torch
 
 import llga
 from llga import zoo
+from test_rnn import flat
 
 TRACED = [m for m in zoo.COVERAGE_MODELS if m not in zoo.SCRIPTED_ONLY]
-
-
-def flat(v):
-    if isinstance(v, (tuple, list)):
-        for u in v:
-            yield from flat(u)
-    else:
-        yield v
 
 
 def assert_matches(got, want):

@@ -274,36 +274,33 @@ Tensor repeatTensor(const Tensor& x, const Shape& reps) {
 // repeat_interleave(x, repeats: int | Tensor, dim=None, output_size=None): each
 // element (slice along dim) `repeats` (or repeats[i]) times in a row; and
 // repeat_interleave(repeats: Tensor, output_size=None): the indices so repeated.
+// Index i repeats[i] times in a row, as a Long tensor.
+Tensor repeatedIndices(const Tensor& repeats) {
+  const Tensor r = repeats.to(ScalarType::Long).contiguous();
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    if (r.data<int64_t>()[i] < 0) throw std::invalid_argument("repeat_interleave: repeats must not be negative");
+    out.insert(out.end(), static_cast<size_t>(r.data<int64_t>()[i]), i);
+  }
+  Tensor t = Tensor::empty(ScalarType::Long, {static_cast<int64_t>(out.size())});
+  std::copy(out.begin(), out.end(), t.data<int64_t>());
+  return t;
+}
+
 void repeatInterleave(const KernelArgs& a) {
-  // repeat_interleave(repeats: Tensor, output_size=None): index i repeats[i] times.
-  if (a.num_in <= 2) {
-    const Tensor r = a.tensor(0).to(ScalarType::Long).contiguous();
-    if (r.dim() > 1) throw std::invalid_argument("repeat_interleave: repeats must be 0-D or 1-D, got " + r.describe());
-    std::vector<int64_t> out;
-    for (int64_t i = 0; i < r.numel(); ++i) {
-      if (r.data<int64_t>()[i] < 0) throw std::invalid_argument("repeat_interleave: repeats must not be negative");
-      out.insert(out.end(), static_cast<size_t>(r.data<int64_t>()[i]), i);
-    }
-    Tensor t = Tensor::empty(ScalarType::Long, {static_cast<int64_t>(out.size())});
-    std::copy(out.begin(), out.end(), t.data<int64_t>());
-    return a.set(0, t);
+  if (a.num_in <= 2) {  // repeat_interleave(repeats: Tensor, output_size=None)
+    if (a.tensor(0).dim() > 1) throw std::invalid_argument("repeat_interleave: repeats must be 0-D or 1-D, got " + a.tensor(0).describe());
+    return a.set(0, repeatedIndices(a.tensor(0)));
   }
   Tensor x = a.tensor(0);
   if (a.isNone(2)) x = x.reshape({x.numel()});
   const int64_t dim = a.isNone(2) ? 0 : x.wrapDim(a.toInt(2));
   if (a.input(1).isTensor() && a.tensor(1).numel() != 1) {  // one count per slice along dim
-    const Tensor r = a.tensor(1).to(ScalarType::Long).contiguous();
+    const Tensor& r = a.tensor(1);
     if (r.dim() != 1 || r.numel() != x.size(dim))
       throw std::invalid_argument("repeat_interleave: repeats " + r.describe() + " must have one count for each of the " +
                                   std::to_string(x.size(dim)) + " slices along dim " + std::to_string(dim));
-    std::vector<int64_t> idx;
-    for (int64_t i = 0; i < r.numel(); ++i) {
-      if (r.data<int64_t>()[i] < 0) throw std::invalid_argument("repeat_interleave: repeats must not be negative");
-      idx.insert(idx.end(), static_cast<size_t>(r.data<int64_t>()[i]), i);
-    }
-    Tensor it = Tensor::empty(ScalarType::Long, {static_cast<int64_t>(idx.size())});
-    std::copy(idx.begin(), idx.end(), it.data<int64_t>());
-    return a.set(0, indexSelectOp(x, dim, it));
+    return a.set(0, indexSelectOp(x, dim, repeatedIndices(r)));
   }
   const int64_t reps = a.input(1).isTensor() ? static_cast<int64_t>(a.tensor(1).item()) : a.toInt(1);
   if (reps < 0) throw std::invalid_argument("repeat_interleave: repeats must not be negative");
