@@ -8,7 +8,7 @@ JOBS    ?= 2
 CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all bootstrap build demo test test-cpp test-asan test-py test-isa test-isa-all test-install test-deps test-fresh \
+.PHONY: all bootstrap build demo test test-cpp test-asan test-py test-isa test-isa-all test-install test-deps test-fresh test-ops-long \
 	dev-path notebook install uninstall fuzz fuzz-smoke bench bench-quick bench-coverage bench-parse bench-runtime clean
 
 all: build
@@ -103,6 +103,10 @@ bench: build
 bench-quick: build
 	@scripts/bootstrap.sh bench
 	$(PY) -m bench --quick $(BENCH_ARGS)
+
+# The differential op test with 2000 generated cases per op and dtype (make test runs 200).
+test-ops-long: build
+	LLGA_OPS_EXAMPLES=2000 $(PY) -m pytest -q tests/py/test_differential.py
 
 # The coverage models (torchaudio, recurrent, transformer decoders) against PyTorch and ONNX Runtime.
 bench-coverage: build

@@ -139,11 +139,16 @@ class PrepareBinary final : public Pass {
 
   bool scalarToTensor(Graph& g, Node* n) {
     Value* c = n->input(1);
-    if (!isScalarConstant(c)) return false;
+    // A traced Python float is a 0-dim Double constant: on a floating tensor
+    // (0-dim too) it must not promote, so it becomes one of that tensor's dtype.
+    const ConstantTensor* traced = zeroDimConstant(c);
+    const bool traced_float = traced && traced->dtype == ScalarType::Double && knownDtype(n->input(0)) &&
+                              isFloating(*knownDtype(n->input(0))) && *knownDtype(n->input(0)) != ScalarType::Double;
+    if (!isScalarConstant(c) && !traced_float) return false;
     auto dt = knownDtype(n->input(0));
     if (!dt || !isFloating(*dt)) return fail(n, "scalar operand kept: the tensor's dtype is not known to be floating");
     auto t = ConstantTensor::owned(*dt, {});
-    double v = *constantNumber(c);
+    double v = traced_float ? traced->scalarAsDouble(0) : *constantNumber(c);
     switch (*dt) {
       case ScalarType::Float: *static_cast<float*>(t->data) = static_cast<float>(v); break;
       case ScalarType::Double: *static_cast<double*>(t->data) = v; break;

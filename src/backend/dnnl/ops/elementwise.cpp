@@ -234,6 +234,10 @@ void registerParamUnary(OpRegistry& r) {
         if (!a.isNone(1)) lo = a.input(1).isTensor() ? a.tensor(1).item() : a.toDouble(1);
         if (!a.isNone(2)) hi = a.input(2).isTensor() ? a.tensor(2).item() : a.toDouble(2);
       }
+      // An integer tensor clamped by a float bound becomes float, as PyTorch promotes (not in place).
+      bool float_bound = false;
+      for (size_t i = 1; i < a.num_in; ++i) float_bound |= a.input(i).isDouble();
+      if (!inplace && float_bound && isIntegralType(x.dtype(), true)) x = x.to(ScalarType::Float);
       Tensor out = inplace ? x : Tensor::empty(x.dtype(), x.sizes());
       if (isIntegralType(x.dtype(), true) || std::isinf(lo) || std::isinf(hi)) {
         unaryLoop(x, out, [lo, hi](double v) { return std::min(std::max(v, lo), hi); });

@@ -29,6 +29,10 @@ struct Reduction {
 
 Tensor reduce(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim, Reduction r,
               std::optional<ScalarType> dtype) {
+  if (x.dim() == 0) {  // a 0-dim tensor reduces over its one element (dims may name 0 or -1): still 0-dim
+    for (int64_t d : dims) (void)x.wrapDim(d);
+    return reduce(ctx, x.view({1}), {0}, false, r, dtype).view({});
+  }
   ScalarType out_t = dtype ? *dtype
                            : ((r.kind == Red::Sum || r.kind == Red::Prod) && isIntegralType(x.dtype(), true)) ? ScalarType::Long
                                                                                                               : x.dtype();
