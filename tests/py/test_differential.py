@@ -6,7 +6,7 @@ inputs. LLGA_OPS_EXAMPLES sets the examples per case (200 here, more in
 make test-ops-long).
 
 Coverage is partial so far: the generators below cover the elementwise,
-comparison, reduction and scan families; test_every_listed_op_has_cases
+comparison, reduction, scan, shape and selection families; test_every_listed_op_has_cases
 lists the kinds still without one and is a strict xfail until there are none.
 """
 
@@ -88,6 +88,17 @@ def reduction(fn, **kw):
     return Case(fn, lambda dt: st.tuples(tensors(dt, None)), **kw)
 
 
+def ranked(fn, **kw):
+    """Inputs of rank 2..4 with a non-empty first and second dim."""
+    return Case(fn, lambda dt: st.tuples(tensors(dt, None)).filter(
+        lambda a: a[0].dim() >= 2 and a[0].shape[0] > 0 and a[0].shape[1] > 0), **kw)
+
+
+def last_dim(fn, **kw):
+    """Inputs of rank >= 1 with a non-empty last dim."""
+    return Case(fn, lambda dt: st.tuples(tensors(dt, None)).filter(lambda a: a[0].dim() >= 1 and a[0].shape[-1] > 0), **kw)
+
+
 def _dim_reduce(op):
     def fn(x: torch.Tensor):
         d = x.dim() - 1 if x.dim() > 0 else 0
@@ -141,9 +152,35 @@ CASES = {
     "aten::cumsum": reduction(lambda x: _dim_reduce(torch.cumsum)(x)),
     "aten::cumprod": reduction(lambda x: _dim_reduce(torch.cumprod)(x)),
     "aten::logsumexp": reduction(lambda x: _dim_reduce(torch.logsumexp)(x)),
-    "aten::flip": reduction(lambda x: x.flip(-1) if x.dim() else x),
     "aten::tril": Case(torch.tril, lambda dt: st.tuples(tensors(dt, None)).filter(lambda a: a[0].dim() >= 2)),
     "aten::triu": Case(torch.triu, lambda dt: st.tuples(tensors(dt, None)).filter(lambda a: a[0].dim() >= 2)),
+    # shape ops (rank >= 2 inputs, sizes drawn)
+    "aten::permute": ranked(lambda x: x.permute(1, 0, *range(2, x.dim()))),
+    "aten::transpose": ranked(lambda x: x.transpose(0, -1) * 1),
+    "aten::t": ranked(lambda x: x[0].reshape(x.shape[1], -1).t() * 1),
+    "aten::reshape": ranked(lambda x: x.reshape(-1)),
+    "aten::flatten": ranked(lambda x: torch.flatten(x, 1)),
+    "aten::unsqueeze": ranked(lambda x: x.unsqueeze(1) * 1),
+    "aten::squeeze": ranked(lambda x: x[:1].squeeze(0) * 1),
+    "aten::slice": ranked(lambda x: x[1:, ::2] * 1),
+    "aten::select": ranked(lambda x: x[:, 0] * 1 if x.shape[1] else x.sum()),
+    "aten::narrow": ranked(lambda x: x.narrow(0, 0, x.shape[0] // 2) * 1),
+    "aten::cat": ranked(lambda x: torch.cat([x, x * 2], 1)),
+    "aten::stack": ranked(lambda x: torch.stack([x, x], -1)),
+    "aten::repeat": ranked(lambda x: x.repeat(2, 1, *([1] * (x.dim() - 2))) * 1),
+    "aten::tile": ranked(lambda x: torch.tile(x, (2,))),
+    "aten::roll": ranked(lambda x: torch.roll(x, 1, 0)),
+    "aten::movedim": ranked(lambda x: torch.movedim(x, 0, -1) * 1),
+    "aten::flip": ranked(lambda x: x.flip(0, 1)),
+    # selection along the last dim (non-empty)
+    "aten::sort": last_dim(lambda x: torch.sort(x, -1, descending=True)[0]),
+    "aten::argmax": last_dim(lambda x: torch.argmax(x, -1)),
+    "aten::argmin": last_dim(lambda x: torch.argmin(x, -1)),
+    "aten::max": last_dim(lambda x: torch.max(x, -1)[0]),
+    "aten::min": last_dim(lambda x: (torch.min(x), torch.min(x, -1)[0])),
+    "aten::topk": last_dim(lambda x: torch.topk(x, 1, -1)[0]),
+    "aten::softmax": last_dim(lambda x: torch.softmax(x, -1)),
+    "aten::log_softmax": last_dim(lambda x: torch.log_softmax(x, -1)),
 }
 # In-place kinds share their base op's case (remove-mutation makes most functional).
 INPLACE_OF = {k + "_": k for k in CASES}
@@ -207,7 +244,7 @@ def test_op_matches_pytorch(kind, dtype):
     run()
 
 
-@pytest.mark.xfail(strict=True, reason="generators cover the elementwise, comparison, reduction and scan families so far")
+@pytest.mark.xfail(strict=True, reason="generators cover the elementwise, comparison, reduction, scan, shape and selection families so far")
 def test_every_listed_op_has_cases():
     missing = sorted(o.kind for o in llga.supported_ops() if o.kind not in CASES and o.kind not in INPLACE_OF)
     assert not missing, f"{len(missing)} listed op kinds without a case generator: {missing}"
