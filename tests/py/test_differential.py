@@ -10,8 +10,6 @@ comparison, reduction, scan, shape and selection families; test_every_listed_op_
 lists the kinds still without one and is a strict xfail until there are none.
 """
 
-import os
-
 import numpy as np
 import pytest
 import torch
@@ -19,84 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llga
-
-EXAMPLES = int(os.environ.get("LLGA_OPS_EXAMPLES", "200"))
-DTYPES = {"float32": torch.float32, "int64": torch.int64, "bool": torch.bool}
-
-# ---------------------------------------------------------------- generators
-
-
-@st.composite
-def shapes(draw, min_dims=0, max_dims=4):
-    return tuple(draw(st.lists(st.integers(0, 5), min_size=min_dims, max_size=max_dims)))
-
-
-@st.composite
-def tensors(draw, dtype, shape=None, positive=False):
-    """A tensor of `shape` (drawn if None), possibly a transposed or sliced view."""
-    shape = draw(shapes()) if shape is None else shape
-    layout = draw(st.sampled_from(["plain", "transposed", "sliced"]))
-    full = list(shape)
-    if layout == "sliced" and full:
-        full[-1] = full[-1] * 2
-    if layout == "transposed" and len(full) >= 2:
-        full[-1], full[-2] = full[-2], full[-1]
-    seed = draw(st.integers(0, 2**31 - 1))
-    g = torch.Generator().manual_seed(seed)
-    if dtype == torch.bool:
-        t = torch.rand(full, generator=g) > 0.5
-    elif dtype == torch.int64:
-        t = torch.randint(-6, 7, full, generator=g)
-    else:
-        t = torch.randn(full, generator=g) * 3
-        if positive:
-            t = t.abs() + 0.1
-    if layout == "sliced" and full:
-        t = t[..., ::2]
-    if layout == "transposed" and len(full) >= 2:
-        t = t.transpose(-1, -2)
-    assert tuple(t.shape) == tuple(shape)
-    return t
-
-
-@st.composite
-def broadcast_pair(draw, dtype_a, dtype_b):
-    shape = draw(shapes(1, 4))
-    other = [d if draw(st.booleans()) else 1 for d in shape]
-    other = other[draw(st.integers(0, len(other))):]
-    if draw(st.booleans()):
-        shape, other = tuple(other), tuple(shape)
-    return draw(tensors(dtype_a, tuple(shape))), draw(tensors(dtype_b, tuple(other)))
-
-
-class Case:
-    """fn(*tensors) traced once; args(dtype) a strategy for its inputs."""
-
-    def __init__(self, fn, args, rtol=1e-4, atol=1e-5, trace=False):
-        self.fn, self.args, self.rtol, self.atol, self.trace = fn, args, rtol, atol, trace
-
-
-def unary(fn, positive=False, **kw):
-    return Case(fn, lambda dt: st.tuples(tensors(dt, positive=positive)), **kw)
-
-
-def binary(fn, **kw):
-    return Case(fn, lambda dt: broadcast_pair(dt, dt), **kw)
-
-
-def reduction(fn, **kw):
-    return Case(fn, lambda dt: st.tuples(tensors(dt, None)), **kw)
-
-
-def ranked(fn, **kw):
-    """Inputs of rank 2..4 with a non-empty first and second dim."""
-    return Case(fn, lambda dt: st.tuples(tensors(dt, None)).filter(
-        lambda a: a[0].dim() >= 2 and a[0].shape[0] > 0 and a[0].shape[1] > 0), **kw)
-
-
-def last_dim(fn, **kw):
-    """Inputs of rank >= 1 with a non-empty last dim."""
-    return Case(fn, lambda dt: st.tuples(tensors(dt, None)).filter(lambda a: a[0].dim() >= 1 and a[0].shape[-1] > 0), **kw)
+from differential_common import (DTYPES, EXAMPLES, Case, binary, last_dim, ranked, reduction,  # noqa: F401
+                                 shapes, tensors, unary)
 
 
 def _dim_reduce(op):
@@ -182,6 +104,18 @@ CASES = {
     "aten::softmax": last_dim(lambda x: torch.softmax(x, -1)),
     "aten::log_softmax": last_dim(lambda x: torch.log_softmax(x, -1)),
 }
+# Further families live in their own tables (differential_*.py); a kind is filed once.
+for _table in ("differential_nn", "differential_script"):
+    try:
+        _mod = __import__(_table)
+    except ModuleNotFoundError as e:
+        if e.name != _table:
+            raise
+        continue
+    _twice = set(CASES) & set(_mod.CASES)
+    assert not _twice, f"{_table} files kinds that already have a case: {sorted(_twice)}"
+    CASES.update(_mod.CASES)
+
 # In-place kinds share their base op's case (remove-mutation makes most functional).
 INPLACE_OF = {k + "_": k for k in CASES}
 
@@ -198,10 +132,14 @@ def cases():
 
 
 def compare(got, want, case):
-    if isinstance(want, tuple):
-        assert isinstance(got, tuple) and len(got) == len(want)
+    if isinstance(want, (tuple, list)):
+        assert isinstance(got, (tuple, list)) and len(got) == len(want), (got, want)
         for g, w in zip(got, want):
             compare(g, w, case)
+        return
+    if not isinstance(want, torch.Tensor):  # scalars and strings of scripted programs
+        got = got.item() if isinstance(got, np.ndarray) and got.ndim == 0 else got
+        assert type(got) is type(want) and (got == want or (got != got and want != want)), (got, want)
         return
     w = want.numpy()
     g = np.asarray(got)
@@ -229,11 +167,18 @@ def test_op_matches_pytorch(kind, dtype):
         except RuntimeError:  # PyTorch rejects it: llga must raise a clear error, never crash
             want = None
         key = tuple(a.dim() for a in args)  # one trace per rank combination; shapes vary freely within
+        if case.script:
+            key = ()
         if key not in compiled:
-            if want is None:
+            if want is None and not case.script:
                 return
             with torch.no_grad():
-                compiled[key] = llga.optimize(torch.jit.trace(case.fn, tuple(args), check_trace=False))
+                program = torch.jit.script(case.fn) if case.script else \
+                    torch.jit.trace(case.fn, tuple(args), check_trace=False)
+            compiled[key] = llga.optimize(program)
+            imported = compiled[key].passes.initial_ir
+            for k in (kind,) + case.kinds:  # the generator must exercise the op it is filed under
+                assert k + "(" in imported or k + "[" in imported, f"{k} not in the imported graph:\n{imported}"
         arrays = [a.numpy() for a in args]
         if want is None:
             with pytest.raises(llga.LlgaError):
