@@ -49,11 +49,13 @@ def _resolve(module, path: str, named: Dict[str, object]):
 
 
 def _is_plain_constant(value) -> bool:
-    """None, a bool, int, float or string, or a list/tuple of them: what a
-    prim::Constant can hold."""
+    """None, a bool, int, float or string, a list of them, or a tuple of
+    any of these (nested): what a prim::Constant can hold."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return True
-    return isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float)) for v in value)
+    if isinstance(value, tuple):
+        return all(_is_plain_constant(v) for v in value)
+    return isinstance(value, list) and all(isinstance(v, (bool, int, float, str)) for v in value)
 
 
 def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarray]]:

@@ -299,9 +299,11 @@ class Parser {
     lex_.expect(Tok::RBracket, "']' or ',' in the attribute list");
   }
 
-  // attrvalue := INT | FLOAT | STRING | 'True' | 'False' | list | '<' NAME '>'
-  //            | '{' number '}' | tensor-literal | type
+  // attrvalue := INT | FLOAT | STRING | 'True' | 'False' | 'None' | list | tuple | dict
+  //            | '<' NAME '>' | '{' number '}' | tensor-literal | type
   // list      := '[' [attrvalue (',' attrvalue)*] ']'
+  // tuple     := '(' ')' | '(' attrvalue ',' ')' | '(' attrvalue (',' attrvalue)+ ')'
+  // dict      := '{' [attrvalue ':' attrvalue (',' attrvalue ':' attrvalue)*] '}'
   AttrValue parseAttrValue(Node* n) {
     DepthGuard guard(this, lex_.pos());
     size_t literal_end = 0;
@@ -324,6 +326,20 @@ class Parser {
         lex_.expect(Tok::RBracket, "']' or ',' in the list");
         return AttrValue(std::move(items));
       }
+      case Tok::LParen: {
+        AttrValue tuple{AttrList{}};
+        tuple.seq = AttrValue::Seq::Tuple;
+        AttrList& items = std::get<AttrList>(tuple.v);
+        while (!lex_.accept(Tok::RParen)) {
+          items.push_back(parseAttrValue(n));
+          if (lex_.accept(Tok::RParen)) {
+            if (items.size() == 1) lex_.error(t.pos, "a one-element tuple is written (x,)");
+            break;
+          }
+          lex_.expect(Tok::Comma, "',' or ')' in the tuple");
+        }
+        return tuple;
+      }
       case Tok::Less: {
         Token what = lex_.expect(Tok::Ident, "'Tensor' or 'Graph' after '<'");
         lex_.expect(Tok::Greater, "'>'");
@@ -331,13 +347,26 @@ class Parser {
         lex_.error(what.pos, "cannot read a <" + std::string(what.text) + "> attribute from text");
       }
       case Tok::LBrace: {
+        size_t after_brace = lex_.pos();
         Token num = lex_.next();
-        if (num.kind != Tok::Int && num.kind != Tok::Float) lex_.error(num.pos, "expected a number in {...}");
-        lex_.expect(Tok::RBrace, "'}'");
-        return AttrValue(TensorRef(scalarTensor(n, num)));
+        if ((num.kind == Tok::Int || num.kind == Tok::Float) && lex_.accept(Tok::RBrace))
+          return AttrValue(TensorRef(scalarTensor(n, num)));  // {2}: a one-element tensor
+        lex_.seek(after_brace);
+        AttrValue dict{AttrList{}};
+        dict.seq = AttrValue::Seq::Dict;
+        AttrList& items = std::get<AttrList>(dict.v);
+        if (lex_.accept(Tok::RBrace)) return dict;
+        do {
+          items.push_back(parseAttrValue(n));
+          lex_.expect(Tok::Colon, "':' after the dict key");
+          items.push_back(parseAttrValue(n));
+        } while (lex_.accept(Tok::Comma));
+        lex_.expect(Tok::RBrace, "'}' or ',' in the dict");
+        return dict;
       }
       case Tok::Ident: {
         if (t.text == "True" || t.text == "False") return AttrValue(t.text == "True");
+        if (t.text == "None") return AttrValue(std::monostate{});
         if (t.text == "annotate" && lex_.peek().kind == Tok::LParen) return parseAnnotated(n);
         if (t.text == "inf" || t.text == "nan") return AttrValue(parseDouble(t));
         lex_.seek(t.pos);

@@ -70,7 +70,8 @@ double ConstantTensor::scalarAsDouble(size_t i) const {
 }
 
 const char* AttrValue::kindName() const {
-  static const char* names[] = {"int", "float", "bool", "str", "tensor", "type", "graph", "list"};
+  static const char* names[] = {"int", "float", "bool", "str", "tensor", "type", "graph", "list", "None"};
+  if (is<AttrList>() && seq != Seq::List) return seq == Seq::Tuple ? "tuple" : "dict";
   return names[v.index()];
 }
 

@@ -46,8 +46,12 @@ using AttrList = std::vector<AttrValue>;
 
 struct AttrValue {
   using Variant = std::variant<int64_t, double, bool, std::string, TensorRef, TypePtr,
-                               std::shared_ptr<Graph>, AttrList>;
+                               std::shared_ptr<Graph>, AttrList, std::monostate>;  // monostate: None
   Variant v;
+  // How an AttrList reads: [a, b], (a, b) or {k: v} (keys and values alternate),
+  // as prim::Constant prints list, tuple and dict IValues.
+  enum class Seq : uint8_t { List, Tuple, Dict };
+  Seq seq = Seq::List;
   // TorchScript prints some constants with their type: `annotate(List[int], [])`.
   // The annotation's text, kept so that they print back the same.
   std::string annotation;

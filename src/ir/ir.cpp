@@ -363,7 +363,9 @@ AttrValue cloneAttr(const AttrValue& a) {
   if (a.is<AttrList>()) {
     AttrList out;
     for (const auto& x : a.get<AttrList>()) out.push_back(cloneAttr(x));
-    return AttrValue(std::move(out));
+    AttrValue copy = a;  // keeps the annotation and the list/tuple/dict form
+    copy.v = std::move(out);
+    return copy;
   }
   return a;
 }

@@ -80,13 +80,16 @@ static void printAttr(std::ostream& os, const AttrValue& a, bool in_list) {
           if (in_list) os << "<Tensor>"; else printTensorAttr(os, *x);
         } else if constexpr (std::is_same_v<T, TypePtr>) os << x->str();
         else if constexpr (std::is_same_v<T, std::shared_ptr<Graph>>) os << "<Graph>";
+        else if constexpr (std::is_same_v<T, std::monostate>) os << "None";
         else {
-          os << "[";
+          const bool dict = a.seq == AttrValue::Seq::Dict, tuple = a.seq == AttrValue::Seq::Tuple;
+          os << (dict ? "{" : tuple ? "(" : "[");
           for (size_t i = 0; i < x.size(); ++i) {
-            if (i) os << ", ";
+            if (i) os << (dict && i % 2 ? ": " : ", ");
             printAttr(os, x[i], true);
           }
-          os << "]";
+          if (tuple && x.size() == 1) os << ",";
+          os << (dict ? "}" : tuple ? ")" : "]");
         }
       },
       a.v);

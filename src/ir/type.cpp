@@ -33,7 +33,7 @@ const ScalarTypeEntry& entry(ScalarType t) { return kScalarTypes[static_cast<siz
 const std::vector<std::string_view> kSimpleNames = {
     "int", "float", "bool", "str", "NoneType", "Device", "Generator", "Layout", "ScalarType",
     "MemoryFormat", "Scalar", "number", "complex", "Any", "Storage", "Stream", "Capsule",
-    "QScheme", "AnyEnumType", "AnyClassType", "AnyTupleType", "AnyListType", "Quantizer",
+    "QScheme", "AnyEnumType", "AnyClassType", "tuple", "list", "Quantizer",
     "SymInt", "PyObject", "Function"};
 
 void joinTypes(std::ostream& os, const std::vector<TypePtr>& ts) {

@@ -105,9 +105,16 @@ py::object attrToPython(const GraphPtr& g, const AttrValue& a) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, TensorRef>) return py::cast(PyTensorConstant{x});
         else if constexpr (std::is_same_v<T, std::string>) return lossyStr(x);
+        else if constexpr (std::is_same_v<T, std::monostate>) return py::none();
         else if constexpr (std::is_same_v<T, AttrList>) {
           py::list out;
           for (const auto& item : x) out.append(attrToPython(g, item));
+          if (a.seq == AttrValue::Seq::Tuple) return py::tuple(out);
+          if (a.seq == AttrValue::Seq::Dict) {
+            py::dict d;
+            for (size_t i = 0; i + 1 < x.size(); i += 2) d[out[i]] = out[i + 1];
+            return d;
+          }
           return out;
         } else {
           return py::cast(x);

@@ -5,6 +5,47 @@
 
 namespace llga {
 
+namespace {
+
+// An attribute value as the runtime value of type `type` (ints read as bools
+// where the type says bool); nullopt for what a constant cannot hold at run
+// time (tensors inside containers, types, graphs).
+std::optional<RtValue> attrToRuntime(const AttrValue& a, const Type* type) {
+  const bool as_bool = type && type->isSimple("bool");
+  if (a.is<std::monostate>()) return RtValue();
+  if (a.is<int64_t>()) return as_bool ? RtValue(a.get<int64_t>() != 0) : RtValue(a.get<int64_t>());
+  if (a.is<double>()) return RtValue(a.get<double>());
+  if (a.is<bool>()) return RtValue(a.get<bool>());
+  if (a.is<std::string>())
+    return type && type->isSimple("Device") ? RtValue(RtDevice{a.get<std::string>()}) : RtValue(a.get<std::string>());
+  if (!a.is<AttrList>()) return std::nullopt;
+  const AttrList& items = a.get<AttrList>();
+  // The element type of item i, when the declared type says it.
+  auto elem = [&](size_t i) -> const Type* {
+    if (!type) return nullptr;
+    const auto& c = type->contained();
+    if (type->kind() == TypeKind::List && !c.empty()) return c[0].get();
+    if (type->kind() == TypeKind::Tuple && i < c.size()) return c[i].get();
+    if (type->kind() == TypeKind::Dict && c.size() == 2) return c[i % 2].get();
+    return nullptr;
+  };
+  std::vector<RtValue> out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto v = attrToRuntime(items[i], elem(i));
+    if (!v) return std::nullopt;
+    out.push_back(std::move(*v));
+  }
+  if (a.seq == AttrValue::Seq::Tuple) return makeTuple(std::move(out));
+  if (a.seq == AttrValue::Seq::Dict) {
+    auto d = std::make_shared<std::vector<std::pair<RtValue, RtValue>>>();
+    for (size_t i = 0; i + 1 < out.size(); i += 2) d->emplace_back(std::move(out[i]), std::move(out[i + 1]));
+    return RtValue(RtDict(std::move(d)));
+  }
+  return makeList(std::move(out));
+}
+
+}  // namespace
+
 std::optional<RtValue> constantValue(const Node& n) {
   if (n.kind() != prim::Constant || n.outputs().size() != 1) return std::nullopt;
   const TypePtr& type = n.output()->type();
@@ -13,24 +54,7 @@ std::optional<RtValue> constantValue(const Node& n) {
     if (type->isSimple("Function")) return std::nullopt;
     return RtValue();
   }
-  if (a->is<int64_t>()) return type->isSimple("bool") ? RtValue(a->get<int64_t>() != 0) : RtValue(a->get<int64_t>());
-  if (a->is<double>()) return RtValue(a->get<double>());
-  if (a->is<bool>()) return RtValue(a->get<bool>());
-  if (a->is<std::string>())
-    return type->isSimple("Device") ? RtValue(RtDevice{a->get<std::string>()}) : RtValue(a->get<std::string>());
-  if (a->is<AttrList>()) {
-    bool bools = type->kind() == TypeKind::List && type->contained()[0]->isSimple("bool");
-    std::vector<RtValue> items;
-    for (const AttrValue& x : a->get<AttrList>()) {
-      if (x.is<int64_t>()) items.emplace_back(bools ? RtValue(x.get<int64_t>() != 0) : RtValue(x.get<int64_t>()));
-      else if (x.is<double>()) items.emplace_back(x.get<double>());
-      else if (x.is<bool>()) items.emplace_back(x.get<bool>());
-      else if (x.is<std::string>()) items.emplace_back(x.get<std::string>());
-      else return std::nullopt;  // tensors in lists
-    }
-    return makeList(std::move(items));
-  }
-  return std::nullopt;
+  return attrToRuntime(*a, type.get());
 }
 
 std::optional<AttrValue> toAttr(const RtValue& v, const Type& type) {

@@ -155,3 +155,35 @@ def test_scripted_module_not_inlined_keeps_its_graph():
     assert m.graph.str() == before
     assert "weight" in weights and "bias" not in weights
     assert 'prim::GetAttr[name="bias"]' not in str(g)  # folded to a None constant in llga's copy
+
+
+class _TupleAttrs(torch.nn.Module):
+    """A module reading tuple attributes (flat, one-element, nested with a
+    string and None), as mvit's and the R-CNNs' scripted forms do."""
+
+    def __init__(self):
+        super().__init__()
+        self.size = (2, 3)
+        self.one = (5,)
+        self.nested = ((1, 2.5), "x", None)
+
+    def forward(self, x):
+        y = x.reshape(self.size[0], self.size[1]) * self.one[0]
+        if self.nested[2] is None and self.nested[1] == "x":
+            y = y + self.nested[0][1]
+        return y, self.nested
+
+
+@pytest.mark.parametrize("form", ["scripted", "frozen"])
+def test_tuple_attributes_and_constants_import_and_run(form):
+    m = torch.jit.script(_TupleAttrs().eval())
+    if form == "frozen":
+        m = torch.jit.freeze(m)
+        assert "prim::Constant[value=(" in str(m.graph)  # PyTorch folds them into tuple constants
+    x = torch.randn(6)
+    want_y, want_t = m(x)
+    text = str(m.graph)
+    assert str(llga.parse(str(llga.parse(text)))) == str(llga.parse(text))  # reads and round-trips
+    got_y, got_t = llga.optimize(m)(x.numpy())
+    np.testing.assert_allclose(got_y, want_y.numpy(), rtol=1e-6)
+    assert got_t == want_t
