@@ -49,12 +49,15 @@ def _resolve(module, path: str, named: Dict[str, object]):
 
 
 def _is_plain_constant(value) -> bool:
-    """None, a bool, int, float or string, a list of them, or a tuple of
-    any of these (nested): what a prim::Constant can hold."""
+    """None, a bool, int, float or string, a list of them, a tuple of any of
+    these (nested), or a dict of them: what a prim::Constant can hold."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return True
     if isinstance(value, tuple):
         return all(_is_plain_constant(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, (str, int, float, bool)) and _is_plain_constant(v) and not isinstance(v, dict)
+                   for k, v in value.items())
     return isinstance(value, list) and all(isinstance(v, (bool, int, float, str)) for v in value)
 
 

@@ -194,6 +194,7 @@ void bindRuntime(py::module_& m) {
           }
         }
         std::vector<RtValue> out;
+        takeWarnings();  // none left from an earlier call that failed
         try {
           py::gil_scoped_release release;
           out = c.run(std::move(in));
@@ -202,6 +203,9 @@ void bindRuntime(py::module_& m) {
         } catch (const std::invalid_argument& e) {
           raise("InputError", e.what());
         }
+        // The model's warnings (aten::warn), through Python's warnings module as PyTorch issues them.
+        for (const std::string& w : takeWarnings())
+          if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) != 0) throw py::error_already_set();  // warnings as errors
         py::list result;
         for (const RtValue& v : out) result.append(toPython(v));
         return result;

@@ -9,7 +9,13 @@ namespace llga {
 
 namespace {
 thread_local bool t_plain_weights = false;  // PlainWeightsScope
+thread_local std::vector<std::string> t_warnings;  // emitWarning
 }  // namespace
+
+void emitWarning(std::string message) {
+  if (t_warnings.size() < 1000) t_warnings.push_back(std::move(message));  // a warning in a long loop stays bounded
+}
+std::vector<std::string> takeWarnings() { return std::exchange(t_warnings, {}); }
 
 PlainWeightsScope::PlainWeightsScope() : prev_(std::exchange(t_plain_weights, true)) {}
 PlainWeightsScope::~PlainWeightsScope() { t_plain_weights = prev_; }

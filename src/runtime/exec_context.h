@@ -4,6 +4,8 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 #include <unordered_map>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -31,6 +33,12 @@ struct ExecContext {
  private:
   std::shared_ptr<Storage> scratch_;
 };
+
+// Warnings a model issues (aten::warn) go to the calling thread's sink;
+// the Python layer takes them after a call and re-issues them through
+// Python's warnings module. Calls on one thread run one at a time.
+void emitWarning(std::string message);
+std::vector<std::string> takeWarnings();
 
 dnnl::primitive_attr scratchpadAttr();
 // The tensor in a plain contiguous layout: itself unless blocked.

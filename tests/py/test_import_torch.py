@@ -139,7 +139,7 @@ def test_scripted_attribute_of_another_kind_is_a_clear_error():
     class Table(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.scale = {"a": 2.0}  # a dict attribute: no prim::Constant holds it
+            self.scale = {"a": torch.tensor(2.0)}  # a dict of tensors: no prim::Constant holds it
 
         def forward(self, x):
             return x * self.scale["a"]
@@ -159,18 +159,20 @@ def test_scripted_module_not_inlined_keeps_its_graph():
 
 class _TupleAttrs(torch.nn.Module):
     """A module reading tuple attributes (flat, one-element, nested with a
-    string and None), as mvit's and the R-CNNs' scripted forms do."""
+    string and None) and a dict (torchvision's return_layers), as mvit's and
+    the segmentation and R-CNN models' scripted forms do."""
 
     def __init__(self):
         super().__init__()
         self.size = (2, 3)
         self.one = (5,)
         self.nested = ((1, 2.5), "x", None)
+        self.layers = {"body": "out", "aux": "aux"}
 
     def forward(self, x):
         y = x.reshape(self.size[0], self.size[1]) * self.one[0]
-        if self.nested[2] is None and self.nested[1] == "x":
-            y = y + self.nested[0][1]
+        if self.nested[2] is None and self.nested[1] == "x" and "body" in self.layers:
+            y = y + self.nested[0][1] + len(self.layers["aux"])
         return y, self.nested
 
 

@@ -239,6 +239,12 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
     if (op == Bin::Ne) return RtValue(x != y);
     throw std::invalid_argument("unsupported operation on strings");
   }
+  if (std::holds_alternative<RtDevice>(av.v) || std::holds_alternative<RtDevice>(bv.v)) {  // x.device == device
+    if (op != Bin::Eq && op != Bin::Ne) throw std::invalid_argument("unsupported operation on devices (only == and !=)");
+    bool same = std::holds_alternative<RtDevice>(av.v) && std::holds_alternative<RtDevice>(bv.v) &&
+                std::get<RtDevice>(av.v).name == std::get<RtDevice>(bv.v).name;
+    return RtValue(same == (op == Bin::Eq));
+  }
   if (av.isList() && bv.isList()) {  // aten::add.t: list concatenation; eq/ne: element by element
     if (op == Bin::Eq || op == Bin::Ne) return RtValue(listsEqual(av, bv) == (op == Bin::Eq));
     if (op != Bin::Add) throw std::invalid_argument("unsupported operation on lists (only +, == and !=)");

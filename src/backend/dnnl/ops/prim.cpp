@@ -2,26 +2,10 @@
 #include <algorithm>
 #include <cctype>
 
-#include "ir/printer.h"
 #include "backend/dnnl/ops/op_utils.h"
 
 namespace llga {
 namespace {
-
-std::string describeValue(const RtValue& v) {
-  if (v.isTensor()) return "tensor of " + v.tensor().describe();
-  if (v.isNone()) return "None";
-  if (v.isBool()) return v.toBool() ? "True" : "False";
-  if (v.isInt()) return std::to_string(v.toInt());
-  if (v.isDouble()) return formatDouble(v.toDouble());
-  if (std::holds_alternative<std::string>(v.v)) return v.str();
-  if (v.isList()) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.list()->size(); ++i) s += (i ? ", " : "") + describeValue((*v.list())[i]);
-    return s + "]";
-  }
-  return v.kindName();
-}
 
 // Packs its inputs into a list. The items may arrive strided (e.g.
 // channels-last) exactly when every reader of the list takes strided items:
@@ -172,22 +156,6 @@ void registerPrimOps(OpRegistry& r) {
       a.set(0, RtValue(r));
     });
   }
-  // format(fmt, args...): Python's str.format with "{}" fields, as scripted
-  // code builds error messages
-  r.add("aten::format", 1, 1 << 20, [](const KernelArgs& a) {
-    const std::string& fmt = a.input(0).str();
-    std::string out;
-    size_t next = 1;
-    for (size_t i = 0; i < fmt.size(); ++i) {
-      if (fmt.compare(i, 2, "{}") == 0) {
-        out += next < a.num_in ? describeValue(a.input(next++)) : "{}";
-        ++i;
-      } else {
-        out += fmt[i];
-      }
-    }
-    a.set(0, RtValue(out));
-  });
   r.add("prim::unchecked_cast", 1, 1, [](const KernelArgs& a) { a.set(0, a.input(0)); });
   // A tensor's dtype (its ScalarType code, what dtype= arguments take) and device (llga runs on the CPU).
   r.add("prim::dtype", 1, 1, [](const KernelArgs& a) {
@@ -202,8 +170,10 @@ void registerPrimOps(OpRegistry& r) {
   r.add("aten::__is__", 2, 2, [](const KernelArgs& a) { a.set(0, RtValue(a.input(0).isNone() && a.input(1).isNone())); });
   r.add("aten::__isnot__", 2, 2, [](const KernelArgs& a) { a.set(0, RtValue(!(a.input(0).isNone() && a.input(1).isNone()))); });
   r.add("aten::__not__", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(!a.toBool(0))); });
+  // raise Cls(msg): the message as PyTorch ends its error with it, "builtins.ValueError: msg"
   r.add("prim::RaiseException", 1, 2, [](const KernelArgs& a) {
-    throw std::runtime_error("the model raised: " + a.input(0).str());
+    std::string cls = a.num_in > 1 && !a.isNone(1) ? a.input(1).str() : "Exception";
+    throw std::runtime_error(cls + ": " + a.input(0).str());
   });
 }
 LLGA_REGISTER_OPS(registerPrimOps);

@@ -1,0 +1,278 @@
+// TorchScript's builtin library beyond structure (prim.cpp): str, list,
+// dict and number operations, range bookkeeping of scripted loops, and the
+// queries scripted code makes about a tensor (dtype class, device, grad
+// mode), with the answers of CPU inference. aten::warn goes to the calling
+// thread's warning sink (runtime/exec_context.h), which the Python layer
+// re-raises through Python's warnings.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/dnnl/ops/op_utils.h"
+#include "ir/printer.h"
+#include "runtime/exec_context.h"
+
+namespace llga {
+namespace {
+
+std::string scriptStr(const RtValue& v);
+
+std::string joinItems(const std::vector<RtValue>& items, const char* open, const char* close, bool tuple) {
+  std::string s = open;
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + scriptStr(items[i]);
+  if (tuple && items.size() == 1) s += ",";
+  return s + close;
+}
+
+// str(v) as TorchScript's interpreter prints it (not quite Python's: floats
+// as the IR prints them, "2." and "0.10000000000000001"; strings inside
+// containers unquoted). Tensors print as llga describes them: PyTorch's
+// tensor repr is not reproduced.
+std::string scriptStr(const RtValue& v) {
+  if (v.isTensor()) return "tensor of " + v.tensor().describe();
+  if (v.isNone()) return "None";
+  if (v.isBool()) return v.toBool() ? "True" : "False";
+  if (v.isInt()) return std::to_string(v.toInt());
+  if (v.isDouble()) return formatDouble(v.toDouble());
+  if (std::holds_alternative<std::string>(v.v)) return v.str();
+  if (std::holds_alternative<RtDevice>(v.v)) return std::get<RtDevice>(v.v).name;
+  if (v.isList()) return joinItems(*v.list(), "[", "]", false);
+  if (v.isTuple()) return joinItems(v.tuple()->items, "(", ")", true);
+  if (std::holds_alternative<RtDict>(v.v)) {
+    std::string s = "{";
+    bool first = true;
+    for (const auto& [k, x] : *v.dict()) {
+      s += (first ? "" : ", ") + scriptStr(k) + ": " + scriptStr(x);
+      first = false;
+    }
+    return s + "}";
+  }
+  return v.kindName();
+}
+
+// A one-element tensor's value as TorchScript's item() gives it: int for
+// integer dtypes (exact for all of int64), bool for bool, float otherwise.
+RtValue tensorItem(const Tensor& t, const char* op) {
+  if (t.numel() != 1)
+    throw std::invalid_argument(std::string(op) + ": a tensor with " + std::to_string(t.numel()) +
+                                " elements cannot be converted to a Python number");
+  if (t.dtype() == ScalarType::Bool) return RtValue(t.item() != 0);
+  if (t.dtype() == ScalarType::Long) return RtValue(*static_cast<const int64_t*>(t.data()));
+  if (!isFloatingType(t.dtype())) return RtValue(static_cast<int64_t>(t.item()));
+  return RtValue(t.item());
+}
+
+bool contains(const RtValue& container, const RtValue& item) {
+  if (std::holds_alternative<std::string>(container.v)) return container.str().find(item.str()) != std::string::npos;
+  if (std::holds_alternative<RtDict>(container.v)) {
+    for (const auto& kv : *container.dict())
+      if (kv.first.sameKey(item)) return true;
+    return false;
+  }
+  for (const RtValue& x : *container.list())
+    if (x.sameKey(item)) return true;
+  return false;
+}
+
+int64_t normIndex(int64_t i, int64_t n, bool clamp) {
+  if (i < 0) i += n;
+  return clamp ? std::clamp<int64_t>(i, 0, n) : i;
+}
+
+// range(lo, hi, step)'s length, as scripted for-loops compute their trip count.
+int64_t rangeLength(int64_t lo, int64_t hi, int64_t step) {
+  if (step == 0) throw std::invalid_argument("range() arg 3 must not be zero");
+  if (step > 0 && lo < hi) return 1 + (hi - 1 - lo) / step;
+  if (step < 0 && lo > hi) return 1 + (lo - 1 - hi) / (-step);
+  return 0;
+}
+
+// prim::isinstance[types=[...]]: whether the value is of one of the listed
+// types (by kind: a list of any element type is a `list`).
+bool isInstance(const RtValue& v, const Type& t) {
+  switch (t.kind()) {
+    case TypeKind::Tensor: return v.isTensor();
+    case TypeKind::List: return v.isList();
+    case TypeKind::Tuple: return v.isTuple();
+    case TypeKind::Dict: return std::holds_alternative<RtDict>(v.v);
+    case TypeKind::Optional: return v.isNone() || isInstance(v, *t.contained()[0]);
+    case TypeKind::Simple: {
+      if (t.isSimple("list")) return v.isList();
+      if (t.isSimple("tuple")) return v.isTuple();
+      if (t.isSimple("int")) return v.isInt();
+      if (t.isSimple("float")) return v.isDouble();
+      if (t.isSimple("bool")) return v.isBool();
+      if (t.isSimple("str")) return std::holds_alternative<std::string>(v.v);
+      if (t.isSimple("NoneType")) return v.isNone();
+      if (t.isSimple("Device")) return std::holds_alternative<RtDevice>(v.v);
+      if (t.isSimple("Any")) return true;
+      break;
+    }
+    default: break;
+  }
+  throw std::invalid_argument("prim::isinstance: cannot test for type " + t.str());
+}
+
+}  // namespace
+
+void registerBuiltinOps(OpRegistry& r) {
+  // ---- str
+  r.add("aten::str", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(scriptStr(a.input(0)))); });
+  // format(fmt, args...): Python's str.format with "{}" fields, as scripted code builds messages
+  r.add("aten::format", 1, 1 << 20, [](const KernelArgs& a) {
+    const std::string& fmt = a.input(0).str();
+    std::string out;
+    size_t next = 1;
+    for (size_t i = 0; i < fmt.size(); ++i) {
+      if (fmt.compare(i, 2, "{}") == 0) {
+        if (next >= a.num_in) throw std::invalid_argument("format: more {} fields than arguments in '" + fmt + "'");
+        out += scriptStr(a.input(next++));
+        ++i;
+      } else {
+        out += fmt[i];
+      }
+    }
+    a.set(0, RtValue(out));
+  });
+  // find(self, sub, start=0, end=-1) -> index or -1 (end=-1: to the end, as TorchScript's schema says)
+  r.add("aten::find", 2, 4, [](const KernelArgs& a) {
+    const std::string& s = a.input(0).str();
+    const std::string& sub = a.input(1).str();
+    int64_t n = static_cast<int64_t>(s.size());
+    int64_t start = a.num_in > 2 ? normIndex(a.toInt(2), n, true) : 0;
+    int64_t end = a.num_in > 3 && a.toInt(3) != -1 ? normIndex(a.toInt(3), n, true) : n;
+    int64_t at = -1;
+    if (start <= end) {
+      size_t p = s.substr(0, static_cast<size_t>(end)).find(sub, static_cast<size_t>(start));
+      if (p != std::string::npos) at = static_cast<int64_t>(p);
+    }
+    a.set(0, RtValue(at));
+  });
+  r.add("aten::__contains__", 2, 2, [](const KernelArgs& a) { a.set(0, RtValue(contains(a.input(0), a.input(1)))); });
+
+  // ---- lists and dicts (shared and mutable, as in TorchScript)
+  r.add("aten::insert", 3, 3, [](const KernelArgs& a) {
+    auto& items = *a.input(0).list();
+    int64_t i = normIndex(a.toInt(1), static_cast<int64_t>(items.size()), true);
+    items.insert(items.begin() + i, a.input(2));
+  });
+  r.add("aten::_set_item", 3, 3, [](const KernelArgs& a) {
+    const RtValue& c = a.input(0);
+    if (std::holds_alternative<RtDict>(c.v)) {
+      auto& d = *c.dict();
+      auto it = std::find_if(d.begin(), d.end(), [&](const auto& kv) { return kv.first.sameKey(a.input(1)); });
+      if (it != d.end()) it->second = a.input(2);
+      else d.emplace_back(a.input(1), a.input(2));
+    } else {
+      auto& items = *c.list();
+      int64_t n = static_cast<int64_t>(items.size()), i = normIndex(a.toInt(1), n, false);
+      if (i < 0 || i >= n) throw std::out_of_range("list assignment index " + std::to_string(a.toInt(1)) + " out of range");
+      items[static_cast<size_t>(i)] = a.input(2);
+    }
+    if (a.num_out) a.set(0, c);
+  });
+  // dict() / dict(d): a new dict (a copy)
+  r.add("aten::dict", 0, 1, [](const KernelArgs& a) {
+    auto d = std::make_shared<std::vector<std::pair<RtValue, RtValue>>>();
+    if (a.num_in) *d = *a.input(0).dict();
+    a.set(0, RtValue(RtDict(std::move(d))));
+  });
+  r.add("aten::keys", 1, 1, [](const KernelArgs& a) {
+    std::vector<RtValue> out;
+    for (const auto& kv : *a.input(0).dict()) out.push_back(kv.first);
+    a.set(0, makeList(std::move(out)));
+  });
+  r.add("aten::values", 1, 1, [](const KernelArgs& a) {
+    std::vector<RtValue> out;
+    for (const auto& kv : *a.input(0).dict()) out.push_back(kv.second);
+    a.set(0, makeList(std::move(out)));
+  });
+  r.add("aten::items", 1, 1, [](const KernelArgs& a) {
+    std::vector<RtValue> out;
+    for (const auto& kv : *a.input(0).dict()) out.push_back(makeTuple({kv.first, kv.second}));
+    a.set(0, makeList(std::move(out)));
+  });
+
+  // ---- numbers: scripted loops' index bookkeeping, min/max, item
+  r.add("aten::__range_length", 3, 3, [](const KernelArgs& a) {
+    a.set(0, RtValue(rangeLength(a.toInt(0), a.toInt(1), a.toInt(2))));
+  });
+  r.add("aten::__derive_index", 3, 3, [](const KernelArgs& a) {
+    a.set(0, RtValue(a.toInt(1) + a.toInt(0) * a.toInt(2)));
+  });
+  for (bool is_max : {true, false}) {
+    r.add(is_max ? "prim::max" : "prim::min", 1, 2, [is_max](const KernelArgs& a) {
+      std::vector<RtValue> vals;
+      if (a.num_in == 1) vals = *a.input(0).list();
+      else vals = {a.input(0), a.input(1)};
+      if (vals.empty()) throw std::invalid_argument(std::string(is_max ? "max" : "min") + "() arg is an empty sequence");
+      bool ints = std::all_of(vals.begin(), vals.end(), [](const RtValue& v) { return v.isInt() || v.isBool(); });
+      RtValue best = vals[0];
+      for (size_t i = 1; i < vals.size(); ++i) {
+        bool better = ints ? (is_max ? vals[i].toInt() > best.toInt() : vals[i].toInt() < best.toInt())
+                           : (is_max ? vals[i].toDouble() > best.toDouble() : vals[i].toDouble() < best.toDouble());
+        if (better) best = vals[i];
+      }
+      a.set(0, ints ? RtValue(best.toInt()) : RtValue(best.toDouble()));
+    });
+  }
+  r.add("aten::item", 1, 1, [](const KernelArgs& a) { a.set(0, tensorItem(a.tensor(0), "item()")); });
+  r.add("aten::IntImplicit", 1, 1, [](const KernelArgs& a) {
+    const Tensor& t = a.tensor(0);
+    if (t.dim() != 0) throw std::invalid_argument("an int argument got a tensor of " + t.describe() + " (needs 0 dims)");
+    if (isFloatingType(t.dtype())) throw std::invalid_argument("an int argument got a floating-point tensor");
+    a.set(0, RtValue(tensorItem(t, "int").toInt()));
+  });
+  r.add("aten::FloatImplicit", 1, 1, [](const KernelArgs& a) {
+    const Tensor& t = a.tensor(0);
+    if (t.dim() != 0) throw std::invalid_argument("a float argument got a tensor of " + t.describe() + " (needs 0 dims)");
+    a.set(0, RtValue(t.item()));
+  });
+  // tolist(self, dim, elem_type): a tensor's elements as (nested) Python lists
+  r.add("prim::tolist", 1, 3, [](const KernelArgs& a) {
+    Tensor t = a.tensor(0).contiguous();
+    if (a.num_in > 1 && a.toInt(1) != t.dim())
+      throw std::invalid_argument("tolist: the annotated list nests " + std::to_string(a.toInt(1)) +
+                                  " deep, the tensor has " + std::to_string(t.dim()) + " dims");
+    const auto sizes = t.sizes();
+    std::function<RtValue(size_t, int64_t)> build = [&](size_t d, int64_t off) -> RtValue {
+      if (d == sizes.size()) return tensorItem(t.asStrided({}, {}, t.offset() + off), "tolist");
+      std::vector<RtValue> items;
+      int64_t stride = 1;
+      for (size_t k = d + 1; k < sizes.size(); ++k) stride *= sizes[k];
+      for (int64_t i = 0; i < sizes[d]; ++i) items.push_back(build(d + 1, off + i * stride));
+      return makeList(std::move(items));
+    };
+    a.set(0, build(0, 0));
+  });
+
+  // ---- what scripted code asks about tensors and the process
+  r.add("aten::is_floating_point", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(isFloatingType(a.tensor(0).dtype()))); });
+  for (const char* k : {"prim::is_cuda", "prim::is_nested", "prim::requires_grad", "prim::is_sparse", "prim::is_mkldnn",
+                        "prim::is_quantized", "prim::is_meta", "prim::is_xpu", "prim::is_vulkan", "prim::is_mps"}) {
+    r.add(k, 1, 1, [](const KernelArgs& a) {
+      (void)a.tensor(0);
+      a.set(0, RtValue(false));
+    });
+  }
+  r.add("aten::is_grad_enabled", 0, 0, [](const KernelArgs& a) { a.set(0, RtValue(false)); });
+  r.add("aten::device", 1, 2, [](const KernelArgs& a) {
+    std::string name = a.input(0).str();
+    if (a.num_in > 1 && !a.isNone(1)) name += ":" + std::to_string(a.toInt(1));
+    if (name != "cpu" && name.rfind("cpu:", 0) != 0)
+      throw std::invalid_argument("device '" + name + "': llga runs on the CPU only");
+    a.set(0, RtValue(RtDevice{"cpu"}));
+  });
+  r.add("aten::warn", 1, 2, [](const KernelArgs& a) { emitWarning(a.input(0).str()); });
+  r.add(OpDef{"prim::isinstance", 1, 1, [](const Node& n) {
+                std::vector<TypePtr> types;
+                for (const AttrValue& t : n.attributes().get(Symbol::attr("types")).get<AttrList>()) types.push_back(t.get<TypePtr>());
+                return std::make_unique<FnKernel>([types](const KernelArgs& a) {
+                  bool yes = false;
+                  for (const TypePtr& t : types) yes = yes || isInstance(a.input(0), *t);
+                  a.set(0, RtValue(yes));
+                });
+              }});
+}
+LLGA_REGISTER_OPS(registerBuiltinOps);
+
+}  // namespace llga

@@ -1,0 +1,109 @@
+"""Differential cases for TorchScript's builtin library (str, list, dict and
+number ops, range bookkeeping, tensor queries, warnings, isinstance): each a
+scripted program whose results depend on the generated tensor's shape and
+values, compared with PyTorch's interpreter."""
+
+import warnings
+from typing import Any, Dict, List, Tuple
+
+import torch
+from hypothesis import strategies as st
+
+from differential_common import Case, tensors
+
+
+def scripted(fn, **kw):
+    """A scripted case over one tensor of any shape and layout."""
+    return Case(fn, lambda dt: st.tuples(tensors(dt, None)), script=True, **kw)
+
+
+def _str_ops(x: torch.Tensor) -> Tuple[str, int, int, str]:
+    s = "size={} dims={} ok={} r={}".format(x.size(), x.dim(), x.numel() > 2, 1.5 * x.dim())
+    d = {"n": [str(x.numel()), "x"]}
+    return s, s.find("dims"), s.find("ok", 3, -1), str(x.shape) + str(x.numel() / 4) + str(d) + str((x.dim(),))
+
+
+def _contains(x: torch.Tensor) -> Tuple[bool, bool, bool, bool]:
+    d = {"a": 1, "b": x.dim()}
+    return x.dim() in x.shape, "b" in d, "c" in d, "ims" in "dims" + str(x.dim())
+
+
+def _dict_ops(x: torch.Tensor) -> Tuple[List[str], List[int], int, Dict[str, int]]:
+    d: Dict[str, int] = {}
+    for i in range(x.dim()):
+        d["d" + str(i)] = x.size(i)
+    e = dict(d)
+    e["extra"] = x.numel()
+    total = 0
+    for k, v in e.items():
+        total += v * len(k)
+    return list(d.keys()), list(e.values()), total, e
+
+
+def _list_ops(x: torch.Tensor) -> Tuple[List[int], int, int, float]:
+    sizes = list(x.shape)
+    sizes.insert(0, x.dim())
+    sizes.insert(-1, 7)
+    sizes[1] = x.numel()
+    return sizes, max(sizes), min(sizes), max(2.5, float(x.dim()))
+
+
+def _ranges(x: torch.Tensor) -> Tuple[List[int], int]:
+    out: List[int] = []
+    n = x.numel()
+    for i in range(n % 7, 20, 3):
+        out.append(i)
+    for j in range(n, -5, -4):
+        out.append(j)
+    acc = 0
+    for k in range(x.dim(), 0, -1):
+        acc = acc * 10 + k
+    return out, acc
+
+
+def _items(x: torch.Tensor) -> Tuple[float, int, List[List[float]], bool]:
+    s = x.float().sum()
+    i = x.long().sum()
+    m = x.reshape(-1)[:4].reshape(2, -1) if x.numel() >= 4 else torch.zeros(2, 2)
+    rows: List[List[float]] = m.float().tolist()
+    return float(s.item()), int(i.item()), rows, x.is_floating_point()
+
+
+def _implicit(x: torch.Tensor) -> torch.Tensor:
+    n = x.long().sum().clamp(0, 3)
+    return torch.ones(n, dtype=torch.float32)  # a 0-dim int tensor where an int is expected: aten::IntImplicit
+
+
+def _queries(x: torch.Tensor) -> Tuple[bool, bool, bool, bool, str, List[bool]]:
+    dev = torch.device("cpu" if x.dim() >= 0 else "meta")  # not a constant: aten::device runs
+    kinds = [x.is_nested, x.is_sparse, x.is_mkldnn, x.is_quantized, x.is_meta, x.is_xpu, x.is_vulkan, x.is_mps]
+    return x.is_cuda, x.requires_grad, torch.is_grad_enabled(), x.device == dev, str(x.device), kinds
+
+
+def _warns(x: torch.Tensor) -> torch.Tensor:
+    if x.dim() < 2:
+        warnings.warn("fewer than two dims: " + str(x.dim()))
+    return x + 1
+
+
+def _isinstance(x: torch.Tensor) -> Tuple[bool, bool]:
+    z: Any = x.shape if x.dim() > 1 else x
+    return isinstance(z, (list, tuple)), isinstance(z, torch.Tensor)
+
+
+CASES = {
+    "aten::str": scripted(_str_ops, kinds=("aten::format", "aten::find")),
+    "aten::__contains__": scripted(_contains),
+    "aten::dict": scripted(_dict_ops, kinds=("aten::_set_item", "aten::keys", "aten::values", "aten::items")),
+    "aten::insert": scripted(_list_ops, kinds=("prim::max", "prim::min")),
+    "aten::__range_length": scripted(_ranges, kinds=("aten::__derive_index",)),
+    "aten::item": scripted(_items, kinds=("prim::tolist", "aten::is_floating_point")),
+    "aten::IntImplicit": scripted(_implicit),
+    "aten::is_grad_enabled": scripted(_queries, kinds=(
+        "prim::is_cuda", "prim::requires_grad", "aten::device", "prim::is_nested", "prim::is_sparse", "prim::is_mkldnn",
+        "prim::is_quantized", "prim::is_meta", "prim::is_xpu", "prim::is_vulkan", "prim::is_mps")),
+    "aten::warn": scripted(_warns),
+    "prim::isinstance": scripted(_isinstance),
+}
+# Kinds the programs above exercise besides the one each is filed under.
+ALSO_COVERED = {k for case in CASES.values() for k in case.kinds}
