@@ -108,7 +108,8 @@ CASES = {
     "aten::log_softmax": last_dim(lambda x: torch.log_softmax(x, -1)),
 }
 # Further families live in their own tables (differential_*.py); a kind is filed once.
-for _table in ("differential_nn", "differential_tensor", "differential_script", "differential_builtins"):
+for _table in ("differential_nn", "differential_tensor", "differential_script", "differential_builtins",
+               "differential_vision"):
     try:
         _mod = __import__(_table)
     except ModuleNotFoundError as e:
