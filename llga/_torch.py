@@ -89,7 +89,12 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
         plain_attrs = []  # (GetAttr node, its non-tensor value)
         inputs = list(tgraph.inputs())
         paths = {inputs[0].debugName(): ""} if inputs else {}
+        path_types = {}  # object path -> its type (the first GetAttr that reaches it)
+        reads = []  # (GetAttr node, attribute path)
+        mutated = set()  # attribute paths the graph writes with prim::SetAttr
         for node in _walk(tgraph):
+            if node.kind() == "prim::SetAttr" and node.inputsAt(0).debugName() in paths:
+                mutated.add(".".join(p for p in (paths[node.inputsAt(0).debugName()], node.s("name")) if p))
             if node.kind() != "prim::GetAttr":
                 continue
             src = node.input().debugName()
@@ -97,12 +102,21 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
                 continue
             path = ".".join(p for p in (paths[src], node.s("name")) if p)
             paths[node.output().debugName()] = path
+            path_types.setdefault(path, node.output().type())
+            reads.append((node, path))
+        for node, path in reads:
             value = _resolve(module, path, named)
             if isinstance(value, torch.Tensor):
-                weights[path] = tensor_to_numpy(value, path)
-            elif _is_plain_constant(value) or (isinstance(value, (list, tuple)) and value
-                                                and all(isinstance(v, torch.Tensor) for v in value)):
+                if path not in mutated:
+                    weights[path] = tensor_to_numpy(value, path)
+            elif path not in mutated and (_is_plain_constant(value) or (
+                    isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value))):
                 plain_attrs.append((node, value))  # a list of tensors: an RNN's _flat_weights
+        if mutated:
+            # An attribute the graph writes is read as it is at that point:
+            # its module value is set once at the start (reads stay reads,
+            # and the forward-attributes pass follows them to the value set).
+            _set_initial_values(tgraph, module, named, inputs[0], sorted(mutated), path_types)
         if plain_attrs:
             # A scripted module reads non-tensor attributes too (a conv's bias
             # that is None, batch_norm's `training`, a momentum): they become
@@ -127,6 +141,38 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
             name = node.output().debugName()
             weights[name] = tensor_to_numpy(node.t("value"), name)
     return graph, weights
+
+
+def _set_initial_values(tgraph, module, named, self_value, mutated, path_types) -> None:
+    """At the start of the graph: prim::SetAttr of each attribute in
+    `mutated` (paths like "rpn.anchor_generator.cell_anchors") to its value
+    in the module, reaching the owner through prim::GetAttr from `self`."""
+    torch = _torch()
+    first = next(iter(tgraph.nodes()), None)
+    if first is None:
+        return
+    with tgraph.insert_point_guard(first):
+        owners = {"": self_value}
+        for path in mutated:
+            parts = path.split(".")
+            for i in range(1, len(parts)):
+                sub = ".".join(parts[:i])
+                if sub not in owners:
+                    get = tgraph.insertNode(tgraph.create("prim::GetAttr", [owners[".".join(parts[:i - 1])]]))
+                    get.s_("name", parts[i - 1])
+                    get.output().setType(path_types[sub])
+                    owners[sub] = get.output()
+            value = _resolve(module, path, named)
+            if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+                items = [tgraph.insertConstant(v.detach()) for v in value]
+                const = tgraph.insertNode(tgraph.create("prim::ListConstruct", items)).output()
+                const.setType(torch._C.ListType.ofTensors())
+            elif isinstance(value, torch.Tensor) or _is_plain_constant(value):
+                const = tgraph.insertConstant(value.detach() if isinstance(value, torch.Tensor) else value)
+            else:
+                continue  # an object: its reads stay, and compiling says what is missing
+            const.setType(path_types.get(path, const.type()))
+            tgraph.insertNode(tgraph.create("prim::SetAttr", [owners[".".join(parts[:-1])], const], 0)).s_("name", parts[-1])
 
 
 def _reject_python_ops(tgraph) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+import copy
 import numpy as np
 
 from . import _llga
@@ -32,6 +33,9 @@ class CompiledGraph:
         self._impl = impl
         self._single = len(graph.outputs) == 1
         self._output_types = [v.type for v in graph.outputs]
+        # Default values of trailing inputs (a scripted forward's `targets=None`,
+        # `num_flow_updates: int = 12`), taken from its schema: [] when none.
+        self._defaults: List[Any] = []
 
     @property
     def input_names(self):
@@ -105,6 +109,9 @@ class CompiledGraph:
         if _llga.profiler_enabled():
             _profiler._watch(self)
         args = [_to_numpy_if_torch(x, i) for i, x in enumerate(inputs)]
+        n = len(self._impl.input_names)
+        if len(args) < n and n - len(args) <= len(self._defaults):
+            args += [copy.deepcopy(d) for d in self._defaults[len(self._defaults) - (n - len(args)):]]
         out = [_named(v, t) for v, t in zip(self._impl.run(args), self._output_types)]
         return out[0] if self._single else tuple(out)
 
@@ -251,6 +258,28 @@ def _owner_of(graph):
     return owner
 
 
+def _trailing_defaults(obj) -> List[Any]:
+    """The default values of a scripted forward's (or function's) trailing
+    arguments, from its schema, in order; [] when it has none or obj is not
+    a ScriptModule/ScriptFunction."""
+    schema = None
+    try:
+        if hasattr(obj, "_c") and obj._c._has_method("forward"):
+            schema = obj.forward.schema
+        elif hasattr(obj, "schema"):
+            schema = obj.schema
+    except Exception:  # noqa: BLE001 - not a TorchScript object: no defaults
+        return []
+    if schema is None:
+        return []
+    defaults = []
+    for arg in reversed([a for a in schema.arguments if a.name != "self"]):
+        if not arg.has_default_value():
+            break
+        defaults.append(arg.default_value)
+    return defaults[::-1]
+
+
 def _load(obj, params: Optional[Mapping[str, Any]], module=None):
     weights: Dict[str, np.ndarray] = {}
     methods: Dict[str, Graph] = {}
@@ -322,6 +351,7 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
         raise
     _passes.log(records)
     compiled = CompiledGraph(graph, impl, _passes.PassList(records, initial_ir))
+    compiled._defaults = _trailing_defaults(obj)
     if example_inputs is not None:
         compiled(*example_inputs)
     return compiled

@@ -64,7 +64,8 @@ static void printAttr(std::ostream& os, const AttrValue& a, bool in_list) {
   if (!a.annotation.empty()) {
     AttrValue inner = a;
     inner.annotation.clear();
-    os << "annotate(" << a.annotation << ", ";
+    // PyTorch writes annotate(List[int], []) but annotate(Dict[str, Tensor],{})
+    os << "annotate(" << a.annotation << (a.seq == AttrValue::Seq::Dict ? "," : ", ");
     printAttr(os, inner, in_list);
     os << ")";
     return;

@@ -81,6 +81,22 @@ Value* toSameDtype(Node* n, Graph&) {
   return static_cast<int64_t>(*dt) == *want ? n->input(0) : nullptr;
 }
 
+// x is None / x is not None where x's type cannot hold None (a tensor, a
+// number, a list, an object): the answer is known (the Optional refinement
+// scripted code does once a value is set, e.g. a lazily made object).
+bool neverNone(const Value* v) {
+  const Type& t = *v->type();
+  if (t.kind() == TypeKind::Optional || t.kind() == TypeKind::Union) return false;
+  if (t.kind() == TypeKind::Simple) return !t.isSimple("NoneType") && !t.isSimple("Any");
+  return true;
+}
+
+Value* isNoneKnown(Node* n, Graph& g) {
+  const Value *a = n->input(0), *b = n->input(1);
+  if (!((isNone(a) && neverNone(b)) || (isNone(b) && neverNone(a)))) return nullptr;
+  return Emitter(g, n, n).b(n->kind().toQualString() == "aten::__isnot__");
+}
+
 // clang-format off
 const Rule kRules[] = {
   {"transpose-transpose", "aten::transpose", "transpose(transpose(x, a, b), a, b)  ->  x", transposeTranspose},
@@ -91,6 +107,8 @@ const Rule kRules[] = {
   {"flatten-one-dim",     "aten::flatten",   "flatten(x, d, d)  ->  x",                   flattenOneDim},
   {"reshape-reshape",     "aten::reshape",   "reshape(reshape(x, s1), s2)  ->  reshape(x, s2)", reshapeReshape},
   {"to-same-dtype",       "aten::to",        "to(x, dtype(x), copy=False)  ->  x",         toSameDtype},
+  {"is-none-known",       "aten::__is__",    "x is None  ->  False       (x's type holds no None)", isNoneKnown},
+  {"isnot-none-known",    "aten::__isnot__", "x is not None  ->  True    (x's type holds no None)", isNoneKnown},
 };
 // clang-format on
 

@@ -37,8 +37,8 @@ GraphStats graphStats(const Graph& g) {
 }
 
 std::string_view defaultPipeline() {
-  return "inline,freeze,remove-dropout,remove-mutation,decompose,propagate-shapes,prepare-binary,fold-batchnorm,"
-         "canonicalize,constant-propagation,defer-size-check,cse,dce,fuse,propagate-layouts";
+  return "inline,forward-attributes,freeze,remove-dropout,remove-mutation,decompose,propagate-shapes,prepare-binary,fold-batchnorm,"
+         "canonicalize,constant-propagation,forward-attributes,canonicalize,constant-propagation,defer-size-check,cse,dce,fuse,propagate-layouts";
 }
 
 PassManager::PassManager(std::string_view pipeline, PassManagerOptions options) : options_(std::move(options)) {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/ops/functional.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "runtime/strided.h"
@@ -408,9 +409,17 @@ void registerBinaryOps(OpRegistry& r) {
   };
   addCached<BinCache>(r, "aten::div", 2, 3, div(false), /*strided=*/true);
   addCached<BinCache>(r, "aten::div_", 2, 3, div(true));
-  // where(condition, a, b): a where condition else b, broadcasting all three
-  r.add("aten::where", 3, 3, [](const KernelArgs& a) {
+  // where(condition, a, b): a where condition else b, broadcasting all three;
+  // where(condition): the nonzero positions, one index tensor per dim (a 0-dim condition counts as 1-d)
+  r.add("aten::where", 1, 3, [](const KernelArgs& a) {
     const Tensor& cond = a.tensor(0);
+    if (a.num_in == 1) {
+      Tensor nz = nonzero(cond.dim() == 0 ? cond.unsqueeze(0) : cond);
+      std::vector<RtValue> per_dim;
+      for (int64_t d = 0; d < nz.size(1); ++d) per_dim.emplace_back(nz.select(1, d).contiguous());
+      return a.set(0, makeList(std::move(per_dim)));
+    }
+    if (a.num_in != 3) throw std::invalid_argument("where takes a condition, or a condition and two values");
     if (cond.dtype() != ScalarType::Bool && cond.dtype() != ScalarType::Byte)
       throw std::invalid_argument("where expects a bool condition, got " + cond.describe());
     ScalarType common = resultType({&a.input(1), &a.input(2)});

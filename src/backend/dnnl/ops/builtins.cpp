@@ -170,10 +170,20 @@ void registerBuiltinOps(OpRegistry& r) {
     }
     if (a.num_out) a.set(0, c);
   });
-  // dict() / dict(d): a new dict (a copy)
+  // dict() / dict(d): a new dict (a copy); dict(pairs): from a list of (key, value) tuples
   r.add("aten::dict", 0, 1, [](const KernelArgs& a) {
     auto d = std::make_shared<std::vector<std::pair<RtValue, RtValue>>>();
-    if (a.num_in) *d = *a.input(0).dict();
+    if (a.num_in && a.input(0).isList()) {
+      for (const RtValue& kv : *a.input(0).list()) {
+        const auto& items = kv.tuple()->items;
+        if (items.size() != 2) throw std::invalid_argument("dict(): each item must be a (key, value) pair");
+        auto it = std::find_if(d->begin(), d->end(), [&](const auto& e) { return e.first.sameKey(items[0]); });
+        if (it != d->end()) it->second = items[1];
+        else d->emplace_back(items[0], items[1]);
+      }
+    } else if (a.num_in) {
+      *d = *a.input(0).dict();
+    }
     a.set(0, RtValue(RtDict(std::move(d))));
   });
   r.add("aten::keys", 1, 1, [](const KernelArgs& a) {
@@ -254,6 +264,12 @@ void registerBuiltinOps(OpRegistry& r) {
       a.set(0, RtValue(false));
     });
   }
+  r.add("prim::type", 1, 1, [](const KernelArgs& a) {  // a device's type
+    if (!std::holds_alternative<RtDevice>(a.input(0).v))
+      throw std::invalid_argument(std::string("prim::type expects a device, got ") + a.input(0).kindName());
+    const std::string& name = std::get<RtDevice>(a.input(0).v).name;
+    a.set(0, RtValue(name.substr(0, name.find(':'))));
+  });
   r.add("aten::is_grad_enabled", 0, 0, [](const KernelArgs& a) { a.set(0, RtValue(false)); });
   r.add("aten::device", 1, 2, [](const KernelArgs& a) {
     std::string name = a.input(0).str();

@@ -28,6 +28,8 @@ struct MatmulCacheHolder {
 Tensor sumOp(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim);
 // numpy-style matmul
 Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache& cache);
+// The indices of x's nonzero elements, [count, x.dim()] int64 (indexing.cpp).
+Tensor nonzero(const Tensor& x);
 Tensor softmaxOp(ExecContext& ctx, const Tensor& x, int64_t dim, SoftmaxCache& cache);
 Tensor layerNormOp(ExecContext& ctx, const Tensor& x, int64_t normalized_numel, const std::optional<Tensor>& w,
                    const std::optional<Tensor>& b, double eps, LayerNormCache& cache);

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "backend/dnnl/ops/functional.h"
 #include "backend/dnnl/ops/op_utils.h"
 
 namespace llga {
@@ -229,6 +230,8 @@ Tensor maskedSelect(const Tensor& x, const Tensor& mask) {
   return indexWithTensors(x.expand(b), makeList({RtValue(mask.expand(b))}));
 }
 
+}  // namespace
+
 Tensor nonzero(const Tensor& input) {
   Tensor x = input.to(ScalarType::Bool).contiguous();
   const auto* m = static_cast<const uint8_t*>(x.data());
@@ -247,6 +250,7 @@ Tensor nonzero(const Tensor& input) {
   }
   return out;
 }
+namespace {
 
 // embedding_bag: one output row per bag (offsets[b] .. offsets[b+1]).
 void embeddingBag(const KernelArgs& a) {

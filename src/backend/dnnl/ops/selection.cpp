@@ -225,6 +225,40 @@ void registerSelectionOps(OpRegistry& r) {
     a.set(0, keepdim ? s.values.narrow(dim, k - 1, 1).contiguous() : s.values.select(dim, k - 1).contiguous());
     a.set(1, keepdim ? s.indices.narrow(dim, k - 1, 1).contiguous() : s.indices.select(dim, k - 1).contiguous());
   });
+  // _unique2(x, sorted, return_inverse, return_counts) -> (values, inverse, counts): the distinct
+  // values in ascending order (also for sorted=False, where PyTorch leaves the order open), each
+  // element's position among them (x's shape) and how often each occurs; the outputs not asked
+  // for are empty.
+  r.add("aten::_unique2", 1, 4, [](const KernelArgs& a) {
+    const Tensor x = a.tensor(0).contiguous();
+    const bool want_inverse = a.num_in > 2 && a.toBool(2), want_counts = a.num_in > 3 && a.toBool(3);
+    const int64_t n = x.numel();
+    dispatchDtype(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* p = x.data<T>();
+      std::vector<int64_t> order(static_cast<size_t>(n));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) { return p[i] < p[j]; });
+      std::vector<int64_t> group(static_cast<size_t>(n));
+      std::vector<int64_t> counts;
+      std::vector<T> values;
+      for (int64_t k = 0; k < n; ++k) {
+        const T v = p[order[static_cast<size_t>(k)]];
+        if (values.empty() || values.back() < v) values.push_back(v), counts.push_back(0);
+        ++counts.back();
+        group[static_cast<size_t>(order[static_cast<size_t>(k)])] = static_cast<int64_t>(values.size()) - 1;
+      }
+      Tensor out = Tensor::empty(x.dtype(), {static_cast<int64_t>(values.size())});
+      std::copy(values.begin(), values.end(), out.data<T>());
+      Tensor inverse = Tensor::empty(ScalarType::Long, want_inverse ? x.sizes() : Shape{0});
+      if (want_inverse) std::copy(group.begin(), group.end(), inverse.data<int64_t>());
+      Tensor count = Tensor::empty(ScalarType::Long, {want_counts ? static_cast<int64_t>(counts.size()) : 0});
+      if (want_counts) std::copy(counts.begin(), counts.end(), count.data<int64_t>());
+      a.set(0, out);
+      if (a.num_out > 1) a.set(1, inverse);
+      if (a.num_out > 2) a.set(2, count);
+    });
+  });
   r.add("aten::max", 1, 3, maxOrMin(true));
   r.add("aten::min", 1, 3, maxOrMin(false));
   r.add("aten::argmax", 1, 3, argMaxOrMin(true));

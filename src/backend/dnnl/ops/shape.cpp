@@ -550,6 +550,15 @@ void registerShapeOps(OpRegistry& r) {
   r.add("aten::new_zeros", 2, 6, [](const KernelArgs& a) {
     a.set(0, Tensor::zeros(optDtype(a, 2).value_or(a.tensor(0).dtype()), a.intList(1)));
   });
+  // new_full(self, size, fill, dtype?, ...) and new_empty(self, size, dtype?, ...) (zero-filled)
+  r.add("aten::new_full", 3, 7, [](const KernelArgs& a) {
+    Tensor t = Tensor::empty(optDtype(a, 3).value_or(a.tensor(0).dtype()), a.intList(1));
+    t.fill(a.input(2).toDouble());
+    a.set(0, t);
+  });
+  r.add("aten::new_empty", 2, 6, [](const KernelArgs& a) {
+    a.set(0, Tensor::zeros(optDtype(a, 2).value_or(a.tensor(0).dtype()), a.intList(1)));
+  });
   // full_like(x, fill, dtype?, layout?, device?, pin_memory?, memory_format?)
   r.add("aten::full_like", 2, 7, [](const KernelArgs& a) {
     Tensor t = Tensor::empty(optDtype(a, 2).value_or(a.tensor(0).dtype()), a.tensor(0).sizes());
@@ -653,6 +662,18 @@ void registerShapeOps(OpRegistry& r) {
   r.add("aten::fill_", 2, 2, [](const KernelArgs& a) {
     Tensor t = a.tensor(0);
     t.fill(a.input(1).isTensor() ? a.tensor(1).item() : a.toDouble(1));
+    a.set(0, t);
+  });
+  // copy_(self, src, non_blocking): src broadcast to self's shape and converted to its dtype,
+  // written into self (a slice of a padded batch, as torchvision's transform fills it)
+  r.add("aten::copy_", 2, 3, [](const KernelArgs& a) {
+    Tensor t = a.tensor(0);
+    Tensor src = a.tensor(1);
+    if (t.mayOverlapItself())
+      throw std::invalid_argument("copy_: more than one element of the written-to tensor " + t.describe() +
+                                  " refers to a single memory location");
+    if (src.sharesStorageWith(t)) src = src.clone();  // overlapping source and destination
+    t.copyFrom(src.expand(t.sizes()));
     a.set(0, t);
   });
   r.add("aten::zero_", 1, 1, [](const KernelArgs& a) {
