@@ -9,7 +9,7 @@ CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all bootstrap build demo test test-cpp test-asan test-py test-isa test-isa-all test-install test-deps test-fresh test-ops-long \
-	dev-path notebook install uninstall fuzz fuzz-smoke bench bench-quick bench-coverage bench-parse bench-runtime clean
+	dev-path notebook install uninstall fuzz fuzz-smoke test-zoo bench bench-quick bench-coverage bench-parse bench-runtime clean
 
 all: build
 
@@ -107,6 +107,14 @@ bench-quick: build
 # The differential op test with 2000 generated cases per op and dtype (make test runs 200).
 test-ops-long: build
 	LLGA_OPS_EXAMPLES=2000 $(PY) -m pytest -q tests/py/test_differential.py
+
+# Every torchvision model (torchvision.models.list_models(): classification, quantizable in float
+# form, segmentation, detection, video, optical flow): every dump PyTorch prints for it (traced and
+# scripted, graph/inlined/frozen; cached in build/tv-dumps) parses and round-trips, then each model
+# runs against PyTorch (parity, time, partitions, heavy ops outside) into docs/zoo.md.
+test-zoo: build
+	LLGA_ZOO=all $(PY) -m pytest -q tests/py/test_tv_dumps.py
+	$(PY) scripts/zoo_sweep.py --write docs/zoo.md
 
 # The coverage models (torchaudio, recurrent, transformer decoders) against PyTorch and ONNX Runtime.
 bench-coverage: build

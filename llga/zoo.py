@@ -320,3 +320,66 @@ def coverage_model(name: str, batch: int = 1):
     if name not in _COVERAGE_BUILDERS:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(COVERAGE_MODELS)}")
     return _COVERAGE_BUILDERS[name](batch)
+
+
+# ---- every model torchvision lists, by task (issue: all of torchvision runs)
+
+TORCHVISION_TASKS = ("classification", "quantization", "segmentation", "detection", "video", "optical_flow")
+
+
+def torchvision_catalog() -> dict:
+    """{name: task} for every model ``torchvision.models.list_models()`` lists,
+    quantizable models under their ``quantized_`` names."""
+    import torchvision.models as tvm
+
+    mods = {"classification": tvm, "quantization": tvm.quantization, "segmentation": tvm.segmentation,
+            "detection": tvm.detection, "video": tvm.video, "optical_flow": tvm.optical_flow}
+    return {name: task for task, mod in mods.items() for name in tvm.list_models(mod)}
+
+
+def torchvision_example(name: str, task: str, batch: int = 1):
+    """Example inputs of the smallest size every model of the task accepts
+    (vit/swin/maxvit and mvit need their native resolution)."""
+    import torch
+
+    g = torch.Generator().manual_seed(batch)
+    if task == "detection":  # a list of images of different sizes, as detection takes them
+        return ([torch.rand(3, 160, 192, generator=g) for _ in range(batch)],)
+    if task == "video":
+        size, frames = (224, 16) if name.startswith(("mvit", "s3d")) else (112, 8)
+        return (torch.randn(batch, 3, frames, size, size, generator=g),)
+    if task == "optical_flow":
+        return (torch.randn(batch, 3, 128, 160, generator=g), torch.randn(batch, 3, 128, 160, generator=g))
+    if task == "segmentation":
+        return (torch.randn(batch, 3, 96, 128, generator=g),)
+    native = name.startswith(("vit_", "swin", "maxvit"))
+    size = 299 if "inception" in name else 224 if native else 128
+    return (torch.randn(batch, 3, size, size, generator=g),)
+
+
+def torchvision_any(name: str, seed: int = 0):
+    """(model in eval mode with seeded random weights, example inputs, task)
+    for any model of :func:`torchvision_catalog`. No weights are downloaded:
+    backbones are random too; quantizable models are built in float form;
+    parameters that start at zero get random values (see torchvision_model)."""
+    import torch
+    import torchvision.models as tvm
+
+    catalog = torchvision_catalog()
+    if name not in catalog:
+        raise ValueError(f"unknown torchvision model {name!r}")
+    task = catalog[name]
+    kw = {"weights": None}
+    if task in ("segmentation", "detection"):
+        kw["weights_backbone"] = None
+    if task == "quantization":
+        kw["quantize"] = False
+    if name.endswith(("googlenet", "inception_v3")):
+        kw.update(aux_logits=True, init_weights=False)
+    torch.manual_seed(seed)
+    model = tvm.get_model_builder(name)(**kw).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() > 1 and not p.any():
+                p.normal_(0.0, 0.02)
+    return model, torchvision_example(name, task), task

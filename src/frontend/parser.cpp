@@ -343,7 +343,11 @@ class Parser {
       case Tok::Less: {
         Token what = lex_.expect(Tok::Ident, "'Tensor' or 'Graph' after '<'");
         lex_.expect(Tok::Greater, "'>'");
-        if (what.text == "Tensor" || what.text == "Tensors") return AttrValue(TensorRef(unboundTensor(n)));
+        if (what.text == "Tensor" || what.text == "Tensors") {
+          auto t = unboundTensor(n);
+          if (what.text == "Tensors") t->literal = "<Tensors>";  // a frozen tensor list, printed [<Tensors>]
+          return AttrValue(TensorRef(std::move(t)));
+        }
         lex_.error(what.pos, "cannot read a <" + std::string(what.text) + "> attribute from text");
       }
       case Tok::LBrace: {

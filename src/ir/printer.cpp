@@ -78,7 +78,8 @@ static void printAttr(std::ostream& os, const AttrValue& a, bool in_list) {
         else if constexpr (std::is_same_v<T, bool>) os << (x ? "True" : "False");
         else if constexpr (std::is_same_v<T, std::string>) os << quoteString(x);
         else if constexpr (std::is_same_v<T, TensorRef>) {
-          if (in_list) os << "<Tensor>"; else printTensorAttr(os, *x);
+          if (in_list) os << (x->literal == "<Tensors>" ? "<Tensors>" : "<Tensor>");
+          else printTensorAttr(os, *x);
         } else if constexpr (std::is_same_v<T, TypePtr>) os << x->str();
         else if constexpr (std::is_same_v<T, std::shared_ptr<Graph>>) os << "<Graph>";
         else if constexpr (std::is_same_v<T, std::monostate>) os << "None";

@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+"""Every torchvision model through llga: parity with PyTorch, time against
+eager, partitions and heavy ops left outside them.
+
+    python3 scripts/zoo_sweep.py [--models a,b] [--lean] [--write docs/zoo.md]
+
+Each model runs in its own subprocess (the largest need several GiB), in the
+form torchvision allows: traced, except detection models, which are scripted
+(tracing bakes the number of boxes into the graph). Random weights; detection
+score thresholds lowered to 0 so that the random heads still give boxes.
+Parity: rel. err <= 1e-4 on dense outputs; detection outputs compared after
+sorting by score (same boxes, labels, scores). Times: median of timed calls
+after a warm-up, batch 1, this machine's threads. Exit status 1 if any model
+fails; the table says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+# One model per task (both forms where tracing is allowed): make test's subset.
+LEAN = ("resnet18", "quantized_googlenet", "lraspp_mobilenet_v3_large", "fasterrcnn_mobilenet_v3_large_320_fpn",
+        "r3d_18", "raft_small")
+# Heavy ops that must run inside partitions in a CNN backbone.
+FUSED_ONLY = {"aten::_convolution", "aten::conv2d", "aten::conv3d", "aten::batch_norm", "aten::relu", "aten::linear",
+              "aten::avg_pool2d", "aten::max_pool2d", "aten::max_pool3d"}
+
+
+def _flatten(out):
+    """Outputs as a flat list of numpy arrays (dicts by key, lists in order)."""
+    import numpy as np
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out.detach().numpy()]
+    if isinstance(out, np.ndarray):
+        return [out]
+    if isinstance(out, dict):
+        return [a for k in sorted(out) for a in _flatten(out[k])]
+    if isinstance(out, (list, tuple)):
+        return [a for o in out for a in _flatten(o)]
+    return []
+
+
+def _detections(out):
+    """A scripted detection model's (losses, detections): per image, the
+    boxes/labels/scores (and masks/keypoints) sorted by score, then box."""
+    import numpy as np
+
+    dets = out[1] if isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], dict) else out
+    result = []
+    for d in dets:
+        d = {k: np.asarray(v.numpy() if hasattr(v, "numpy") else v) for k, v in d.items()}
+        s = d["scores"].astype(np.float64)
+        b = d["boxes"].astype(np.float64)
+        order = np.lexsort((b[:, 3], b[:, 2], b[:, 1], b[:, 0], d["labels"], -np.round(s, 4))) if len(s) else []
+        result.append({k: v[order] for k, v in d.items()})
+    return result
+
+
+def _max_rel_err(got, want):
+    import numpy as np
+
+    worst = 0.0
+    for g, w in zip(got, want):
+        if g.shape != w.shape:
+            return float("inf")
+        if w.size == 0 or w.dtype.kind not in "fc":
+            if w.size and not np.array_equal(g, w):
+                return float("inf")
+            continue
+        scale = max(float(np.abs(w).max()), 1e-6)
+        worst = max(worst, float(np.abs(g.astype(np.float64) - w).max()) / scale)
+    return worst
+
+
+def run_one(name: str, repeat: int) -> dict:
+    import numpy as np
+    import torch
+    import warnings
+
+    import llga
+    from llga import zoo
+
+    warnings.simplefilter("ignore")
+    model, inputs, task = zoo.torchvision_any(name)
+    row = {"model": name, "task": task}
+    if task == "detection":
+        for attr in ("score_thresh",):
+            if hasattr(model, attr):
+                setattr(model, attr, 0.0)
+        if hasattr(model, "roi_heads"):
+            model.roi_heads.score_thresh = 0.0
+        row["form"] = "scripted"
+        program = torch.jit.script(model)
+        call_args = ([i.numpy() for i in inputs[0]],)
+    else:
+        row["form"] = "traced"
+        with torch.no_grad():
+            program = torch.jit.trace(model, inputs, check_trace=False, strict=False)
+        call_args = tuple(i.numpy() for i in inputs)
+    t0 = time.perf_counter()
+    compiled = llga.optimize(program, None if task == "detection" else inputs)
+    row["compile_s"] = round(time.perf_counter() - t0, 1)
+    with torch.no_grad():
+        want = model(*inputs)
+        got = compiled(*call_args)
+    if task == "detection":
+        with torch.no_grad():
+            w, g = _detections(program(*inputs)), _detections(got)
+        row["boxes"] = sum(len(d["scores"]) for d in w)
+        err = max((_max_rel_err([gd[k] for k in sorted(wd)], [wd[k] for k in sorted(wd)])
+                   for gd, wd in zip(g, w)), default=0.0) if len(g) == len(w) else float("inf")
+    else:
+        err = _max_rel_err(_flatten(got), _flatten(want))
+    row["max_rel_err"] = err
+    row["parity"] = bool(err <= 1e-4)
+
+    def timed(fn, args):
+        fn(*args)
+        ts = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            fn(*args)
+            ts.append(time.perf_counter() - t)
+        return float(np.median(ts)) * 1e3
+
+    with torch.no_grad():
+        row["eager_ms"] = round(timed(model, inputs), 2)
+    row["llga_ms"] = round(timed(compiled, call_args), 2)
+    row["ratio"] = round(row["llga_ms"] / row["eager_ms"], 3)
+    row["partitions"] = len(compiled.partitions)
+    top = compiled.graph.node_counts()
+    row["outside"] = {k: n for k, n in top.items() if k in FUSED_ONLY}
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", help="comma-separated names (default: every model, or LEAN with --lean)")
+    ap.add_argument("--lean", action="store_true", help="one model per task")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--write", help="write the table as markdown to this file")
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # the worker: one model, a JSON line out
+    args = ap.parse_args()
+    if args.one:
+        try:
+            row = run_one(args.one, args.repeat)
+        except Exception as e:  # noqa: BLE001 - reported in the table
+            row = {"model": args.one, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
+        print("ZOO-ROW " + json.dumps(row), flush=True)
+        return 0
+    from llga import zoo
+
+    names = args.models.split(",") if args.models else list(LEAN if args.lean else sorted(zoo.torchvision_catalog()))
+    rows = []
+    for i, name in enumerate(names):
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", name, "--repeat", str(args.repeat)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3600)
+        line = next((l for l in r.stdout.splitlines() if l.startswith("ZOO-ROW ")), None)
+        row = json.loads(line[8:]) if line else {"model": name, "error": f"worker exit {r.returncode}: "
+                                                                          f"{r.stdout.strip().splitlines()[-1:] }"}
+        rows.append(row)
+        status = "ok" if row.get("parity") and not row.get("outside") else "FAIL"
+        print(f"[{i + 1}/{len(names)}] {name}: {status} ({time.perf_counter() - t:.0f} s) "
+              f"{row.get('error', '')}", flush=True)
+    table = markdown(rows)
+    print(table)
+    if args.write:
+        with open(args.write, "w") as f:
+            f.write(table)
+    return 0 if all(r.get("parity") and not r.get("outside") for r in rows) else 1
+
+
+def markdown(rows) -> str:
+    lines = ["| model | task | form | parity (max rel. err) | llga ms | eager ms | llga/eager | partitions | "
+             "heavy ops outside |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r.get('task', '')} | | **fails**: {r['error']} | | | | | |")
+            continue
+        outside = ", ".join(f"{k} x{n}" for k, n in r["outside"].items()) or "none"
+        parity = ("ok" if r["parity"] else "**MISMATCH**") + f" ({r['max_rel_err']:.1e})"
+        lines.append(f"| {r['model']} | {r['task']} | {r['form']} | {parity} | {r['llga_ms']} | {r['eager_ms']} | "
+                     f"{r['ratio']} | {r['partitions']} | {outside} |")
+    ok = sum(1 for r in rows if r.get("parity") and not r.get("outside"))
+    return "\n".join(lines) + f"\n\n{ok} of {len(rows)} models pass.\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
