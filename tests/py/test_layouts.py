@@ -474,3 +474,33 @@ def test_kernel_reports_are_fields_in_partitions_and_the_kernel_log():
         assert ":" in p.impl and p.src and p.weights and p.dst and p.output in ("kept", "plain"), p
         assert p.layouts == f"src {p.src} wei {p.weights} dst {p.dst} ({'kept' if p.output == 'kept' else 'to plain'})"
         assert (e["impl"], e["src"], e["weights"], e["dst"], e["output"]) == (p.impl, p.src, p.weights, p.dst, p.output)
+
+
+class _GruGate(torch.nn.Module):
+    """A ConvGRU's gates (RAFT's update block): the conv of the candidate
+    fuses tanh, a multiply by the gate and the residual add."""
+
+    def __init__(self):
+        super().__init__()
+        self.convz = torch.nn.Conv2d(36, 16, 3, padding=1)
+        self.convq = torch.nn.Conv2d(36, 16, 3, padding=1)
+
+    def forward(self, h, x):
+        hx = torch.cat([h, x], 1)
+        z = torch.sigmoid(self.convz(hx))
+        q = torch.tanh(self.convq(hx))
+        return (1 - z) * h + z * q
+
+
+def test_conv_with_gate_operands_avoids_the_reference_kernel():
+    # In the layout oneDNN picks freely, this chain (tanh, mul by z in
+    # another layout, add) has only oneDNN's reference kernel (100x slower
+    # in RAFT); llga then gives the operands in a layout a jit kernel takes.
+    m = _GruGate().eval()
+    h, x = torch.randn(1, 16, 12, 14), torch.randn(1, 20, 12, 14)
+    with torch.no_grad():
+        c = llga.optimize(torch.jit.trace(m, (h, x)), (h, x))
+        want = m(h, x).numpy()
+    np.testing.assert_allclose(c(h.numpy(), x.numpy()), want, rtol=1e-5, atol=1e-5)
+    impls = [str(k.impl) for k in c._impl.kernel_reports().values()]
+    assert len(impls) == 2 and not any(i.startswith("ref") for i in impls), impls

@@ -59,6 +59,7 @@ struct ConvEntry {
   bool winograd = false;    // weights in oneDNN's Winograd format: no reorder out of it
   memory::desc bias_md;
   std::vector<memory::desc> operand_mds;  // of the binary post-ops (not the sum), in chain order
+  std::vector<bool> operand_reorder;      // per binary operand: given in dst's layout (a reorder per call)
   SharedBoundArgs bound;    // the primitive's arguments, re-pointed call after call
 };
 
@@ -184,14 +185,20 @@ class ConvKernel final : public Kernel {
     if (!direct) dst_buf = allocateFor(e->dst_md, AllocPurpose::Activation);
     const memory dst = args->bind(DNNL_ARG_DST, e->dst_md, direct ? out.data() : dst_buf.data());
     std::vector<Tensor> plain_operands;  // blocked binary operands, made plain for their broadcast descriptor
-    plain_operands.reserve(operands.size());
+    plain_operands.reserve(2 * operands.size());  // (and their copies in dst's layout): references stay valid
     for (size_t i = 0, o = 0, k = 0; i < e->ops.size(); ++i) {
       if (e->ops[i].kind == PostOp::Kind::Eltwise) continue;
       if (e->ops[i].kind == PostOp::Kind::Sum) {  // dst starts as the operand; the primitive adds into it
         if (!in_place) reorder(ctx, memoryOf(operands[o]), dst);
       } else {  // plain now has the strides the entry's descriptor was made from (a blocked one's: contiguous)
         const Tensor& t = plain_operands.emplace_back(toPlain(ctx, operands[o]));
-        args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k++], t.data());
+        if (k < e->operand_reorder.size() && e->operand_reorder[k]) {  // into dst's layout first
+          Tensor& moved = plain_operands.emplace_back();
+          reorder(ctx, wrap(t, plainDesc(t)), temporary(e->operand_mds[k], moved));
+          args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k++], moved.data());
+        } else {
+          args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k++], t.data());
+        }
       }
       ++o;
     }
@@ -406,8 +413,8 @@ class ConvKernel final : public Kernel {
     // 5-45% slower than brgconv on nhwc for resnet's stride-2 and 7x7x512
     // convs, far more than the reorder of their input costs.
     auto conv = [&](dnnl::algorithm a, const memory::desc& wei) {
-      auto build = [&](const memory::desc& src) {
-        dnnl::convolution_forward::desc d(prop, a, src, wei, bias_md, dst_any, p.stride, dil, p.padding_l, pad_r);
+      auto build = [&](const memory::desc& src, const memory::desc& dst = memory::desc()) {
+        dnnl::convolution_forward::desc d(prop, a, src, wei, bias_md, dst ? dst : dst_any, p.stride, dil, p.padding_l, pad_r);
         dnnl::convolution_forward::primitive_desc pd(d, attr, cpuEngine());
         take(pd, dnnl::convolution_forward(pd));
       };
@@ -451,6 +458,50 @@ class ConvKernel final : public Kernel {
       take(pd, dnnl::deconvolution_forward(pd));
     } else if (!e.winograd) {
       conv(dnnl::algorithm::convolution_direct, wei_any);
+      // oneDNN's jit kernels take a full-size binary operand only in dst's
+      // own layout, and a sum only first: when the chain leaves just the
+      // reference kernel (RAFT's GRU gates, conv -> tanh -> mul z -> add:
+      // 100x slower), every operand becomes a binary one given in the layout
+      // dst takes without them (a reorder each, per call).
+      if (e.impl.rfind("ref", 0) == 0 && (!e.operand_mds.empty() || e.sum_operand >= 0)) {
+        std::vector<PostOp> eltwise_only, ops = post_;
+        for (const PostOp& op : ops)
+          if (op.kind == PostOp::Kind::Eltwise) eltwise_only.push_back(op);
+        std::vector<memory::desc> dsts;  // dst as oneDNN lays it out without binary operands, then plain
+        try {
+          dnnl::convolution_forward::desc probe_d(prop, dnnl::algorithm::convolution_direct, src_any, wei_any, bias_md,
+                                                  dst_any, p.stride, dil, p.padding_l, pad_r);
+          dsts.push_back(dnnl::convolution_forward::primitive_desc(probe_d, postOpAttr(eltwise_only, {}), cpuEngine())
+                             .dst_desc());
+        } catch (const dnnl::error&) {
+        }
+        dsts.push_back(memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out)));
+        const bool swish = takeFinalSwish(ops, out_elems);
+        for (const memory::desc& dst_fmt : dsts) {
+          std::vector<memory::desc> mds;
+          std::vector<bool> moved;
+          for (size_t o = 0; o < operands.size(); ++o) {
+            memory::desc md = binaryOperandDesc(operands[o], out.size());
+            const bool full = md.dims() == dst_fmt.dims() && md != dst_fmt;
+            mds.push_back(full ? dst_fmt : md);
+            moved.push_back(full);
+          }
+          try {
+            dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, src_any, wei_any, bias_md,
+                                              dst_fmt, p.stride, dil, p.padding_l, pad_r);
+            dnnl::convolution_forward::primitive_desc pd(d, postOpAttr(ops, mds), cpuEngine());
+            if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) continue;
+            take(pd, dnnl::convolution_forward(pd));
+            e.ops = ops;
+            e.swish_after = swish;
+            e.sum_operand = -1;
+            e.operand_mds = std::move(mds);
+            e.operand_reorder = std::move(moved);
+            break;
+          } catch (const dnnl::error&) {  // this layout has no kernel: the next, or the reference kernel
+          }
+        }
+      }
     }
     e.src_plain = plainDesc(x);
     e.dst_plain = memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out));
