@@ -179,15 +179,16 @@ void binaryLoop(Bin op, const Tensor& a, const Tensor& b, Tensor& out) {
 struct BinEntry {
   dnnl::binary prim;
   dnnl::memory::desc a_md, b_md, out_md, scratch_md;
+  bool copy_a = false;  // src0 is made contiguous first
   SharedBoundArgs bound;
 };
 using BinCache = PrimitiveCache<BinEntry>;
 
 // a op b into out (float32, a has out's shape, b broadcasts) on oneDNN.
-void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a, const Tensor& b, const Tensor& out) {
+void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a_in, const Tensor& b, const Tensor& out) {
   Shape bshape(out.dim() - b.dim(), 1);
   bshape.insert(bshape.end(), b.sizes().begin(), b.sizes().end());
-  Tensor bb = b.dim() == out.dim() ? b : b.view(bshape);
+  Tensor a = a_in, bb = b.dim() == out.dim() ? b : b.view(bshape);
   if (bb.dim() == 0) bb = bb.view({1});
   thread_local std::vector<int64_t> key;  // reused: no allocation per call
   key.assign(1, static_cast<int64_t>(op));
@@ -199,10 +200,21 @@ void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a, c
     en.a_md = out.dim() == 0 ? plainDesc(a, {1}) : plainDesc(a);
     en.b_md = plainDesc(bb);
     en.out_md = out.dim() == 0 ? plainDesc(out, {1}) : plainDesc(out);
-    dnnl::binary::desc d(dnnlBinary(op), en.a_md, en.b_md, en.out_md);
-    en.prim = makePrimitive<dnnl::binary>(d, en.scratch_md);
+    dnnl::binary::primitive_desc pd(dnnl::binary::desc(dnnlBinary(op), en.a_md, en.b_md, en.out_md), scratchpadAttr(),
+                                    cpuEngine());
+    // oneDNN's jit kernel wants a dense src0: a sliced one (RAFT's x of a
+    // split (x, y) grid) is copied first rather than left to ref (30x slower).
+    if (implName(pd).rfind("ref", 0) == 0 && out.dim() > 0 && !a.isContiguous()) {
+      dnnl::memory::desc dense = plainDesc(Tensor::empty(a.dtype(), a.sizes()));
+      dnnl::binary::primitive_desc pd2(dnnl::binary::desc(dnnlBinary(op), dense, en.b_md, en.out_md), scratchpadAttr(),
+                                       cpuEngine());
+      if (implName(pd2).rfind("ref", 0) != 0) pd = pd2, en.a_md = dense, en.copy_a = true;
+    }
+    en.prim = dnnl::binary(pd);
+    en.scratch_md = pd.scratchpad_desc();
     return en;
   });
+  if (e->copy_a) a = a.contiguous();
   SharedBoundArgs::Lease args = e->bound.lease();
   args->bind(DNNL_ARG_SRC_0, e->a_md, a.data());
   args->bind(DNNL_ARG_SRC_1, e->b_md, bb.data());
