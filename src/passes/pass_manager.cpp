@@ -37,8 +37,13 @@ GraphStats graphStats(const Graph& g) {
 }
 
 std::string_view defaultPipeline() {
-  return "inline,forward-attributes,freeze,remove-dropout,remove-mutation,decompose,propagate-shapes,prepare-binary,fold-batchnorm,"
-         "canonicalize,constant-propagation,forward-attributes,canonicalize,constant-propagation,defer-size-check,cse,dce,fuse,propagate-layouts";
+  // A scripted model's branches on constants (training, padding modes, a
+  // lazily set-up attribute) fold early, so that the passes after see the
+  // straight-line graph (conv -> batch_norm for fold-batchnorm); objects
+  // whose identity that folding reveals get their fields forwarded then.
+  return "inline,forward-attributes,freeze,canonicalize,constant-propagation,forward-attributes,remove-dropout,"
+         "remove-mutation,decompose,propagate-shapes,prepare-binary,fold-batchnorm,canonicalize,constant-propagation,"
+         "defer-size-check,cse,dce,fuse,propagate-layouts";
 }
 
 PassManager::PassManager(std::string_view pipeline, PassManagerOptions options) : options_(std::move(options)) {
