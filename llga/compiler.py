@@ -3,16 +3,18 @@ callable that runs on numpy arrays."""
 
 from __future__ import annotations
 
+import copy
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import copy
 import numpy as np
 
 from . import _llga
 from . import profiler as _profiler
 from ._llga import Graph
-from .errors import CompileError, InputError, UnsupportedOpError
+from .errors import CompileError, InputError, SpecializationMismatch, UnsupportedOpError
 
 
 class CompiledGraph:
@@ -36,6 +38,11 @@ class CompiledGraph:
         # Default values of trailing inputs (a scripted forward's `targets=None`,
         # `num_flow_updates: int = 12`), taken from its schema: [] when none.
         self._defaults: List[Any] = []
+        # Other specializations (specialize-inputs), by the inputs' ranks and
+        # dtypes, most recent last; at most MAX_SPECIALIZATIONS.
+        self._respecialize = None
+        self._specializations: "OrderedDict[tuple, CompiledGraph]" = OrderedDict()
+        self._specializations_lock = threading.Lock()
 
     @property
     def input_names(self):
@@ -112,8 +119,28 @@ class CompiledGraph:
         n = len(self._impl.input_names)
         if len(args) < n and n - len(args) <= len(self._defaults):
             args += [copy.deepcopy(d) for d in self._defaults[len(self._defaults) - (n - len(args)):]]
-        out = [_named(v, t) for v, t in zip(self._impl.run(args), self._output_types)]
+        try:
+            results = self._impl.run(args)
+        except SpecializationMismatch:
+            if self._respecialize is None:
+                raise
+            return self._other_specialization(args)(*args)
+        out = [_named(v, t) for v, t in zip(results, self._output_types)]
         return out[0] if self._single else tuple(out)
+
+    MAX_SPECIALIZATIONS = 8
+
+    def _other_specialization(self, args) -> "CompiledGraph":
+        key = tuple((a.ndim, a.dtype.str) if isinstance(a, np.ndarray) else type(a).__name__ for a in args)
+        with self._specializations_lock:  # one compile per key, also when threads call at once
+            found = self._specializations.get(key)
+            if found is None:
+                found = self._respecialize(args)
+                if len(self._specializations) >= self.MAX_SPECIALIZATIONS:
+                    self._specializations.popitem(last=False)  # the least recently used
+                self._specializations[key] = found
+            self._specializations.move_to_end(key)
+        return found
 
     def __repr__(self):
         names = ", ".join(self.input_names)
@@ -340,8 +367,8 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     examples = None
     if example_inputs is not None:
         examples = [_to_numpy_if_torch(x, i) for i, x in enumerate(example_inputs)]
-        if _has_module_input(graph):
-            examples = None  # the module input has no example; shapes come from the graph's types
+        if not all(isinstance(x, np.ndarray) for x in examples):
+            examples = None  # numbers, lists: the passes take tensors only; shapes come from the graph's types
     initial_ir = str(graph)
     try:  # the driver: passes, then the plan (a graph still calling methods is a CompileError there)
         records, impl = _llga.compile(graph, _passes.pipeline_string(passes), dict(weights), dict(methods),
@@ -352,6 +379,13 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     _passes.log(records)
     compiled = CompiledGraph(graph, impl, _passes.PassList(records, initial_ir))
     compiled._defaults = _trailing_defaults(obj)
+    # A call whose inputs differ in rank or dtype from a specialization's
+    # (its llga::Guard says so) compiles another from the same source, which
+    # is kept for that (only when the passes specialized: otherwise nothing
+    # holds the caller's objects and weight arrays past compilation).
+    if "llga::Guard" in graph.node_counts():
+        compiled._respecialize = lambda args: optimize(obj, args, params=params, passes=passes, module=module,
+                                                       route=route)
     if example_inputs is not None:
         compiled(*example_inputs)
     return compiled

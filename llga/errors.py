@@ -56,5 +56,11 @@ class InputError(LlgaError, ValueError):
     """Inputs that do not fit the compiled graph (count, dtype, rank), naming the input."""
 
 
+class SpecializationMismatch(InputError):
+    """A call's inputs differ in rank or dtype from those the graph was
+    specialized for (its llga::Guard); CompiledGraph compiles another
+    specialization for them, so callers see this only from the low-level run."""
+
+
 class ExecutionError(LlgaError, RuntimeError):
     """An op failed while running, naming the op and where it came from."""

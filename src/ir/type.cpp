@@ -55,6 +55,9 @@ std::optional<ScalarType> scalarTypeFromName(std::string_view name) {
   return std::nullopt;
 }
 size_t scalarTypeSize(ScalarType t) { return entry(t).size; }
+bool isFloatingType(ScalarType t) {
+  return t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half || t == ScalarType::BFloat16;
+}
 
 std::optional<std::vector<int64_t>> TensorInfo::concreteSizes() const {
   if (!sizes) return std::nullopt;

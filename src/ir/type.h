@@ -32,6 +32,7 @@ std::optional<ScalarType> scalarTypeFromCode(int64_t code);
 std::string_view scalarTypeName(ScalarType t);  // "Float"
 std::optional<ScalarType> scalarTypeFromName(std::string_view name);
 size_t scalarTypeSize(ScalarType t);  // bytes per element
+bool isFloatingType(ScalarType t);    // Float, Double, Half, BFloat16
 
 enum class TypeKind : uint8_t {
   Tensor, Simple, List, Optional, Tuple, Dict, Union, Future, RRef, Class,

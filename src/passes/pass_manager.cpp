@@ -41,8 +41,9 @@ std::string_view defaultPipeline() {
   // lazily set-up attribute) fold early, so that the passes after see the
   // straight-line graph (conv -> batch_norm for fold-batchnorm); objects
   // whose identity that folding reveals get their fields forwarded then.
-  return "inline,forward-attributes,freeze,canonicalize,constant-propagation,forward-attributes,remove-dropout,"
-         "remove-mutation,decompose,propagate-shapes,prepare-binary,fold-batchnorm,canonicalize,constant-propagation,"
+  // With example inputs, rank and dtype queries are answered first (guarded).
+  return "inline,forward-attributes,freeze,specialize-inputs,canonicalize,constant-propagation,forward-attributes,"
+         "remove-dropout,remove-mutation,decompose,propagate-shapes,prepare-binary,fold-batchnorm,canonicalize,constant-propagation,"
          "defer-size-check,cse,dce,fuse,propagate-layouts";
 }
 

@@ -198,6 +198,8 @@ void bindRuntime(py::module_& m) {
         try {
           py::gil_scoped_release release;
           out = c.run(std::move(in));
+        } catch (const SpecializationMismatch& e) {
+          raise("SpecializationMismatch", e.what());
         } catch (const ExecutionError& e) {
           raise("ExecutionError", e.what());
         } catch (const std::invalid_argument& e) {

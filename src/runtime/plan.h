@@ -41,6 +41,12 @@ struct ExecutionError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown by llga::Guard: this call's inputs differ in rank or dtype from
+// those the graph was specialized for (passes/specialize_inputs.cpp).
+struct SpecializationMismatch : ExecutionError {
+  using ExecutionError::ExecutionError;
+};
+
 class Plan {
  public:
   static std::unique_ptr<Plan> build(std::shared_ptr<const Graph> graph, const WeightMap& weights);

@@ -105,9 +105,6 @@ Tensor Tensor::blocked(std::shared_ptr<Storage> s, ScalarType dtype, Shape sizes
   return t;
 }
 
-bool isFloatingType(ScalarType t) {
-  return t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half || t == ScalarType::BFloat16;
-}
 bool isIntegralType(ScalarType t, bool include_bool) {
   switch (t) {
     case ScalarType::Byte: case ScalarType::Char: case ScalarType::Short: case ScalarType::Int: case ScalarType::Long:

@@ -218,7 +218,6 @@ decltype(auto) dispatchDtype(ScalarType t, Fn&& fn) {
   }
 }
 
-bool isFloatingType(ScalarType t);
 bool isIntegralType(ScalarType t, bool include_bool);
 // PyTorch's promotion of two tensor dtypes.
 ScalarType promoteTypes(ScalarType a, ScalarType b);

@@ -10,6 +10,7 @@
 #include "backend/dnnl/ops/op_utils.h"
 #include "ir/printer.h"
 #include "runtime/exec_context.h"
+#include "runtime/plan.h"
 
 namespace llga {
 namespace {
@@ -278,6 +279,24 @@ void registerBuiltinOps(OpRegistry& r) {
       throw std::invalid_argument("device '" + name + "': llga runs on the CPU only");
     a.set(0, RtValue(RtDevice{"cpu"}));
   });
+  // llga::Guard[inputs, ranks, dtypes](x...): the inputs a specialization assumed (specialize-inputs)
+  r.add(OpDef{"llga::Guard", 0, 1 << 20, [](const Node& n) {
+                auto ints = [&](const char* name) {
+                  std::vector<int64_t> out;
+                  for (const AttrValue& v : n.attributes().get(Symbol::attr(name)).get<AttrList>()) out.push_back(v.get<int64_t>());
+                  return out;
+                };
+                return std::make_unique<FnKernel>([inputs = ints("inputs"), ranks = ints("ranks"),
+                                                   dtypes = ints("dtypes")](const KernelArgs& a) {
+                  for (size_t i = 0; i < a.num_in; ++i) {
+                    const Tensor& t = a.tensor(i);
+                    if (t.dim() != ranks[i] || static_cast<int64_t>(scalarTypeCode(t.dtype())) != dtypes[i])
+                      throw SpecializationMismatch(
+                          "input " + std::to_string(inputs[i]) + " is " + t.describe() + "; the graph was specialized for "
+                          "rank " + std::to_string(ranks[i]) + " and dtype code " + std::to_string(dtypes[i]));
+                  }
+                }, /*strided_inputs=*/true);
+              }});
   r.add("aten::warn", 1, 2, [](const KernelArgs& a) { emitWarning(a.input(0).str()); });
   r.add(OpDef{"prim::isinstance", 1, 1, [](const Node& n) {
                 std::vector<TypePtr> types;
