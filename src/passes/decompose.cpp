@@ -51,7 +51,8 @@ bool is(const Node& n, const char* kind) { return n.kind().toQualString() == kin
 const std::vector<std::string> kDecomposed = {
     "aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::instance_norm",
     "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd", "aten::cosine_similarity",
-    "aten::pairwise_distance", "aten::bilinear", "aten::_nested_tensor_from_mask", "aten::to_padded_tensor"};
+    "aten::pairwise_distance", "aten::bilinear", "aten::_nested_tensor_from_mask", "aten::to_padded_tensor",
+    "aten::swapaxes", "aten::swapdims"};
 
 std::optional<size_t> knownRank(const Value* v) {
   if (!v->type()->isTensor()) return std::nullopt;
@@ -74,7 +75,7 @@ class Decompose final : public Pass {
     for (Node* n : from_mask) nested |= nestedEncoder(g, n);
     std::vector<Node*> todo;
     g.forEachNode([&](Node* n) {
-      if (product(*n) || binaryMaxMin(*n) || tensorClamp(*n) || is(*n, "aten::instance_norm") ||
+      if (product(*n) || binaryMaxMin(*n) || alias(*n) || tensorClamp(*n) || is(*n, "aten::instance_norm") ||
           is(*n, "aten::_native_multi_head_attention") || is(*n, "aten::_transformer_encoder_layer_fwd") ||
           is(*n, "aten::cosine_similarity") || is(*n, "aten::pairwise_distance") || is(*n, "aten::bilinear"))
         todo.push_back(n);
@@ -83,6 +84,7 @@ class Decompose final : public Pass {
     for (Node* n : todo) {
       if (product(*n)) changed |= scaledProduct(g, n);
       else if (const char* k = binaryMaxMin(*n)) changed |= rename(g, n, k);
+      else if (const char* k = alias(*n)) changed |= rename(g, n, k);
       else if (tensorClamp(*n)) changed |= clampWithTensors(g, n);
       else if (is(*n, "aten::cosine_similarity")) changed |= cosineSimilarity(g, n);
       else if (is(*n, "aten::pairwise_distance")) changed |= pairwiseDistance(g, n);
@@ -105,6 +107,12 @@ class Decompose final : public Pass {
     v->setType(n->output()->type());
     replaceKeepingName(g, n->output(), v);
     n->destroy();
+  }
+
+  // Another name of an op (swapaxes and swapdims are transpose): that op's kind, or null.
+  static const char* alias(const Node& n) {
+    if (is(n, "aten::swapaxes") || is(n, "aten::swapdims")) return "aten::transpose";
+    return nullptr;
   }
 
   // max/min of two tensors: their elementwise kind, or null.
@@ -177,7 +185,7 @@ class Decompose final : public Pass {
 
   static bool rename(Graph& g, Node* n, const char* kind) {
     Emitter e(g, n, n);
-    finish(g, n, e.op(kind, {n->input(0), n->input(1)}));
+    finish(g, n, e.op(kind, std::vector<Value*>(n->inputs().begin(), n->inputs().end())));
     return true;
   }
 

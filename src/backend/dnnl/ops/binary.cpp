@@ -265,6 +265,15 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
     out->insert(out->end(), bv.list()->begin(), bv.list()->end());
     return RtValue(out);
   }
+  if ((av.isList() && bv.isInt()) || (av.isInt() && bv.isList())) {  // [x] * n: the list repeated
+    if (op != Bin::Mul) throw std::invalid_argument("unsupported operation on a list and an int (only *)");
+    const RtList& items = av.isList() ? av.list() : bv.list();
+    const int64_t n = std::max<int64_t>(av.isList() ? bv.toInt() : av.toInt(), 0);
+    auto out = std::make_shared<std::vector<RtValue>>();
+    out->reserve(items->size() * static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) out->insert(out->end(), items->begin(), items->end());
+    return RtValue(out);
+  }
   if (!av.isTensor() && !bv.isTensor()) {  // Python number arithmetic
     bool floats = av.isDouble() || bv.isDouble() || op == Bin::Div || (op == Bin::Pow && bv.isInt() && bv.toInt() < 0);
     if (isComparison(op)) return RtValue(floats ? applyCmp<double>(op, av.toDouble(), bv.toDouble())

@@ -151,6 +151,11 @@ void registerBuiltinOps(OpRegistry& r) {
   r.add("aten::__contains__", 2, 2, [](const KernelArgs& a) { a.set(0, RtValue(contains(a.input(0), a.input(1)))); });
 
   // ---- lists and dicts (shared and mutable, as in TorchScript)
+  r.add("aten::extend", 2, 2, [](const KernelArgs& a) {
+    auto& items = *a.input(0).list();
+    const std::vector<RtValue> more = *a.input(1).list();  // a copy: l.extend(l) doubles l
+    items.insert(items.end(), more.begin(), more.end());
+  });
   r.add("aten::insert", 3, 3, [](const KernelArgs& a) {
     auto& items = *a.input(0).list();
     int64_t i = normIndex(a.toInt(1), static_cast<int64_t>(items.size()), true);
