@@ -40,12 +40,13 @@ def _dict_ops(x: torch.Tensor) -> Tuple[List[str], List[int], int, Dict[str, int
     return list(d.keys()), list(e.values()), total, e
 
 
-def _list_ops(x: torch.Tensor) -> Tuple[List[int], int, int, float]:
+def _list_ops(x: torch.Tensor) -> Tuple[List[int], int, int, float, List[int]]:
     sizes = list(x.shape)
     sizes.insert(0, x.dim())
     sizes.insert(-1, 7)
     sizes[1] = x.numel()
-    return sizes, max(sizes), min(sizes), max(2.5, float(x.dim()))
+    sizes.extend([x.dim(), 1])
+    return sizes, max(sizes), min(sizes), max(2.5, float(x.dim())), [x.dim()] * (x.numel() % 4)
 
 
 def _ranges(x: torch.Tensor) -> Tuple[List[int], int]:
@@ -86,6 +87,18 @@ def _warns(x: torch.Tensor) -> torch.Tensor:
     return x + 1
 
 
+# Traced and scripted code records torch.swapaxes as transpose, but graphs
+# of real models hold it (maxvit's): the case compiles this IR text.
+SWAP_IR = """graph(%x : Tensor):
+  %a : int = prim::Constant[value=0]()
+  %b : int = prim::Constant[value=-1]()
+  %c : int = prim::Constant[value=1]()
+  %s : Tensor = aten::swapaxes(%x, %a, %b)
+  %t : Tensor = aten::swapdims(%x, %c, %b)
+  return (%s, %t)
+"""
+
+
 def _isinstance(x: torch.Tensor) -> Tuple[bool, bool]:
     z: Any = x.shape if x.dim() > 1 else x
     return isinstance(z, (list, tuple)), isinstance(z, torch.Tensor)
@@ -95,7 +108,7 @@ CASES = {
     "aten::str": scripted(_str_ops, kinds=("aten::format", "aten::find")),
     "aten::__contains__": scripted(_contains),
     "aten::dict": scripted(_dict_ops, kinds=("aten::_set_item", "aten::keys", "aten::values", "aten::items")),
-    "aten::insert": scripted(_list_ops, kinds=("prim::max", "prim::min")),
+    "aten::insert": scripted(_list_ops, kinds=("prim::max", "prim::min", "aten::extend")),
     "aten::__range_length": scripted(_ranges, kinds=("aten::__derive_index",)),
     "aten::item": scripted(_items, kinds=("prim::tolist", "aten::is_floating_point")),
     "aten::IntImplicit": scripted(_implicit),
@@ -104,6 +117,9 @@ CASES = {
         "prim::is_quantized", "prim::is_meta", "prim::is_xpu", "prim::is_vulkan", "prim::is_mps")),
     "aten::warn": scripted(_warns),
     "prim::isinstance": scripted(_isinstance),
+    "aten::swapaxes": Case(lambda x: (torch.swapaxes(x, 0, -1), torch.swapdims(x, 1, -1)),
+                           lambda dt: st.tuples(tensors(dt, None)).filter(lambda a: a[0].dim() >= 2),
+                           ir=SWAP_IR, kinds=("aten::swapdims",)),
 }
 # Kinds the programs above exercise besides the one each is filed under.
 ALSO_COVERED = {k for case in CASES.values() for k in case.kinds}

@@ -63,9 +63,13 @@ class Case:
     is filed under must appear in the imported graph (``kinds`` names other
     kinds that must appear too)."""
 
-    def __init__(self, fn, args, rtol=1e-4, atol=1e-5, script=False, kinds=()):
+    def __init__(self, fn, args, rtol=1e-4, atol=1e-5, script=False, kinds=(), ir=None):
         self.fn, self.args, self.rtol, self.atol = fn, args, rtol, atol
         self.script, self.kinds = script, tuple(kinds)
+        # ir: TorchScript IR text llga compiles instead of tracing fn (for op
+        # kinds PyTorch's tracer and scripting rename, e.g. swapaxes ->
+        # transpose, that still occur in the graphs of real models).
+        self.ir = ir
 
 
 def unary(fn, positive=False, **kw):
