@@ -113,7 +113,9 @@ def _max_rel_err(got, want):
     return worst
 
 
-def run_one(name: str, repeat: int) -> dict:
+def run_one(name: str, repeat: int, form: str = "") -> dict:
+    """One model through llga in `form` ("traced" or "scripted"; default:
+    scripted for detection, traced otherwise), as a table row."""
     import numpy as np
     import torch
     import warnings
@@ -124,6 +126,7 @@ def run_one(name: str, repeat: int) -> dict:
     warnings.simplefilter("ignore")
     model, inputs, task = zoo.torchvision_any(name)
     row = {"model": name, "task": task}
+    form = form or ("scripted" if task == "detection" else "traced")
     if task == "detection":
         for attr in ("score_thresh",):
             if hasattr(model, attr):
@@ -133,6 +136,10 @@ def run_one(name: str, repeat: int) -> dict:
         row["form"] = "scripted"
         program = torch.jit.script(model)
         call_args = ([i.numpy() for i in inputs[0]],)
+    elif form == "scripted":
+        row["form"] = "scripted"
+        program = torch.jit.script(model)
+        call_args = tuple(i.numpy() for i in inputs)
     else:
         row["form"] = "traced"
         with torch.no_grad():

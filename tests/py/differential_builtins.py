@@ -40,13 +40,15 @@ def _dict_ops(x: torch.Tensor) -> Tuple[List[str], List[int], int, Dict[str, int
     return list(d.keys()), list(e.values()), total, e
 
 
-def _list_ops(x: torch.Tensor) -> Tuple[List[int], int, int, float, List[int]]:
+def _list_ops(x: torch.Tensor) -> Tuple[List[int], int, int, float, List[int], List[List[int]]]:
     sizes = list(x.shape)
     sizes.insert(0, x.dim())
     sizes.insert(-1, 7)
     sizes[1] = x.numel()
     sizes.extend([x.dim(), 1])
-    return sizes, max(sizes), min(sizes), max(2.5, float(x.dim())), [x.dim()] * (x.numel() % 4)
+    dims = list(x.shape)  # slices of every sign, as RAFT's l[::-1]
+    slices = [dims[::-1], dims[-2::-2], dims[3:0:-1], dims[:-10:-1], dims[1::-1], dims[1:], dims[::2]]
+    return sizes, max(sizes), min(sizes), max(2.5, float(x.dim())), [x.dim()] * (x.numel() % 4), slices
 
 
 def _ranges(x: torch.Tensor) -> Tuple[List[int], int]:

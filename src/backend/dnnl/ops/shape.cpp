@@ -421,11 +421,17 @@ void registerShapeOps(OpRegistry& r) {
     if (a.input(0).isList()) {  // slice.t(list, start=None, end=None, step=1): Python's l[start:end:step]
       const auto& items = *a.input(0).list();
       const int64_t n = static_cast<int64_t>(items.size()), step = a.num_in > 3 ? a.toInt(3) : 1;
-      if (step <= 0) throw std::invalid_argument("list slice step must be positive");
-      auto bound = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
-      const int64_t start = a.isNone(1) ? 0 : bound(a.toInt(1)), end = a.isNone(2) ? n : bound(a.toInt(2));
+      if (step == 0) throw std::invalid_argument("slice step cannot be zero");
       auto out = std::make_shared<std::vector<RtValue>>();
-      for (int64_t i = start; i < end; i += step) out->push_back(items[static_cast<size_t>(i)]);
+      if (step > 0) {
+        auto bound = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+        const int64_t start = a.isNone(1) ? 0 : bound(a.toInt(1)), end = a.isNone(2) ? n : bound(a.toInt(2));
+        for (int64_t i = start; i < end; i += step) out->push_back(items[static_cast<size_t>(i)]);
+      } else {  // l[::-1]: from the end (or start) down to, not including, end
+        auto bound = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, -1, n - 1); };
+        const int64_t start = a.isNone(1) ? n - 1 : bound(a.toInt(1)), end = a.isNone(2) ? -1 : bound(a.toInt(2));
+        for (int64_t i = start; i > end; i += step) out->push_back(items[static_cast<size_t>(i)]);
+      }
       a.set(0, RtValue(out));
       return;
     }
