@@ -4,6 +4,10 @@
 //
 //   Given:  %c = aten::_convolution(%x, %W, %b, ...)     Result:  %c = aten::_convolution(%x, %W_fused_bn, %b_fused_bn, ...)
 //           %y = aten::batch_norm(%c, %g, %be, %m, %v, False, ...)          (uses of %y read %c)
+// A batch_norm whose only reader is an unpadded, ungrouped convolution
+// (maxvit's pre-norm before a 1x1 conv) folds into that one instead: with
+// t = beta - mean * s,  W'[o, i] = W[o, i] * s[i];  b'[o] = b[o] + sum_i,k W[o, i, k] * t[i]
+// (exact only without padding: a padded border would see t where x is 0).
 // Left alone, with a note: weights not constant or not bound, training
 // mode, transposed convolutions, a convolution read by others too.
 #include <cmath>
@@ -31,6 +35,99 @@ class FoldBatchnorm final : public Pass {
   }
 
  private:
+  static std::optional<std::vector<int64_t>> constantInts(const Value* v) {
+    const Node* n = v->node();
+    std::vector<int64_t> out;
+    if (n->kind() == prim::Constant) {
+      const AttrValue* a = n->attributes().find(attr::value);
+      if (!a || !a->is<AttrList>()) return std::nullopt;
+      for (const AttrValue& x : a->get<AttrList>()) {
+        if (!x.is<int64_t>()) return std::nullopt;
+        out.push_back(x.get<int64_t>());
+      }
+      return out;
+    }
+    if (n->kind() != prim::ListConstruct) return std::nullopt;
+    for (const Value* x : n->inputs()) {
+      auto i = constantInt(x);
+      if (!i) return std::nullopt;
+      out.push_back(*i);
+    }
+    return out;
+  }
+
+  // bn -> conv (its only reader, no padding, one group): bn's per-channel
+  // affine map folds into the conv's input channels.
+  bool foldIntoReader(Graph& g, Node* bn) {
+    if (bn->output()->uses().size() != 1) return false;
+    Node* conv = bn->output()->uses()[0].user;
+    const std::string kind = conv->kind().toQualString();
+    const bool internal = kind == "aten::_convolution";
+    if (!internal && kind != "aten::conv1d" && kind != "aten::conv2d" && kind != "aten::conv3d") return false;
+    if (conv->input(0) != bn->output() || conv->inputs().size() < (internal ? 9u : 7u)) return false;
+    if (internal) {
+      auto transposed = constantNumber(conv->input(6));
+      if (!transposed || *transposed != 0) return false;
+    }
+    auto padding = constantInts(conv->input(4));
+    auto groups = constantInt(conv->input(internal ? 8 : 6));
+    if (!padding || !groups || *groups != 1) return false;
+    for (int64_t p : *padding)
+      if (p != 0) return false;
+    auto training = constantNumber(bn->input(5));
+    auto eps = constantNumber(bn->input(7));
+    if (!training || *training != 0 || !eps) return false;
+    const ConstantTensor* w = boundTensor(conv->input(1));
+    const ConstantTensor* mean = boundTensor(bn->input(3));
+    const ConstantTensor* var = boundTensor(bn->input(4));
+    const ConstantTensor* gamma = isNone(bn->input(1)) ? nullptr : boundTensor(bn->input(1));
+    const ConstantTensor* beta = isNone(bn->input(2)) ? nullptr : boundTensor(bn->input(2));
+    if (!w || !mean || !var || (!isNone(bn->input(1)) && !gamma) || (!isNone(bn->input(2)) && !beta)) return false;
+    const bool has_bias = !isNone(conv->input(2));
+    const ConstantTensor* b = has_bias ? boundTensor(conv->input(2)) : nullptr;
+    if ((has_bias && !b) || w->dtype != ScalarType::Float || w->sizes.size() < 3) return false;
+    const int64_t oc = w->sizes[0], ic = w->sizes[1], k = w->numel() / std::max<int64_t>(oc * ic, 1);
+    for (const ConstantTensor* t : {mean, var, gamma, beta})
+      if (t && t->numel() != ic) return false;
+    if (b && b->numel() != oc) return false;
+    auto nw = ConstantTensor::owned(ScalarType::Float, w->sizes);
+    auto nb = ConstantTensor::owned(ScalarType::Float, {oc});
+    float* wp = static_cast<float*>(nw->data);
+    float* bp = static_cast<float*>(nb->data);
+    std::vector<double> s(static_cast<size_t>(ic)), t(static_cast<size_t>(ic));
+    for (int64_t i = 0; i < ic; ++i) {
+      s[i] = (gamma ? gamma->scalarAsDouble(i) : 1.0) / std::sqrt(var->scalarAsDouble(i) + *eps);
+      t[i] = (beta ? beta->scalarAsDouble(i) : 0.0) - mean->scalarAsDouble(i) * s[i];
+    }
+    for (int64_t o = 0; o < oc; ++o) {
+      double acc = b ? b->scalarAsDouble(o) : 0.0;
+      for (int64_t i = 0; i < ic; ++i)
+        for (int64_t j = 0; j < k; ++j) {
+          const size_t at = static_cast<size_t>((o * ic + i) * k + j);
+          const double v = w->scalarAsDouble(static_cast<int64_t>(at));
+          wp[at] = static_cast<float>(v * s[i]);
+          acc += v * t[i];
+        }
+      bp[o] = static_cast<float>(acc);
+    }
+    for (const ConstantTensor* c : {w, mean, var, gamma, beta, b})
+      if (c && c->approximate) nw->approximate = nb->approximate = true;
+    auto constant = [&](std::shared_ptr<ConstantTensor> c, const std::string& base) {
+      Node* n = g.create(prim::Constant, 1);
+      n->setAttr(attr::value, AttrValue(TensorRef(c)));
+      n->output()->setType(constantTensorType(*c));
+      n->insertBefore(conv);
+      std::string name = base + "_fused_bn";
+      if (!g.findValue(name)) n->output()->setDebugName(name);
+      return n->output();
+    };
+    conv->replaceInput(1, constant(nw, conv->input(1)->debugName()));
+    conv->replaceInput(2, constant(nb, has_bias ? conv->input(2)->debugName() : bn->input(2)->debugName()));
+    conv->replaceInput(0, bn->input(0));
+    bn->destroy();
+    return true;
+  }
+
   bool fold(Graph& g, Node* bn) {
     auto fail = [&](const std::string& why) {
       note("aten::batch_norm" + (bn->source().empty() ? "" : " at " + bn->source()) + " (%" + bn->output()->debugName() +
@@ -41,7 +138,10 @@ class FoldBatchnorm final : public Pass {
     Node* producer = bn->input(0)->node();
     std::string kind = producer->kind().toQualString();
     bool conv = kind == "aten::_convolution" || kind == "aten::conv1d" || kind == "aten::conv2d" || kind == "aten::conv3d";
-    if (!conv && kind != "aten::linear") return fail("its input comes from " + kind + ", not a convolution or linear");
+    if (!conv && kind != "aten::linear") {
+      if (foldIntoReader(g, bn)) return true;
+      return fail("its input comes from " + kind + ", not a convolution or linear (nor is its reader an unpadded conv)");
+    }
     if (bn->input(0)->uses().size() != 1) return fail("the " + kind + " output is read by other nodes too");
     if (kind == "aten::_convolution") {
       auto transposed = constantNumber(producer->input(6));

@@ -211,3 +211,22 @@ def test_propagate_shapes_from_example_inputs():
     # Without example inputs and with incomplete types, it says why it did nothing.
     rec = {r.name: r for r in llga.optimize(f).passes}["propagate-shapes"]
     assert not rec.changed and "no example inputs" in rec.notes[0]
+
+
+def test_batch_norm_before_an_unpadded_conv_folds_into_it():
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm2d(6)
+    with torch.no_grad():  # statistics and affine parameters away from identity
+        bn.running_mean.uniform_(-1, 1), bn.running_var.uniform_(0.5, 2), bn.weight.uniform_(0.5, 2), bn.bias.uniform_(-1, 1)
+    m = torch.nn.Sequential(bn, torch.nn.Conv2d(6, 5, 1), torch.nn.ReLU(), torch.nn.BatchNorm2d(5),
+                            torch.nn.Conv2d(5, 4, 3, padding=1)).eval()
+    x = torch.randn(2, 6, 7, 9)
+    with torch.no_grad():
+        c = llga.optimize(torch.jit.trace(m, x), (x,))
+        want = m(x).numpy()
+    np.testing.assert_allclose(c(x.numpy()), want, rtol=1e-4, atol=1e-4)
+    # The first folds into the 1x1 conv; the second feeds a padded conv, whose
+    # border would see its shift: it stays, and says why.
+    assert c.graph.node_counts().get("aten::batch_norm") == 1
+    notes = [n for r in c.passes if r.name == "fold-batchnorm" for n in r.notes]
+    assert len(notes) == 1 and "nor is its reader an unpadded conv" in notes[0], notes
