@@ -160,6 +160,19 @@ def run_one(name: str, repeat: int, form: str = "") -> dict:
         err = _max_rel_err(_flatten(got), _flatten(want))
     row["max_rel_err"] = err
     row["parity"] = bool(err <= 1e-4)
+    if task == "detection" and not row["parity"]:
+        # Random heads make some detectors' outputs hinge on the last bits
+        # (boxes at the top-k cut-off, masks pasted at a box edge): then judge
+        # against float64, next to PyTorch's own float32 result.
+        import copy
+
+        m64 = copy.deepcopy(model).double()
+        with torch.no_grad():
+            ref = _detections(m64([i.double() for i in inputs[0]]))
+        torch32 = max((_detection_err(a, b) for a, b in zip(w, ref)), default=0.0)
+        ours = max((_detection_err(a, b) for a, b in zip(g, ref)), default=0.0)
+        row["vs_fp64"] = {"torch_fp32": torch32, "llga": ours}
+        row["as_torch_fp32"] = bool(torch32 > 1e-4 and (ours <= 2 * torch32 or torch32 == float("inf")))
 
     def timed(fn, args):
         fn(*args)
@@ -227,10 +240,16 @@ def markdown(rows) -> str:
             continue
         outside = ", ".join(f"{k} x{n}" for k, n in r["outside"].items()) or "none"
         parity = ("ok" if r["parity"] else "**MISMATCH**") + f" ({r['max_rel_err']:.1e})"
+        if not r["parity"] and "vs_fp64" in r:
+            f = r["vs_fp64"]
+            parity = ("as PyTorch's fp32" if r["as_torch_fp32"] else "**MISMATCH**") + \
+                f" (vs fp64: llga {f['llga']:.1e}, PyTorch fp32 {f['torch_fp32']:.1e})"
         lines.append(f"| {r['model']} | {r['task']} | {r['form']} | {parity} | {r['llga_ms']} | {r['eager_ms']} | "
                      f"{r['ratio']} | {r['partitions']} | {outside} |")
     ok = sum(1 for r in rows if r.get("parity") and not r.get("outside"))
-    return "\n".join(lines) + f"\n\n{ok} of {len(rows)} models pass.\n"
+    close = sum(1 for r in rows if not r.get("parity") and r.get("as_torch_fp32"))
+    return "\n".join(lines) + (f"\n\n{ok} of {len(rows)} models pass (parity to 1e-4 and no heavy op outside a "
+                                f"partition); {close} more are as far from float64 as PyTorch's own float32 is.\n")
 
 
 if __name__ == "__main__":
