@@ -149,6 +149,12 @@ int64_t Tensor::wrapDim(int64_t d, int64_t ndim) {
   return d < 0 ? d + n : d;
 }
 
+int64_t Tensor::indexDim(int64_t d) const {
+  if (dim() == 0)
+    throw std::out_of_range("dimension specified as " + std::to_string(d) + " but tensor has no dimensions");
+  return wrapDim(d);
+}
+
 Shape Tensor::contiguousStrides(const Shape& sizes) { return llga::contiguousStrides(sizes); }
 
 Shape Tensor::inferSize(Shape sizes, int64_t numel) {
@@ -282,7 +288,7 @@ Tensor Tensor::permute(const Shape& dims) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
-  d = wrapDim(d);
+  d = indexDim(d);
   if (step <= 0) throw std::invalid_argument("slice step must be positive");
   int64_t n = sizes_[d];
   if (start < 0) start += n;

@@ -139,8 +139,8 @@ class Tensor {
   int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
   const Shape& sizes() const { return sizes_; }
   const Shape& strides() const { return strides_; }
-  int64_t size(int64_t d) const { return sizes_[wrapDim(d)]; }
-  int64_t stride(int64_t d) const { return strides_[wrapDim(d)]; }
+  int64_t size(int64_t d) const { return sizes_[indexDim(d)]; }
+  int64_t stride(int64_t d) const { return strides_[indexDim(d)]; }
   int64_t offset() const { return offset_; }
   int64_t numel() const;
   bool isContiguous() const;
@@ -156,8 +156,13 @@ class Tensor {
   bool sharesStorageWith(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
 
   // Wraps a possibly negative dim into [0, dim()); throws naming the dim otherwise.
+  // As in PyTorch, a 0-dim tensor accepts 0 and -1 (wrapped to 0), which do not
+  // index sizes(): use indexDim where the dim addresses a size or stride.
   int64_t wrapDim(int64_t d) const { return wrapDim(d, dim()); }
   static int64_t wrapDim(int64_t d, int64_t ndim);
+  // wrapDim for a dim that must name one of the tensor's dimensions: throws
+  // on a 0-dim tensor ("dimension specified as 0 but tensor has no dimensions").
+  int64_t indexDim(int64_t d) const;
 
   // Views (share storage)
   Tensor asStrided(Shape sizes, Shape strides, int64_t offset) const;

@@ -51,7 +51,7 @@ Tensor channelShuffle(const Tensor& x, int64_t g) {
 
 Shape wrapDims(const Tensor& x, const Shape& dims, const char* op) {
   Shape out;
-  std::vector<bool> seen(static_cast<size_t>(x.dim()), false);
+  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(x.dim(), 1)), false);  // a 0-dim x takes dim 0
   for (int64_t d : dims) {
     const int64_t w = x.wrapDim(d);
     if (seen[static_cast<size_t>(w)]) throw std::invalid_argument(std::string(op) + ": dim " + std::to_string(d) + " repeats");
@@ -66,6 +66,7 @@ Tensor movedim(const Tensor& x, const Shape& src_arg, const Shape& dst_arg) {
     throw std::invalid_argument("movedim: " + std::to_string(src_arg.size()) + " source and " + std::to_string(dst_arg.size()) +
                                 " destination dims");
   Shape src = wrapDims(x, src_arg, "movedim"), dst = wrapDims(x, dst_arg, "movedim");
+  if (x.dim() == 0) return x;
   const size_t rank = static_cast<size_t>(x.dim());
   Shape perm(rank, -1);
   std::vector<bool> used(rank, false);

@@ -210,6 +210,7 @@ class CatKernel final : public Kernel {
 // split(x, size | sizes, dim) and split_with_sizes(x, sizes, dim): views.
 void split(const KernelArgs& a) {
   const Tensor& t = a.tensor(0);
+  if (t.dim() == 0) throw std::invalid_argument("split expects at least a 1-dimensional tensor");
   int64_t dim = t.wrapDim(a.num_in > 2 ? a.toInt(2) : 0), size = t.size(dim);
   std::vector<RtValue> parts;
   if (a.input(1).isList()) {
@@ -224,7 +225,8 @@ void split(const KernelArgs& a) {
   } else {
     int64_t step = a.toInt(1);
     if (step <= 0) throw std::invalid_argument("split expects a positive split size");
-    for (int64_t s = 0; s < size; s += step) parts.emplace_back(t.narrow(dim, s, std::min(step, size - s)));
+    // as PyTorch: at least one piece (an empty dim gives one empty piece)
+    for (int64_t s = 0; s < size || parts.empty(); s += step) parts.emplace_back(t.narrow(dim, s, std::min(step, size - s)));
   }
   a.set(0, makeList(std::move(parts)));
 }
@@ -468,12 +470,14 @@ void registerShapeOps(OpRegistry& r) {
   // chunk(self, chunks, dim=0): PyTorch's split into ceil(size/chunks) pieces (unsafe_chunk alike)
   auto chunk = [](const KernelArgs& a) {
     const Tensor& t = a.tensor(0);
+    if (t.dim() == 0) throw std::invalid_argument("chunk expects at least a 1-dimensional tensor");
     int64_t chunks = a.toInt(1), dim = t.wrapDim(a.num_in > 2 ? a.toInt(2) : 0);
     if (chunks <= 0) throw std::invalid_argument("chunk expects a positive number of chunks");
     int64_t size = t.size(dim), step = (size + chunks - 1) / chunks;
     std::vector<RtValue> parts;
-    for (int64_t s = 0; s < size || (size == 0 && parts.empty()); s += std::max<int64_t>(step, 1))
-      parts.emplace_back(t.narrow(dim, s, std::min(step, size - s)));
+    if (size == 0)  // as PyTorch: `chunks` empty pieces
+      for (int64_t i = 0; i < chunks; ++i) parts.emplace_back(t);
+    for (int64_t s = 0; s < size; s += step) parts.emplace_back(t.narrow(dim, s, std::min(step, size - s)));
     a.set(0, makeList(std::move(parts)));
   };
   r.add("aten::chunk", 2, 3, chunk);
@@ -610,8 +614,19 @@ void registerShapeOps(OpRegistry& r) {
     std::copy(values.begin(), values.end(), d.data<double>());
     a.set(0, d.to(optDtype(a, 1).value_or(def)));
   };
-  r.add("aten::tensor", 1, 4, fromData);
-  r.add("aten::as_tensor", 1, 3, fromData);
+  // TorchScript's tensor(int[]) warns when the list is empty and no dtype is given (Python would make Float).
+  for (auto [kind, arity] : {std::pair{"aten::tensor", size_t{4}}, {"aten::as_tensor", size_t{3}}})
+    r.add(OpDef{kind, 1, arity, [fromData](const Node& n) {
+                  const TypePtr& t = n.input(0)->type();
+                  const bool int_list = t->kind() == TypeKind::List && t->contained()[0]->isSimple("int");
+                  return std::make_unique<FnKernel>([fromData, int_list](const KernelArgs& a) {
+                    if (int_list && a.input(0).list()->empty() && !optDtype(a, 1))
+                      emitWarning("Creating a tensor from an empty intlist will create a tensor of default floating point "
+                                  "type  (currently Float) in python but a tensor of type int in torchscript.\nPass in a "
+                                  "dtype argument to ensure consistent behavior");
+                    fromData(a);
+                  });
+                }});
   // scalar_tensor(s, dtype?, layout?, device?, pin?)
   r.add("aten::scalar_tensor", 1, 5, [](const KernelArgs& a) {
     a.set(0, Tensor::scalar(optDtype(a, 1).value_or(ScalarType::Float), a.toDouble(0)));
@@ -656,6 +671,8 @@ void registerShapeOps(OpRegistry& r) {
     else { start = a.toDouble(0); end = a.toDouble(1); if (nums == 3) step = a.toDouble(2); }
     ScalarType dt = optDtype(a, nums).value_or(any_float ? ScalarType::Float : ScalarType::Long);
     if (step == 0) throw std::invalid_argument("arange: step must be nonzero");
+    if ((step > 0 && start > end) || (step < 0 && start < end))
+      throw std::invalid_argument("arange: upper bound and larger bound inconsistent with step sign");
     int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((end - start) / step)), 0);
     Tensor t = Tensor::empty(dt, {n});
     dispatchDtype(dt, [&](auto z) {
@@ -716,7 +733,8 @@ void registerShapeOps(OpRegistry& r) {
       // In place, the mask must fit the tensor; otherwise both broadcast (PyTorch's out-of-place rule).
       if (inplace && shape != self.sizes())
         throw std::invalid_argument("masked_fill_: the mask " + mask.describe() + " must broadcast to the tensor " + self.describe());
-      Tensor out = inplace ? self : shape == self.sizes() ? self.clone() : self.expand(shape).contiguous();
+      // (clone, not contiguous(): an expanded 0-dim self is "contiguous" and would be written through)
+      Tensor out = inplace ? self : self.expand(shape).clone();
       Tensor m = mask.expand(shape).contiguous();
       Tensor o = out.contiguous();
       const bool* mp = m.data<bool>();
