@@ -63,7 +63,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   if (!stridesOk(b)) b = b.contiguous();
   const int64_t nd = a.dim();
   Shape out_shape(a.sizes().begin(), a.sizes().end() - 2);
-  for (int64_t d = 0; d + 2 < nd; ++d) out_shape[d] = std::max(a.size(d), b.size(d));
+  for (int64_t d = 0; d + 2 < nd; ++d) out_shape[d] = a.size(d) == 1 ? b.size(d) : a.size(d);  // 1 broadcasts, 0 stays
   out_shape.push_back(a.size(-2));
   out_shape.push_back(b.size(-1));
   if (chain)
@@ -186,17 +186,27 @@ Tensor matmul(ExecContext& ctx, Tensor a, Tensor b, PrimitiveCache<MatmulEntry>*
   return out;
 }
 
+// The product kinds that run as matmul but take no broadcasting: mm (2-D), bmm (3-D, equal batches).
+enum class Form { Matmul, Mm, Bmm };
+
+Form formOf(const Node& n) {
+  const std::string k = n.kind().toQualString();
+  return k == "aten::mm" ? Form::Mm : k == "aten::bmm" ? Form::Bmm : Form::Matmul;
+}
+
+void checkForm(Form f, const Tensor& x, const Tensor& y) {
+  if (f == Form::Mm && (x.dim() != 2 || y.dim() != 2))
+    throw std::invalid_argument("mm expects 2-D tensors, got " + x.describe() + " and " + y.describe());
+  if (f == Form::Bmm && (x.dim() != 3 || y.dim() != 3 || x.size(0) != y.size(0)))
+    throw std::invalid_argument("bmm expects 3-D tensors with equal batch sizes, got " + x.describe() + " and " + y.describe());
+}
+
 class MatmulKernel final : public Kernel {
  public:
-  enum class Form { Matmul, Mm, Bmm };
   MatmulKernel(Form f, bool constant_b) : form_(f), constant_(constant_b) {}
   void run(const KernelArgs& a) override {
-    const Tensor& x = a.tensor(0);
-    const Tensor& y = a.tensor(1);
-    if (form_ == Form::Mm && (x.dim() != 2 || y.dim() != 2)) throw std::invalid_argument("mm expects 2-D tensors");
-    if (form_ == Form::Bmm && (x.dim() != 3 || y.dim() != 3 || x.size(0) != y.size(0)))
-      throw std::invalid_argument("bmm expects 3-D tensors with equal batch sizes");
-    a.set(0, matmul(a.ctx, x, y, &cache_, constant_));
+    checkForm(form_, a.tensor(0), a.tensor(1));
+    a.set(0, matmul(a.ctx, a.tensor(0), a.tensor(1), &cache_, constant_));
   }
 
  private:
@@ -256,12 +266,13 @@ std::vector<Tensor> chainOperands(const KernelArgs& a, size_t first) {
 // linear / matmul / mm / bmm followed by a post-op chain, in one primitive.
 class FusedMatmulKernel final : public Kernel {
  public:
-  FusedMatmulKernel(bool linear, bool constant_b, std::vector<PostOp> post, size_t anchor_inputs)
-      : linear_(linear), constant_(constant_b), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
+  FusedMatmulKernel(bool linear, Form form, bool constant_b, std::vector<PostOp> post, size_t anchor_inputs)
+      : linear_(linear), form_(form), constant_(constant_b), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
   void run(const KernelArgs& a) override {
     Chain chain{&post_, chainOperands(a, anchor_inputs_), nullptr};
     if (!linear_) {
+      checkForm(form_, a.tensor(0), a.tensor(1));
       a.set(0, matmul(a.ctx, a.tensor(0), a.tensor(1), &cache_.variable_b, false, post_.empty() ? nullptr : &chain));
       if (chain.used) last_.store(chain.used);
       return;
@@ -307,7 +318,9 @@ class FusedMatmulKernel final : public Kernel {
   }
 
  private:
-  bool linear_, constant_;
+  bool linear_;
+  Form form_;
+  bool constant_;
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
   MatmulCache cache_;
@@ -318,21 +331,14 @@ class FusedMatmulKernel final : public Kernel {
 
 std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight) {
   bool linear = anchor.kind().toQualString() == "aten::linear";
-  return std::make_unique<FusedMatmulKernel>(linear, linear && constant_weight, std::move(post),
+  return std::make_unique<FusedMatmulKernel>(linear, formOf(anchor), linear && constant_weight, std::move(post),
                                              anchor.inputs().size());
 }
 
 void registerMatmulOps(OpRegistry& r) {
   r.add(OpDef{"aten::linear", 2, 3, [](const Node& n) { return std::make_unique<LinearKernel>(isConstantInput(n, 1)); }});
-  r.add(OpDef{"aten::matmul", 2, 2, [](const Node& n) {
-                return std::make_unique<MatmulKernel>(MatmulKernel::Form::Matmul, isConstantInput(n, 1));
-              }});
-  r.add(OpDef{"aten::mm", 2, 2, [](const Node& n) {
-                return std::make_unique<MatmulKernel>(MatmulKernel::Form::Mm, isConstantInput(n, 1));
-              }});
-  r.add(OpDef{"aten::bmm", 2, 2, [](const Node& n) {
-                return std::make_unique<MatmulKernel>(MatmulKernel::Form::Bmm, isConstantInput(n, 1));
-              }});
+  for (const char* kind : {"aten::matmul", "aten::mm", "aten::bmm"})
+    r.add(OpDef{kind, 2, 2, [](const Node& n) { return std::make_unique<MatmulKernel>(formOf(n), isConstantInput(n, 1)); }});
   // addmm(bias, a, b, beta=1, alpha=1) = beta * bias + alpha * (a @ b)
   // addmm / baddbmm / addbmm / addmv with alpha and beta known only at run time
   // (decompose rewrites the constant ones into the product and its post-ops):
@@ -348,8 +354,9 @@ void registerMatmulOps(OpRegistry& r) {
       const Tensor& m1 = a.tensor(1);
       const Tensor& m2 = a.tensor(2);
       const int64_t want1 = f == Scaled::Mm || f == Scaled::Mv ? 2 : 3, want2 = f == Scaled::Mv ? 1 : f == Scaled::Mm ? 2 : 3;
-      if (m1.dim() != want1 || m2.dim() != want2)
-        throw std::invalid_argument(op + " expects " + std::to_string(want1) + "-D and " + std::to_string(want2) + "-D operands, got " +
+      if (m1.dim() != want1 || m2.dim() != want2 || (want1 == 3 && m1.size(0) != m2.size(0)))
+        throw std::invalid_argument(op + " expects " + std::to_string(want1) + "-D and " + std::to_string(want2) +
+                                    "-D operands" + (want1 == 3 ? " with equal batch sizes" : "") + ", got " +
                                     m1.describe() + " and " + m2.describe());
       if (f == Scaled::Mm && beta == 1.0 && alpha == 1.0) return a.set(0, matmulCore(a.ctx, m1, m2, a.tensor(0), nullptr, false));
       Tensor prod = f == Scaled::Mv ? matmul(a.ctx, m1, m2, nullptr, false) : matmulCore(a.ctx, m1, m2, std::nullopt, nullptr, false);
