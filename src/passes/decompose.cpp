@@ -123,9 +123,10 @@ class Decompose final : public Pass {
     return nullptr;
   }
 
-  // clamp / clamp_min / clamp_max with a bound typed as a tensor.
+  // clamp (clip) / clamp_min / clamp_max with a bound typed as a tensor.
   static bool tensorClamp(const Node& n) {
-    if (!is(n, "aten::clamp") && !is(n, "aten::clamp_min") && !is(n, "aten::clamp_max")) return false;
+    if (!is(n, "aten::clamp") && !is(n, "aten::clip") && !is(n, "aten::clamp_min") && !is(n, "aten::clamp_max"))
+      return false;
     if (n.outputs().size() != 1) return false;
     for (size_t i = 1; i < n.inputs().size(); ++i)
       if (n.input(i)->type()->isTensor()) return true;
@@ -146,7 +147,7 @@ class Decompose final : public Pass {
       bound(1, false);
     } else {
       bound(1, true);
-      if (is(*n, "aten::clamp")) bound(2, false);
+      if (is(*n, "aten::clamp") || is(*n, "aten::clip")) bound(2, false);
     }
     finish(g, n, out);
     return true;

@@ -283,6 +283,8 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
   }
   ScalarType common = resultType({&av, &bv});
   if (op == Bin::Div && isIntegralType(common, true)) common = ScalarType::Float;
+  if ((op == Bin::And || op == Bin::Or || op == Bin::Xor) && !isIntegralType(common, true))  // also when empty
+    throw std::invalid_argument("bitwise operations take integer or bool tensors, not " + std::string(scalarTypeName(common)));
   Tensor a = asTensor(av, common), b = asTensor(bv, common);
   Shape shape = broadcastShapes(a.sizes(), b.sizes());
   ScalarType out_t = isComparison(op) ? ScalarType::Bool : common;

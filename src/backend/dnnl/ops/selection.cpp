@@ -203,8 +203,11 @@ void sortOp(const KernelArgs& a) {
 
 void registerSelectionOps(OpRegistry& r) {
   r.add("aten::sort", 1, 4, sortOp);
-  r.add("aten::argsort", 1, 3, [](const KernelArgs& a) {
-    a.set(0, sortAlong(a.tensor(0), a.num_in > 1 ? a.toInt(1) : -1, a.num_in > 2 && a.toBool(2), std::nullopt).indices);
+  // argsort(x, dim=-1, descending=False) and argsort.stable(x, stable, dim=-1, descending=False):
+  // the sort is stable either way
+  r.add("aten::argsort", 1, 4, [](const KernelArgs& a) {
+    const size_t d = a.num_in == 4 ? 2 : 1;
+    a.set(0, sortAlong(a.tensor(0), a.num_in > d ? a.toInt(d) : -1, a.num_in > d + 1 && a.toBool(d + 1), std::nullopt).indices);
   });
   r.add("aten::topk", 2, 5, [](const KernelArgs& a) {
     Selected s = sortAlong(a.tensor(0), a.num_in > 2 ? a.toInt(2) : -1, a.num_in <= 3 || a.toBool(3), a.toInt(1));
