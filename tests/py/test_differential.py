@@ -11,6 +11,7 @@ lists the kinds still without one and is a strict xfail until there are none.
 """
 
 import math
+import re
 import warnings
 
 import numpy as np
@@ -107,6 +108,9 @@ CASES = {
     "aten::softmax": last_dim(lambda x: torch.softmax(x, -1)),
     "aten::log_softmax": last_dim(lambda x: torch.log_softmax(x, -1)),
 }
+# kind -> a known llga/PyTorch mismatch with its minimal repro: the kind's cases
+# are strict xfails (they fail the suite once the core is fixed, so the entry goes).
+KNOWN_BUGS = {}
 # Further families live in their own tables (differential_*.py); a kind is filed once.
 for _table in ("differential_nn", "differential_tensor", "differential_script", "differential_builtins",
                "differential_vision"):
@@ -119,6 +123,7 @@ for _table in ("differential_nn", "differential_tensor", "differential_script", 
     _twice = set(CASES) & set(_mod.CASES)
     assert not _twice, f"{_table} files kinds that already have a case: {sorted(_twice)}"
     CASES.update(_mod.CASES)
+    KNOWN_BUGS.update(getattr(_mod, "KNOWN_BUGS", {}))
 
 # In-place kinds share their base op's case (remove-mutation makes most functional).
 INPLACE_OF = {k + "_": k for k in CASES}
@@ -130,8 +135,9 @@ def cases():
         base = o.kind if o.kind in CASES else INPLACE_OF.get(o.kind)
         if base is None or o.kind != base:
             continue
+        marks = [pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[o.kind])] if o.kind in KNOWN_BUGS else []
         for dt in o.dtypes or ["float32"]:  # ops on scalars and lists claim no dtype: float32 tensors feed them
-            out.append(pytest.param(o.kind, dt, id=f"{o.kind}-{dt}"))
+            out.append(pytest.param(o.kind, dt, id=f"{o.kind}-{dt}", marks=marks))
     return out
 
 
@@ -204,8 +210,10 @@ def test_op_matches_pytorch(kind, dtype):
             got = compiled[key](*arrays)
         compare(got, want, case)
         # the program's own warnings come through Python's warnings, the same ones
+        # (less the C++ source position PyTorch appends to its internal ones)
         assert [str(w.message) for w in got_warned if w.category is UserWarning] == \
-            [str(w.message) for w in warned if w.category is UserWarning]
+            [re.sub(r" \(Triggered internally at .*\)$", "", str(w.message), flags=re.S)
+             for w in warned if w.category is UserWarning]
 
     run()
 
