@@ -79,9 +79,10 @@ def _claims(kind: str) -> Tuple[str, ...]:
 
 
 def supported_ops() -> List[OpSupport]:
-    """Every op kind llga runs, sorted by kind."""
+    """Every op kind of PyTorch's llga runs, sorted by kind (the compiler's own
+    node kinds, llga::FusionGroup and llga::Guard, are not listed)."""
     out = [OpSupport(e["kind"], e["via"], e["min_inputs"], e["max_inputs"], _claims(e["kind"]))
-           for e in _llga.supported_ops()]
+           for e in _llga.supported_ops() if not e["kind"].startswith("llga::")]
     return sorted(out, key=lambda o: o.kind)
 
 
