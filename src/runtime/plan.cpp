@@ -104,25 +104,34 @@ class PlanBuilder {
 
   // The op's source line; for ops PyTorch recorded without one (TorchScript's
   // bookkeeping: prim::device, prim::dtype, ...), the line of the nearest op
-  // that reads its result, or of the next op with a line, with the value named.
+  // that reads its result, or of the next (else previous, else enclosing) op
+  // with a line, with the value named; never a bare value name.
   std::string where(const Node& n) {
     if (!n.source().empty()) return n.source();
-    const std::string value = "%" + (n.outputs().empty() ? std::string("?") : n.output(0)->debugName());
+    const std::string value = n.outputs().empty() ? std::string() : " (%" + n.output(0)->debugName() + ")";
     std::vector<const Node*> frontier;
     for (const Value* o : n.outputs())
       for (const Use& u : o->uses()) frontier.push_back(u.user);
     for (int depth = 0; depth < 4 && !frontier.empty(); ++depth) {
       std::vector<const Node*> next;
       for (const Node* u : frontier) {
-        if (!u->source().empty()) return u->source() + " (" + value + ", read there)";
+        if (!u->source().empty()) return u->source() + " (%" + n.output(0)->debugName() + ", read there)";
         for (const Value* o : u->outputs())
           for (const Use& uu : o->uses()) next.push_back(uu.user);
       }
       frontier = std::move(next);
     }
     for (const Node* m = n.next(); m && m->kind() != prim::Return; m = m->next())
-      if (!m->source().empty()) return "the op before " + m->source() + " (" + value + ")";
-    return value + " (no source line in the graph)";
+      if (!m->source().empty()) return "the op before " + m->source() + value;
+    for (const Node* m = n.prev(); m && m->kind() != prim::Param; m = m->prev())
+      if (!m->source().empty()) return "the op after " + m->source() + value;
+    for (const Node* owner = n.owningBlock() ? n.owningBlock()->owningNode() : nullptr; owner;
+         owner = owner->owningBlock() ? owner->owningBlock()->owningNode() : nullptr)
+      if (!owner->source().empty()) return "inside the block of " + owner->source() + value;
+    // Nothing in the graph has a line: the node itself, as printed, is the best pointer there is.
+    std::string text = n.str();
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return "`" + text + "` (no source line in the graph)";
   }
 
   void bindConstant(const Node& n) {

@@ -102,6 +102,24 @@ def test_unsupported_ops_are_listed_at_optimize_time():
     assert "aten::histc (2x)" in str(e)
 
 
+def test_unsupported_ops_without_a_source_line_are_located_by_their_neighbours():
+    """An op PyTorch recorded without a line is placed by an op near it with
+    one; with no line anywhere, by the node as printed: never a bare value name."""
+    after = """graph(%x : Tensor):
+  %y : Tensor = aten::relu(%x) # model.py:3:4
+   = prim::Print(%y)
+  return (%y)"""
+    with pytest.raises(llga.UnsupportedOpError) as info:
+        llga.optimize(after)
+    assert info.value.ops["prim::Print"] == ["the op after model.py:3:4"]
+    nowhere = """graph(%x : Tensor):
+  %y : Tensor = aten::histc(%x)
+  return (%y)"""
+    with pytest.raises(llga.UnsupportedOpError) as info:
+        llga.optimize(nowhere)
+    assert info.value.ops["aten::histc"] == ["`%y : Tensor = aten::histc(%x)` (no source line in the graph)"]
+
+
 def test_errors_while_running_name_the_op():
     def f(x: torch.Tensor, y: torch.Tensor):
         return x + y
