@@ -170,9 +170,31 @@ def _set_initial_values(tgraph, module, named, self_value, mutated, path_types) 
             elif isinstance(value, torch.Tensor) or _is_plain_constant(value):
                 const = tgraph.insertConstant(value.detach() if isinstance(value, torch.Tensor) else value)
             else:
-                continue  # an object: its reads stay, and compiling says what is missing
-            const.setType(path_types.get(path, const.type()))
+                const = _made_object(tgraph, value, path_types.get(path))
+                if const is None:
+                    continue  # an object of another kind: its reads stay, and compiling says what is missing
+            if const.node().kind() != "prim::CreateObject":
+                const.setType(path_types.get(path, const.type()))
             tgraph.insertNode(tgraph.create("prim::SetAttr", [owners[".".join(parts[:-1])], const], 0)).s_("name", parts[-1])
+
+
+def _made_object(tgraph, value, declared):
+    """A TorchScript class instance held by a module attribute (set by an
+    earlier eager call, e.g. MultiScaleRoIAlign's LevelMapper) rebuilt in the
+    graph: prim::CreateObject and a prim::SetAttr per field, when every field
+    is a plain constant; None otherwise."""
+    torch = _torch()
+    cls = declared.getElementType() if isinstance(declared, torch._C.OptionalType) else declared
+    if not isinstance(cls, torch._C.ClassType) or not hasattr(value, "__dict__"):
+        return None
+    fields = vars(value)
+    if not all(_is_plain_constant(v) for v in fields.values()):
+        return None
+    obj = tgraph.insertNode(tgraph.create("prim::CreateObject", [], 1)).output()
+    obj.setType(cls)
+    for name, v in fields.items():
+        tgraph.insertNode(tgraph.create("prim::SetAttr", [obj, tgraph.insertConstant(v)], 0)).s_("name", name)
+    return obj
 
 
 def _reject_python_ops(tgraph) -> None:

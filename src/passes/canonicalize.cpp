@@ -114,6 +114,15 @@ const Rule kRules[] = {
 
 constexpr int kMaxRounds = 8;
 
+// A use may write into the value (an in-place op, or a node with effects that
+// could): only tensors and containers can be written; a number, bool, string
+// or None read by an If that raises cannot.
+bool mayBeMutated(const Value& v) {
+  const Type* t = v.type().get();
+  while (t->kind() == TypeKind::Optional) t = t->contained()[0].get();
+  return t->kind() != TypeKind::Simple && hasMutatingUse(v);
+}
+
 class Canonicalize final : public Pass {
  public:
   std::string_view name() const override { return "canonicalize"; }
@@ -130,7 +139,7 @@ class Canonicalize final : public Pass {
         if (dead.count(n) || n->outputs().size() != 1) continue;
         for (const Rule& r : kRules) {
           if (n->kind().toQualString() != r.root) continue;
-          if (hasMutatingUse(*n->output())) break;
+          if (mayBeMutated(*n->output())) break;
           Value* rep = r.apply(n, g);
           if (!rep) continue;
           if (rep != n->output()) {

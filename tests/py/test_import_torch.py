@@ -3,6 +3,7 @@
 import subprocess
 import sys
 import textwrap
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -189,3 +190,47 @@ def test_tuple_attributes_and_constants_import_and_run(form):
     got_y, got_t = llga.optimize(m)(x.numpy())
     np.testing.assert_allclose(got_y, want_y.numpy(), rtol=1e-6)
     assert got_t == want_t
+
+
+@torch.jit.script
+class _Scale:
+    """A TorchScript class a module makes lazily (as MultiScaleRoIAlign makes its LevelMapper)."""
+
+    def __init__(self, k: float, shift: int):
+        self.k = k
+        self.shift = shift
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.k + self.shift
+
+
+class _LazyScale(torch.nn.Module):
+    __annotations__ = {"scale": Optional[_Scale]}  # as torchvision's poolers declare theirs
+
+    def __init__(self):
+        super().__init__()
+        self.scale = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.scale is None:
+            self.scale = _Scale(float(x.shape[-1]), 2)
+        s = self.scale
+        if s is None:
+            raise ValueError("scale is not set")
+        return s.apply(x)
+
+
+@pytest.mark.parametrize("called_first", [False, True], ids=["fresh", "called_in_eager_first"])
+def test_scripted_module_whose_object_attribute_an_eager_call_set(called_first):
+    """Users often call a model once before scripting it: the object its first
+    call made is then an attribute; it is rebuilt in the graph (CreateObject and
+    its fields), so the lazy set-up branch folds away as it does when fresh."""
+    model = _LazyScale()
+    x = torch.randn(2, 5)
+    if called_first:
+        model(x)
+        assert model.scale is not None
+    scripted = torch.jit.script(model)
+    compiled = llga.optimize(scripted)
+    np.testing.assert_allclose(compiled(x.numpy()), x.numpy() * 5 + 2, rtol=1e-6)
+    assert "prim::CreateObject" not in str(compiled.graph) and "prim::SetAttr" not in str(compiled.graph)
