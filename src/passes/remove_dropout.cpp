@@ -17,7 +17,9 @@ bool isIdentity(const Node& n) {
   auto train = constantOf(n.input(2)), p = constantOf(n.input(1));
   bool eval = train && ((train->is<int64_t>() && train->get<int64_t>() == 0) || (train->is<bool>() && !train->get<bool>()));
   bool zero = p && ((p->is<double>() && p->get<double>() == 0.0) || (p->is<int64_t>() && p->get<int64_t>() == 0));
-  return eval || zero;
+  // a p outside [0, 1] stays, for the kernel to reject as PyTorch does
+  const double pv = !p ? 0.0 : p->is<double>() ? p->get<double>() : p->is<int64_t>() ? static_cast<double>(p->get<int64_t>()) : 0.0;
+  return (eval || zero) && pv >= 0.0 && pv <= 1.0;
 }
 
 bool visit(Block* b) {

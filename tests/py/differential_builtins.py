@@ -17,10 +17,12 @@ def scripted(fn, **kw):
     return Case(fn, lambda dt: st.tuples(tensors(dt, None)), script=True, **kw)
 
 
-def _str_ops(x: torch.Tensor) -> Tuple[str, int, int, str]:
+def _str_ops(x: torch.Tensor) -> Tuple[str, int, int, str, List[str], List[str], List[str], str, str]:
     s = "size={} dims={} ok={} r={}".format(x.size(), x.dim(), x.numel() > 2, 1.5 * x.dim())
     d = {"n": [str(x.numel()), "x"]}
-    return s, s.find("dims"), s.find("ok", 3, -1), str(x.shape) + str(x.numel() / 4) + str(d) + str((x.dim(),))
+    k = x.dim() * 3 - 4
+    return (s, s.find("dims"), s.find("ok", 3, -1), str(x.shape) + str(x.numel() / 4) + str(d) + str((x.dim(),)),
+            s.split(), s.split(", ", x.dim() - 1), (" \t" + s).split(None, 1), s[k:], s[1:k:x.dim() % 3 + 1])
 
 
 def _contains(x: torch.Tensor) -> Tuple[bool, bool, bool, bool]:
@@ -107,7 +109,7 @@ def _isinstance(x: torch.Tensor) -> Tuple[bool, bool]:
 
 
 CASES = {
-    "aten::str": scripted(_str_ops, kinds=("aten::format", "aten::find")),
+    "aten::str": scripted(_str_ops, kinds=("aten::format", "aten::find", "aten::split", "aten::slice")),
     "aten::__contains__": scripted(_contains),
     "aten::dict": scripted(_dict_ops, kinds=("aten::_set_item", "aten::keys", "aten::values", "aten::items")),
     "aten::insert": scripted(_list_ops, kinds=("prim::max", "prim::min", "aten::extend")),

@@ -279,6 +279,8 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
     if (isComparison(op)) return RtValue(floats ? applyCmp<double>(op, av.toDouble(), bv.toDouble())
                                                 : applyCmp<int64_t>(op, av.toInt(), bv.toInt()));
     if (floats) return RtValue(applyBin<double>(op, av.toDouble(), bv.toDouble()));
+    if (av.isBool() && bv.isBool() && (op == Bin::And || op == Bin::Or || op == Bin::Xor))  // bool & bool is a bool
+      return RtValue(applyBin<int64_t>(op, av.toInt(), bv.toInt()) != 0);
     return RtValue(applyBin<int64_t>(op, av.toInt(), bv.toInt()));
   }
   ScalarType common = resultType({&av, &bv});

@@ -1,6 +1,9 @@
 // TorchScript's structural ops: lists, tuples, scalars <-> tensors, sizes.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "backend/dnnl/ops/op_utils.h"
 
@@ -25,6 +28,42 @@ class ListConstructKernel final : public Kernel {
  private:
   bool pass_strided_ = false;
 };
+
+bool isString(const RtValue& v) { return std::holds_alternative<std::string>(v.v); }
+
+// Python's int(): a float truncates; NaN, infinities and values past int64 raise; a string parses.
+int64_t toPythonInt(const RtValue& v) {
+  if (v.isInt()) return v.toInt();
+  if (v.isBool()) return v.toBool();
+  if (isString(v)) {
+    const std::string& s = v.str();
+    size_t used = 0;
+    int64_t n = 0;
+    try {
+      n = std::stoll(s, &used, 10);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != s.size()) throw std::invalid_argument("invalid literal for int() with base 10: '" + s + "'");
+    return n;
+  }
+  if (v.isTensor() && !isFloatingType(v.tensor().dtype())) {  // exact, also past 2^53
+    v.tensor().item();  // one element, or a clear error
+    return *v.tensor().to(ScalarType::Long).contiguous().data<int64_t>();
+  }
+  const double d = v.isTensor() ? v.tensor().item() : v.toDouble();
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+    throw std::invalid_argument("value cannot be converted to type int64_t without overflow");
+  return static_cast<int64_t>(d);
+}
+
+double parseFloat(const std::string& s) {  // out of range: +-inf or 0, as Python
+  char* end = nullptr;
+  const double d = std::strtod(s.c_str(), &end);
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0])) || end != s.c_str() + s.size())
+    throw std::invalid_argument("could not convert string to float: '" + s + "'");
+  return d;
+}
 
 }  // namespace
 
@@ -59,23 +98,22 @@ void registerPrimOps(OpRegistry& r) {
     a.set(0, Tensor::scalar(v.isDouble() ? ScalarType::Double : v.isBool() ? ScalarType::Bool : ScalarType::Long,
                             v.toDouble()));
   });
-  auto toInt = [](const KernelArgs& a) {
-    const RtValue& v = a.input(0);
-    a.set(0, RtValue(v.isTensor() ? static_cast<int64_t>(v.tensor().item()) : static_cast<int64_t>(v.toDouble())));
-  };
-  r.add("aten::Int", 1, 1, toInt);
+  // int(x), float(x), bool(x) of a number, a one-element tensor or (int, float) a string, as Python.
+  r.add("aten::Int", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(toPythonInt(a.input(0)))); });
   r.add("aten::Float", 1, 1, [](const KernelArgs& a) {
     const RtValue& v = a.input(0);
-    a.set(0, RtValue(v.isTensor() ? v.tensor().item() : v.toDouble()));
+    a.set(0, RtValue(v.isTensor() ? v.tensor().item() : isString(v) ? parseFloat(v.str()) : v.toDouble()));
   });
   r.add("aten::Bool", 1, 1, [](const KernelArgs& a) {
     const RtValue& v = a.input(0);
-    a.set(0, RtValue(v.isTensor() ? v.tensor().item() != 0 : v.toBool()));
+    a.set(0, RtValue(v.isTensor() ? v.tensor().item() != 0 : v.isBool() ? v.toBool() : v.toDouble() != 0));
   });
   // A 0-dim tensor to a Python number of its own kind.
   r.add("aten::ScalarImplicit", 1, 1, [](const KernelArgs& a) {
     const Tensor& t = a.tensor(0);
+    if (t.dim() != 0) throw std::invalid_argument("Cannot input a tensor of dimension other than 0 as a scalar argument");
     if (isFloatingType(t.dtype())) a.set(0, RtValue(t.item()));
+    else if (t.dtype() == ScalarType::Bool) a.set(0, RtValue(t.item() != 0));
     else a.set(0, RtValue(static_cast<int64_t>(t.item())));
   });
   r.add("aten::size", 1, 2, [](const KernelArgs& a) {
@@ -92,8 +130,10 @@ void registerPrimOps(OpRegistry& r) {
   r.add("aten::numel", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(a.tensor(0).numel())); });
   r.add("aten::len", 1, 1, [](const KernelArgs& a) {
     const RtValue& v = a.input(0);
-    if (v.isTensor()) a.set(0, RtValue(v.tensor().dim() ? v.tensor().size(0) : int64_t{0}));
-    else if (std::holds_alternative<std::string>(v.v)) a.set(0, RtValue(static_cast<int64_t>(v.str().size())));
+    if (v.isTensor() && v.tensor().dim() == 0) throw std::invalid_argument("len() of a 0-d tensor");
+    if (v.isTensor()) a.set(0, RtValue(v.tensor().size(0)));
+    else if (isString(v)) a.set(0, RtValue(static_cast<int64_t>(v.str().size())));
+    else if (std::holds_alternative<RtDict>(v.v)) a.set(0, RtValue(static_cast<int64_t>(v.dict()->size())));
     else a.set(0, RtValue(static_cast<int64_t>(v.list()->size())));
   });
   r.add("prim::DictConstruct", 0, 1 << 20, [](const KernelArgs& a) {
@@ -112,15 +152,21 @@ void registerPrimOps(OpRegistry& r) {
         if (k.sameKey(a.input(1))) return a.set(0, v);
       throw std::out_of_range("key not found in dict");
     }
-    const auto& items = *a.input(0).list();
-    int64_t i = a.toInt(1), n = static_cast<int64_t>(items.size());
-    if (i < -n || i >= n) throw std::out_of_range("list index " + std::to_string(i) + " out of range");
-    a.set(0, items[static_cast<size_t>(i < 0 ? i + n : i)]);
+    const bool str = isString(a.input(0));
+    const int64_t n = static_cast<int64_t>(str ? a.input(0).str().size() : a.input(0).list()->size());
+    int64_t i = a.toInt(1);
+    if (i < -n || i >= n) throw std::out_of_range(std::string(str ? "string" : "list") + " index " + std::to_string(i) + " out of range");
+    const size_t at = static_cast<size_t>(i < 0 ? i + n : i);
+    a.set(0, str ? RtValue(std::string(1, a.input(0).str()[at])) : (*a.input(0).list())[at]);
   });
-  // list(l): a new list with the same items (scripted code copies size lists so)
+  // list(l): a new list with the same items (scripted code copies size lists so); list(s): its characters
   r.add("aten::list", 1, 1, [](const KernelArgs& a) {
-    if (!a.input(0).isList()) throw std::invalid_argument("aten::list expects a list");
-    a.set(0, RtValue(std::make_shared<std::vector<RtValue>>(*a.input(0).list())));
+    auto out = std::make_shared<std::vector<RtValue>>();
+    if (isString(a.input(0)))
+      for (char c : a.input(0).str()) out->emplace_back(std::string(1, c));
+    else if (a.input(0).isList()) *out = *a.input(0).list();
+    else throw std::invalid_argument("aten::list expects a list or a string");
+    a.set(0, RtValue(out));
   });
   r.add("aten::append", 2, 2, [](const KernelArgs& a) {
     a.input(0).list()->push_back(a.input(1));

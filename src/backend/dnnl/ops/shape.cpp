@@ -2,6 +2,7 @@
 // aten::cat of float tensors on oneDNN's concat.
 #include <functional>
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "backend/dnnl/dnnl_utils.h"
@@ -20,8 +21,11 @@ std::optional<ScalarType> optDtype(const KernelArgs& a, size_t i) {
 
 // Dropout is the identity in eval mode, and with p == 0 in any mode.
 void checkEvalDropout(const KernelArgs& a) {
-  if (a.num_in > 2 && a.toBool(2) && a.toDouble(1) != 0.0)
-    throw std::invalid_argument("dropout with p=" + std::to_string(a.toDouble(1)) +
+  const double p = a.num_in > 1 ? a.toDouble(1) : 0.5;
+  if (!(p >= 0.0 && p <= 1.0))  // PyTorch checks in eval mode too
+    throw std::invalid_argument("dropout probability has to be between 0 and 1, but got " + std::to_string(p));
+  if (a.num_in > 2 && a.toBool(2) && p != 0.0)
+    throw std::invalid_argument("dropout with p=" + std::to_string(p) +
                                 " in training mode; call model.eval() before tracing");
 }
 
@@ -207,8 +211,38 @@ class CatKernel final : public Kernel {
 
 }  // namespace
 
+// split.str(s, separator=None, max=-1): str.split as TorchScript has it (None: runs of white space).
+static void splitString(const KernelArgs& a) {
+  const std::string& s = a.input(0).str();
+  const bool by_space = a.num_in < 2 || a.isNone(1);
+  const std::string sep = by_space ? std::string() : a.input(1).str();
+  int64_t max = a.num_in > 2 ? a.toInt(2) : -1;
+  if (!by_space && sep.empty()) throw std::invalid_argument("empty separator");
+  auto out = std::make_shared<std::vector<RtValue>>();
+  size_t at = 0;
+  auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  if (by_space) {  // TorchScript ignores `max` here (Python does not)
+    while (true) {
+      while (at < s.size() && space(s[at])) ++at;
+      if (at == s.size()) break;
+      size_t end = at;
+      while (end < s.size() && !space(s[end])) ++end;
+      out->emplace_back(s.substr(at, end - at));
+      at = end;
+    }
+  } else {
+    for (size_t hit; max != 0 && (hit = s.find(sep, at)) != std::string::npos; --max) {
+      out->emplace_back(s.substr(at, hit - at));
+      at = hit + sep.size();
+    }
+    out->emplace_back(s.substr(at));
+  }
+  a.set(0, RtValue(out));
+}
+
 // split(x, size | sizes, dim) and split_with_sizes(x, sizes, dim): views.
 void split(const KernelArgs& a) {
+  if (std::holds_alternative<std::string>(a.input(0).v)) return splitString(a);
   const Tensor& t = a.tensor(0);
   if (t.dim() == 0) throw std::invalid_argument("split expects at least a 1-dimensional tensor");
   int64_t dim = t.wrapDim(a.num_in > 2 ? a.toInt(2) : 0), size = t.size(dim);
@@ -420,20 +454,28 @@ void registerShapeOps(OpRegistry& r) {
   r.add("aten::select", 3, 3, [](const KernelArgs& a) { a.set(0, a.tensor(0).select(a.toInt(1), a.toInt(2))); });
   // slice(self, dim=0, start=None, end=None, step=1)
   r.add("aten::slice", 1, 5, [](const KernelArgs& a) {
-    if (a.input(0).isList()) {  // slice.t(list, start=None, end=None, step=1): Python's l[start:end:step]
-      const auto& items = *a.input(0).list();
-      const int64_t n = static_cast<int64_t>(items.size()), step = a.num_in > 3 ? a.toInt(3) : 1;
+    const bool str = std::holds_alternative<std::string>(a.input(0).v);
+    if (a.input(0).isList() || str) {  // slice.t(list, ...) / slice.str(s, ...): Python's l[start:end:step]
+      const int64_t n = static_cast<int64_t>(str ? a.input(0).str().size() : a.input(0).list()->size());
+      const int64_t step = a.num_in > 3 ? a.toInt(3) : 1;
       if (step == 0) throw std::invalid_argument("slice step cannot be zero");
-      auto out = std::make_shared<std::vector<RtValue>>();
+      std::vector<size_t> picked;
       if (step > 0) {
         auto bound = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
         const int64_t start = a.isNone(1) ? 0 : bound(a.toInt(1)), end = a.isNone(2) ? n : bound(a.toInt(2));
-        for (int64_t i = start; i < end; i += step) out->push_back(items[static_cast<size_t>(i)]);
+        for (int64_t i = start; i < end; i += step) picked.push_back(static_cast<size_t>(i));
       } else {  // l[::-1]: from the end (or start) down to, not including, end
         auto bound = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, -1, n - 1); };
         const int64_t start = a.isNone(1) ? n - 1 : bound(a.toInt(1)), end = a.isNone(2) ? -1 : bound(a.toInt(2));
-        for (int64_t i = start; i > end; i += step) out->push_back(items[static_cast<size_t>(i)]);
+        for (int64_t i = start; i > end; i += step) picked.push_back(static_cast<size_t>(i));
       }
+      if (str) {
+        std::string out;
+        for (size_t i : picked) out += a.input(0).str()[i];
+        return a.set(0, RtValue(out));
+      }
+      auto out = std::make_shared<std::vector<RtValue>>();
+      for (size_t i : picked) out->push_back((*a.input(0).list())[i]);
       a.set(0, RtValue(out));
       return;
     }
