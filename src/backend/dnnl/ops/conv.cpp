@@ -120,6 +120,14 @@ class ConvKernel final : public Kernel {
       if (constant_params_ && !params_now->same) fixed_params_.store(params_now);  // "same" padding depends on w
     }
     const ConvParams& p = *params_now;
+    if (x.numel() == 0) {  // nothing for oneDNN to do (its kernels divide by the empty sizes)
+      if (x.size(0) != 0)  // PyTorch rejects empty spatial dims too (and llga empty channels, which it takes)
+        throw std::invalid_argument("convolution: an empty input is supported only with an empty batch, got input " +
+                                    x.describe());
+      Tensor out = Tensor::empty(ScalarType::Float, outShape(x, w, p));
+      for (size_t i = anchor_inputs_; i < a.num_in; ++i) checkOperandFits(a.tensor(i), out.sizes());
+      return a.set(0, batched ? out : out.squeeze(0));
+    }
 
     thread_local std::vector<int64_t> key;  // reused: no allocation per call
     key.clear();
@@ -349,12 +357,9 @@ class ConvKernel final : public Kernel {
     return !(env && std::string(env) == "0");
   }
 
-  ConvEntry prepare(const Tensor& x, const Tensor& w, bool has_bias, const ConvParams& p,
-                    const std::vector<Tensor>& operands) const {
-    const size_t nsp = static_cast<size_t>(w.dim() - 2);
-    const int64_t oc = p.transposed ? w.size(1) * p.groups : w.size(0);
-    Shape out = {x.size(0), oc};
-    for (size_t i = 0; i < nsp; ++i) {
+  static Shape outShape(const Tensor& x, const Tensor& w, const ConvParams& p) {
+    Shape out = {x.size(0), p.transposed ? w.size(1) * p.groups : w.size(0)};
+    for (size_t i = 0; i + 2 < static_cast<size_t>(w.dim()); ++i) {
       int64_t in = x.size(static_cast<int64_t>(i) + 2), k = w.size(static_cast<int64_t>(i) + 2);
       int64_t o = p.transposed
                       ? (in - 1) * p.stride[i] - p.padding_l[i] - p.padding_r[i] + p.dilation[i] * (k - 1) + p.output_padding[i] + 1
@@ -362,6 +367,14 @@ class ConvKernel final : public Kernel {
       if (o <= 0) throw std::invalid_argument("convolution: input " + x.describe() + " is too small for kernel " + w.describe());
       out.push_back(o);
     }
+    return out;
+  }
+
+  ConvEntry prepare(const Tensor& x, const Tensor& w, bool has_bias, const ConvParams& p,
+                    const std::vector<Tensor>& operands) const {
+    const size_t nsp = static_cast<size_t>(w.dim() - 2);
+    const int64_t oc = p.transposed ? w.size(1) * p.groups : w.size(0);
+    const Shape out = outShape(x, w, p);
     // oneDNN's right padding is whatever makes the output size come out.
     memory::dims pad_r(nsp), dil(nsp);
     for (size_t i = 0; i < nsp; ++i) {

@@ -64,4 +64,9 @@ void addCached(OpRegistry& r, const std::string& kind, size_t lo, size_t hi,
               }});
 }
 
+// A pooling window count along one dim (kernel k, stride s, padding p each
+// side, dilation d), rounded as PyTorch does (floor, or ceil with the last
+// window starting inside the input or its left padding); may be <= 0.
+int64_t poolOutputSize(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
+
 }  // namespace llga

@@ -5,6 +5,7 @@
 // Averages whose divisor oneDNN cannot express (ceil_mode windows that run
 // past the padding with count_include_pad, divisor_override, uneven adaptive
 // bins) run a reference loop.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 
@@ -22,12 +23,6 @@ struct PoolGeom {
   Shape kernel, stride, pad_l, pad_r, dilation, out;
 };
 
-int64_t poolOut(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
-  int64_t num = in + 2 * p - d * (k - 1) - 1;
-  int64_t o = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
-  if (ceil_mode && (o - 1) * s >= in + p) --o;  // the last window must start inside the input or left padding
-  return o;
-}
 
 Shape param(Shape v, size_t n, const Shape& dflt, const char* what) {
   if (v.empty()) v = dflt;
@@ -216,15 +211,24 @@ class PoolKernel final : public Kernel {
     for (size_t i = 0; i < nsp_; ++i) {
       int64_t in = x.size(static_cast<int64_t>(i) + 2);
       if (g.pad_l[i] * 2 > g.kernel[i]) throw std::invalid_argument("pooling: padding should be at most half of the kernel size");
-      int64_t o = poolOut(in, g.kernel[i], g.stride[i], g.pad_l[i], g.dilation[i], ceil_mode);
-      if (o <= 0) throw std::invalid_argument("pooling: output size would be empty for input " + x.describe());
+      int64_t o = poolOutputSize(in, g.kernel[i], g.stride[i], g.pad_l[i], g.dilation[i], ceil_mode);
+      // PyTorch's max_pool1d (only it) gives an empty result where the others raise
+      if (o < 0 || (o == 0 && !(kind_ == Kind::Max && nsp_ == 1)))
+        throw std::invalid_argument("pooling: output size is too small (" + std::to_string(o) + ") for input " + x.describe());
       g.out.push_back(o);
       int64_t pr = (o - 1) * g.stride[i] + g.dilation[i] * (g.kernel[i] - 1) + 1 - in - g.pad_l[i];
       beyond_padding |= pr > g.pad_l[i];
       g.pad_r.push_back(std::max<int64_t>(pr, 0));
     }
     Tensor out;
-    if (kind_ == Kind::Max) {
+    for (int64_t d = 1; d < x.dim(); ++d)
+      if (x.size(d) == 0)  // as PyTorch: only the batch may be empty
+        throw std::invalid_argument("pooling: expected an input with non-zero sizes except the batch, got " + x.describe());
+    if (std::find(g.out.begin(), g.out.end(), 0) != g.out.end() || x.numel() == 0) {
+      Shape sizes{x.size(0), x.size(1)};
+      sizes.insert(sizes.end(), g.out.begin(), g.out.end());
+      out = Tensor::empty(ScalarType::Float, sizes);
+    } else if (kind_ == Kind::Max) {
       out = runPool(a.ctx, cache_, x, g, dnnl::algorithm::pooling_max, follow_, trace_);
     } else if (divisor || (count_include_pad && beyond_padding)) {
       out = avgPoolReference(x, g, count_include_pad, divisor);
@@ -269,8 +273,16 @@ class AdaptivePoolKernel final : public Kernel {
     }
     g.pad_l = g.pad_r = Shape(nsp_, 0);
     g.dilation = Shape(nsp_, 1);
+    // As PyTorch: empty spatial dims (and, for max, empty channels) raise; an empty batch gives an empty result.
+    for (int64_t d = max_ ? 1 : 2; d < x.dim(); ++d)
+      if (x.size(d) == 0)
+        throw std::invalid_argument("adaptive pooling: expected an input with non-zero sizes except the batch, got " + x.describe());
     Tensor out;
-    if (even) {
+    if (x.numel() == 0) {
+      Shape sizes{x.size(0), x.size(1)};
+      sizes.insert(sizes.end(), g.out.begin(), g.out.end());
+      out = Tensor::empty(ScalarType::Float, sizes);
+    } else if (even) {
       out = runPool(a.ctx, cache_, x, g, max_ ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding,
                     follow_, trace_);
     } else if (!max_) {
@@ -331,6 +343,14 @@ class AdaptivePoolKernel final : public Kernel {
 };
 
 }  // namespace
+
+int64_t poolOutputSize(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t num = in + 2 * p - d * (k - 1) - 1;
+  auto floorDiv = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };  // b > 0; PyTorch's rounding
+  int64_t o = (ceil_mode ? floorDiv(num + s - 1, s) : floorDiv(num, s)) + 1;
+  if (ceil_mode && (o - 1) * s >= in + p) --o;  // the last window must start inside the input or left padding
+  return o;
+}
 
 void registerPoolOps(OpRegistry& r) {
   for (size_t nsp = 1; nsp <= 3; ++nsp) {

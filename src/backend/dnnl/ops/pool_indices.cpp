@@ -100,9 +100,7 @@ void maxPoolWithIndices(const KernelArgs& a, size_t nsp) {
   for (size_t i = 0; i < 3; ++i) {
     if (k3[i] <= 0 || s3[i] <= 0 || d3[i] <= 0 || p3[i] < 0 || p3[i] * 2 > k3[i])
       throw std::invalid_argument("max pooling: kernel, stride and dilation must be positive and padding at most half the kernel");
-    const int64_t num = w.in[i] + 2 * p3[i] - d3[i] * (k3[i] - 1) - 1;
-    int64_t o = (ceil_mode ? (num + s3[i] - 1) / s3[i] : num / s3[i]) + 1;
-    if (ceil_mode && (o - 1) * s3[i] >= w.in[i] + p3[i]) --o;
+    const int64_t o = poolOutputSize(w.in[i], k3[i], s3[i], p3[i], d3[i], ceil_mode);
     if (o <= 0) throw std::invalid_argument("max pooling: the output of " + x.describe() + " would be empty");
     w.out.push_back(o);
     w.step.push_back(d3[i]);
@@ -125,6 +123,10 @@ void adaptiveMaxPool(const KernelArgs& a, size_t nsp) {
   Shape want = listParam(a.intList(1), nsp, {}, "output_size");
   Windows w;
   const int64_t off = x.dim() - static_cast<int64_t>(nsp);
+  for (int64_t d = off == 2 ? 1 : 0; d < off; ++d)  // as PyTorch: only the batch may be empty
+    if (x.size(d) == 0)
+      throw std::invalid_argument("adaptive max pooling: expected an input with non-zero sizes except the batch, got " +
+                                  x.describe());
   Shape in, out;
   for (size_t i = 0; i < nsp; ++i) {
     in.push_back(x.size(off + static_cast<int64_t>(i)));
