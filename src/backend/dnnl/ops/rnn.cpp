@@ -168,7 +168,12 @@ class RnnKernel final : public Kernel {
     c.T = x.size(c.batch_first ? 1 : 0);
     c.N = x.size(c.batch_first ? 0 : 1);
     std::vector<Tensor> states = initialStates(c, hx);
-    auto [out, final_states] = core(a.ctx, c, x, states, params);
+    if (c.T == 0) throw std::invalid_argument("Expected sequence length to be larger than 0 in RNN");
+    // An empty batch: empty results without oneDNN (whose RNN kernels divide by it)
+    auto [out, final_states] = c.N == 0 ? std::pair{Tensor::empty(ScalarType::Float, c.batch_first ? Shape{0, c.T, c.dirs * c.P}
+                                                                                                    : Shape{c.T, 0, c.dirs * c.P}),
+                                                    states}
+                                        : core(a.ctx, c, x, states, params);
     if (!c.batched) {
       out = out.squeeze(c.batch_first ? 0 : 1);
       for (Tensor& st : final_states) st = st.squeeze(1);
