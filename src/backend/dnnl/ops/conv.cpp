@@ -363,7 +363,7 @@ class ConvKernel final : public Kernel {
       int64_t in = x.size(static_cast<int64_t>(i) + 2), k = w.size(static_cast<int64_t>(i) + 2);
       int64_t o = p.transposed
                       ? (in - 1) * p.stride[i] - p.padding_l[i] - p.padding_r[i] + p.dilation[i] * (k - 1) + p.output_padding[i] + 1
-                      : (in + p.padding_l[i] + p.padding_r[i] - p.dilation[i] * (k - 1) - 1) / p.stride[i] + 1;
+                      : floorDiv(in + p.padding_l[i] + p.padding_r[i] - p.dilation[i] * (k - 1) - 1, p.stride[i]) + 1;
       if (o <= 0) throw std::invalid_argument("convolution: input " + x.describe() + " is too small for kernel " + w.describe());
       out.push_back(o);
     }

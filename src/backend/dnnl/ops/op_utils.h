@@ -64,6 +64,9 @@ void addCached(OpRegistry& r, const std::string& kind, size_t lo, size_t hi,
               }});
 }
 
+// a / b rounded down (b > 0), as PyTorch sizes windows; C++'s / rounds toward zero.
+inline int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
 // A pooling window count along one dim (kernel k, stride s, padding p each
 // side, dilation d), rounded as PyTorch does (floor, or ceil with the last
 // window starting inside the input or its left padding); may be <= 0.

@@ -210,6 +210,8 @@ class PoolKernel final : public Kernel {
     bool beyond_padding = false;  // a ceil_mode window reaches past the right padding
     for (size_t i = 0; i < nsp_; ++i) {
       int64_t in = x.size(static_cast<int64_t>(i) + 2);
+      if (kind_ == Kind::Avg && nsp_ == 3 && in < g.kernel[i])  // PyTorch's avg_pool3d alone checks, padding or not
+        throw std::invalid_argument("avg_pool3d: input " + x.describe() + " is smaller than the kernel");
       if (g.pad_l[i] * 2 > g.kernel[i]) throw std::invalid_argument("pooling: padding should be at most half of the kernel size");
       int64_t o = poolOutputSize(in, g.kernel[i], g.stride[i], g.pad_l[i], g.dilation[i], ceil_mode);
       // PyTorch's max_pool1d (only it) gives an empty result where the others raise
@@ -346,7 +348,6 @@ class AdaptivePoolKernel final : public Kernel {
 
 int64_t poolOutputSize(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
   const int64_t num = in + 2 * p - d * (k - 1) - 1;
-  auto floorDiv = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };  // b > 0; PyTorch's rounding
   int64_t o = (ceil_mode ? floorDiv(num + s - 1, s) : floorDiv(num, s)) + 1;
   if (ceil_mode && (o - 1) * s >= in + p) --o;  // the last window must start inside the input or left padding
   return o;
