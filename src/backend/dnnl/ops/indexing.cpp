@@ -267,6 +267,9 @@ void embeddingBag(const KernelArgs& a) {
   if (psw && mode != 0) throw std::invalid_argument("embedding_bag: per_sample_weights need mode='sum'");
   if (psw && psw->numel() != static_cast<int64_t>(idx.size()))
     throw std::invalid_argument("embedding_bag: per_sample_weights " + psw->describe() + " do not match the indices");
+  if (!offsets.empty() && offsets[0] != 0)
+    throw std::invalid_argument("embedding_bag: offsets[0] has to be 0 (the first bag starts at position 0), got " +
+                                std::to_string(offsets[0]));
   for (size_t i = 1; i < offsets.size(); ++i)
     if (offsets[i] < offsets[i - 1]) throw std::invalid_argument("embedding_bag: offsets must not decrease");
   const int64_t bags = static_cast<int64_t>(offsets.size()) - (include_last ? 1 : 0), D = w.size(1);

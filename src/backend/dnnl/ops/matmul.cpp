@@ -70,9 +70,13 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     for (const Tensor& t : chain->operands) checkOperandFits(t, out_shape);
   Tensor out = Tensor::empty(ScalarType::Float, out_shape);
   if (out.numel() == 0) return out;
-  if (a.size(-1) == 0) {
-    out.fill(0);
-    return out;
+  if (a.size(-1) == 0) {  // an empty sum is 0: as a product over one zero, so the bias and the chain still apply
+    Shape sa = a.sizes(), sb = b.sizes();
+    sa.back() = 1;
+    sb[sb.size() - 2] = 1;
+    a = Tensor::zeros(ScalarType::Float, sa);
+    b = Tensor::zeros(ScalarType::Float, sb);
+    constant_b = false;
   }
   std::optional<Tensor> bb;
   if (bias) {

@@ -54,6 +54,10 @@ class BatchNormKernel final : public Kernel {
     for (const Tensor* t : {&mean, &var})
       if (t->numel() != c) throw std::invalid_argument("batch_norm: statistics have " + std::to_string(t->numel()) +
                                                        " entries for " + std::to_string(c) + " channels");
+    for (const auto& [t, name] : {std::pair{&w, "weight"}, {&b, "bias"}})
+      if (*t && (*t)->numel() != c)
+        throw std::invalid_argument(std::string("batch_norm: ") + name + " should contain " + std::to_string(c) + " elements not " +
+                                    std::to_string((*t)->numel()));
     Tensor xin = x.dim() == 2 ? x.view({x.size(0), c, 1}) : x;  // oneDNN wants spatial dims
     xin = xin.isContiguous() || xin.isPermutedDense() ? xin : xin.contiguous();
     Tensor out = Tensor::emptyLike(ScalarType::Float, xin.sizes(), xin);  // same order: oneDNN's fast kernels

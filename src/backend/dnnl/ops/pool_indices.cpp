@@ -172,13 +172,15 @@ void fractionalMaxPool(const KernelArgs& a, size_t nsp) {
   Tensor x = (batched ? x_in : x_in.unsqueeze(0)).to(ScalarType::Float).contiguous();
   Tensor samples = a.tensor(3).to(ScalarType::Double).contiguous();
   const int64_t N = x.size(0), C = x.size(1);
-  if (samples.dim() != 3 || samples.size(0) != N || samples.size(1) < C || samples.size(2) != static_cast<int64_t>(nsp))
+  if (samples.dim() != 3 || samples.size(0) < N || samples.size(1) < C || samples.size(2) != static_cast<int64_t>(nsp))
     throw std::invalid_argument("fractional max pooling: random_samples " + a.tensor(3).describe() + " must be [" +
                                 std::to_string(N) + ", " + std::to_string(C) + ", " + std::to_string(nsp) + "]");
   Shape in = padTo3(Shape(x.sizes().begin() + 2, x.sizes().end()), 1), k3 = padTo3(kernel, 1), o3 = padTo3(out_size, 1);
-  for (size_t i = 0; i < 3; ++i)
-    if (o3[i] <= 0 || k3[i] <= 0 || o3[i] + k3[i] - 1 > in[i])
-      throw std::invalid_argument("fractional max pooling: output_size + kernel_size - 1 must fit the input " + x_in.describe());
+  // PyTorch 1.13 checks out + k - 1 <= in for 2-d, but < in for 3-d
+  for (size_t i = 3 - nsp; i < 3; ++i)
+    if (o3[i] <= 0 || k3[i] <= 0 || o3[i] + k3[i] - 1 > in[i] - (nsp == 3 ? 1 : 0))
+      throw std::invalid_argument("fractional max pooling: output_size + kernel_size - 1 must " +
+                                  std::string(nsp == 3 ? "be less than" : "fit") + " the input " + x_in.describe());
   Shape out_shape{N, C};
   for (size_t i = 3 - nsp; i < 3; ++i) out_shape.push_back(o3[i]);
   Tensor vals = Tensor::empty(ScalarType::Float, out_shape), idx = Tensor::empty(ScalarType::Long, out_shape);
