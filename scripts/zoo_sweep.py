@@ -172,7 +172,7 @@ def run_one(name: str, repeat: int, form: str = "") -> dict:
                 setattr(model, attr, 0.0)
         if hasattr(model, "roi_heads"):
             model.roi_heads.score_thresh = 0.0
-        _spread_class_scores(model, inputs[0], 10.0)
+        _spread_class_scores(model, inputs[0], 3.0)
         row["form"] = "scripted"
         program = torch.jit.script(model)
         call_args = ([i.numpy() for i in inputs[0]],)
