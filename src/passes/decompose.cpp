@@ -161,7 +161,11 @@ class Decompose final : public Pass {
       Value* norm = e.op("aten::linalg_vector_norm", {x, e.f(2.0), dims, e.b(true), e.none()});
       return e.op("aten::div", {x, e.op("aten::clamp_min", {norm, n->input(3)})});
     };
-    Value* prod = e.op("aten::mul", {unit(n->input(0)), unit(n->input(1))});
+    // Both operands at their broadcast shape first: a broadcast operand's norm is over its expanded values
+    // (PyTorch expands before the norms); the product is only there for that shape.
+    Value* like = e.op("aten::mul", {n->input(0), n->input(1)});
+    Value* prod = e.op("aten::mul", {unit(e.op("aten::expand_as", {n->input(0), like})),
+                                     unit(e.op("aten::expand_as", {n->input(1), like}))});
     finish(g, n, e.op("aten::sum", {prod, dims, e.b(false), e.none()}));
     return true;
   }

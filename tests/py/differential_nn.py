@@ -33,13 +33,6 @@ from differential_common import Case, broadcast_pair, shapes, tensors, unary
 
 # kind -> a known llga/PyTorch mismatch with its minimal repro (strict xfail in test_differential.py)
 KNOWN_BUGS = {}
-_NORM_EMPTY = ("a vector norm over an empty dim raises and one of a 0-dim tensor too: torch.linalg.vector_norm(x, 2, -1) traced, run on "
-               "x = ones(0), raises 'norm supports float32 tensors here, got Float(0)' (PyTorch: 0.), as do F.cosine_similarity(a, b, -1) "
-               "and F.pairwise_distance(a, b) on a = ones(0), b = ones(1) (PyTorch: 0-dim results); torch.linalg.vector_norm(x) and "
-               "torch.norm(x, 3) on a 0-dim x = tensor(1.) raise 'could not create a reduction descriptor' (PyTorch: 1.)")
-_NORM_P = ("p < 1 is not supported: torch.norm(x, 0.5, 0, True) (or p 0 or -2) and torch.linalg.vector_norm(x, 0, -1) traced, run on "
-           "x = ones(2, 3), raise 'norm: p must be >= 1 (or inf)'; PyTorch gives [[4., 4., 4.]] and [3., 3.]; "
-           + _NORM_EMPTY)
 _PAD_NEG = ("constant padding that makes a dim 0 or negative is not rejected: torch.constant_pad_nd(x, (0, -1, 1, 1)) traced on "
             "ones(2, 2), run on x = ones(0, 1), gives (2, 0) (PyTorch raises 'The input size 1, plus negative padding 0 and -1 "
             "resulted in a negative output size'); F.pad(x, (2, -1), value=1.5) traced on ones(3), run on x = ones(0), gives "
@@ -48,8 +41,6 @@ _UNPOOL_EMPTY = ("max unpooling of an input with a 0-size non-batch dim is not r
                  "x = ones(1, 1, 1, 1), i = zeros int64, run on x = ones(0, 1, 0, 0), i = zeros(0, 1, 0, 0) int64, gives (0, 1, 0, 0) "
                  "(F.max_unpool3d likewise); PyTorch raises 'Expected input to have non-zero size for non-batch dimensions'")
 KNOWN_BUGS.update({
-    **{k: _NORM_EMPTY for k in ("aten::cosine_similarity", "aten::pairwise_distance")},
-    **{k: _NORM_P for k in ("aten::norm", "aten::linalg_vector_norm")},
     **{k: _PAD_NEG for k in ("aten::constant_pad_nd", "aten::pad")},
     **{k: _UNPOOL_EMPTY for k in ("aten::max_unpool2d", "aten::max_unpool3d")},
     "aten::bilinear": ("mismatched input features are not rejected when the weight has 0 of them: F.bilinear(x, y, w, b) traced on "

@@ -52,16 +52,28 @@ Tensor reduce(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim
   }
   if (count == 0 && (r.kind == Red::Max || r.kind == Red::Min))
     throw std::invalid_argument("max/min of an empty dimension is not defined");
+  if (count == 0 && r.kind == Red::Norm && (std::isinf(r.p) || r.p < 0))
+    throw std::invalid_argument("vector norm: the " + std::to_string(r.p) + " norm of an empty dimension is not defined");
   Tensor out;
+  double root = 0;  // set: the result is the sum's 1/root power (a p-norm oneDNN's lp-norm cannot take)
   if (out_t == ScalarType::Float && x.numel() > 0) {
     Tensor src = x.to(ScalarType::Float);
     if (src.dim() == 0) src = src.view({1});
-    if (r.kind == Red::Norm && std::isinf(r.p)) {  // inf-norm: max |x|
-      src = src.contiguous().clone();
-      for (float *q = src.data<float>(), *e = q + src.numel(); q != e; ++q) *q = std::fabs(*q);
-      r = Reduction{Red::Max};
-    }
     Shape dshape = kept_shape.empty() ? Shape{1} : kept_shape;
+    if (r.kind == Red::Norm && (std::isinf(r.p) || r.p < 1.0 || src.sizes() == dshape)) {
+      // inf-norms: max/min |x|; p = 0: the count of non-zeros; other p: (sum |x|^p)^(1/p).
+      // (oneDNN's lp-norm takes p >= 1 and a reduction that reduces something.)
+      const float p = static_cast<float>(r.p);
+      const int kind = std::isinf(r.p) ? 0 : r.p == 0 ? 1 : 2;
+      src = src.contiguous().clone();
+      float* q = src.data<float>();
+      const int64_t n = src.numel();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i)
+        q[i] = kind == 0 ? std::fabs(q[i]) : kind == 1 ? static_cast<float>(q[i] != 0.f) : std::pow(std::fabs(q[i]), p);
+      root = kind == 2 ? r.p : 0;
+      r = Reduction{kind == 0 ? (r.p > 0 ? Red::Max : Red::Min) : Red::Sum};
+    }
     out = Tensor::empty(ScalarType::Float, dshape);
     if (src.sizes() == dshape && r.kind != Red::Norm) {
       out.copyFrom(src);
@@ -77,6 +89,8 @@ Tensor reduce(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim
       auto prim = makePrimitive<dnnl::reduction>(d, scratch);
       execute(ctx, prim, scratch, {{DNNL_ARG_SRC, wrap(src, smd)}, {DNNL_ARG_DST, wrap(out, dmd)}});
     }
+  } else if (r.kind == Red::Norm && out_t == ScalarType::Float) {  // of an empty tensor: empty sums, 0
+    out = Tensor::zeros(ScalarType::Float, kept_shape);
   } else {
     if (r.kind == Red::Norm) throw std::invalid_argument("norm supports float32 tensors here, got " + x.describe());
     Tensor src = x.contiguous();
@@ -117,6 +131,11 @@ Tensor reduce(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim
     if (r.kind == Red::Mean)
       for (double *q = acc.data<double>(), *e = q + acc.numel(); q != e; ++q) *q = count ? *q / static_cast<double>(count) : NAN;
     out = acc.to(out_t);
+  }
+  if (root != 0) {
+    float* q = out.data<float>();
+    const float inv = static_cast<float>(1.0 / root);
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) q[i] = std::pow(q[i], inv);
   }
   if (keepdim) return out.view(kept_shape);
   Shape final_shape;
@@ -239,6 +258,7 @@ void registerReduceOps(OpRegistry& r) {
   // norm(x, p?) and norm(x, p?, dims, keepdim, dtype?)
   r.add("aten::norm", 1, 5, [](const KernelArgs& a) {
     double p = a.num_in > 1 ? pArg(a, 1) : 2.0;
+    if (a.tensor(0).numel() == 0) p = 2.0;  // unlike linalg_vector_norm, every p-norm of nothing is 0 here
     Shape dims = a.num_in > 2 ? dimsArg(a, 2) : Shape{};
     bool keepdim = a.num_in > 3 && a.toBool(3);
     a.set(0, reduce(a.ctx, a.tensor(0), dims, keepdim, {Red::Norm, p}, a.num_in > 4 ? dtypeArg(a, 4) : std::nullopt));
