@@ -235,6 +235,9 @@ void maxUnpool(const KernelArgs& a, size_t nsp) {
   const bool batched = x_in.dim() == static_cast<int64_t>(nsp) + 2;
   if (!batched && x_in.dim() != static_cast<int64_t>(nsp) + 1)
     throw std::invalid_argument("max_unpool: bad input " + x_in.describe());
+  for (int64_t d = batched ? 1 : 0; d < x_in.dim(); ++d)  // as PyTorch: only the batch may be empty
+    if (x_in.size(d) == 0)
+      throw std::invalid_argument("max_unpool: expected an input with non-zero sizes except the batch, got " + x_in.describe());
   Tensor x = (batched ? x_in : x_in.unsqueeze(0)).contiguous(), idx = (batched ? i_in : i_in.unsqueeze(0)).to(ScalarType::Long).contiguous();
   Shape out_shape{x.size(0), x.size(1)};
   int64_t out_plane = 1;

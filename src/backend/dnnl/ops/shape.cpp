@@ -403,6 +403,10 @@ Tensor padByIndex(const Tensor& t, const Shape& p, const std::string& mode) {
   if (p.size() % 2 || static_cast<int64_t>(p.size() / 2) > t.dim() - 1 || p.size() > 6)
     throw std::invalid_argument("pad: '" + mode + "' pads 1 to 3 trailing dimensions of a batched tensor, got " +
                                 std::to_string(p.size()) + " values for " + t.describe());
+  if (mode != "circular")  // as PyTorch: only a batch dim (rank = padded dims + 2) may be empty
+    for (int64_t d = t.dim() == static_cast<int64_t>(p.size() / 2) + 2 ? 1 : 0; d < t.dim(); ++d)
+      if (t.size(d) == 0)
+        throw std::invalid_argument("pad: '" + mode + "' padding expects non-empty dims but the batch, got " + t.describe());
   Tensor out = t;
   for (size_t k = 0; k < p.size() / 2; ++k) {
     const int64_t d = t.dim() - 1 - static_cast<int64_t>(k), lo = p[2 * k], hi = p[2 * k + 1], n = t.size(d);
@@ -823,11 +827,20 @@ void registerShapeOps(OpRegistry& r) {
     double value = a.num_in > 3 && !a.isNone(3) ? a.toDouble(3) : 0.0;
     if (p.size() % 2 || static_cast<int64_t>(p.size() / 2) > t.dim())
       throw std::invalid_argument("pad: the padding list must have an even length <= 2 * rank");
+    // PyTorch's order: negative pads first narrow the input, then, if any pad is
+    // positive, every padded dim must come out non-empty.
     Shape shape = t.sizes();
+    const bool grows = std::any_of(p.begin(), p.end(), [](int64_t v) { return v > 0; });
     for (size_t k = 0; k < p.size() / 2; ++k) {
-      int64_t d = t.dim() - 1 - static_cast<int64_t>(k);
-      shape[d] += p[2 * k] + p[2 * k + 1];
-      if (shape[d] < 0) throw std::invalid_argument("pad: negative output size");
+      int64_t d = t.dim() - 1 - static_cast<int64_t>(k), lo = p[2 * k], hi = p[2 * k + 1];
+      const int64_t kept = t.size(d) + std::min<int64_t>(lo, 0) + std::min<int64_t>(hi, 0);
+      if (kept < 0)
+        throw std::invalid_argument("pad: start (" + std::to_string(std::max<int64_t>(-lo, 0)) + ") + length (" +
+                                    std::to_string(kept) + ") exceeds dimension size (" + std::to_string(t.size(d)) + ")");
+      shape[d] += lo + hi;
+      if (grows && shape[d] <= 0)
+        throw std::invalid_argument("pad: the input size " + std::to_string(t.size(d)) + " plus padding " + std::to_string(lo) +
+                                    " and " + std::to_string(hi) + " resulted in an output size of " + std::to_string(shape[d]));
     }
     Tensor out = Tensor::empty(t.dtype(), shape);
     out.fill(value);
