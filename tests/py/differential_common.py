@@ -47,6 +47,25 @@ def tensors(draw, dtype, shape=None, positive=False):
     return t
 
 
+seeds = st.integers(0, 2**31 - 1)
+
+
+def rare(draw):
+    """True about one draw in twelve: an operand PyTorch rejects."""
+    return draw(st.integers(0, 11)) == 0
+
+
+@st.composite
+def relayout(draw, t):
+    """t's values in a random layout: plain, transposed or sliced."""
+    layout = draw(st.sampled_from(["plain", "transposed", "sliced"]))
+    if layout == "transposed" and t.dim() >= 2:
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if layout == "sliced" and t.dim() >= 1:
+        return t.repeat_interleave(2, -1)[..., ::2]
+    return t
+
+
 @st.composite
 def broadcast_pair(draw, dtype_a, dtype_b):
     shape = draw(shapes(1, 4))

@@ -29,32 +29,16 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from differential_common import Case, broadcast_pair, shapes, tensors, unary
+from differential_common import Case, broadcast_pair, rare, relayout, seeds, shapes, tensors, unary
 
 # kind -> a known llga/PyTorch mismatch with its minimal repro (strict xfail in test_differential.py)
-KNOWN_BUGS = {}
-_PAD_NEG = ("constant padding that makes a dim 0 or negative is not rejected: torch.constant_pad_nd(x, (0, -1, 1, 1)) traced on "
-            "ones(2, 2), run on x = ones(0, 1), gives (2, 0) (PyTorch raises 'The input size 1, plus negative padding 0 and -1 "
-            "resulted in a negative output size'); F.pad(x, (2, -1), value=1.5) traced on ones(3), run on x = ones(0), gives "
-            "(1,) [1.5] (PyTorch raises 'start (0) + length (-1) exceeds dimension size (0).')")
-_UNPOOL_EMPTY = ("max unpooling of an input with a 0-size non-batch dim is not rejected: F.max_unpool2d(x, i, 2) traced on "
-                 "x = ones(1, 1, 1, 1), i = zeros int64, run on x = ones(0, 1, 0, 0), i = zeros(0, 1, 0, 0) int64, gives (0, 1, 0, 0) "
-                 "(F.max_unpool3d likewise); PyTorch raises 'Expected input to have non-zero size for non-batch dimensions'")
-KNOWN_BUGS.update({
-    **{k: _PAD_NEG for k in ("aten::constant_pad_nd", "aten::pad")},
-    **{k: _UNPOOL_EMPTY for k in ("aten::max_unpool2d", "aten::max_unpool3d")},
+KNOWN_BUGS = {
     "aten::bilinear": ("mismatched input features are not rejected when the weight has 0 of them: F.bilinear(x, y, w, b) traced on "
                        "ones(2), ones(2), ones(1, 2, 2), ones(1), run on x = ones(1), y = ones(0), w = ones(0, 0, 0), b = ones(0), "
                        "gives (0,); PyTorch raises 'bilinear(): input1 size does not match weight size: got 1 but expected 0'"),
-})
+}
 
 F32 = torch.float32
-seeds = st.integers(0, 2**31 - 1)
-
-
-def _rare(draw):
-    """True about one draw in twelve: an operand PyTorch rejects."""
-    return draw(st.integers(0, 11)) == 0
 
 
 def _sizes(draw, n, lo=0, hi=6):
@@ -84,7 +68,7 @@ def conv_args(draw, nd, groups=1, transposed=False, unbatched=True):
     n, ci, co = draw(st.integers(0, 2)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
     k = _sizes(draw, nd, 1, 3)
     sp = _sizes(draw, nd, 0 if draw(st.integers(0, 3)) == 0 else 1, 5)
-    cin = groups * ci + _rare(draw)
+    cin = groups * ci + rare(draw)
     batch = [n] if not unbatched or draw(st.integers(0, 3)) else []
     if transposed and batch == [0]:
         # PyTorch 1.13 skips its output-size check for an empty batch of transposed convolutions
@@ -139,7 +123,7 @@ def fractional_args(draw, nd):
     """x (N, C, *spatial 1..7) and its fixed samples in [0, 1) (now and then for one image too many)."""
     x = draw(feature(F32, nd, lo=1, hi=7, unbatched=False))
     g = _gen(draw(seeds))
-    return x, torch.rand(x.shape[0] + _rare(draw), x.shape[1], nd, generator=g)
+    return x, torch.rand(x.shape[0] + rare(draw), x.shape[1], nd, generator=g)
 
 
 def _fractional2d(x, s):
@@ -162,7 +146,7 @@ def unpool_args(draw, dt, nd):
     g = _gen(draw(seeds))
     rows = [torch.randperm(plane * 2 ** nd, generator=g)[:plane] for _ in range(math.prod(x.shape[:-nd]))]
     i = torch.stack(rows).reshape(x.shape) if rows else torch.zeros(x.shape, dtype=torch.int64)
-    if _rare(draw) and i.numel():
+    if rare(draw) and i.numel():
         i.view(-1)[0] = plane * 2 ** nd
     return x, i
 
@@ -190,12 +174,12 @@ def norm_args(draw, min_dims=2, even=False, batch_lo=0):
     s[0], s[1] = max(s[0], batch_lo), max(s[1], 1)
     c = s[1]
     if even:
-        c = 2 * draw(st.integers(1, 2)) + _rare(draw)
+        c = 2 * draw(st.integers(1, 2)) + rare(draw)
         s[1] = c
     x = draw(tensors(F32, tuple(s)))
     return (x, draw(tensors(F32, (c,))), draw(tensors(F32, (c,), positive=True)),
             # (a too long weight only for a non-empty x: PyTorch checks none for an empty one)
-            draw(tensors(F32, (c + (_rare(draw) if x.numel() else 0),))), draw(tensors(F32, (c,))))
+            draw(tensors(F32, (c + (rare(draw) if x.numel() else 0),))), draw(tensors(F32, (c,))))
 
 
 def _batch_norm(x, rm, rv, w, b):
@@ -222,7 +206,7 @@ def layer_norm_args(draw):
     """x (rank 1..4), weight and bias of its last dim (now and then one too long)."""
     x = draw(tensors(F32, draw(shapes(1, 4))))
     n = x.shape[-1]
-    return x, draw(tensors(F32, (n + _rare(draw),))), draw(tensors(F32, (n,)))
+    return x, draw(tensors(F32, (n + rare(draw),))), draw(tensors(F32, (n,)))
 
 
 def _layer_norm(x, w, b):
@@ -252,7 +236,7 @@ def bag_args(draw):
     g = _gen(draw(seeds))
     bags = draw(st.integers(1, 4))  # include_last_offset: one offset is no bag
     offsets = torch.sort(torch.randint(0, n + 1, (bags,), generator=g))[0]
-    offsets[0] = 1 if _rare(draw) and n else 0
+    offsets[0] = 1 if rare(draw) and n else 0
     return (draw(tensors(F32, (v, d))), torch.randint(0, v, (n,), generator=g), offsets,
             draw(tensors(F32, (n,))), torch.randint(0, v, tuple(_sizes(draw, 2, 0, 3)), generator=g),
             torch.cat([offsets, torch.tensor([n])]))
@@ -312,8 +296,8 @@ def shuffled(draw, dt, c_mult=1, hw_mult=1, cdim=-3, lo=0, odd=True):
     sizes multiples of hw_mult (now and then not, and C not without odd); with lo=1 no dim is 0."""
     rank = draw(st.integers(3, 5))
     s = _sizes(draw, rank, lo, 4)
-    s[cdim] = c_mult * draw(st.integers(lo, 3)) + (_rare(draw) if c_mult > 1 and odd else 0)
-    s[-2], s[-1] = hw_mult * s[-2] + (_rare(draw) if hw_mult > 1 else 0), hw_mult * s[-1]
+    s[cdim] = c_mult * draw(st.integers(lo, 3)) + (rare(draw) if c_mult > 1 and odd else 0)
+    s[-2], s[-1] = hw_mult * s[-2] + (rare(draw) if hw_mult > 1 else 0), hw_mult * s[-1]
     return (draw(tensors(dt, tuple(s))),)
 
 
@@ -322,7 +306,7 @@ def fold_args(draw):
     """Inputs of F.fold for output (4, 5), kernel 2 (12 blocks) and for output (3, 6),
     kernel (1, 2), padding (0, 1), stride (1, 2) (12 blocks); now and then a block too many."""
     n, c = draw(st.integers(0, 2)), draw(st.integers(1, 3))
-    return (draw(tensors(F32, (n, c * 4, 12 + _rare(draw)))), draw(tensors(F32, (n, c * 2, 12))))
+    return (draw(tensors(F32, (n, c * 4, 12 + rare(draw)))), draw(tensors(F32, (n, c * 2, 12))))
 
 
 def _fold(x, y):
@@ -341,14 +325,14 @@ def prelu_args(draw):
     """x (rank 0..4) and a weight of one value or one per channel (dim 1; now and then one too many)."""
     x = draw(tensors(F32, draw(shapes(0, 4))))
     c = x.shape[1] if x.dim() > 1 and draw(st.booleans()) else 1
-    return x, draw(tensors(F32, (c + _rare(draw),)))
+    return x, draw(tensors(F32, (c + rare(draw),)))
 
 
 @st.composite
 def glu_args(draw):
     """x (rank 1..4) with even first and last sizes (now and then odd)."""
     s = list(draw(shapes(1, 4)))
-    s[0], s[-1] = 2 * (s[0] // 2) + _rare(draw), 2 * (s[-1] // 2)
+    s[0], s[-1] = 2 * (s[0] // 2) + rare(draw), 2 * (s[-1] // 2)
     return (draw(tensors(F32, tuple(s))),)
 
 
@@ -357,7 +341,7 @@ def linear_args(draw, bilinear=False):
     """x (*, in) of rank 1..3, (x2 (*, in2),) weight, bias; `in` now and then mismatched."""
     lead = draw(shapes(0, 2))
     i, j, o = draw(st.integers(0, 4)), draw(st.integers(0, 4)), draw(st.integers(0, 4))
-    x = draw(tensors(F32, lead + (i + _rare(draw),)))
+    x = draw(tensors(F32, lead + (i + rare(draw),)))
     if bilinear:
         return (x, draw(tensors(F32, lead + (j,))), draw(tensors(F32, (o, i, j))), draw(tensors(F32, (o,))))
     return x, draw(tensors(F32, (o, i))), draw(tensors(F32, (o,)))
@@ -367,7 +351,7 @@ def linear_args(draw, bilinear=False):
 def distance_pair(draw):
     """a, b broadcasting (now and then b's last size off by one)."""
     a, b = draw(broadcast_pair(F32, F32))
-    if _rare(draw) and b.dim():
+    if rare(draw) and b.dim():
         b = draw(tensors(F32, b.shape[:-1] + (b.shape[-1] + 2,)))
     return a, b
 
@@ -388,7 +372,7 @@ def grid_args(draw):
     [-1.3, 1.3] (now and then for one image too many)."""
     nd = draw(st.integers(2, 3))
     x = draw(feature(F32, nd, lo=1, hi=4, unbatched=False))
-    g = (torch.rand(x.shape[0] + _rare(draw), *_sizes(draw, nd, 0, 3), nd, generator=_gen(draw(seeds))) - 0.5) * 2.6
+    g = (torch.rand(x.shape[0] + rare(draw), *_sizes(draw, nd, 0, 3), nd, generator=_gen(draw(seeds))) - 0.5) * 2.6
     return x, draw(relayout(g))
 
 
@@ -399,17 +383,6 @@ def _grid_sample(x, g):
             out.append(F.grid_sample(x, g, mode, pad, align_corners=mode == "nearest"))
     out.append(F.grid_sample(x, g, "bilinear", "zeros", align_corners=True))
     return tuple(out)
-
-
-@st.composite
-def relayout(draw, t):
-    """t's values in a random layout: plain, transposed or sliced."""
-    layout = draw(st.sampled_from(["plain", "transposed", "sliced"]))
-    if layout == "transposed" and t.dim() >= 2:
-        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
-    if layout == "sliced" and t.dim() >= 1:
-        return t.repeat_interleave(2, -1)[..., ::2]
-    return t
 
 
 # ---------------------------------------------------------------- recurrent layers, attention, encoder
@@ -442,9 +415,9 @@ with torch.no_grad(), warnings.catch_warnings():
 def rnn_args(draw, hidden):
     """x (T 1..4, B 0..3, 3) or unbatched (T, 3) (T = 0 now and then, and now and then
     4 features: errors) and initial states (1, B, h) for each h in `hidden`."""
-    t = 0 if _rare(draw) else draw(st.integers(1, 4))
+    t = 0 if rare(draw) else draw(st.integers(1, 4))
     b = [draw(st.integers(0, 3))] if draw(st.integers(0, 3)) else []
-    x = draw(tensors(F32, (t, *b, 3 + _rare(draw))))
+    x = draw(tensors(F32, (t, *b, 3 + rare(draw))))
     return (x,) + tuple(draw(tensors(F32, (1, *b, h))) for h in hidden)
 
 
@@ -465,7 +438,7 @@ def packed_args(draw):
     (given, since the LSTM's default zeros take the batch size from the packed batch sizes, a constant in the trace)."""
     b, t = draw(st.integers(1, 3)), draw(st.integers(1, 4))
     lengths = torch.randint(1, t + 1, (b,), generator=_gen(draw(seeds)))
-    if _rare(draw):
+    if rare(draw):
         lengths[0] = draw(st.sampled_from([0, t + 1]))
     return draw(tensors(F32, (b, t, 3))), lengths, draw(tensors(F32, (2, b, 4))), draw(tensors(F32, (2, b, 4)))
 
@@ -482,7 +455,7 @@ def attention_args(draw):
     """q (B 1..3, L 1..5, 8) and a key padding mask (B, L), now and then with a fully padded row."""
     b, n = draw(st.integers(1, 3)), draw(st.integers(1, 5))
     mask = torch.rand(b, n, generator=_gen(draw(seeds))) < 0.3
-    if _rare(draw):
+    if rare(draw):
         mask[0] = True
     return draw(tensors(F32, (b, n, 8))), mask
 
@@ -501,7 +474,7 @@ def left_aligned(draw):
     """q (B 1..3, L 1..5, 8) and a padding mask with each row's padding at its end
     (the nested path's condition, checked at trace time only; now and then a fully padded row)."""
     b, n = draw(st.integers(1, 3)), draw(st.integers(1, 5))
-    lengths = [draw(st.integers(0 if _rare(draw) else 1, n)) for _ in range(b)]
+    lengths = [draw(st.integers(0 if rare(draw) else 1, n)) for _ in range(b)]
     mask = torch.arange(n)[None, :] >= torch.tensor(lengths)[:, None]
     return draw(tensors(F32, (b, n, 8))), mask
 
@@ -531,7 +504,7 @@ def copy_args(draw):
     a, b = draw(broadcast_pair(F32, F32))
     if a.dim() < b.dim() or (a.dim() == b.dim() and a.numel() < b.numel()):
         a, b = b, a
-    if _rare(draw):
+    if rare(draw):
         a, b = b, a
     return a, b
 

@@ -16,30 +16,14 @@ from typing import List, Tuple
 import torch
 from hypothesis import strategies as st
 
-from differential_common import Case, binary, broadcast_pair, reduction, shapes, tensors, unary
+from differential_common import (Case, binary, broadcast_pair, rare, reduction, relayout, seeds, shapes, tensors,
+                                 unary)
 
 # kind -> a known llga/PyTorch mismatch with its minimal repro (strict xfail in test_differential.py)
 KNOWN_BUGS = {}
 
 # ---------------------------------------------------------------- generators
 
-seeds = st.integers(0, 2**31 - 1)
-
-
-def _rare(draw):
-    """True about one draw in twelve: an operand PyTorch rejects."""
-    return draw(st.integers(0, 11)) == 0
-
-
-@st.composite
-def relayout(draw, t):
-    """t's values in a random layout: plain, transposed or sliced."""
-    layout = draw(st.sampled_from(["plain", "transposed", "sliced"]))
-    if layout == "transposed" and t.dim() >= 2:
-        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
-    if layout == "sliced" and t.dim() >= 1:
-        return t.repeat_interleave(2, -1)[..., ::2]
-    return t
 
 
 @st.composite
@@ -83,7 +67,7 @@ def renamed(fn, old, new):
 
 def _k(draw, k):
     """An inner size: k, now and then k + 1 (a mismatch PyTorch rejects)."""
-    return k + 1 if _rare(draw) else k
+    return k + 1 if rare(draw) else k
 
 
 @st.composite
@@ -127,7 +111,7 @@ def products_case(form, fn):
 def einsum_operands(draw):
     """a (i, j), b (j, k), c (b, i, k); j now and then 1 in b (broadcast) or mismatched."""
     i, j, k, b = (draw(st.integers(0, 5)) for _ in range(4))
-    jb = 1 if _rare(draw) else _k(draw, j)
+    jb = 1 if rare(draw) else _k(draw, j)
     return (draw(tensors(torch.float32, (i, j))), draw(tensors(torch.float32, (jb, k))),
             draw(tensors(torch.float32, (b, i, k))))
 
@@ -170,7 +154,7 @@ def expandable(draw, dt):
     """(a, b): a broadcasts to b's shape (now and then a mismatch)."""
     target = draw(shapes(0, 4))
     src = list(draw(broadcastable(target)))
-    if src and _rare(draw):
+    if src and rare(draw):
         src[-1] += 1
     return draw(tensors(dt, tuple(src))), draw(tensors(dt, target))
 
@@ -182,7 +166,7 @@ def regrouped(draw, dt):
     sizes = list(draw(st.permutations(list(x.shape))))
     if len(sizes) >= 2 and draw(st.booleans()):
         sizes[:2] = [sizes[0] * sizes[1]]
-    if _rare(draw):
+    if rare(draw):
         sizes.append(2)
     return x, draw(tensors(dt, tuple(sizes)))
 
@@ -287,7 +271,7 @@ def gather_args(draw, dt):
     def idx(d):
         shape = [draw(st.integers(0, n)) for n in x.shape]
         shape[d] = draw(st.integers(0, 4))
-        return draw(indices(shape, x.shape[d] + _rare(draw)))
+        return draw(indices(shape, x.shape[d] + rare(draw)))
     return x, idx(0), idx(-1)
 
 
@@ -298,7 +282,7 @@ def take_along_args(draw, dt):
     shape = [n if draw(st.booleans()) else 1 for n in x.shape]
     shape = [draw(st.integers(0, 3)) if n == 1 else s for n, s in zip(x.shape, shape)]
     shape[-1] = draw(st.integers(0, 4))
-    return x, draw(indices(shape, x.shape[-1] + _rare(draw))), draw(indices(draw(shapes(0, 2)), x.numel()))
+    return x, draw(indices(shape, x.shape[-1] + rare(draw))), draw(indices(draw(shapes(0, 2)), x.numel()))
 
 
 @st.composite
@@ -314,7 +298,7 @@ def scatter_args(draw, dt, distinct):
     else:
         shape[0] = draw(st.integers(0, 5))
         i = torch.randint(0, max(s[0], 1), tuple(shape), generator=g)
-    if _rare(draw):
+    if rare(draw):
         i = i + s[0]
     src = draw(tensors(dt, tuple(n + draw(st.integers(0, 1)) for n in shape)))
     return x, draw(relayout(i)), src
@@ -333,7 +317,7 @@ def masked_args(draw, dt):
     """x, a bool mask broadcasting to it (now and then the other way round: an error), a 0-dim value."""
     shape = draw(shapes(0, 4))
     mask = draw(broadcastable(shape))
-    if _rare(draw):
+    if rare(draw):
         shape, mask = mask, shape
     return draw(tensors(dt, shape)), draw(tensors(torch.bool, mask)), draw(tensors(dt, ()))
 
@@ -342,7 +326,7 @@ def masked_args(draw, dt):
 def repeats_args(draw, dt):
     """x (rank >= 1) and per-row repeats 0..3 (now and then negative)."""
     x = draw(tensors(dt, draw(shapes(1, 4))))
-    return x, draw(indices((x.shape[0],), 4, -1 if _rare(draw) else 0))
+    return x, draw(indices((x.shape[0],), 4, -1 if rare(draw) else 0))
 
 
 def _take_along_dim(x, i, j):
