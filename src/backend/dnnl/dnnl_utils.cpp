@@ -80,15 +80,7 @@ dnnl::memory::desc plainDesc(const Tensor& t) { return plainDesc(t, t.sizes()); 
 
 dnnl::memory::desc plainDesc(const Tensor& t, const Shape& sizes) {
   if (sizes.empty()) return dnnl::memory::desc({1}, dnnlType(t.dtype()), dnnl::memory::dims{1});
-  if (sizes == t.sizes()) {
-    // A size-1 dim's stride addresses nothing, but oneDNN reads it (a matmul over
-    // sizes (1, 4, 1) with strides (4, 1, 2) fails to execute): give it the
-    // stride a dense layout would have there.
-    Shape strides = t.strides();
-    for (size_t d = strides.size(); d-- > 0;)
-      if (sizes[d] == 1) strides[d] = d + 1 < strides.size() ? strides[d + 1] * std::max<int64_t>(sizes[d + 1], 1) : 1;
-    return dnnl::memory::desc(sizes, dnnlType(t.dtype()), strides);
-  }
+  if (sizes == t.sizes()) return dnnl::memory::desc(sizes, dnnlType(t.dtype()), t.strides());
   return dnnl::memory::desc(sizes, dnnlType(t.dtype()), Tensor::contiguousStrides(sizes));
 }
 
