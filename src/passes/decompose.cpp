@@ -16,7 +16,6 @@
 //   cosine_similarity(x1, x2, dim, eps) ->  sum((x1 / max(|x1|, eps)) * (x2 / max(|x2|, eps)), dim)
 //        (PyTorch 1.13's formula: each norm clamped on its own)
 //   pairwise_distance(x1, x2, p, eps, keepdim) -> linalg_vector_norm(x1 - x2 + eps, p, [-1], keepdim)
-//   bilinear(x1, x2, W, b?)           ->  einsum("...i,oij,...j->...o", [x1, W, x2]) (+ b)
 //   _nested_tensor_from_mask(x, keep, check) -> _transformer_encoder_layer_fwd(., mask=None) x N
 //        -> to_padded_tensor(., pad, None)   (nn.TransformerEncoder's nested fast path in eval)
 //        ->  the layers on x itself with the key padding mask logical_not(keep)
@@ -51,7 +50,7 @@ bool is(const Node& n, const char* kind) { return n.kind().toQualString() == kin
 const std::vector<std::string> kDecomposed = {
     "aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::instance_norm",
     "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd", "aten::cosine_similarity",
-    "aten::pairwise_distance", "aten::bilinear", "aten::_nested_tensor_from_mask", "aten::to_padded_tensor",
+    "aten::pairwise_distance", "aten::_nested_tensor_from_mask", "aten::to_padded_tensor",
     "aten::swapaxes", "aten::swapdims"};
 
 std::optional<size_t> knownRank(const Value* v) {
@@ -77,7 +76,7 @@ class Decompose final : public Pass {
     g.forEachNode([&](Node* n) {
       if (product(*n) || binaryMaxMin(*n) || alias(*n) || tensorClamp(*n) || is(*n, "aten::instance_norm") ||
           is(*n, "aten::_native_multi_head_attention") || is(*n, "aten::_transformer_encoder_layer_fwd") ||
-          is(*n, "aten::cosine_similarity") || is(*n, "aten::pairwise_distance") || is(*n, "aten::bilinear"))
+          is(*n, "aten::cosine_similarity") || is(*n, "aten::pairwise_distance"))
         todo.push_back(n);
     });
     bool changed = false;
@@ -88,7 +87,6 @@ class Decompose final : public Pass {
       else if (tensorClamp(*n)) changed |= clampWithTensors(g, n);
       else if (is(*n, "aten::cosine_similarity")) changed |= cosineSimilarity(g, n);
       else if (is(*n, "aten::pairwise_distance")) changed |= pairwiseDistance(g, n);
-      else if (is(*n, "aten::bilinear")) changed |= bilinear(g, n);
       else if (is(*n, "aten::instance_norm")) changed |= instanceNorm(g, n);
       else if (is(*n, "aten::_native_multi_head_attention")) changed |= mha(g, n);
       else changed |= encoderLayer(g, n);
@@ -175,16 +173,6 @@ class Decompose final : public Pass {
     Emitter e(g, n, n);
     Value* diff = e.op("aten::add", {e.op("aten::sub", {n->input(0), n->input(1), e.i(1)}), n->input(3), e.i(1)});
     finish(g, n, e.op("aten::linalg_vector_norm", {diff, n->input(2), e.ints({-1}), n->input(4), e.none()}));
-    return true;
-  }
-
-  bool bilinear(Graph& g, Node* n) {
-    if (n->inputs().size() != 4) return skip(n, "unexpected arity");
-    Emitter e(g, n, n);
-    Value* eq = e.constant(AttrValue(std::string("...i,oij,...j->...o")), Type::Str());
-    Value* out = e.op("aten::einsum", {eq, e.list({n->input(0), n->input(2), n->input(1)}, Type::tensor()), e.none()});
-    if (!n->input(3)->type()->isSimple("NoneType")) out = e.op("aten::add", {out, n->input(3), e.i(1)});
-    finish(g, n, out);
     return true;
   }
 

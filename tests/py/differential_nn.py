@@ -32,11 +32,7 @@ from hypothesis import strategies as st
 from differential_common import Case, broadcast_pair, rare, relayout, seeds, shapes, tensors, unary
 
 # kind -> a known llga/PyTorch mismatch with its minimal repro (strict xfail in test_differential.py)
-KNOWN_BUGS = {
-    "aten::bilinear": ("mismatched input features are not rejected when the weight has 0 of them: F.bilinear(x, y, w, b) traced on "
-                       "ones(2), ones(2), ones(1, 2, 2), ones(1), run on x = ones(1), y = ones(0), w = ones(0, 0, 0), b = ones(0), "
-                       "gives (0,); PyTorch raises 'bilinear(): input1 size does not match weight size: got 1 but expected 0'"),
-}
+KNOWN_BUGS = {}
 
 F32 = torch.float32
 

@@ -10,9 +10,12 @@
 //   4. the result is permuted into the output's order.
 // "..." stands for the same broadcast dimensions in every operand (aligned
 // from the right, as numpy); size-1 dimensions broadcast against their label's size.
+// aten::bilinear(x1, x2, W, b?) is one such einsum, "...i,oij,...j->...o", after the
+// checks PyTorch makes (its inputs broadcast nothing), then the bias.
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "backend/dnnl/ops/functional.h"
 #include "backend/dnnl/ops/op_utils.h"
@@ -245,9 +248,55 @@ Tensor einsum(ExecContext& ctx, MatmulCache& cache, const std::string& eq, std::
   return tensors.size() == 1 && r.storage() == tensors[0].storage() ? r.contiguous() : r;
 }
 
+// aten::bilinear(x1, x2, W, b?): out[..., o] = x1[..., i] W[o, i, j] x2[..., j] + b[o].
+// PyTorch's checks first (einsum would broadcast a size-1 feature or batch dim
+// where bilinear takes none), then one einsum and the bias over each row.
+Tensor bilinear(ExecContext& ctx, MatmulCache& cache, const Tensor& x1, const Tensor& x2, const Tensor& w,
+                const std::optional<Tensor>& b) {
+  auto fail = [](const std::string& why) { throw std::invalid_argument("bilinear(): " + why); };
+  auto num = [](int64_t v) { return std::to_string(v); };
+  if (x1.dim() != x2.dim()) fail("input dimensions do not match: got " + num(x1.dim()) + " and " + num(x2.dim()));
+  if (x1.dim() == 0) fail("inputs must have at least one dimension");
+  if (w.dim() != 3) fail("weight must be 3-D (out, in1, in2), got " + w.describe());
+  for (int64_t d = 0; d + 1 < x1.dim(); ++d)
+    if (x1.size(d) != x2.size(d))
+      fail("input batch dimensions do not match at dim " + num(d) + ": got " + num(x1.size(d)) + " and " +
+           num(x2.size(d)));
+  if (x1.size(-1) != w.size(1))
+    fail("input1 size does not match weight size: got " + num(x1.size(-1)) + " but expected " + num(w.size(1)));
+  if (x2.size(-1) != w.size(2))
+    fail("input2 size does not match weight size: got " + num(x2.size(-1)) + " but expected " + num(w.size(2)));
+  if (b && (b->dim() == 0 || b->size(0) != w.size(0)))
+    fail("bias size does not match weight size: got " + (b->dim() ? num(b->size(0)) : std::string("a 0-dim bias")) +
+         " but expected " + num(w.size(0)));
+  if (b && b->dim() != 1) fail("bias must be 1-D, got " + b->describe());
+  if (w.size(1) == 0 || w.size(2) == 0)  // PyTorch 1.13 fails to reshape the empty product there
+    fail("input features must not be 0 (PyTorch rejects them: 'cannot reshape tensor of 0 elements')");
+  if (x1.dtype() != ScalarType::Float || x2.dtype() != ScalarType::Float || w.dtype() != ScalarType::Float ||
+      (b && b->dtype() != ScalarType::Float))
+    fail("expected float32 inputs, weight and bias");
+  Tensor out = einsum(ctx, cache, "...i,oij,...j->...o", {x1, w, x2}).contiguous();
+  if (!b || out.numel() == 0) return out;
+  const int64_t n = w.size(0), rows = out.numel() / n, bs = b->stride(0);
+  float* o = out.data<float>();
+  const float* bias = b->data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = o + r * n;
+#pragma omp simd
+    for (int64_t k = 0; k < n; ++k) row[k] += bias[k * bs];
+  }
+  return out;
+}
+
 }  // namespace
 
 void registerEinsumOps(OpRegistry& r) {
+  addCached<MatmulCacheHolder>(r, "aten::bilinear", 3, 4, [](const KernelArgs& a, MatmulCacheHolder& c) {
+    std::optional<Tensor> b;
+    if (a.num_in > 3 && !a.isNone(3)) b = a.tensor(3);
+    a.set(0, bilinear(a.ctx, *c.cache, a.tensor(0), a.tensor(1), a.tensor(2), b));
+  });
   addCached<MatmulCacheHolder>(r, "aten::einsum", 2, 3, [](const KernelArgs& a, MatmulCacheHolder& c) {
     if (a.num_in > 2 && !a.isNone(2)) throw std::invalid_argument("einsum with an explicit contraction path is not supported");
     std::vector<Tensor> ts;
