@@ -94,8 +94,10 @@ CASES = {
     "aten::slice": ranked(lambda x: x[1:, ::2] * 1),
     "aten::select": ranked(lambda x: x[:, 0] * 1 if x.shape[1] else x.sum()),
     "aten::narrow": ranked(lambda x: x.narrow(0, 0, x.shape[0] // 2) * 1),
-    "aten::cat": ranked(lambda x: torch.cat([x, x * 2], 1)),
-    "aten::stack": ranked(lambda x: torch.stack([x, x], -1)),
+    # parts as given, contiguous, and dense in another dim order, along every dim
+    "aten::cat": ranked(lambda x: tuple(torch.cat([x, x * 2, (x.transpose(0, -1) * 3).transpose(0, -1)], d)
+                                        for d in range(x.dim()))),
+    "aten::stack": ranked(lambda x: (torch.stack([x, x], -1), torch.stack([x * 2, (x.transpose(0, -1) * 3).transpose(0, -1)], 1))),
     "aten::repeat": ranked(lambda x: x.repeat(2, 1, *([1] * (x.dim() - 2))) * 1),
     "aten::tile": ranked(lambda x: torch.tile(x, (2,))),
     "aten::roll": ranked(lambda x: torch.roll(x, 1, 0)),

@@ -36,6 +36,9 @@ Tensor asTensor(const RtValue& v, ScalarType dtype);
 
 void registerBinaryOps(OpRegistry& r);
 
+// The tensors of a list value (aten::cat's, aten::stack's operand).
+std::vector<Tensor> tensorList(const RtValue& v);
+
 // x repeated reps[i] times along each dimension (aten::repeat; reps may be
 // longer than x's rank, adding leading dimensions).
 Tensor repeatTensor(const Tensor& x, const Shape& reps);

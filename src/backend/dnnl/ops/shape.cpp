@@ -1,13 +1,11 @@
-// Shape, view and data-movement ops in plain C++ (views share storage);
-// aten::cat of float tensors on oneDNN's concat.
+// Shape, view and data-movement ops in plain C++ (views share storage).
 #include <functional>
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 
-#include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/ops/op_utils.h"
-#include "backend/dnnl/ops/primitive_cache.h"
+#include "runtime/exec_context.h"
 
 namespace llga {
 namespace {
@@ -29,50 +27,6 @@ void checkEvalDropout(const KernelArgs& a) {
                                 " in training mode; call model.eval() before tracing");
 }
 
-std::vector<Tensor> tensorList(const RtValue& v) {
-  std::vector<Tensor> out;
-  for (const RtValue& x : *v.list()) out.push_back(x.tensor());
-  return out;
-}
-
-// The buffer for concatenating the non-empty `parts` along `dim` (wrapped in
-// place): sizes checked, dtype promoted; with `follow`, laid out in the parts'
-// common dense order when they share one that is not row-major (channels-last
-// parts from convolutions).
-Tensor catResult(const std::vector<Tensor>& parts, int64_t& dim, bool follow) {
-  const Tensor& ref = parts[0];
-  dim = ref.wrapDim(dim);
-  ScalarType dt = ref.dtype();
-  Shape shape = ref.sizes();
-  shape[dim] = 0;
-  for (const Tensor& t : parts) {
-    if (t.dim() != ref.dim()) throw std::invalid_argument("cat: tensors must have the same rank");
-    for (int64_t d = 0; d < t.dim(); ++d)
-      if (d != dim && t.size(d) != ref.size(d))
-        throw std::invalid_argument("cat: sizes must match except in dim " + std::to_string(dim));
-    shape[dim] += t.size(dim);
-    dt = promoteTypes(dt, t.dtype());
-  }
-  bool same_order = follow;
-  for (const Tensor& t : parts)
-    same_order = same_order && t.isPermutedDense() && t.dtype() == dt && t.dimOrder() == ref.dimOrder();
-  return same_order ? Tensor::emptyLike(dt, shape, ref) : Tensor::empty(dt, shape);
-}
-
-Tensor cat(const std::vector<Tensor>& ts, int64_t dim, bool follow = false) {
-  // Legacy rule: 1-D empty tensors are skipped.
-  std::vector<Tensor> parts;
-  for (const Tensor& t : ts)
-    if (!(t.dim() == 1 && t.numel() == 0)) parts.push_back(t);
-  if (parts.empty()) return ts.empty() ? Tensor::empty(ScalarType::Float, {0}) : ts[0].clone();
-  Tensor out = catResult(parts, dim, follow);
-  int64_t at = 0;
-  for (const Tensor& t : parts) {
-    out.narrow(dim, at, t.size(dim)).copyFrom(t);
-    at += t.size(dim);
-  }
-  return out;
-}
 
 // Advanced indexing: self[indices] where indices holds a tensor or None per
 // leading dim. Index tensors broadcast together; bool masks select their
@@ -161,55 +115,13 @@ Tensor advancedIndex(const Tensor& self, const RtValue& list) {
   return out;
 }
 
-struct ConcatEntry {
-  dnnl::concat prim;
-  std::vector<dnnl::memory::desc> src_mds;
-  dnnl::memory::desc dst_md, scratch_md;
-};
-
-// aten::cat of float32 parts as one oneDNN concat (its reorders are
-// multi-threaded and handle any strides: channels-last parts copy in whole
-// pixels); other dtypes and empty parts through cat() above.
-class CatKernel final : public Kernel {
- public:
-  bool acceptsStrided(size_t input) const override { return input == 0; }
-  void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
-  const char* primitiveKind() const override { return "concat"; }
-
-  void run(const KernelArgs& a) override {
-    std::vector<Tensor> parts = tensorList(a.input(0));
-    const int64_t dim_arg = a.num_in > 1 ? a.toInt(1) : 0;
-    bool dnnl_ok = !parts.empty();
-    for (const Tensor& t : parts)
-      dnnl_ok = dnnl_ok && t.dtype() == ScalarType::Float && t.numel() > 0 && t.dim() == parts[0].dim() &&
-                t.dim() > 0 && !t.isBlocked();
-    if (!dnnl_ok) return a.set(0, cat(parts, dim_arg, follow_));
-    int64_t dim = dim_arg;
-    Tensor out = catResult(parts, dim, follow_);
-    std::vector<int64_t> key{dim};
-    for (const Tensor& t : parts) addToKey(key, t);
-    addToKey(key, out);
-    auto e = cache_.get(key, [&] {
-      ConcatEntry ce;
-      for (const Tensor& t : parts) ce.src_mds.push_back(plainDesc(t));
-      ce.dst_md = plainDesc(out);
-      dnnl::concat::primitive_desc pd(ce.dst_md, static_cast<int>(dim), ce.src_mds, cpuEngine(), scratchpadAttr());
-      ce.scratch_md = pd.scratchpad_desc();
-      ce.prim = dnnl::concat(pd);
-      return ce;
-    });
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, wrap(out, e->dst_md)}};
-    for (size_t i = 0; i < parts.size(); ++i) args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] = wrap(parts[i], e->src_mds[i]);
-    execute(a.ctx, e->prim, e->scratch_md, std::move(args));
-    a.set(0, out);
-  }
-
- private:
-  bool follow_ = false;  // every reader takes strided tensors
-  PrimitiveCache<ConcatEntry> cache_;
-};
-
 }  // namespace
+
+std::vector<Tensor> tensorList(const RtValue& v) {
+  std::vector<Tensor> out;
+  for (const RtValue& x : *v.list()) out.push_back(x.tensor());
+  return out;
+}
 
 // split.str(s, separator=None, max=-1): str.split as TorchScript has it (None: runs of white space).
 static void splitString(const KernelArgs& a) {
@@ -531,17 +443,6 @@ void registerShapeOps(OpRegistry& r) {
     r.add(name, 1, 3, [](const KernelArgs& a) { checkEvalDropout(a); a.set(0, a.tensor(0)); });
     r.add(std::string(name) + "_", 1, 3, [](const KernelArgs& a) { checkEvalDropout(a); a.set(0, a.tensor(0)); });
   }
-  // cat copies whatever strides its parts have: a list of channels-last parts
-  // may come in (prim::ListConstruct passes them on), and the result keeps
-  // their order when its readers take strided tensors.
-  r.add(OpDef{"aten::cat", 1, 2, [](const Node&) { return std::make_unique<CatKernel>(); }});
-  r.add("aten::stack", 1, 2, [](const KernelArgs& a) {
-    std::vector<Tensor> ts = tensorList(a.input(0));
-    if (ts.empty()) throw std::invalid_argument("stack expects a non-empty list");
-    int64_t dim = Tensor::wrapDim(a.num_in > 1 ? a.toInt(1) : 0, ts[0].dim() + 1);
-    for (Tensor& t : ts) t = t.unsqueeze(dim);
-    a.set(0, cat(ts, dim));
-  });
   // Factories: zeros/ones(size, dtype, layout, device, pin_memory)
   for (auto [name, value] : {std::pair{"aten::zeros", 0.0}, {"aten::ones", 1.0}}) {
     double v = value;
