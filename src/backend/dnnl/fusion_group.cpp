@@ -220,7 +220,7 @@ LLGA_REGISTER_PATTERN_KERNEL(batchnorm_post_ops,
 LLGA_REGISTER_PATTERN_KERNEL(pool_post_ops, "pooling, then its chain (llga chain)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(layernorm_post_ops, "layer_norm or group_norm, then its chain (llga chain)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(softmax_post_ops, "softmax, then its chain (llga chain)", makeChainKernel);
-LLGA_REGISTER_PATTERN_KERNEL(concat, "dnnl concat (channels-last parts stay so)", makeChainKernel);
+LLGA_REGISTER_PATTERN_KERNEL(concat, "row copies of the parts (channels-last parts stay so)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(binary_post_ops, "binary, then its chain (llga chain)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(eltwise_post_ops, "eltwise, then its chain (llga chain)", makeChainKernel);
 
