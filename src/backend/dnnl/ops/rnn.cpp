@@ -323,11 +323,14 @@ class RnnKernel final : public Kernel {
       std::string impl;
       switch (c.cell) {
         case Cell::Lstm: {
+          // The projection's weights plain (ldio): oneDNN 2.6 may choose its
+          // packed format for them (AVX2, T = 1, N = 2), and its reorder into
+          // that format crashes.
           dnnl::lstm_forward::desc d =
               c.P == c.H ? dnnl::lstm_forward::desc(fwd, dir, le.src_md, le.iter_md, le.iter_c_md, wl_any, wi_any, le.bias_md,
                                                     le.dst_md, le.iter_md, le.iter_c_md)
                          : dnnl::lstm_forward::desc(fwd, dir, le.src_md, le.iter_md, le.iter_c_md, wl_any, wi_any, memory::desc(),
-                                                    memory::desc({1, c.dirs, c.H, c.P}, f32, tag::any), le.bias_md, le.dst_md,
+                                                    memory::desc({1, c.dirs, c.H, c.P}, f32, tag::ldio), le.bias_md, le.dst_md,
                                                     le.iter_md, le.iter_c_md);
           dnnl::lstm_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
           le.wl_md = pd.weights_layer_desc();
