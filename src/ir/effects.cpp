@@ -71,32 +71,52 @@ bool writesInput(const Node& n, size_t input) {
   return (!n.blocks().empty() || n.subgraph() != nullptr) && containsInPlace(n);
 }
 
+namespace {
+
+// The first use, of v or of anything that may share memory with it, for
+// which `hit` holds; null if none. Follows views and aliases forward, into
+// nested blocks (block parameters, where they read it directly) and out of
+// them (a nested block returning an alias makes its node's results aliases:
+// all of them, conservatively).
+template <typename Hit>
+const Use* findAliasUse(const Value& v, Hit hit) {
+  std::unordered_set<const Value*> aliases{&v};
+  std::vector<const Value*> work{&v};
+  auto add = [&](const Value* x) {
+    if (aliases.insert(x).second) work.push_back(x);
+  };
+  while (!work.empty()) {
+    const Value* x = work.back();
+    work.pop_back();
+    for (const Use& u : x->uses()) {
+      if (hit(u)) return &u;
+      const Block* owner = u.user->owningBlock();
+      if (owner && u.user == owner->returnNode() && owner->owningNode())
+        for (const Value* out : owner->owningNode()->outputs()) add(out);
+      if (!isAliasing(*u.user)) continue;
+      for (const Value* out : u.user->outputs()) add(out);
+      for (const Block* b : u.user->blocks())  // loop-carried and block parameters
+        for (const Value* p : b->inputs()) add(p);
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const Node* writerOf(const Value& v) {
+  const Use* u = findAliasUse(v, [](const Use& u) { return writesInput(*u.user, u.offset); });
+  return u ? u->user : nullptr;
+}
+
+bool reachesGraphOutput(const Value& v) {
+  const Node* ret = v.owningGraph()->block()->returnNode();
+  return findAliasUse(v, [ret](const Use& u) { return u.user == ret; }) != nullptr;
+}
+
 std::vector<const Node*> inputWriters(const Graph& g) {
   std::vector<const Node*> written;
-  for (const Value* in : g.inputs()) {
-    // Everything that may share memory with `in`, following views and
-    // aliases forward (into nested blocks too, where they read it directly).
-    std::unordered_set<const Value*> aliases{in};
-    std::vector<const Value*> work{in};
-    const Node* w = nullptr;
-    while (!work.empty() && !w) {
-      const Value* v = work.back();
-      work.pop_back();
-      for (const Use& u : v->uses()) {
-        if (writesInput(*u.user, u.offset)) {
-          w = u.user;
-          break;
-        }
-        if (!isAliasing(*u.user)) continue;
-        for (const Value* out : u.user->outputs())
-          if (aliases.insert(out).second) work.push_back(out);
-        for (const Block* b : u.user->blocks())  // loop-carried and block parameters
-          for (const Value* p : b->inputs())
-            if (aliases.insert(p).second) work.push_back(p);
-      }
-    }
-    written.push_back(w);
-  }
+  for (const Value* in : g.inputs()) written.push_back(writerOf(*in));
   return written;
 }
 

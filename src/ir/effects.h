@@ -22,6 +22,11 @@ bool isAliasing(const Node& n);
 // (aten::add_, copy_, index_put_, ...), and fusion groups or control flow
 // containing one (conservatively: every input of such a node).
 bool writesInput(const Node& n, size_t input);
+// A node that may write into v's memory, directly or through a view or alias
+// of it, or null.
+const Node* writerOf(const Value& v);
+// Whether the graph returns v or a view or alias of it.
+bool reachesGraphOutput(const Value& v);
 // For each graph input: a node that may write into its memory, directly or
 // through a view or alias of it, or null. What the caller hands over for
 // such an input must be writeable and must not have overlapping elements.

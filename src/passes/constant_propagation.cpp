@@ -1,8 +1,16 @@
-// constant-propagation: evaluates pure nodes whose inputs are all non-tensor
-// constants (with the pass context's evaluator) and replaces them by constants; inlines the
-// taken block of a prim::If whose condition is constant. Repeats to a fixed
-// point (bounded). Tensor results are left alone.
+// constant-propagation: evaluates pure nodes whose inputs are all constants
+// (with the pass context's evaluator) and replaces them by constants; inlines
+// the taken block of a prim::If whose condition is constant. Repeats to a
+// fixed point (bounded).
+//
+// Tensor results fold too, up to PassContext::fold_tensor_bytes each, from
+// tensor constants and lists of them, when their size is known before
+// evaluating, nothing writes into them (or into a view of them), and the graph
+// does not return them: the caller owns what a call returns, and a constant
+// would be the same buffer every call. Views of a constant input are not
+// folded (free at run time anyway).
 #include "ir/effects.h"
+#include "ir/strides.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 
@@ -45,27 +53,70 @@ class ConstantPropagation final : public Pass {
     n->destroy();
   }
 
-  static bool foldable(const Node& n) {
+  // A tensor result that may become a constant: see the header.
+  bool foldableTensor(const Value& o) const {
+    const size_t limit = context().fold_tensor_bytes;
+    if (!limit) return false;
+    const TensorInfo& info = o.type()->tensorInfo();
+    std::optional<std::vector<int64_t>> sizes = info.concreteSizes();
+    if (!info.dtype || !sizes) return false;
+    size_t bytes = scalarTypeSize(*info.dtype);
+    for (int64_t s : *sizes) bytes *= static_cast<size_t>(std::max<int64_t>(s, 0));
+    return bytes <= limit && !writerOf(o) && !reachesGraphOutput(o);
+  }
+
+  bool foldable(const Node& n) const {
     if (n.kind() == prim::Constant || n.kind() == prim::GetAttr || !n.blocks().empty() || hasSideEffects(n)) return false;
     if (n.outputs().empty()) return false;
     for (const Value* o : n.outputs()) {
-      if (o->type()->isTensor() || o->type()->kind() == TypeKind::Optional) return false;
-      if (isMutableType(*o->type()) && hasMutatingUse(*o)) return false;
+      if (o->type()->kind() == TypeKind::Optional) return false;
+      if (o->type()->isTensor()) {
+        if (!foldableTensor(*o)) return false;
+      } else if (isMutableType(*o->type()) && hasMutatingUse(*o)) {
+        return false;
+      }
     }
     return true;
+  }
+
+  // A constant input: a prim::Constant, or (with tensor folding) a list of
+  // tensor constants that is only read, never changed or passed on (lists of
+  // other constants are constants themselves once folded).
+  bool constantInput(const Value& in) const {
+    const Node& p = *in.node();
+    if (p.kind() == prim::Constant) return !in.type()->isTensor() || context().fold_tensor_bytes;
+    if (p.kind() != prim::ListConstruct || !context().fold_tensor_bytes) return false;
+    if (in.type()->kind() != TypeKind::List || !in.type()->contained().at(0)->isTensor()) return false;
+    for (const Use& u : in.uses()) {
+      const Block* b = u.user->owningBlock();
+      if (hasSideEffects(*u.user) || isAliasing(*u.user) || (b && u.user == b->returnNode())) return false;
+    }
+    for (const Value* item : p.inputs())
+      if (item->node()->kind() != prim::Constant) return false;
+    return true;
+  }
+
+  // The type of a folded tensor: the result's dtype and sizes, contiguous (as
+  // the constant is), the rest as the node's output said.
+  static TypePtr foldedType(const Value& o, const ConstantTensor& t) {
+    TensorInfo info = o.type()->tensorInfo();
+    info.dtype = t.dtype;
+    info.sizes.emplace(t.sizes.begin(), t.sizes.end());
+    info.strides = contiguousStrides(t.sizes);
+    return Type::tensor(std::move(info));
   }
 
   bool fold(Graph& g, Node* n) {
     if (!evaluator()) return false;
     for (const Value* in : n->inputs())
-      if (in->node()->kind() != prim::Constant || in->type()->isTensor()) return false;
-    std::optional<std::vector<AttrValue>> outs = evaluator()->evaluateConstant(*n);
+      if (!constantInput(*in)) return false;
+    std::optional<std::vector<AttrValue>> outs = evaluator()->evaluateConstant(*n, context().fold_tensor_bytes);
     if (!outs) return false;
     std::vector<AttrValue>& attrs = *outs;
     for (size_t i = 0; i < attrs.size(); ++i) {
       Value* o = n->output(i);
       Node* c = g.create(prim::Constant, 1);
-      c->output()->setType(o->type());
+      c->output()->setType(attrs[i].is<TensorRef>() ? foldedType(*o, *attrs[i].get<TensorRef>()) : o->type());
       if (!o->type()->isSimple("NoneType")) c->setAttr(attr::value, std::move(attrs[i]));
       c->setScope(n->scope());
       c->setSource(n->source());

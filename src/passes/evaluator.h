@@ -38,11 +38,14 @@ class Evaluator {
   // Whether the op library can run `kind` (remove-mutation turns an in-place
   // op functional only when the functional form runs).
   virtual bool supports(Symbol kind) const = 0;
-  // The outputs of `n`, all of whose inputs are non-tensor prim::Constants,
-  // as constant attributes typed as n's outputs (None: an empty AttrValue);
-  // nullopt when it cannot (no kernel, a tensor or unrepresentable result, or
-  // the op fails: it is left to fail at run time with its own message).
-  virtual std::optional<std::vector<AttrValue>> evaluateConstant(const Node& n) const = 0;
+  // The outputs of `n`, all of whose inputs are prim::Constants (or lists
+  // built of them by prim::ListConstruct), as constant attributes typed as n's
+  // outputs (None: an empty AttrValue); nullopt when it cannot (no kernel, an
+  // unrepresentable result, or the op fails: it is left to fail at run time
+  // with its own message). Tensor inputs and results only with
+  // `max_tensor_bytes` > 0: a tensor result of at most that size, in memory of
+  // its own (not a view of an input), becomes a TensorRef.
+  virtual std::optional<std::vector<AttrValue>> evaluateConstant(const Node& n, size_t max_tensor_bytes = 0) const = 0;
   // Runs `g` once on the context's example inputs (or zeros shaped by the
   // graph inputs' complete types) with its weights, and returns what every
   // tensor value was (dtype, sizes, strides), merged over the times a value

@@ -47,6 +47,9 @@ struct PassContext {
   // propagation, propagate-shapes, remove-mutation's op lookup).
   std::shared_ptr<const Evaluator> evaluator;
   ShapeSource shapes = ShapeSource::Infer;
+  // constant-propagation folds a tensor result of at most this many bytes
+  // (emformer's attention mask: zeros, ones, cat of constants); 0: none.
+  size_t fold_tensor_bytes = size_t{64} << 10;
 };
 
 // An op a pass left outside partitions, and why. Typed, so that Python,

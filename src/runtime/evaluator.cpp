@@ -1,5 +1,6 @@
 #include "runtime/evaluator.h"
 
+#include <cstring>
 #include <stdexcept>
 
 #include "passes/pass.h"
@@ -76,10 +77,37 @@ class RuntimeEvaluator final : public Evaluator {
  public:
   bool supports(Symbol kind) const override { return OpRegistry::global().find(kind) != nullptr; }
 
-  std::optional<std::vector<AttrValue>> evaluateConstant(const Node& n) const override {
+  std::optional<std::vector<AttrValue>> evaluateConstant(const Node& n, size_t max_tensor_bytes) const override {
+    const bool tensors = max_tensor_bytes > 0;
     std::vector<RtValue> inputs;
+    std::vector<const Storage*> input_storage;  // of tensor inputs: a result there is a view, not folded
+    bool approximate = false;
+    auto constant = [&](const Node& c) -> std::optional<RtValue> {
+      const AttrValue* a = c.kind() == prim::Constant ? c.attributes().find(attr::value) : nullptr;
+      if (a && a->is<TensorRef>()) {
+        const ConstantTensor& t = *a->get<TensorRef>();
+        if (!tensors || !t.hasData()) return std::nullopt;
+        approximate |= t.approximate;
+        RtValue v(tensorFromConstant(t));
+        input_storage.push_back(v.tensor().storage().get());
+        return v;
+      }
+      return constantValue(c);
+    };
     for (const Value* in : n.inputs()) {
-      auto c = constantValue(*in->node());
+      const Node& p = *in->node();
+      std::optional<RtValue> c;
+      if (tensors && p.kind() == prim::ListConstruct) {  // [c0, c1, ...] of constants
+        std::vector<RtValue> items;
+        for (const Value* item : p.inputs()) {
+          auto v = constant(*item->node());
+          if (!v) return std::nullopt;
+          items.push_back(std::move(*v));
+        }
+        c = makeList(std::move(items));
+      } else {
+        c = constant(p);
+      }
       if (!c) return std::nullopt;
       inputs.push_back(std::move(*c));
     }
@@ -97,7 +125,22 @@ class RuntimeEvaluator final : public Evaluator {
         attrs.emplace_back();
         continue;
       }
-      auto a = toAttr((*outs)[i], *o->type());
+      const RtValue& v = (*outs)[i];
+      if (v.isTensor()) {
+        if (!tensors || v.tensor().isBlocked()) return std::nullopt;
+        const Tensor t = v.tensor();
+        const size_t bytes = static_cast<size_t>(t.numel()) * scalarTypeSize(t.dtype());
+        for (const Storage* s : input_storage)
+          if (t.storage().get() == s) return std::nullopt;  // a view of an input: free at run time anyway
+        if (bytes > max_tensor_bytes) return std::nullopt;
+        auto c = ConstantTensor::owned(t.dtype(), std::vector<int64_t>(t.sizes().begin(), t.sizes().end()));
+        const Tensor dense = t.contiguous();
+        if (bytes) std::memcpy(c->data, dense.data(), bytes);
+        c->approximate = approximate;
+        attrs.emplace_back(TensorRef(std::move(c)));
+        continue;
+      }
+      auto a = toAttr(v, *o->type());
       if (!a) return std::nullopt;
       attrs.push_back(std::move(*a));
     }

@@ -167,7 +167,8 @@ class SharedWeight(nn.Module):
 
     def forward(self, x):
         y = torch.relu(torch.nn.functional.conv2d(x, self.w, padding=1))
-        return torch.nn.functional.conv2d(x, self.v) * 0.5, y + self.w.sum()
+        # w * x.mean(): an outside read that depends on the input (w.sum() alone folds at compile time)
+        return torch.nn.functional.conv2d(x, self.v) * 0.5, y + (self.w * x.mean()).sum()
 
 
 def test_a_weight_still_read_elsewhere_is_kept_and_the_callers_arrays_are_let_go():
