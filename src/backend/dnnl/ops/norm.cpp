@@ -23,7 +23,9 @@ Tensor f32Contiguous(const Tensor& t) { return t.to(ScalarType::Float).contiguou
 struct NormEntry {
   dnnl::primitive prim;
   memory::desc md, scratch_md;
+  memory::desc param_md;  // layer_norm's scale and shift: n floats
   std::string impl;
+  SharedBoundArgs bound;  // layer_norm's and softmax's arguments from call to call
 };
 
 // Takes x in any dense order (channels-last from convolutions) and, when its
@@ -104,15 +106,18 @@ Tensor layerNormImpl(ExecContext& ctx, const Tensor& x, int64_t n, const std::op
   auto e = cache.get(key, [&] {
     NormEntry ne;
     ne.md = plainDesc(x2);
+    ne.param_md = memory::desc({n}, memory::data_type::f32, memory::format_tag::a);
     dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, eps, fl);
     ne.prim = makePrimitive<dnnl::layer_normalization_forward>(d, ne.scratch_md);
     return ne;
   });
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(x2, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)}};
-  Tensor wc, bc;
-  if (w) { wc = f32Contiguous(*w).view({n}); args[DNNL_ARG_SCALE] = wrap(wc); }
-  if (b) { bc = f32Contiguous(*b).view({n}); args[DNNL_ARG_SHIFT] = wrap(bc); }
-  execute(ctx, e->prim, e->scratch_md, std::move(args));
+  Tensor wc = w ? f32Contiguous(*w).view({n}) : Tensor(), bc = b ? f32Contiguous(*b).view({n}) : Tensor();
+  SharedBoundArgs::Lease args = e->bound.lease();
+  args->bind(DNNL_ARG_SRC, e->md, x2.data());
+  args->bind(DNNL_ARG_DST, e->md, out.data());
+  if (w) args->bind(DNNL_ARG_SCALE, e->param_md, wc.data());
+  if (b) args->bind(DNNL_ARG_SHIFT, e->param_md, bc.data());
+  args->execute(ctx, e->prim, e->scratch_md);
   return out.view(x.sizes());
 }
 
@@ -139,7 +144,10 @@ Tensor softmaxImpl(ExecContext& ctx, Tensor x, int64_t dim, bool log, PrimitiveC
       }
       return ne;
     });
-    execute(ctx, e->prim, e->scratch_md, {{DNNL_ARG_SRC, wrap(x, e->md)}, {DNNL_ARG_DST, wrap(out, e->md)}});
+    SharedBoundArgs::Lease args = e->bound.lease();
+    args->bind(DNNL_ARG_SRC, e->md, x.data());
+    args->bind(DNNL_ARG_DST, e->md, out.data());
+    args->execute(ctx, e->prim, e->scratch_md);
   }
   return scalar ? out.view({}) : out;
 }
