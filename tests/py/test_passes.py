@@ -230,3 +230,29 @@ def test_batch_norm_before_an_unpadded_conv_folds_into_it():
     assert c.graph.node_counts().get("aten::batch_norm") == 1
     notes = [n for r in c.passes if r.name == "fold-batchnorm" for n in r.notes]
     assert len(notes) == 1 and "nor is its reader an unpadded conv" in notes[0], notes
+
+
+class _ConstantMask(torch.nn.Module):
+    """A mask built from constants (emformer's blocks of ones and zeros), and
+    a zeros tensor the model also returns."""
+
+    def forward(self, x):
+        z = torch.zeros(2, 3)
+        mask = (1 - torch.cat([torch.ones(2, 1), torch.zeros(2, 2)], 1)).to(torch.bool)
+        return x.masked_fill(mask, -1.0) + z, z
+
+
+def test_small_constant_tensors_fold_but_returned_ones_stay_fresh():
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        c = llga.optimize(torch.jit.trace(_ConstantMask(), x))
+        want = _ConstantMask()(x)
+    text = str(c.graph)
+    assert "aten::cat" not in text and "aten::ones" not in text and "aten::rsub" not in text, text
+    assert text.count("aten::zeros") == 1, text  # the returned one: each call's own buffer
+    y, z = c(x.numpy())
+    np.testing.assert_array_equal(y, want[0].numpy())
+    z[...] = 5.0  # the caller owns what it got back
+    y2, z2 = c(x.numpy())
+    np.testing.assert_array_equal(z2, np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(y2, want[0].numpy())
