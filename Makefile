@@ -111,10 +111,12 @@ test-ops-long: build
 # Every torchvision model (torchvision.models.list_models(): classification, quantizable in float
 # form, segmentation, detection, video, optical flow): every dump PyTorch prints for it (traced and
 # scripted, graph/inlined/frozen; cached in build/tv-dumps) parses and round-trips, then each model
-# runs against PyTorch (parity, time, partitions, heavy ops outside) into docs/zoo.md.
+# runs against PyTorch (parity, time, partitions, heavy ops outside) into docs/zoo.md. Each row is
+# also appended to build/zoo-rows.jsonl as it finishes: `make test-zoo ZOO_ARGS=--resume` goes on
+# from a sweep that was cut off (hours on 2 cores).
 test-zoo: build
 	LLGA_ZOO=all $(PY) -m pytest -q tests/py/test_tv_dumps.py
-	$(PY) scripts/zoo_sweep.py --write docs/zoo.md
+	$(PY) scripts/zoo_sweep.py --rows $(BUILD)/zoo-rows.jsonl --write docs/zoo.md $(ZOO_ARGS)
 
 # The coverage models (torchaudio, recurrent, transformer decoders) against PyTorch and ONNX Runtime.
 bench-coverage: build

