@@ -65,7 +65,7 @@ class ConstantPropagation final : public Pass {
     return bytes <= limit && !writerOf(o) && !reachesGraphOutput(o);
   }
 
-  bool foldable(const Node& n) const {
+  bool foldableResults(const Node& n) const {
     if (n.kind() == prim::Constant || n.kind() == prim::GetAttr || !n.blocks().empty() || hasSideEffects(n)) return false;
     if (n.outputs().empty()) return false;
     for (const Value* o : n.outputs()) {
@@ -106,10 +106,15 @@ class ConstantPropagation final : public Pass {
     return Type::tensor(std::move(info));
   }
 
+  // n's inputs are constants (checked first: cheap) and its results may fold.
+  bool foldable(const Node& n) const {
+    for (const Value* in : n.inputs())
+      if (!constantInput(*in)) return false;
+    return foldableResults(n);
+  }
+
   bool fold(Graph& g, Node* n) {
     if (!evaluator()) return false;
-    for (const Value* in : n->inputs())
-      if (!constantInput(*in)) return false;
     std::optional<std::vector<AttrValue>> outs = evaluator()->evaluateConstant(*n, context().fold_tensor_bytes);
     if (!outs) return false;
     std::vector<AttrValue>& attrs = *outs;
