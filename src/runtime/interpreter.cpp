@@ -23,7 +23,7 @@ std::string describeValue(const RtValue& v) {
 
 }  // namespace
 
-void Plan::runProfiled(const Instr& ins, const KernelArgs& a) const {
+void runKernelProfiled(const Node& node, const std::string& pattern, int partition, Kernel& kernel, const KernelArgs& a) {
   Profiler& prof = *Profiler::active();
   ProfileEvent e;
   const bool details = prof.wantsDetails();
@@ -33,21 +33,21 @@ void Plan::runProfiled(const Instr& ins, const KernelArgs& a) const {
   e.depth = depth++;
   e.start_ns = Profiler::nowNs();
   try {
-    ins.kernel->run(a);
+    kernel.run(a);
   } catch (...) {
     --depth;
     throw;
   }
   e.dur_ns = Profiler::nowNs() - e.start_ns;
   --depth;
-  e.name = ins.node->kind().toQualString();
-  e.pattern = ins.pattern;
-  e.partition = ins.partition;
-  e.source = ins.node->source();
+  e.name = node.kind().toQualString();
+  e.pattern = pattern;
+  e.partition = partition;
+  e.source = node.source();
   if (details) {
     for (size_t i = 0; i < a.num_out; ++i) e.outputs.push_back(describeValue(*a.out[i]));
-    e.primitive = ins.kernel->primitiveKind();
-    e.kernel = ins.kernel->report();
+    e.primitive = kernel.primitiveKind();
+    e.kernel = kernel.report();
   }
   prof.record(std::move(e));
 }
@@ -123,7 +123,7 @@ void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& c
         }
         for (size_t i = 0; i < ins.out.size(); ++i) out[i] = &at(ins.out[i]);
         const KernelArgs args{in, ins.in.size(), out, ins.out.size(), ctx, plain.empty() ? ins.dying : 0};
-        if (Profiler::active()) runProfiled(ins, args);
+        if (Profiler::active()) runKernelProfiled(*ins.node, ins.pattern, ins.partition, *ins.kernel, args);
         else ins.kernel->run(args);
         if (ctx.observer) (*ctx.observer)(*ins.node, out, ins.out.size());
         break;

@@ -98,7 +98,6 @@ class Plan {
   bool readersAcceptStrided(int r, bool need_reader) const;
   void prepareCompaction() const;
   void compactConstant(int r, std::vector<RtValue>& regs) const;
-  void runProfiled(const Instr& ins, const KernelArgs& args) const;
 
   friend class PlanBuilder;
   // The registers an instruction reads, with those of its nested blocks.

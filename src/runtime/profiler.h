@@ -59,4 +59,13 @@ class Profiler {
   std::vector<ProfileEvent> events_, kernel_events_;
 };
 
+class Kernel;
+class Node;
+struct KernelArgs;
+// Runs `kernel` for `node` and records it (Profiler::active() must be set):
+// what the interpreter does for each instruction while something records, and
+// what a kernel that runs an inner op directly does for it (a partition's one
+// op), so that the inner op shows as when its own plan ran it.
+void runKernelProfiled(const Node& node, const std::string& pattern, int partition, Kernel& kernel, const KernelArgs& args);
+
 }  // namespace llga

@@ -13,8 +13,10 @@
 #include "backend/dnnl/ops/fused.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/post_ops.h"
+#include "ir/out_layouts.h"
 #include "runtime/constant_eval.h"
 #include "runtime/plan.h"
+#include "runtime/profiler.h"
 
 namespace llga {
 namespace {
@@ -37,11 +39,14 @@ Source sourceOf(const Graph& sub, const Value* v) {
   return {-1, std::move(*cv)};
 }
 
-// Anchor + post-ops in one primitive.
+// Anchor + post-ops in one primitive; or a partition's one op (`lone`: its
+// inputs and outputs plain or strided, and profiled and observed as an inner
+// op, as its own chain plan would have them).
 class FusedAnchorKernel final : public Kernel {
  public:
-  FusedAnchorKernel(std::unique_ptr<Kernel> inner, std::vector<Source> sources)
-      : inner_(std::move(inner)), sources_(std::move(sources)) {}
+  FusedAnchorKernel(std::unique_ptr<Kernel> inner, std::vector<Source> sources, const Node* lone = nullptr,
+                    std::shared_ptr<const Graph> sub = nullptr)
+      : inner_(std::move(inner)), sources_(std::move(sources)), sub_(std::move(sub)), lone_(lone), blocked_(lone == nullptr) {}
 
   void run(const KernelArgs& a) override {
     std::array<RtValue*, 32> in_small;  // no allocation per call for the usual few arguments
@@ -56,10 +61,16 @@ class FusedAnchorKernel final : public Kernel {
     uint64_t dying = 0;  // the group's dying inputs, at their positions in the anchor's arguments
     for (size_t k = 0; k < sources_.size() && k < 64; ++k)
       if (sources_[k].input >= 0 && a.inputDies(static_cast<size_t>(sources_[k].input))) dying |= uint64_t{1} << k;
-    inner_->run(KernelArgs{in, sources_.size(), a.out, a.num_out, a.ctx, dying});
+    const KernelArgs args{in, sources_.size(), a.out, a.num_out, a.ctx, dying};
+    if (!lone_) return inner_->run(args);
+    if (Profiler::active()) runKernelProfiled(*lone_, "", -1, *inner_, args);
+    else inner_->run(args);
+    if (a.ctx.observer) (*a.ctx.observer)(*lone_, a.out, a.num_out);
   }
-  bool acceptsBlocked(size_t input) const override { return everyUse(input, &Kernel::acceptsBlocked); }
-  void allowBlockedOutput(size_t output) override { inner_->allowBlockedOutput(output); }
+  bool acceptsBlocked(size_t input) const override { return blocked_ && everyUse(input, &Kernel::acceptsBlocked); }
+  void allowBlockedOutput(size_t output) override {
+    if (blocked_) inner_->allowBlockedOutput(output);
+  }
   bool acceptsStrided(size_t input) const override { return everyUse(input, &Kernel::acceptsStrided); }
   void allowStridedOutput(size_t output) override { inner_->allowStridedOutput(output); }
   KernelReport report() const override { return inner_->report(); }
@@ -88,6 +99,9 @@ class FusedAnchorKernel final : public Kernel {
 
   std::unique_ptr<Kernel> inner_;
   std::vector<Source> sources_;
+  std::shared_ptr<const Graph> sub_;  // holds lone_
+  const Node* lone_;
+  bool blocked_;
 };
 
 // The subgraph's ops, one after the other.
@@ -179,7 +193,36 @@ std::unique_ptr<Kernel> makeAnchorChainKernel(const Node& group, bool conv) {
   return std::make_unique<FusedAnchorKernel>(std::move(inner), std::move(sources));
 }
 
-std::unique_ptr<Kernel> makeChainKernel(const Node& group) { return std::make_unique<ChainKernel>(subgraphOf(group)); }
+// The subgraph's only op, run directly with the group's arguments (a lone
+// pooling, layer_norm or concat: a plan of its own costs ~3 us a call), if it
+// has one op, which returns the group's outputs and reads only group inputs
+// and non-tensor constants.
+std::unique_ptr<Kernel> makeLoneOpKernel(const std::shared_ptr<Graph>& sub_ptr) {
+  const Graph& sub = *sub_ptr;
+  std::vector<const Node*> ops = opsOf(sub);
+  if (ops.size() != 1 || ops[0]->outputs().size() != sub.outputs().size()) return nullptr;
+  const Node& op = *ops[0];
+  for (size_t i = 0; i < op.outputs().size(); ++i)
+    if (op.output(i) != sub.outputs()[i]) return nullptr;
+  std::vector<Source> sources;
+  for (const Value* in : op.inputs()) {
+    if (in->node()->kind() == prim::Constant && in->type()->isTensor()) return nullptr;
+    sources.push_back(sourceOf(sub, in));
+  }
+  const OpDef* def = OpRegistry::global().find(op.kind());
+  if (!def) return nullptr;
+  std::unique_ptr<Kernel> k = def->make(op);
+  const std::vector<OutLayout> layouts = outLayouts(op);  // as a plan would apply them
+  for (size_t j = 0; j < layouts.size(); ++j)
+    if (layouts[j].strided) k->allowStridedOutput(j);
+  return std::make_unique<FusedAnchorKernel>(std::move(k), std::move(sources), &op, sub_ptr);
+}
+
+std::unique_ptr<Kernel> makeChainKernel(const Node& group) {
+  std::shared_ptr<Graph> sub = subgraphOf(group);
+  if (std::unique_ptr<Kernel> lone = makeLoneOpKernel(sub)) return lone;
+  return std::make_unique<ChainKernel>(std::move(sub));
+}
 
 std::unique_ptr<Kernel> makeBatchNormKernel(const Node& group) {
   std::shared_ptr<Graph> sub = subgraphOf(group);
