@@ -156,6 +156,17 @@ dnnl::memory temporary(const dnnl::memory::desc& md, Tensor& keep) {
   return dnnl::memory(md, cpuEngine(), keep.data());
 }
 
+void addBlockedToKey(std::vector<int64_t>& key, const dnnl::memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  const auto& b = d.format_desc.blocking;
+  key.push_back(-2 - d.format_kind);  // apart from any size or stride
+  key.insert(key.end(), d.padded_dims, d.padded_dims + d.ndims);
+  key.insert(key.end(), b.strides, b.strides + d.ndims);
+  key.push_back(b.inner_nblks);
+  key.insert(key.end(), b.inner_blks, b.inner_blks + b.inner_nblks);
+  key.insert(key.end(), b.inner_idxs, b.inner_idxs + b.inner_nblks);
+}
+
 std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md, bool weights) {
   return std::make_shared<const DnnlLayout>(md, layoutName(md, weights));
 }

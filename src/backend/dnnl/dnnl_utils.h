@@ -64,6 +64,8 @@ inline const dnnl::memory::desc& blockedDesc(const Tensor& t) {
   return static_cast<const DnnlLayout&>(*t.blockedLayout()).md;
 }
 std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md, bool weights = false);  // named as layoutName
+// Appends a blocked descriptor's layout (strides, inner blocks, padded dims) to a primitive cache key.
+void addBlockedToKey(std::vector<int64_t>& key, const dnnl::memory::desc& md);
 // oneDNN's name-like spelling of a layout: "nchw", "nhwc", "nChw16c" (for
 // weights, "OIhw16i16o"), from the blocking strides and inner blocks.
 std::string layoutName(const dnnl::memory::desc& md, bool weights = false);

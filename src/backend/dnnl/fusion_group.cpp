@@ -39,14 +39,15 @@ Source sourceOf(const Graph& sub, const Value* v) {
   return {-1, std::move(*cv)};
 }
 
-// Anchor + post-ops in one primitive; or a partition's one op (`lone`: its
-// inputs and outputs plain or strided, and profiled and observed as an inner
-// op, as its own chain plan would have them).
+// Anchor + post-ops in one primitive; or a partition's one op (`lone`:
+// profiled and observed as an inner op, as its own chain plan would have it;
+// its inputs and outputs blocked where the op's kernel takes them so, as a
+// pooling does).
 class FusedAnchorKernel final : public Kernel {
  public:
   FusedAnchorKernel(std::unique_ptr<Kernel> inner, std::vector<Source> sources, const Node* lone = nullptr,
                     std::shared_ptr<const Graph> sub = nullptr)
-      : inner_(std::move(inner)), sources_(std::move(sources)), sub_(std::move(sub)), lone_(lone), blocked_(lone == nullptr) {}
+      : inner_(std::move(inner)), sources_(std::move(sources)), sub_(std::move(sub)), lone_(lone) {}
 
   void run(const KernelArgs& a) override {
     std::array<RtValue*, 32> in_small;  // no allocation per call for the usual few arguments
@@ -67,10 +68,8 @@ class FusedAnchorKernel final : public Kernel {
     else inner_->run(args);
     if (a.ctx.observer) (*a.ctx.observer)(*lone_, a.out, a.num_out);
   }
-  bool acceptsBlocked(size_t input) const override { return blocked_ && everyUse(input, &Kernel::acceptsBlocked); }
-  void allowBlockedOutput(size_t output) override {
-    if (blocked_) inner_->allowBlockedOutput(output);
-  }
+  bool acceptsBlocked(size_t input) const override { return everyUse(input, &Kernel::acceptsBlocked); }
+  void allowBlockedOutput(size_t output) override { inner_->allowBlockedOutput(output); }
   bool acceptsStrided(size_t input) const override { return everyUse(input, &Kernel::acceptsStrided); }
   void allowStridedOutput(size_t output) override { inner_->allowStridedOutput(output); }
   KernelReport report() const override { return inner_->report(); }
@@ -101,7 +100,6 @@ class FusedAnchorKernel final : public Kernel {
   std::vector<Source> sources_;
   std::shared_ptr<const Graph> sub_;  // holds lone_
   const Node* lone_;
-  bool blocked_;
 };
 
 // The subgraph's ops, one after the other.

@@ -34,9 +34,23 @@ Shape param(Shape v, size_t n, const Shape& dflt, const char* what) {
 struct PoolEntry {
   dnnl::pooling_v2_forward prim;
   memory::desc src_md, dst_md, scratch_md;
+  memory::desc x_md;          // x's own plain descriptor, when src_md is a blocked copy of it
+  bool reorder_src = false;   // x is reordered into src_md first
+  bool blocked_dst = false;   // dst_md is a blocked layout (dst_layout)
+  std::shared_ptr<const BlockedLayout> dst_layout;
   std::string impl;  // "jit:avx512_core"
   SharedBoundArgs bound;
 };
+
+bool isRef(const std::string& impl) { return impl.rfind("ref", 0) == 0 || impl.rfind("simple", 0) == 0; }
+
+// oneDNN's channel-blocked layouts for a rank-4 or rank-5 activation, widest first.
+std::vector<memory::format_tag> blockedTags(int64_t rank) {
+  using tag = memory::format_tag;
+  if (rank == 4) return {tag::nChw16c, tag::nChw8c};
+  if (rank == 5) return {tag::nCdhw16c, tag::nCdhw8c};
+  return {};
+}
 
 // What a pooling kernel ran on its latest call, for report().
 struct PoolTrace {
@@ -51,35 +65,74 @@ struct PoolTrace {
   }
 };
 
-// `follow`: the output may take x's dimension order (channels-last in, channels-last out).
+// `follow`: the output may take x's dimension order (channels-last in, channels-last out);
+// `keep_blocked`: it may stay in a blocked layout.
+//
+// A blocked x (from a convolution that kept its layout) is pooled blocked:
+// oneDNN's jit kernels take it. A plain NCHW x, where oneDNN has only its
+// scalar simple_nchw or reference kernel (every AVX2 CPU: googlenet's
+// max-pools after its concats, 4-9 ms each), is reordered into a blocked
+// copy first: one pass over x instead of a scalar loop over every window.
 Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor& x, const PoolGeom& g,
-                   dnnl::algorithm alg, bool follow, PoolTrace* trace = nullptr) {
+                   dnnl::algorithm alg, bool follow, bool keep_blocked, PoolTrace* trace = nullptr) {
   Shape out_shape(x.sizes().begin(), x.sizes().begin() + 2);
   out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
-  // The primitive runs with src and dst in the same order (mixed orders fall to
-  // oneDNN's slow reference kernels); a caller that needs contiguous gets a copy.
-  Tensor out = Tensor::emptyLike(ScalarType::Float, out_shape, x);
   thread_local std::vector<int64_t> key;  // reused: no allocation per call
   key.clear();
   addToKey(key, x);
+  if (x.isBlocked()) addBlockedToKey(key, blockedDesc(x));
   for (const Shape* s : {&g.kernel, &g.stride, &g.pad_l, &g.pad_r, &g.dilation}) key.insert(key.end(), s->begin(), s->end());
   key.push_back(static_cast<int64_t>(alg));
+  key.push_back(follow);
   auto e = cache.get(key, [&] {
     PoolEntry pe;
-    pe.src_md = plainDesc(x);
-    pe.dst_md = plainDesc(out);
     memory::dims dil(g.dilation.size());
     for (size_t i = 0; i < dil.size(); ++i) dil[i] = g.dilation[i] - 1;
-    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, pe.src_md, pe.dst_md, g.stride, g.kernel,
-                                     dil, g.pad_l, g.pad_r);
-    pe.prim = makePrimitive<dnnl::pooling_v2_forward>(d, pe.scratch_md, &pe.impl);
+    auto make = [&](const memory::desc& src, const memory::desc& dst) {
+      dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src, dst, g.stride, g.kernel, dil,
+                                       g.pad_l, g.pad_r);
+      return dnnl::pooling_v2_forward::primitive_desc(d, scratchpadAttr(), cpuEngine());
+    };
+    const memory::desc any(out_shape, memory::data_type::f32, memory::format_tag::any);
+    std::optional<dnnl::pooling_v2_forward::primitive_desc> pd;
+    if (x.isBlocked()) {
+      pe.src_md = blockedDesc(x);
+      pd = make(pe.src_md, any);
+    } else {
+      // src and dst in the same order (mixed orders fall to oneDNN's slow reference kernels)
+      pe.src_md = pe.x_md = plainDesc(x);
+      pd = make(pe.src_md, plainDesc(Tensor::emptyLike(ScalarType::Float, out_shape, x)));
+      for (memory::format_tag t : isRef(implName(*pd)) ? blockedTags(x.dim()) : std::vector<memory::format_tag>{}) {
+        const memory::desc src(x.sizes(), memory::data_type::f32, t);
+        auto blocked = make(src, any);
+        if (isRef(implName(blocked))) continue;
+        pd = blocked, pe.src_md = src, pe.reorder_src = true;
+        break;
+      }
+    }
+    pe.dst_md = pd->dst_desc();
+    pe.blocked_dst = pe.dst_md.data.format_kind == dnnl_blocked && pe.dst_md.data.format_desc.blocking.inner_nblks > 0;
+    if (pe.blocked_dst) pe.dst_layout = makeLayout(pe.dst_md);
+    pe.scratch_md = pd->scratchpad_desc();
+    pe.impl = implName(*pd);
+    pe.prim = dnnl::pooling_v2_forward(*pd);
     return pe;
   });
   if (trace) trace->last.store(e);
   SharedBoundArgs::Lease args = e->bound.lease();
-  args->bind(DNNL_ARG_SRC, e->src_md, x.data());
+  Tensor src_buf;  // x in the blocked layout, for this call
+  if (e->reorder_src) {
+    reorder(ctx, wrap(x, e->x_md), temporary(e->src_md, src_buf));
+    args->bind(DNNL_ARG_SRC, e->src_md, src_buf.data());
+  } else {
+    args->bind(DNNL_ARG_SRC, e->src_md, x.data());
+  }
+  Tensor out = e->blocked_dst ? Tensor::blocked(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, out_shape,
+                                                e->dst_layout)
+                              : Tensor::emptyLike(ScalarType::Float, out_shape, x);
   args->bind(DNNL_ARG_DST, e->dst_md, out.data());
   args->execute(ctx, e->prim, e->scratch_md);
+  if (out.isBlocked()) return keep_blocked ? out : toPlain(ctx, out);
   return follow ? out : out.contiguous();
 }
 
@@ -109,20 +162,21 @@ std::optional<Tensor> splitGlobalPool(ExecContext& ctx, PrimitiveCache<PoolEntry
   Tensor pieces = x.asStrided({n * t, c, h / t, w}, {(h / t) * w * c, 1, w * c, c}, x.offset());
   PoolGeom g1{{h / t, w}, {h / t, w}, {0, 0}, {0, 0}, {1, 1}, {1, 1}};
   // [n*t, c, 1, 1], dense either way; the trace shows this stage (the one reading x)
-  Tensor partial = runPoolOnce(ctx, cache, pieces, g1, alg, true, &trace);
+  Tensor partial = runPoolOnce(ctx, cache, pieces, g1, alg, true, false, &trace);
   // Stage 2: the partials as [n, c, t, 1] channels-last.
   Tensor rows = partial.asStrided({n, c, t, 1}, {t * c, 1, c, c}, partial.offset());
   PoolGeom g2{{t, 1}, {t, 1}, {0, 0}, {0, 0}, {1, 1}, {1, 1}};
-  Tensor out = runPoolOnce(ctx, cache, rows, g2, alg, follow);
+  Tensor out = runPoolOnce(ctx, cache, rows, g2, alg, follow, false);
   trace.chunks.store(t, std::memory_order_relaxed);
   return out;
 }
 
 Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor& x, const PoolGeom& g, dnnl::algorithm alg,
-               bool follow, PoolTrace& trace) {
-  if (std::optional<Tensor> r = splitGlobalPool(ctx, cache, x, g, alg, follow, trace)) return *r;
+               bool follow, bool keep_blocked, PoolTrace& trace) {
+  if (!x.isBlocked())
+    if (std::optional<Tensor> r = splitGlobalPool(ctx, cache, x, g, alg, follow, trace)) return *r;
   trace.chunks.store(0, std::memory_order_relaxed);
-  return runPoolOnce(ctx, cache, x, g, alg, follow, &trace);
+  return runPoolOnce(ctx, cache, x, g, alg, follow, keep_blocked, &trace);
 }
 
 // Reference average pooling over [N, C, *spatial] (contiguous x), PyTorch's divisor rules.
@@ -183,12 +237,15 @@ class PoolKernel final : public Kernel {
   PoolKernel(Kind k, size_t nsp) : kind_(k), nsp_(nsp) {}
   bool acceptsStrided(size_t input) const override { return input == 0; }
   void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
+  bool acceptsBlocked(size_t input) const override { return input == 0; }
+  void allowBlockedOutput(size_t output) override { keep_blocked_ = keep_blocked_ || output == 0; }
   KernelReport report() const override { return trace_.report(); }
 
   void run(const KernelArgs& a) override {
     Tensor x = a.tensor(0);
     if (x.dtype() != ScalarType::Float) throw std::invalid_argument("pooling supports float32, got " + x.describe());
     bool batched = x.dim() == static_cast<int64_t>(nsp_) + 2;
+    if (!batched && x.isBlocked()) x = toPlain(a.ctx, x);
     if (!batched && x.dim() == static_cast<int64_t>(nsp_) + 1) x = x.unsqueeze(0);
     else if (!batched) throw std::invalid_argument("pooling: unexpected input " + x.describe());
     PoolGeom g;
@@ -231,14 +288,14 @@ class PoolKernel final : public Kernel {
       sizes.insert(sizes.end(), g.out.begin(), g.out.end());
       out = Tensor::empty(ScalarType::Float, sizes);
     } else if (kind_ == Kind::Max) {
-      out = runPool(a.ctx, cache_, x, g, dnnl::algorithm::pooling_max, follow_, trace_);
+      out = runPool(a.ctx, cache_, x, g, dnnl::algorithm::pooling_max, follow_, keep_blocked_ && batched, trace_);
     } else if (divisor || (count_include_pad && beyond_padding)) {
-      out = avgPoolReference(x, g, count_include_pad, divisor);
+      out = avgPoolReference(toPlain(a.ctx, x), g, count_include_pad, divisor);
     } else {
       out = runPool(a.ctx, cache_, x, g,
                     count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                       : dnnl::algorithm::pooling_avg_exclude_padding,
-                    follow_, trace_);
+                    follow_, keep_blocked_ && batched, trace_);
     }
     a.set(0, batched ? out : out.squeeze(0));
   }
@@ -246,7 +303,8 @@ class PoolKernel final : public Kernel {
  private:
   Kind kind_;
   size_t nsp_;
-  bool follow_ = false;  // every reader takes strided tensors
+  bool follow_ = false;        // every reader takes strided tensors
+  bool keep_blocked_ = false;  // every reader takes blocked tensors
   PoolTrace trace_;
   PrimitiveCache<PoolEntry> cache_;
 };
@@ -256,11 +314,14 @@ class AdaptivePoolKernel final : public Kernel {
   AdaptivePoolKernel(bool max, size_t nsp) : max_(max), nsp_(nsp) {}
   bool acceptsStrided(size_t input) const override { return input == 0; }
   void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
+  bool acceptsBlocked(size_t input) const override { return input == 0; }
+  void allowBlockedOutput(size_t output) override { keep_blocked_ = keep_blocked_ || output == 0; }
   KernelReport report() const override { return trace_.report(); }
   void run(const KernelArgs& a) override {
     Tensor x = a.tensor(0);
     if (x.dtype() != ScalarType::Float) throw std::invalid_argument("adaptive pooling supports float32, got " + x.describe());
     bool batched = x.dim() == static_cast<int64_t>(nsp_) + 2;
+    if (!batched && x.isBlocked()) x = toPlain(a.ctx, x);
     if (!batched) x = x.unsqueeze(0);
     Shape want = param(a.intList(1), nsp_, {}, "output_size");
     PoolGeom g;
@@ -286,9 +347,9 @@ class AdaptivePoolKernel final : public Kernel {
       out = Tensor::empty(ScalarType::Float, sizes);
     } else if (even) {
       out = runPool(a.ctx, cache_, x, g, max_ ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding,
-                    follow_, trace_);
+                    follow_, keep_blocked_ && batched, trace_);
     } else if (!max_) {
-      out = adaptiveReference(x, g.out);
+      out = adaptiveReference(toPlain(a.ctx, x), g.out);
     } else {
       throw std::invalid_argument("adaptive max pooling with uneven bins is not supported");
     }
@@ -339,7 +400,8 @@ class AdaptivePoolKernel final : public Kernel {
   }
   bool max_;
   size_t nsp_;
-  bool follow_ = false;  // every reader takes strided tensors
+  bool follow_ = false;        // every reader takes strided tensors
+  bool keep_blocked_ = false;  // every reader takes blocked tensors
   PoolTrace trace_;
   PrimitiveCache<PoolEntry> cache_;
 };
