@@ -544,19 +544,26 @@ def test_conv_with_gate_operands_avoids_the_reference_kernel():
 _PERMUTED_BINARY = """
 import numpy as np, torch, llga
 
-def f(q, k, x, g, y):
+def f(q, k, x, g, y, s, m, w, bias):
     qt = q.view(25, 4, 16).transpose(0, 1)  # dense, dims in memory order 1, 0, 2 (emformer's scaled query)
     kt = k.view(25, 4, 16).transpose(0, 1)
     # convnext's layer scale: a 16x1x1 gain on an NHWC result seen as NCHW
     # (the gain's size-1 dims, permuted, looked like a blocked layout), and
     # its NCHW shortcut added to that NHWC branch
     xt = torch.tanh(x).permute(0, 3, 1, 2)
-    return qt * 0.25, qt + kt, qt - torch.arange(16.0), torch.maximum(qt, kt), g * xt, xt + y
+    # swin's shifted-window mask, shared by the heads (oneDNN's jit kernel
+    # takes it once the dims are merged: 8x3x49 + 8x1x49)
+    masked = torch.tanh(s).view(1, 8, 3, 7, 7) + m.unsqueeze(1).unsqueeze(0)
+    # and its position bias added to the attention scores (a post-op of the matmul)
+    scores = torch.matmul(s, w) + bias
+    return qt * 0.25, qt + kt, qt - torch.arange(16.0), torch.maximum(qt, kt), g * xt, xt + y, masked, scores
 
 q, k = torch.randn(25, 1, 64), torch.randn(25, 1, 64)
 x, g, y = torch.randn(1, 6, 7, 16), torch.randn(16, 1, 1), torch.randn(1, 16, 6, 7)
-c = llga.optimize(torch.jit.trace(f, (q, k, x, g, y)))
-for got, want in zip(c(q.numpy(), k.numpy(), x.numpy(), g.numpy(), y.numpy()), f(q, k, x, g, y)):
+s, m, w, bias = torch.randn(8, 3, 7, 7), torch.randn(8, 7, 7), torch.randn(8, 3, 7, 7), torch.randn(1, 3, 7, 7)
+args = (q, k, x, g, y, s, m, w, bias)
+c = llga.optimize(torch.jit.trace(f, args))
+for got, want in zip(c(*[t.numpy() for t in args]), f(*args)):
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
 print("parity ok")
 """
@@ -576,4 +583,6 @@ def test_binary_of_permuted_operands_avoids_the_reference_kernel():
     r = subprocess.run([sys.executable, "-c", _PERMUTED_BINARY], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and "parity ok" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     binaries = [l.split(",")[4] for l in r.stdout.splitlines() if l.startswith(("onednn_verbose,exec,cpu,binary", "dnnl_verbose,exec,cpu,binary"))]
-    assert len(binaries) >= 6 and not [i for i in binaries if i.startswith("ref")], binaries
+    assert len(binaries) >= 7 and not [i for i in binaries if i.startswith("ref")], binaries
+    matmuls = [l.split(",")[4] for l in r.stdout.splitlines() if l.startswith(("onednn_verbose,exec,cpu,matmul", "dnnl_verbose,exec,cpu,matmul"))]
+    assert len(matmuls) == 1 and not matmuls[0].startswith("ref"), matmuls

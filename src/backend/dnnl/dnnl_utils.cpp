@@ -76,26 +76,21 @@ dnnl::memory::data_type dnnlType(ScalarType t) {
   }
 }
 
+Shape unitDimStrides(const Shape& sizes, Shape strides) {
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] != 1) continue;
+    int64_t span = 1;
+    for (size_t e = d + 1; e < sizes.size(); ++e) span = std::max(span, strides[e] * std::max<int64_t>(sizes[e], 1));
+    strides[d] = span;
+  }
+  return strides;
+}
+
 dnnl::memory::desc plainDesc(const Tensor& t) { return plainDesc(t, t.sizes()); }
 
 dnnl::memory::desc plainDesc(const Tensor& t, const Shape& sizes) {
   if (sizes.empty()) return dnnl::memory::desc({1}, dnnlType(t.dtype()), dnnl::memory::dims{1});
-  if (sizes == t.sizes()) {
-    // The stride of a dim of size 1 addresses nothing, but oneDNN reads the
-    // layout from all strides: a permuted 96x1x1 broadcast (1x1x1x96 with
-    // strides of a transposed view) looked like `adbc` and sent a binary to
-    // the reference kernel (convnext's layer scale: 24 ms instead of 0.2).
-    // Such a dim gets the stride it would have as the outermost of the dims
-    // after it, so a row-major tensor reads as row-major.
-    Shape strides = t.strides();
-    for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
-      if (sizes[d] != 1) continue;
-      int64_t span = 1;
-      for (size_t e = d + 1; e < sizes.size(); ++e) span = std::max(span, strides[e] * sizes[e]);
-      strides[d] = span;
-    }
-    return dnnl::memory::desc(sizes, dnnlType(t.dtype()), strides);
-  }
+  if (sizes == t.sizes()) return dnnl::memory::desc(sizes, dnnlType(t.dtype()), unitDimStrides(sizes, t.strides()));
   return dnnl::memory::desc(sizes, dnnlType(t.dtype()), Tensor::contiguousStrides(sizes));
 }
 

@@ -32,7 +32,15 @@ void reorder(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst)
 
 bool hasDnnlType(ScalarType t);
 dnnl::memory::data_type dnnlType(ScalarType t);
-// A plain (strided) memory descriptor for t; rank-0 tensors become {1}.
+// The stride of a dim of size 1 addresses nothing, but oneDNN reads a layout
+// from all strides: a permuted 96x1x1 broadcast (1x1x1x96 with a transposed
+// view's strides) read as `adbc` and sent a binary to the reference kernel
+// (convnext's layer scale: 24 ms instead of 0.1), and a matmul with such an
+// operand failed to execute. Such a dim gets the stride it would have as the
+// outermost of the dims after it, so a row-major tensor reads as row-major.
+Shape unitDimStrides(const Shape& sizes, Shape strides);
+// A plain (strided) memory descriptor for t (size-1 dims as unitDimStrides);
+// rank-0 tensors become {1}.
 dnnl::memory::desc plainDesc(const Tensor& t);
 dnnl::memory::desc plainDesc(const Tensor& t, const Shape& as_sizes);  // same strides, fewer/more dims
 // oneDNN memory over the tensor's own buffer (no copy).

@@ -75,12 +75,12 @@ void checkOperandFits(const Tensor& t, const Shape& out) {
 
 dnnl::memory::desc binaryOperandDesc(const Tensor& t, size_t dst_rank) {
   Shape dims(dst_rank - std::min<size_t>(dst_rank, static_cast<size_t>(t.dim())), 1), strides(dims.size(), 1);
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    dims.push_back(t.size(d));
-    strides.push_back(t.size(d) == 1 ? 1 : t.stride(d));
-  }
-  // Leading 1-dims get the stride of a whole tensor (any value is legal for extent 1).
-  return dnnl::memory::desc(dims, dnnlType(t.dtype()), strides);
+  dims.insert(dims.end(), t.sizes().begin(), t.sizes().end());
+  strides.insert(strides.end(), t.strides().begin(), t.strides().end());
+  // Size-1 dims (leading or broadcast) get a row-major stride: with stride 1
+  // there, swin's 1x3x49x49 position bias read as a permuted layout and its
+  // add after the attention matmul ran in oneDNN's reference kernel.
+  return dnnl::memory::desc(dims, dnnlType(t.dtype()), unitDimStrides(dims, strides));
 }
 
 }  // namespace llga

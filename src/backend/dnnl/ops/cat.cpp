@@ -58,20 +58,7 @@ void catRows(const std::vector<Tensor>& parts, int64_t dim, const std::vector<si
   }
   const size_t item = out.itemsize(), row = static_cast<size_t>(out.size(dim) * inner) * item;
   char* base = static_cast<char*>(out.data());
-  if (outer == 1 || row * static_cast<size_t>(outer) < kParallelBytes) {  // part by part
-    size_t at = 0;
-    for (const Tensor& p : parts) {
-      const size_t chunk = static_cast<size_t>(p.size(dim) * inner) * item;
-      const char* src = static_cast<const char*>(p.data());
-      if (outer == 1) copyBytes(base + at, src, chunk);
-      else
-        for (int64_t o = 0; o < outer; ++o) std::memcpy(base + static_cast<size_t>(o) * row + at, src + static_cast<size_t>(o) * chunk, chunk);
-      at += chunk;
-    }
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t o = 0; o < outer; ++o) {
+  auto copyRow = [&](int64_t o) {  // out's row o: each part's row o, one after the other
     size_t at = 0;
     for (const Tensor& p : parts) {
       const size_t chunk = static_cast<size_t>(p.size(dim) * inner) * item;
@@ -79,6 +66,19 @@ void catRows(const std::vector<Tensor>& parts, int64_t dim, const std::vector<si
                   chunk);
       at += chunk;
     }
+  };
+  if (outer == 1) {  // each part is one chunk: copyBytes shares a large one among the threads
+    size_t at = 0;
+    for (const Tensor& p : parts) {
+      const size_t chunk = static_cast<size_t>(p.size(dim) * inner) * item;
+      copyBytes(base + at, static_cast<const char*>(p.data()), chunk);
+      at += chunk;
+    }
+  } else if (row * static_cast<size_t>(outer) < kParallelBytes) {
+    for (int64_t o = 0; o < outer; ++o) copyRow(o);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < outer; ++o) copyRow(o);
   }
 }
 

@@ -20,25 +20,6 @@ namespace {
 
 using dnnl::memory;
 
-// A matmul operand's descriptor. A size-1 dim's stride addresses nothing, but
-// oneDNN's matmul reads it (sizes (1, 4, 1) with strides (4, 1, 2), an einsum's
-// view, fails to execute): give it the stride a dense layout would have there,
-// just outside the dims after it. Only here: for other primitives this would
-// rename layouts (a channels-last (1, C, H, W) becomes `hnwc`, and pooling drops
-// to oneDNN's reference kernel).
-memory::desc operandDesc(const Tensor& t) {
-  if (t.dim() == 0) return plainDesc(t);
-  Shape strides = t.strides();
-  const Shape& sizes = t.sizes();
-  for (size_t d = strides.size(); d-- > 0;) {
-    if (sizes[d] != 1) continue;
-    int64_t outer = 1;
-    for (size_t e = d + 1; e < strides.size(); ++e) outer = std::max(outer, strides[e] * std::max<int64_t>(sizes[e], 1));
-    strides[d] = outer;
-  }
-  return memory::desc(sizes, dnnlType(t.dtype()), strides);
-}
-
 struct MatmulEntry {
   dnnl::matmul prim;
   memory::desc src_md, wei_md, dst_md, wei_plain, scratch_md, bias_md;
@@ -114,12 +95,12 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     for (const Tensor& t : chain->operands) addToKey(key, t);
   auto make = [&] {
     MatmulEntry e;
-    e.src_md = operandDesc(a);
-    e.wei_plain = b.isBlocked() ? blockedDesc(b) : operandDesc(b);  // blocked: a compacted constant
+    e.src_md = plainDesc(a);  // size-1 dims as unitDimStrides: an einsum's (1, 4, 1) view failed to execute
+    e.wei_plain = b.isBlocked() ? blockedDesc(b) : plainDesc(b);  // blocked: a compacted constant
     memory::desc wei_md = constant_b && !PlainWeightsScope::active()
                               ? memory::desc(b.sizes(), memory::data_type::f32, memory::format_tag::any)
                               : e.wei_plain;
-    e.dst_md = operandDesc(out);
+    e.dst_md = plainDesc(out);
     e.bias_md = bb ? plainDesc(*bb) : memory::desc();
     dnnl::matmul::desc d(e.src_md, wei_md, e.bias_md, e.dst_md);
     if (chain)
