@@ -556,7 +556,13 @@ def f(q, k, x, g, y, s, m, w, bias):
     masked = torch.tanh(s).view(1, 8, 3, 7, 7) + m.unsqueeze(1).unsqueeze(0)
     # and its position bias added to the attention scores (a post-op of the matmul)
     scores = torch.matmul(s, w) + bias
-    return qt * 0.25, qt + kt, qt - torch.arange(16.0), torch.maximum(qt, kt), g * xt, xt + y, masked, scores
+    # mvit's relative positions added in place into a slice (a strided dst:
+    # oneDNN has only ref for it; llga's own loop runs it), and a broadcast
+    # first operand of a non-commuting op
+    attn = torch.tanh(w)
+    attn[:, :, 1:, 1:] += bias[:, :, 1:, 1:]
+    return (qt * 0.25, qt + kt, qt - torch.arange(16.0), torch.maximum(qt, kt), g * xt, xt + y, masked, scores,
+            attn, torch.arange(16.0) - qt)
 
 q, k = torch.randn(25, 1, 64), torch.randn(25, 1, 64)
 x, g, y = torch.randn(1, 6, 7, 16), torch.randn(16, 1, 1), torch.randn(1, 16, 6, 7)
