@@ -53,7 +53,7 @@ void runKernelProfiled(const Node& node, const std::string& pattern, int partiti
 }
 
 std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, const NodeObserver* observer) const {
-  applyNumThreads();
+  ThreadsScope threads;
   ExecContext ctx;
   ctx.observer = observer;
   return run(std::move(inputs), ctx);

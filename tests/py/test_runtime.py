@@ -178,3 +178,37 @@ def test_threads_setting():
             llga.set_num_threads(0)
     finally:
         llga.set_num_threads(old)
+
+
+_THREADS_AFTER_TORCH = """
+import os, torch
+torch.set_num_threads(1)  # what torch does by itself where cpuinfo counts one core
+import llga
+want = int(os.environ["OMP_NUM_THREADS"]) if os.environ.get("OMP_NUM_THREADS") else len(os.sched_getaffinity(0))
+assert llga.get_num_threads() == want, (llga.get_num_threads(), want)
+m = torch.jit.trace(torch.nn.Conv2d(3, 4, 3).eval(), torch.randn(1, 3, 8, 8))
+c = llga.optimize(m)
+c(torch.randn(1, 3, 8, 8).numpy())
+assert torch.get_num_threads() == 1, torch.get_num_threads()  # a call leaves the caller's OpenMP setting alone
+llga.set_num_threads(1)
+assert llga.get_num_threads() == 1
+print("threads ok")
+"""
+
+
+@pytest.mark.parametrize("omp", [None, "1", "3"])
+def test_default_threads_do_not_follow_torchs_setting(omp):
+    # torch lowers OpenMP's default to its count of physical cores (1 on a
+    # 2-vCPU VM): llga took that as its own default and ran every model on
+    # one thread of two. Its default is OMP_NUM_THREADS, or the CPUs the
+    # process may run on; a call does not change torch's setting.
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(llga.__file__)))
+    env.pop("OMP_NUM_THREADS", None)
+    if omp:
+        env["OMP_NUM_THREADS"] = omp
+    r = subprocess.run([sys.executable, "-c", _THREADS_AFTER_TORCH], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and "threads ok" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]

@@ -15,7 +15,7 @@ ConvThroughput convThroughput(int64_t n, int64_t c, int64_t h, int64_t w, int64_
   if (dtype != "f32" && dtype != "bf16") throw std::invalid_argument("dtype must be \"f32\" or \"bf16\", got " + dtype);
   if (n <= 0 || c <= 0 || h <= 0 || w <= 0 || oc <= 0 || k <= 0 || runs <= 0)
     throw std::invalid_argument("convThroughput: every size and the run count must be positive");
-  applyNumThreads();
+  ThreadsScope threads;
   ConvThroughput r;
   r.dtype = dtype;
   const auto dt = dtype == "f32" ? memory::data_type::f32 : memory::data_type::bf16;
