@@ -640,6 +640,8 @@ CASES = {
                                                   F.pairwise_distance(a, b, 3.0, 0.1)), lambda dt: distance_pair()),
     "aten::norm": unary(_norm),
     "aten::linalg_vector_norm": unary(_vector_norm),
+    # x.norm(dim=...) with the default p, on a transposed view too
+    "aten::frobenius_norm": unary(lambda x: (x.norm(dim=-1), x.transpose(0, -1).norm(dim=[0], keepdim=True))),
     "aten::grid_sampler": Case(_grid_sample, lambda dt: grid_args()),
     # recurrent layers, attention, encoder
     "aten::lstm": rnn(_LSTM, (2, 4)),

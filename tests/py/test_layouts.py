@@ -609,3 +609,35 @@ def test_gemm_kernel_gets_the_linear_weight_transposed():
     for e in mms:
         if e["impl"].startswith("gemm:jit"):
             assert e["weights"] == "ba", e
+
+
+_ROW_REDUCTIONS = """
+import numpy as np, torch, llga
+
+def f(x):
+    q = x.permute(2, 0, 3, 1, 4)[0]  # swin v2's q of a permuted qkv, a strided view
+    return (torch.nn.functional.normalize(q, dim=-1), q.norm(dim=-1), q.sum(-1), q.amax(-1, keepdim=True),
+            q.mean([-2, -1]), torch.linalg.vector_norm(q, 3.0, -1))
+
+x = torch.randn(4, 49, 3, 3, 32)
+c = llga.optimize(torch.jit.trace(f, x))
+for got, want in zip(c(x.numpy()), f(x)):
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+print("parity ok")
+"""
+
+
+def test_row_reductions_avoid_onednns_slow_kernels():
+    # oneDNN's lp-norm reduction has only its reference kernel (15 ms for swin
+    # v2's 64x3x49x32 q.norm(dim=-1)) and its jit sum over a short inner dim
+    # is slow too: reductions over the innermost dims run in llga's own row
+    # loop. oneDNN's log shows no reduction at all for these.
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, DNNL_VERBOSE="1", PYTHONPATH=os.path.dirname(os.path.dirname(llga.__file__)))
+    r = subprocess.run([sys.executable, "-c", _ROW_REDUCTIONS], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and "parity ok" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    reductions = [l for l in r.stdout.splitlines() if l.startswith(("onednn_verbose,exec,cpu,reduction", "dnnl_verbose,exec,cpu,reduction"))]
+    assert not reductions, reductions[:3]
