@@ -360,13 +360,14 @@ def markdown(rows) -> str:
         lines.append(f"| {r['model']} | {r['task']} | {r['form']} | {parity} | {r['llga_ms']} | {r['eager_ms']} | "
                      f"{r['ratio']} | {r['partitions']} | {outside} |")
     ok = sum(1 for r in rows if r.get("parity") and not r.get("outside"))
+    faster = sum(1 for r in rows if r.get("ratio") is not None and r["ratio"] < 1)
     by64 = sum(1 for r in rows if r.get("parity") and "vs_fp64" in r)
     commits = sorted({r.get("commit", "unknown") for r in rows})
     return "\n".join(lines) + (f"\n\n{ok} of {len(rows)} models pass (parity to 1e-4 and no heavy op outside a "
                                 f"partition); {by64} detectors of them against PyTorch in float64, where PyTorch's "
                                 f"float32 result itself was off float64 by more than 1e-4 (bound: 1e-4 or twice "
-                                f"PyTorch's float32 error, the larger). llga at "
-                                f"{', '.join(commits)}.\n")
+                                f"PyTorch's float32 error, the larger). {faster} of {len(rows)} run faster "
+                                f"than PyTorch eager (llga/eager below 1). llga at {', '.join(commits)}.\n")
 
 
 if __name__ == "__main__":

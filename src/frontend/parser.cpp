@@ -428,7 +428,15 @@ class Parser {
       lex_.error(num.pos, "cannot read a {...} constant of dtype " + std::string(scalarTypeName(dt)));
     auto t = ConstantTensor::owned(dt, {});
     double v = num.kind == Tok::Int ? static_cast<double>(parseInt(num)) : parseDouble(num);
-    storeElement(*t, 0, v, num.kind == Tok::Int ? parseInt(num) : static_cast<int64_t>(v));
+    int64_t iv = 0;  // what an integral dtype stores: an int as is, a float truncated if it fits
+    if (num.kind == Tok::Int) {
+      iv = parseInt(num);
+    } else if (!isFloatingType(dt)) {
+      if (!(std::fabs(v) < 9.2e18))  // NaN too
+        lex_.error(num.pos, "{" + std::string(num.text) + "} does not fit the constant's dtype " + std::string(scalarTypeName(dt)));
+      iv = static_cast<int64_t>(v);
+    }
+    storeElement(*t, 0, v, iv);
     t->approximate = num.kind == Tok::Float;
     t->literal = "{" + std::string(num.text) + "}";
     return t;
