@@ -541,6 +541,24 @@ def test_conv_with_gate_operands_avoids_the_reference_kernel():
     assert len(impls) == 2 and not any(i.startswith("ref") for i in impls), impls
 
 
+def _onednn_log(script):
+    """Runs `script` (which prints "parity ok") under DNNL_VERBOSE in a fresh
+    process; the implementations oneDNN ran, by primitive kind."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, DNNL_VERBOSE="1", PYTHONPATH=os.path.dirname(os.path.dirname(llga.__file__)))
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and "parity ok" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    impls = {}
+    for line in r.stdout.splitlines():
+        f = line.split(",")
+        if line.startswith(("onednn_verbose,exec,cpu,", "dnnl_verbose,exec,cpu,")) and len(f) > 4:
+            impls.setdefault(f[3], []).append(f[4])
+    return impls
+
+
 _PERMUTED_BINARY = """
 import numpy as np, torch, llga
 
@@ -581,16 +599,10 @@ def test_binary_of_permuted_operands_avoids_the_reference_kernel():
     # emformer's time). An elementwise result does not depend on the dims'
     # order, so llga runs it in the dst's memory order; oneDNN's own log says
     # which kernel ran.
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, DNNL_VERBOSE="1", PYTHONPATH=os.path.dirname(os.path.dirname(llga.__file__)))
-    r = subprocess.run([sys.executable, "-c", _PERMUTED_BINARY], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0 and "parity ok" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
-    binaries = [l.split(",")[4] for l in r.stdout.splitlines() if l.startswith(("onednn_verbose,exec,cpu,binary", "dnnl_verbose,exec,cpu,binary"))]
+    log = _onednn_log(_PERMUTED_BINARY)
+    binaries = log.get("binary", [])
     assert len(binaries) >= 7 and not [i for i in binaries if i.startswith("ref")], binaries
-    matmuls = [l.split(",")[4] for l in r.stdout.splitlines() if l.startswith(("onednn_verbose,exec,cpu,matmul", "dnnl_verbose,exec,cpu,matmul"))]
+    matmuls = log.get("matmul", [])
     assert len(matmuls) == 1 and not matmuls[0].startswith("ref"), matmuls
 
 
@@ -632,12 +644,5 @@ def test_row_reductions_avoid_onednns_slow_kernels():
     # v2's 64x3x49x32 q.norm(dim=-1)) and its jit sum over a short inner dim
     # is slow too: reductions over the innermost dims run in llga's own row
     # loop. oneDNN's log shows no reduction at all for these.
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, DNNL_VERBOSE="1", PYTHONPATH=os.path.dirname(os.path.dirname(llga.__file__)))
-    r = subprocess.run([sys.executable, "-c", _ROW_REDUCTIONS], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0 and "parity ok" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
-    reductions = [l for l in r.stdout.splitlines() if l.startswith(("onednn_verbose,exec,cpu,reduction", "dnnl_verbose,exec,cpu,reduction"))]
+    reductions = _onednn_log(_ROW_REDUCTIONS).get("reduction", [])
     assert not reductions, reductions[:3]
