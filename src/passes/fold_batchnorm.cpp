@@ -5,7 +5,8 @@
 //   Given:  %c = aten::_convolution(%x, %W, %b, ...)     Result:  %c = aten::_convolution(%x, %W_fused_bn, %b_fused_bn, ...)
 //           %y = aten::batch_norm(%c, %g, %be, %m, %v, False, ...)          (uses of %y read %c)
 // A batch_norm whose only reader is an unpadded, ungrouped convolution
-// (maxvit's pre-norm before a 1x1 conv) folds into that one instead: with
+// (maxvit's pre-norm before a 1x1 conv) folds into that one when it cannot
+// fold into its producer (no conv/linear, or one read by others too): with
 // t = beta - mean * s,  W'[o, i] = W[o, i] * s[i];  b'[o] = b[o] + sum_i,k W[o, i, k] * t[i]
 // (exact only without padding: a padded border would see t where x is 0).
 // Left alone, with a note: weights not constant or not bound, training
@@ -142,7 +143,10 @@ class FoldBatchnorm final : public Pass {
       if (foldIntoReader(g, bn)) return true;
       return fail("its input comes from " + kind + ", not a convolution or linear (nor is its reader an unpadded conv)");
     }
-    if (bn->input(0)->uses().size() != 1) return fail("the " + kind + " output is read by other nodes too");
+    if (bn->input(0)->uses().size() != 1) {  // maxvit's stem conv, read by the block's pre-norm and its shortcut
+      if (foldIntoReader(g, bn)) return true;
+      return fail("the " + kind + " output is read by other nodes too (nor is its reader an unpadded conv)");
+    }
     if (kind == "aten::_convolution") {
       auto transposed = constantNumber(producer->input(6));
       if (!transposed || *transposed != 0) return fail("transposed (or unknown) convolution");
