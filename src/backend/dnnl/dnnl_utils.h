@@ -82,5 +82,8 @@ dnnl::memory memoryOf(const Tensor& t);
 
 // Short name of the implementation oneDNN chose ("brgconv:avx512_core").
 std::string implName(const dnnl::primitive_desc_base& pd);
+// oneDNN's reference kernel ("ref:any"): correct but 50-200x slower than its jit ones.
+inline bool isReference(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
+inline bool isReference(const dnnl::primitive_desc_base& pd) { return isReference(implName(pd)); }
 
 }  // namespace llga

@@ -314,19 +314,19 @@ void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a_in
     // bytes). Its jit kernel takes 64x3x2401 + 64x1x2401 but not the same as
     // 1x64x3x49x49 + 1x64x1x49x49 (swin's shifted-window mask: 55 ms in ref
     // instead of 0.15).
-    if (implName(pd).rfind("ref", 0) == 0)
+    if (isReference(pd))
       if (auto merged = mergedDims(a, bb, out)) {
         auto [ma, mb, mo] = *merged;
         dnnl::binary::primitive_desc pd2(dnnl::binary::desc(dnnlBinary(op), plainDesc(ma), plainDesc(mb), plainDesc(mo)),
                                          scratchpadAttr(), cpuEngine());
-        if (implName(pd2).rfind("ref", 0) != 0)
+        if (!isReference(pd2))
           pd = pd2, en.a_md = plainDesc(ma), en.b_md = plainDesc(mb), en.out_md = plainDesc(mo);
       }
     // oneDNN's jit kernel wants dense operands in dst's order: a sliced src0
     // (RAFT's x of a split (x, y) grid) or an src1 in another layout
     // (convnext's NCHW shortcut added to an NHWC branch: 14 ms instead of
     // 0.1) is copied first rather than left to ref. The fewest copies win.
-    if (implName(pd).rfind("ref", 0) == 0 && out.dim() > 0) {
+    if (isReference(pd) && out.dim() > 0) {
       auto denseDesc = [](const Tensor& t) { return plainDesc(Tensor::empty(t.dtype(), t.sizes())); };
       for (int mask : {1, 2, 3}) {
         const bool ca = mask & 1, cb = mask & 2;
@@ -334,12 +334,12 @@ void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a_in
         dnnl::memory::desc amd = ca ? denseDesc(a) : en.a_md, bmd = cb ? denseDesc(bb) : en.b_md;
         dnnl::binary::primitive_desc pd2(dnnl::binary::desc(dnnlBinary(op), amd, bmd, en.out_md), scratchpadAttr(),
                                          cpuEngine());
-        if (implName(pd2).rfind("ref", 0) == 0) continue;
+        if (isReference(pd2)) continue;
         pd = pd2, en.a_md = amd, en.b_md = bmd, en.copy_a = ca, en.copy_b = cb;
         break;
       }
     }
-    en.ref = implName(pd).rfind("ref", 0) == 0;
+    en.ref = isReference(pd);
     en.prim = dnnl::binary(pd);
     en.scratch_md = pd.scratchpad_desc();
     return en;

@@ -476,7 +476,7 @@ class ConvKernel final : public Kernel {
       // reference kernel (RAFT's GRU gates, conv -> tanh -> mul z -> add:
       // 100x slower), every operand becomes a binary one given in the layout
       // dst takes without them (a reorder each, per call).
-      if (e.impl.rfind("ref", 0) == 0 && (!e.operand_mds.empty() || e.sum_operand >= 0)) {
+      if (isReference(e.impl) && (!e.operand_mds.empty() || e.sum_operand >= 0)) {
         std::vector<PostOp> eltwise_only, ops = post_;
         for (const PostOp& op : ops)
           if (op.kind == PostOp::Kind::Eltwise) eltwise_only.push_back(op);
@@ -503,7 +503,7 @@ class ConvKernel final : public Kernel {
             dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, src_any, wei_any, bias_md,
                                               dst_fmt, p.stride, dil, p.padding_l, pad_r);
             dnnl::convolution_forward::primitive_desc pd(d, postOpAttr(ops, mds), cpuEngine());
-            if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) continue;
+            if (isReference(pd)) continue;
             take(pd, dnnl::convolution_forward(pd));
             e.ops = ops;
             e.swish_after = swish;

@@ -124,7 +124,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     }
     const auto first_binary = std::find_if(ops.begin(), ops.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Binary; });
     const bool has_sum = std::any_of(ops.begin(), ops.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Sum; });
-    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0 && first_binary != ops.end() && !has_sum) {
+    if (isReference(pd) && first_binary != ops.end() && !has_sum) {
       e.split_at = static_cast<size_t>(first_binary - ops.begin());
       std::vector<PostOp> head(ops.begin(), first_binary), rest(first_binary + 1, ops.end());
       std::vector<memory::desc> rest_mds(e.operand_mds.begin() + 1, e.operand_mds.end());

@@ -42,7 +42,8 @@ struct PoolEntry {
   SharedBoundArgs bound;
 };
 
-bool isRef(const std::string& impl) { return impl.rfind("ref", 0) == 0 || impl.rfind("simple", 0) == 0; }
+// oneDNN has only a scalar kernel for this pooling: its reference or simple_nchw one.
+bool scalarKernel(const std::string& impl) { return isReference(impl) || impl.rfind("simple", 0) == 0; }
 
 // oneDNN's channel-blocked layouts for a rank-4 or rank-5 activation, widest first.
 std::vector<memory::format_tag> blockedTags(int64_t rank) {
@@ -102,10 +103,10 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
       // src and dst in the same order (mixed orders fall to oneDNN's slow reference kernels)
       pe.src_md = pe.x_md = plainDesc(x);
       pd = make(pe.src_md, plainDesc(Tensor::emptyLike(ScalarType::Float, out_shape, x)));
-      for (memory::format_tag t : isRef(implName(*pd)) ? blockedTags(x.dim()) : std::vector<memory::format_tag>{}) {
+      for (memory::format_tag t : scalarKernel(implName(*pd)) ? blockedTags(x.dim()) : std::vector<memory::format_tag>{}) {
         const memory::desc src(x.sizes(), memory::data_type::f32, t);
         auto blocked = make(src, any);
-        if (isRef(implName(blocked))) continue;
+        if (scalarKernel(implName(blocked))) continue;
         pd = blocked, pe.src_md = src, pe.reorder_src = true;
         break;
       }
