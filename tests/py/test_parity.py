@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+import torch.nn as nn
 
 import corpus
 import llga
@@ -118,3 +119,32 @@ def test_cnn_heavy_ops_run_inside_partitions(model, compiled):
     outside = {k: n for k, n in top.items() if k in FUSED_ONLY}
     assert outside == {}, f"left outside partitions: {outside}; why: {c.unfused}"
     assert len(c.partitions) > 0
+
+
+@pytest.mark.parametrize("ic,oc,k,groups", [(256, 16, 3, 1), (512, 16, 1, 1), (64, 64, 3, 64), (96, 96, 3, 2)])
+def test_residual_add_after_a_conv_is_as_exact_as_pytorch(ic, oc, k, groups):
+    # conv(x) + r with r near 100 (RAFT's coords1 + delta_flow): oneDNN's direct jit
+    # kernels start a sum post-op's accumulators from the residual, rounding every product
+    # at its magnitude (20-60x PyTorch's error vs float64 on AVX2); llga must add after
+    # the reduction, as PyTorch does, whichever kernel oneDNN picks on this CPU.
+    torch.manual_seed(0)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(ic, oc, k, padding=k // 2, groups=groups)
+
+        def forward(self, x, r):
+            return self.conv(x) + r
+
+    m = M().eval()
+    x, r = torch.randn(1, ic, 16, 20), torch.randn(1, oc, 16, 20) * 0.01 + 100
+    c = llga.optimize(torch.jit.trace(m, (x, r)), (x, r))
+    assert [p.ops for p in c.partitions] == [["aten::_convolution", "aten::add"]]
+    got = c(x.numpy(), r.numpy())
+    with torch.no_grad():
+        want = m(x, r).numpy()
+        exact = m.double()(x.double(), r.double()).numpy()
+    ulp = float(np.spacing(np.float32(100)))
+    ours, theirs = np.abs(got - exact).max(), np.abs(want - exact).max()
+    assert ours <= 2 * theirs + ulp, (ours, theirs, c.partitions[0].impl)

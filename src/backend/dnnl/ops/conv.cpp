@@ -198,6 +198,10 @@ class ConvKernel final : public Kernel {
       if (e->ops[i].kind == PostOp::Kind::Eltwise) continue;
       if (e->ops[i].kind == PostOp::Kind::Sum) {  // dst starts as the operand; the primitive adds into it
         if (!in_place) reorder(ctx, memoryOf(operands[o]), dst);
+      } else if (k < e->operand_reorder.size() && e->operand_reorder[k] && operands[o].isBlocked() &&
+                 blockedDesc(operands[o]) == e->operand_mds[k]) {  // already in dst's layout (a blocked residual)
+        args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k++],
+                   operands[o].data());
       } else {  // plain now has the strides the entry's descriptor was made from (a blocked one's: contiguous)
         const Tensor& t = plain_operands.emplace_back(toPlain(ctx, operands[o]));
         if (k < e->operand_reorder.size() && e->operand_reorder[k]) {  // into dst's layout first
@@ -471,12 +475,21 @@ class ConvKernel final : public Kernel {
       take(pd, dnnl::deconvolution_forward(pd));
     } else if (!e.winograd) {
       conv(dnnl::algorithm::convolution_direct, wei_any);
-      // oneDNN's jit kernels take a full-size binary operand only in dst's
-      // own layout, and a sum only first: when the chain leaves just the
-      // reference kernel (RAFT's GRU gates, conv -> tanh -> mul z -> add:
-      // 100x slower), every operand becomes a binary one given in the layout
-      // dst takes without them (a reorder each, per call).
-      if (isReference(e.impl) && (!e.operand_mds.empty() || e.sum_operand >= 0)) {
+      // Every operand becomes a binary post-op given in the layout dst takes
+      // without them (a reorder per call unless it arrives so), when:
+      // - the chain leaves just the reference kernel: oneDNN's jit kernels
+      //   take a full-size binary operand only in dst's own layout, and a sum
+      //   only first (RAFT's GRU gates, conv -> tanh -> mul z -> add: 100x
+      //   slower);
+      // - the kernel is one of oneDNN's direct jit convolutions (jit:,
+      //   jit_1x1:, jit_dw:, any ISA) and the chain has a sum: these start
+      //   their accumulators from dst, so the residual is added first and
+      //   every product is rounded at the residual's magnitude (a conv of 256
+      //   channels onto a residual near 100: 50 ulp off, PyTorch 1; RAFT's
+      //   coords + delta_flow went 25x further from float64 than PyTorch).
+      //   A binary add comes after the whole reduction, as in PyTorch.
+      const bool sum_first = e.sum_operand >= 0 && e.impl.rfind("jit", 0) == 0;
+      if ((isReference(e.impl) && (!e.operand_mds.empty() || e.sum_operand >= 0)) || sum_first) {
         std::vector<PostOp> eltwise_only, ops = post_;
         for (const PostOp& op : ops)
           if (op.kind == PostOp::Kind::Eltwise) eltwise_only.push_back(op);
@@ -511,7 +524,7 @@ class ConvKernel final : public Kernel {
             e.operand_mds = std::move(mds);
             e.operand_reorder = std::move(moved);
             break;
-          } catch (const dnnl::error&) {  // this layout has no kernel: the next, or the reference kernel
+          } catch (const dnnl::error&) {  // this layout has no kernel: the next, or the one chosen before
           }
         }
       }
