@@ -14,9 +14,12 @@ namespace llga {
 // Binary and eltwise chains run op by op, so their chains may grow through a
 // commutative binary op with a bigger operand (chain_may_grow).
 //
-// A lone anchor becomes a partition only where the oneDNN Graph bridge makes
-// one too: convolution, linear/matmul, pooling, layer_norm, concat; a lone
-// batch_norm, softmax, eltwise or binary op stays outside.
+// A lone anchor becomes a partition where the oneDNN Graph bridge makes one
+// (convolution, linear/matmul, pooling, layer_norm, concat) and, unlike the
+// bridge, for an eltwise op: a relu whose input has other readers (an FPN
+// level that is also an output, a slice of a split) then runs on oneDNN in
+// its producer's blocked layout rather than outside on a plain copy. A lone
+// batch_norm, softmax or binary op stays outside.
 static const std::vector<FusionPattern> kPatterns = {
     {"conv_post_ops", 3, opsWith(op_trait::Conv), 4, true,
      R"(
@@ -85,13 +88,13 @@ static const std::vector<FusionPattern> kPatterns = {
        [eltwise | binary] x1..4
 ))",
      true},
-    {"eltwise_post_ops", 1, opsWith(op_trait::Eltwise), 4, false,
+    {"eltwise_post_ops", 1, opsWith(op_trait::Eltwise), 4, true,
      R"(
           x
           |
-       eltwise        (at least one post-op)
+       eltwise
           |
-       [eltwise | binary] x1..4
+       [eltwise | binary] x0..4
 ))",
      true},
 };

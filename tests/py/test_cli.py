@@ -190,10 +190,12 @@ def test_inspect_json(jobs):
     assert set(report) == {"model", "inputs", "timing", "partitions", "unfused", "memory", "passes"}
     assert report["inputs"] == [{"source": "1x3x8x8", "dtype": "float32", "shape": [1, 3, 8, 8]}]
     assert set(report["timing"]) == {"load_ms", "compile_ms", "first_call_ms"}
-    (part,) = report["partitions"]
+    part, relu = report["partitions"]
     assert part["pattern"] == "conv_post_ops" and part["ops"] == ["aten::_convolution"] and part["impl"]
-    # relu and mul feed the returned tuple, sum has no pattern: all outside partitions, with reasons
-    assert set(report["unfused"]) == {"aten::relu", "aten::mul", "aten::sum"}
+    # relu, mul and sum read the conv's output, which the tuple returns too: the relu is a
+    # partition of its own, a lone mul is none, sum has no pattern: outside, with reasons
+    assert relu["pattern"] == "eltwise_post_ops" and relu["ops"] == ["aten::relu"]
+    assert set(report["unfused"]) == {"aten::mul", "aten::sum"}
     assert report["unfused"]["aten::sum"]["count"] == 1 and report["unfused"]["aten::sum"]["reasons"]
     assert {"weights", "weight_cache", "released", "peak_activations", "arena"} <= set(report["memory"])
     assert report["memory"]["weight_cache"] > 0 and list(report["memory"]["peak_activations"]) == ["1x3x8x8:Float"]

@@ -69,7 +69,10 @@ def test_lone_batchnorm_or_softmax_gives_no_group(op):
     assert "is not a partition" in next(iter(c.unfused[kind]["reasons"]))
 
 
-def test_conv_output_also_in_a_list_keeps_the_relu_outside():
+def test_relu_of_a_conv_output_with_other_readers_is_a_partition_of_its_own():
+    # y is also read by the concat, so the relu is no post-op of the conv; llga (unlike the
+    # oneDNN Graph bridge) makes the lone eltwise op a partition, so no relu runs outside.
+    # A lone softmax stays outside, with a typed record saying why.
     class M(nn.Module):
         def __init__(self):
             super().__init__()
@@ -77,18 +80,21 @@ def test_conv_output_also_in_a_list_keeps_the_relu_outside():
 
         def forward(self, x):
             y = self.conv(x)
-            return torch.cat([F.relu(y), y], 1)
+            return torch.cat([F.relu(y), y, F.softmax(y, 1)], 1)
 
-    c = compile_(M(), torch.randn(1, 3, 8, 8))
-    assert outside(c, "aten::relu") == 1
-    assert "aten::relu" in c.unfused
-    assert [p.pattern for p in c.partitions] == ["conv_post_ops", "concat"]
+    m = M()
+    x = torch.randn(1, 3, 8, 8)
+    c = compile_(m, x)
+    assert outside(c, "aten::relu") == 0 and "aten::relu" not in c.unfused
+    assert [p.pattern for p in c.partitions] == ["conv_post_ops", "eltwise_post_ops", "concat"]
+    assert [p.ops for p in c.partitions][1] == ["aten::relu"]
+    np.testing.assert_allclose(c(x.numpy()), m(x).detach().numpy(), rtol=1e-5, atol=1e-5)
     # the fuse pass's record says it as typed fields: kind, source line, value, reason
-    (u,) = [u for u in {r.name: r for r in c.passes}["fuse"].unfused if u.kind == "aten::relu"]
+    (u,) = [u for u in {r.name: r for r in c.passes}["fuse"].unfused if u.kind == "aten::softmax"]
     assert isinstance(u, llga.passes.Unfused)
-    assert re.fullmatch(r"/.+/functional\.py:\d+:\d+", u.source), u.source  # F.relu's line in torch
-    relu = next(n for n in c.graph.nodes() if n.kind == "aten::relu")
-    assert u.value == relu.outputs[0].name and u.reason.startswith("a lone aten::relu is not a partition"), u
+    assert re.fullmatch(r"/.+/functional\.py:\d+:\d+", u.source), u.source  # F.softmax's line in torch
+    softmax = next(n for n in c.graph.nodes() if n.kind == "aten::softmax")
+    assert u.value == softmax.outputs[0].name and u.reason.startswith("a lone aten::softmax is not a partition"), u
 
 
 def test_identity_arithmetic_leaves_no_op():
