@@ -60,6 +60,15 @@ struct ConvEntry {
   memory::desc bias_md;
   std::vector<memory::desc> operand_mds;  // of the binary post-ops (not the sum), in chain order
   std::vector<bool> operand_reorder;      // per binary operand: given in dst's layout (a reorder per call)
+  // Split chains (trySplit): the primitive takes the ops before the first
+  // full-size binary operand (e.ops); then each full-size binary op is a
+  // oneDNN binary primitive in place on dst, with the ops after it as post-ops.
+  struct Tail {
+    dnnl::binary prim;
+    memory::desc scratch_md;
+    std::vector<int> binary_at;  // its post-ops with an operand (broadcast ones), by index
+  };
+  std::vector<Tail> tails;
   SharedBoundArgs bound;    // the primitive's arguments, re-pointed call after call
 };
 
@@ -194,23 +203,26 @@ class ConvKernel final : public Kernel {
     const memory dst = args->bind(DNNL_ARG_DST, e->dst_md, direct ? out.data() : dst_buf.data());
     std::vector<Tensor> plain_operands;  // blocked binary operands, made plain for their broadcast descriptor
     plain_operands.reserve(2 * operands.size());  // (and their copies in dst's layout): references stay valid
-    for (size_t i = 0, o = 0, k = 0; i < e->ops.size(); ++i) {
+    // Operand o as the k-th binary descriptor wants it: its own buffer, or a copy.
+    auto operandData = [&](size_t o, size_t k) -> void* {
+      const bool moved = k < e->operand_reorder.size() && e->operand_reorder[k];
+      if (moved && operands[o].isBlocked() && blockedDesc(operands[o]) == e->operand_mds[k])
+        return operands[o].data();  // already in dst's layout (a blocked residual)
+      // plain now has the strides the descriptor was made from (a blocked one's: contiguous)
+      const Tensor& t = plain_operands.emplace_back(toPlain(ctx, operands[o]));
+      if (!moved) return t.data();
+      Tensor& copy = plain_operands.emplace_back();  // into dst's layout first
+      reorder(ctx, wrap(t, plainDesc(t)), temporary(e->operand_mds[k], copy));
+      return copy.data();
+    };
+    size_t o = 0, k = 0;  // the next operand, the next binary descriptor
+    for (size_t i = 0; i < e->ops.size(); ++i) {
       if (e->ops[i].kind == PostOp::Kind::Eltwise) continue;
       if (e->ops[i].kind == PostOp::Kind::Sum) {  // dst starts as the operand; the primitive adds into it
         if (!in_place) reorder(ctx, memoryOf(operands[o]), dst);
-      } else if (k < e->operand_reorder.size() && e->operand_reorder[k] && operands[o].isBlocked() &&
-                 blockedDesc(operands[o]) == e->operand_mds[k]) {  // already in dst's layout (a blocked residual)
-        args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k++],
-                   operands[o].data());
-      } else {  // plain now has the strides the entry's descriptor was made from (a blocked one's: contiguous)
-        const Tensor& t = plain_operands.emplace_back(toPlain(ctx, operands[o]));
-        if (k < e->operand_reorder.size() && e->operand_reorder[k]) {  // into dst's layout first
-          Tensor& moved = plain_operands.emplace_back();
-          reorder(ctx, wrap(t, plainDesc(t)), temporary(e->operand_mds[k], moved));
-          args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k++], moved.data());
-        } else {
-          args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k++], t.data());
-        }
+      } else {
+        args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k], operandData(o, k));
+        ++k;
       }
       ++o;
     }
@@ -220,6 +232,16 @@ class ConvKernel final : public Kernel {
       args->bind(DNNL_ARG_BIAS, e->bias_md, (bias_copy.defined() ? bias_copy : *b).data());
     }
     args->execute(ctx, e->prim, e->scratch_md);
+    for (const ConvEntry::Tail& t : e->tails) {  // dst <- dst (op) operand, then its post-ops, in place
+      std::unordered_map<int, memory> targs{{DNNL_ARG_SRC_0, dst}, {DNNL_ARG_DST, dst}};
+      targs[DNNL_ARG_SRC_1] = memory(e->operand_mds[k], cpuEngine(), operandData(o, k));
+      ++o, ++k;
+      for (int i : t.binary_at) {
+        targs[DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1] = memory(e->operand_mds[k], cpuEngine(), operandData(o, k));
+        ++o, ++k;
+      }
+      execute(ctx, t.prim, t.scratch_md, std::move(targs));
+    }
     if (e->swish_after)  // over dst's whole dense buffer (a blocked layout's padding is 0 and stays 0)
       swishInPlace(static_cast<float*>(dst.get_data_handle()),
                    static_cast<int64_t>(e->dst_md.get_size() / sizeof(float)));
@@ -229,6 +251,88 @@ class ConvKernel final : public Kernel {
   }
 
  private:
+  // A chain whose full-size binary operands leave oneDNN only its gemm or
+  // reference convolution (on AVX2, its jit kernels take none: RAFT's GRU
+  // gates, conv -> sigmoid -> mul(h), ran at a third of the jit kernel's
+  // speed) runs split: the convolution with the ops before the first
+  // full-size operand, then each full-size binary op as a binary primitive in
+  // place on dst with the ops up to the next one as its post-ops, when all
+  // have jit kernels. (Binary post-ops of a binary primitive come out wrong
+  // in oneDNN 2.6 on a channel-padded blocked dst, 2 or 10 channels in
+  // nChw8c: there a tail takes eltwise post-ops only, or the chain is not
+  // split.)
+  template <class MakePd, class Take>
+  static void trySplit(ConvEntry& e, const std::vector<Tensor>& operands, const Shape& out, MakePd make_pd, Take take) {
+    std::vector<PostOp> ops = e.ops;
+    for (PostOp& op : ops)
+      if (op.kind == PostOp::Kind::Sum) op.kind = PostOp::Kind::Binary;
+    int64_t out_elems = 1;
+    for (int64_t d : out) out_elems *= d;
+    const bool swish = e.swish_after || takeFinalSwish(ops, out_elems);
+    // each op's operand (or none), and whether it is full-size
+    std::vector<int> operand_of(ops.size(), -1);
+    std::vector<bool> full(ops.size(), false);
+    for (size_t i = 0, o = 0; i < ops.size(); ++i)
+      if (ops[i].kind != PostOp::Kind::Eltwise) {
+        operand_of[i] = static_cast<int>(o);
+        full[i] = binaryOperandDesc(operands.at(o++), out.size()).dims() == memory::dims(out.begin(), out.end());
+      }
+    const size_t first = static_cast<size_t>(std::find(full.begin(), full.end(), true) - full.begin());
+    if (first == ops.size()) return;
+    std::vector<memory::desc> head_mds;  // the head's (broadcast) operands
+    for (size_t i = 0; i < first; ++i)
+      if (operand_of[i] >= 0) head_mds.push_back(binaryOperandDesc(operands[static_cast<size_t>(operand_of[i])], out.size()));
+    try {
+      const std::vector<PostOp> head(ops.begin(), ops.begin() + static_cast<std::ptrdiff_t>(first));
+      auto pd = make_pd(head, head_mds);
+      std::string impl = pd.impl_info_str();
+      if (isReference(impl) || impl.find("gemm") != std::string::npos) return;
+      const memory::desc dst_md = pd.dst_desc();
+      bool padded = false;
+      for (int d = 0; d < dst_md.data.ndims; ++d) padded = padded || dst_md.data.padded_dims[d] != dst_md.data.dims[d];
+      std::vector<memory::desc> mds;  // in chain order; full-size ones in dst's layout
+      std::vector<bool> moved;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (operand_of[i] < 0) continue;
+        const memory::desc md = binaryOperandDesc(operands[static_cast<size_t>(operand_of[i])], out.size());
+        mds.push_back(full[i] ? dst_md : md);
+        moved.push_back(full[i] && md != dst_md);
+      }
+      std::vector<ConvEntry::Tail> tails;
+      for (size_t i = first; i < ops.size();) {
+        ConvEntry::Tail t;
+        const size_t start = i;
+        std::vector<PostOp> after;
+        std::vector<memory::desc> after_mds;
+        for (++i; i < ops.size() && !full[i]; ++i) {
+          if (operand_of[i] >= 0) {
+            if (padded) return;
+            t.binary_at.push_back(static_cast<int>(after.size()));
+            after_mds.push_back(mds[static_cast<size_t>(operand_of[i])]);
+          }
+          after.push_back(ops[i]);
+        }
+        dnnl::binary::desc bd(dnnlAlgorithm(ops[start].alg), dst_md, mds[static_cast<size_t>(operand_of[start])], dst_md);
+        dnnl::binary::primitive_desc bpd(bd, postOpAttr(after, after_mds), cpuEngine());
+        if (isReference(bpd)) return;
+        if (tails.empty()) impl += " + binary " + implName(bpd);
+        t.prim = dnnl::binary(bpd);
+        t.scratch_md = bpd.scratchpad_desc();
+        tails.push_back(std::move(t));
+      }
+      if (tails.size() > 1) impl += " x" + std::to_string(tails.size());
+      take(pd, dnnl::convolution_forward(pd));
+      e.impl = impl;
+      e.ops = head;
+      e.swish_after = swish;
+      e.sum_operand = -1;
+      e.operand_mds = std::move(mds);
+      e.operand_reorder = std::move(moved);
+      e.tails = std::move(tails);
+    } catch (const dnnl::error&) {  // no kernel for the split form: the primitive chosen before
+    }
+  }
+
   // Whether the sum operand `o` may serve as dst: its register dies here, llga
   // owns its buffer and only the register and `operands` hold it, no other
   // input of this call reads the same buffer (conv(y) + y: the primitive would
@@ -529,6 +633,12 @@ class ConvKernel final : public Kernel {
         }
       }
     }
+    if (!p.transposed && !e.winograd && !operands.empty() && (isReference(e.impl) || e.impl.find("gemm") != std::string::npos))
+      trySplit(e, operands, out, [&](const std::vector<PostOp>& head, const std::vector<memory::desc>& head_mds) {
+        dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, src_any, wei_any, bias_md, dst_any,
+                                          p.stride, dil, p.padding_l, pad_r);
+        return dnnl::convolution_forward::primitive_desc(d, postOpAttr(head, head_mds), cpuEngine());
+      }, take);
     e.src_plain = plainDesc(x);
     e.dst_plain = memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out));
     e.dst_layout = makeLayout(e.dst_md);
