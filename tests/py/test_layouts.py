@@ -646,3 +646,90 @@ def test_row_reductions_avoid_onednns_slow_kernels():
     # loop. oneDNN's log shows no reduction at all for these.
     reductions = _onednn_log(_ROW_REDUCTIONS).get("reduction", [])
     assert not reductions, reductions[:3]
+
+
+_MIDDLE_AXIS = """
+import numpy as np, torch, llga
+
+def f(mask, flow):
+    # RAFT's convex upsampling: a softmax and a sum over dim 2 of [1, C, 9, 8, 8, h, w]
+    up = torch.softmax(mask.view(1, 1, 9, 8, 8, 6, 7), dim=2)
+    return torch.sum(up * flow.view(1, 2, 9, 1, 1, 6, 7), dim=2), torch.log_softmax(mask, 1), flow.amax(1)
+
+mask, flow = torch.randn(1, 576, 6, 7) * 3, torch.randn(1, 18, 6, 7)
+c = llga.optimize(torch.jit.trace(f, (mask, flow)))
+for got, want in zip(c(mask.numpy(), flow.numpy()), f(mask, flow)):
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+print("parity ok")
+"""
+
+
+def test_softmax_and_reductions_over_a_middle_axis_avoid_onednns_slow_kernels():
+    # oneDNN 2.6's softmax has a jit kernel only with the axis innermost (RAFT's
+    # softmax over 9 of [1, 1, 9, 8, 8, h, w] ran in its reference kernel, 24 ms
+    # a call) and its reduction over a middle dim is slow (7 ms): the softmax
+    # runs on a copy with the axis innermost, the reductions in llga's own loop.
+    impls = _onednn_log(_MIDDLE_AXIS)
+    softmax = [i for kind, run in impls.items() if kind.startswith("softmax") for i in run]  # softmax_v2 in 2.6
+    assert len(softmax) == 2 and not [i for i in softmax if i.startswith("ref")], impls
+    assert not impls.get("reduction"), impls["reduction"][:3]
+
+
+def test_conv_with_a_full_size_binary_operand_keeps_a_jit_kernel():
+    # RAFT's GRU gate: conv -> sigmoid -> mul(h). Where oneDNN's jit convolution
+    # takes no full-size binary operand (AVX2), it offered only its gemm or
+    # reference kernel for the chain (a third of the jit speed); llga then runs
+    # the conv with the sigmoid on the jit kernel and the mul as a binary
+    # primitive in place. What oneDNN picks for the conv alone decides.
+    torch.manual_seed(6)
+
+    class Gate(nn.Module):
+        def __init__(self, tail):
+            super().__init__()
+            self.conv, self.tail = nn.Conv2d(48, 16, (1, 5), padding=(0, 2)), tail
+
+        def forward(self, x, h, r):
+            z = torch.sigmoid(self.conv(x))
+            return (z * h + r).relu() if self.tail else z
+
+    x, h, r = torch.randn(1, 48, 12, 14), torch.randn(1, 16, 12, 14), torch.randn(1, 16, 1, 1)
+    alone = compile_and_check(Gate(False), x, h, r)
+    (conv_alone,) = [e["impl"] for e in logged_call(alone, x.numpy(), h.numpy(), r.numpy()) if e["pattern"] == "conv_post_ops"]
+    chain = compile_and_check(Gate(True), x, h, r)
+    (conv_chain,) = [e["impl"] for e in logged_call(chain, x.numpy(), h.numpy(), r.numpy()) if e["pattern"] == "conv_post_ops"]
+    assert [p.ops for p in chain.partitions] == [["aten::_convolution", "aten::sigmoid", "aten::mul", "aten::add", "aten::relu"]]
+    slow = ("gemm", "ref")
+    if not any(s in conv_alone for s in slow):
+        assert not any(s in conv_chain for s in slow), (conv_alone, conv_chain)
+
+
+class _BinaryChain(nn.Module):
+    def __init__(self, oc, mode):
+        super().__init__()
+        self.conv, self.mode = nn.Conv2d(24, oc, 3, padding=1), mode
+
+    def forward(self, x, r, r0, g):
+        y = self.conv(x)
+        if self.mode == 0:
+            return torch.sigmoid(y) * r
+        if self.mode == 1:
+            return (y * r) - r0
+        if self.mode == 2:
+            return (r + y) - r0  # RAFT's last coords1 + delta_flow - coords0
+        if self.mode == 3:
+            return torch.relu(torch.sigmoid(y) * r * g)
+        return torch.tanh(y * g + r)
+
+
+@pytest.mark.parametrize("oc", [2, 3, 10, 16])
+@pytest.mark.parametrize("mode", range(5))
+def test_conv_chains_with_binary_operands_match_on_channel_padded_layouts(oc, mode):
+    # Channel counts that do not fill a blocked layout's block (2 of nChw8c) with
+    # one or more full-size or per-channel operands, in whichever form the
+    # chain runs on this CPU (one primitive, or split into binary primitives:
+    # oneDNN 2.6's binary post-ops on such a layout gave wrong values).
+    torch.manual_seed(oc * 10 + mode)
+    x = torch.randn(1, 24, 9, 11)
+    r, r0, g = torch.randn(1, oc, 9, 11), torch.randn(1, oc, 9, 11), torch.randn(1, oc, 1, 1)
+    c = compile_and_check(_BinaryChain(oc, mode), x, r, r0, g)
+    assert [p.pattern for p in c.partitions] == ["conv_post_ops"]

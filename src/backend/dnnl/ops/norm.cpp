@@ -23,7 +23,7 @@ Tensor f32Contiguous(const Tensor& t) { return t.to(ScalarType::Float).contiguou
 struct NormEntry {
   dnnl::primitive prim;
   memory::desc md, scratch_md;
-  memory::desc param_md;  // layer_norm's scale and shift: n floats
+  memory::desc param_md;  // layer_norm's scale and shift: n floats; softmax's axis-innermost layout
   std::string impl;
   SharedBoundArgs bound;  // layer_norm's and softmax's arguments from call to call
 };
@@ -135,19 +135,53 @@ Tensor softmaxImpl(ExecContext& ctx, Tensor x, int64_t dim, bool log, PrimitiveC
     auto e = cache.get(key, [&] {
       NormEntry ne;
       ne.md = plainDesc(x);
-      if (log) {
-        dnnl::logsoftmax_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, axis);
-        ne.prim = makePrimitive<dnnl::logsoftmax_forward>(d, ne.scratch_md);
-      } else {
-        dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, ne.md, axis);
-        ne.prim = makePrimitive<dnnl::softmax_forward>(d, ne.scratch_md);
+      auto build = [&](const memory::desc& md) {
+        if (log) {
+          dnnl::logsoftmax_forward::desc d(dnnl::prop_kind::forward_inference, md, axis);
+          ne.prim = makePrimitive<dnnl::logsoftmax_forward>(d, ne.scratch_md, &ne.impl);
+        } else {
+          dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, axis);
+          ne.prim = makePrimitive<dnnl::softmax_forward>(d, ne.scratch_md, &ne.impl);
+        }
+      };
+      build(ne.md);
+      // oneDNN 2.6's jit softmax wants the axis innermost; elsewhere it runs
+      // its scalar reference kernel (RAFT's convex upsampling, a softmax over
+      // 9 of [1, 1, 9, 8, 8, h, w]: 24 ms a call). Then the softmax runs on a
+      // copy laid out with the axis innermost, reordered there and back.
+      if (isReference(ne.impl) && axis + 1 < x.dim() && x.size(axis) > 1) {
+        memory::dims strides(static_cast<size_t>(x.dim()));
+        int64_t step = x.size(axis);
+        strides[static_cast<size_t>(axis)] = 1;
+        for (int64_t d = x.dim() - 1; d >= 0; --d)
+          if (d != axis) strides[static_cast<size_t>(d)] = step, step *= x.size(d);
+        const memory::desc perm(ne.md.dims(), memory::data_type::f32, strides);
+        dnnl::primitive prim = ne.prim;
+        memory::desc scratch = ne.scratch_md;
+        std::string impl = ne.impl;
+        try {
+          build(perm);
+          if (!isReference(ne.impl)) ne.param_md = perm;  // the axis-innermost layout the primitive runs in
+        } catch (const dnnl::error&) {
+        }
+        if (!ne.param_md) ne.prim = prim, ne.scratch_md = scratch, ne.impl = impl;
       }
       return ne;
     });
     SharedBoundArgs::Lease args = e->bound.lease();
-    args->bind(DNNL_ARG_SRC, e->md, x.data());
-    args->bind(DNNL_ARG_DST, e->md, out.data());
-    args->execute(ctx, e->prim, e->scratch_md);
+    if (e->param_md) {
+      Tensor src_buf, dst_buf;
+      memory src = temporary(e->param_md, src_buf), dst = temporary(e->param_md, dst_buf);
+      reorder(ctx, wrap(x, e->md), src);
+      args->bind(DNNL_ARG_SRC, e->param_md, src_buf.data());
+      args->bind(DNNL_ARG_DST, e->param_md, dst_buf.data());
+      args->execute(ctx, e->prim, e->scratch_md);
+      reorder(ctx, dst, wrap(out, e->md));
+    } else {
+      args->bind(DNNL_ARG_SRC, e->md, x.data());
+      args->bind(DNNL_ARG_DST, e->md, out.data());
+      args->execute(ctx, e->prim, e->scratch_md);
+    }
   }
   return scalar ? out.view({}) : out;
 }
