@@ -20,5 +20,4 @@ CASES = [(m, f) for m in zoo_sweep.LEAN for f in ("traced", "scripted")
 def test_torchvision_model_matches_pytorch(model, form):
     row = zoo_sweep.run_one(model, repeat=1, form=form)
     assert row["parity"], f"{model} ({form}): max rel. err {row['max_rel_err']:.2e}"
-    if row["task"] != "optical_flow":  # RAFT's one lone relu is on its context path, not in a backbone
-        assert row["outside"] == {}, f"{model} ({form}): heavy ops outside partitions: {row['outside']}"
+    assert row["outside"] == {}, f"{model} ({form}): heavy ops outside partitions: {row['outside']}"
