@@ -1,6 +1,10 @@
 // freeze: tensors read through prim::GetAttr chains from the module become
 // constants bound to their weights (the context's, by qualified path); the
 // module objects left unused go with dce. Attributes with no weight stay.
+// Tensor constants whose values came from printed text (about 4 digits) or
+// are missing get the weight of their name, if one is bound, so constant
+// propagation folds exact values (a traced `w.abs() + 0.5`: the 0.5 is a
+// printed tensor constant the importer also passes exactly).
 //
 //   Given:  %conv1 : Conv2d = prim::GetAttr[name="conv1"](%self)
 //           %w : Tensor = prim::GetAttr[name="weight"](%conv1)
@@ -19,11 +23,20 @@ class Freeze final : public Pass {
   std::string_view description() const override { return "bind module weights as constants"; }
 
   bool run(Graph& g) override {
+    bool changed = false;
+    g.forEachNode([&](Node* n) {
+      if (n->kind() != prim::Constant) return;
+      const AttrValue* a = n->attributes().find(attr::value);
+      if (!a || !a->is<TensorRef>() || (a->get<TensorRef>()->hasData() && !a->get<TensorRef>()->approximate)) return;
+      auto w = context().weights.find(n->output()->debugName());
+      if (w == context().weights.end() || !w->second) return;
+      n->setAttr(attr::value, AttrValue(w->second));
+      changed = true;
+    });
     std::unordered_map<const Value*, std::string> paths;
     for (const Value* in : g.inputs())
       if (in->type()->kind() == TypeKind::Class) paths[in] = "";
-    if (paths.empty()) return false;
-    bool changed = false;
+    if (paths.empty()) return changed;
     std::vector<Node*> getattrs;
     g.forEachNode([&](Node* n) {
       if (n->kind() == prim::GetAttr) getattrs.push_back(n);

@@ -234,3 +234,23 @@ def test_scripted_module_whose_object_attribute_an_eager_call_set(called_first):
     compiled = llga.optimize(scripted)
     np.testing.assert_allclose(compiled(x.numpy()), x.numpy() * 5 + 2, rtol=1e-6)
     assert "prim::CreateObject" not in str(compiled.graph) and "prim::SetAttr" not in str(compiled.graph)
+
+
+def test_printed_tensor_constants_fold_with_their_exact_values():
+    # A traced `buffer.abs() + 0.123456789` has the scalar as a 0-dim tensor
+    # constant that graph.str() prints to ~4 digits; the importer passes it
+    # exactly, and constant propagation must fold that value, not the printed
+    # one (found by scripts/fuzz_graphs.py: the fold failed to compile).
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("p", torch.randn(8))
+
+        def forward(self, x):
+            v = x / (self.p.abs() + 0.123456789)
+            return torch.stack([x, v], 1).sum(1)
+
+    m = M()
+    x = torch.randn(1, 8, 5, 8)
+    c = llga.optimize(torch.jit.trace(m, x), [x])
+    np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=1e-6, atol=1e-6)
