@@ -135,6 +135,12 @@ class Fuse final : public Pass {
         }
         take = {next};
       }
+      // The group runs where its last op was: nothing between may write
+      // memory (a graph input written in place after the conv read it).
+      if (const Node* w = writeBetween(chain.back(), next, take)) {
+        stop = w->kind().toQualString() + " writes in place between %" + v->debugName() + " and its reader";
+        break;
+      }
       for (Node* t : take) chain.push_back(t);
       v = next->output();
       ++post;
@@ -143,6 +149,14 @@ class Fuse final : public Pass {
       return unfused(*anchor, "a lone " + anchor->kind().toQualString() + " is not a partition" +
                                   (stop.empty() ? "" : " (" + stop + ")"));
     return makeGroup(g, chain, *p);
+  }
+
+  // The first node strictly between `from` and `to` (same block) that is
+  // not taken into the chain and has side effects, or null.
+  static const Node* writeBetween(const Node* from, const Node* to, const std::vector<Node*>& take) {
+    for (const Node* k = from->next(); k && k != to; k = k->next())
+      if (std::find(take.begin(), take.end(), k) == take.end() && hasSideEffects(*k)) return k;
+    return nullptr;
   }
 
   // A binary post-op's operand must broadcast to the chain value without
