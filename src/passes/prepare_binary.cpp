@@ -11,7 +11,9 @@
 //
 //   Given:  %y = aten::add(%x, %c2, %alpha3)      Result:  %s = aten::mul(%c2, %alpha3)
 //                                                          %y = aten::add(%x, %s, %one)
-// Left alone, with a note: dtypes unknown, a result read by an in-place op.
+// Left alone, with a note: dtypes unknown, a result read by an in-place op,
+// an x whose memory is written in place (the result must be the value before
+// the write) or that is a view of a graph input the graph would return.
 #include "ir/effects.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
@@ -118,6 +120,13 @@ class PrepareBinary final : public Pass {
     bool keeps = isFloating(*dt) || (isIntegral(*dt) && int_operand && n->kind().name() != "div");
     if (!keeps) return fail(n, "the result's dtype differs from x's");
     if (hasMutatingUse(*n->output())) return fail(n, "its result is written in place");
+    // x's memory: the tensor x is a view of (a chunk of a graph input, ...).
+    const Value* base = x;
+    while (base->node()->kind() != prim::Param && isAliasing(*base->node()) && base->node()->blocks().empty() &&
+           !base->node()->inputs().empty())
+      base = base->node()->input(0);
+    if (writerOf(*base)) return fail(n, "x's memory is written in place: the result must be a copy");
+    if (isGraphOutput(n->output()) && base != x && isGraphInput(base)) return fail(n, "x is a view of a graph input");
     if (isGraphInput(x) && isGraphOutput(n->output())) {
       // The bridge drops the op and returns x itself; PyTorch's result is a new
       // tensor, so the caller's array must not come back: a copy stands in.

@@ -323,3 +323,29 @@ def test_masked_attention_scores_never_run_onednn_reference_kernel():
     mm = [p for p in c.partitions if p.pattern == "matmul_post_ops"]
     assert mm and mm[0].ops[:2] == ["aten::bmm", "aten::add"], [(p.pattern, p.ops) for p in c.partitions]
     assert mm[0].impl and not mm[0].impl.startswith("ref"), mm[0].impl
+
+
+def test_post_op_operand_that_grows_the_output_at_another_shape_runs_op_by_op():
+    # Traced at batch 2, conv(x) and the [2, 4, 6, 6] buffer have one shape, so the
+    # minimum is a post-op; at batch 1 the buffer broadcasts the conv's output up,
+    # which a post-op cannot: the group runs its ops one by one, as PyTorch
+    # computes it (it raised "does not broadcast to the output" before; found by
+    # scripts/fuzz_graphs.py).
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(8, 4, 3)
+            self.register_buffer("p", torch.randn(2, 4, 6, 6))
+
+        def forward(self, x):
+            return torch.minimum(self.conv(x), self.p)
+
+    m = M().eval()
+    x2 = torch.randn(2, 8, 8, 8)
+    c = llga.optimize(torch.jit.trace(m, x2), [x2])
+    assert [p.ops for p in c.partitions] == [["aten::_convolution", "aten::minimum"]]
+    for x in (x2, torch.randn(1, 8, 8, 8), x2):
+        with torch.no_grad():
+            want = m(x).numpy()
+        for _ in range(3):
+            np.testing.assert_allclose(c(x.numpy()), want, rtol=1e-5, atol=1e-5)

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <mutex>
 
 #include "backend/dnnl/ops/fused.h"
 #include "backend/dnnl/ops/op_utils.h"
@@ -39,6 +40,9 @@ Source sourceOf(const Graph& sub, const Value* v) {
   return {-1, std::move(*cv)};
 }
 
+// The subgraph's ops one after the other (ChainKernel, below).
+std::unique_ptr<Kernel> makeChainOf(std::shared_ptr<const Graph> sub);
+
 // Anchor + post-ops in one primitive; or a partition's one op (`lone`:
 // profiled and observed as an inner op, as its own chain plan would have it;
 // its inputs and outputs blocked where the op's kernel takes them so, as a
@@ -46,8 +50,9 @@ Source sourceOf(const Graph& sub, const Value* v) {
 class FusedAnchorKernel final : public Kernel {
  public:
   FusedAnchorKernel(std::unique_ptr<Kernel> inner, std::vector<Source> sources, const Node* lone = nullptr,
-                    std::shared_ptr<const Graph> sub = nullptr)
-      : inner_(std::move(inner)), sources_(std::move(sources)), sub_(std::move(sub)), lone_(lone) {}
+                    std::shared_ptr<const Graph> sub = nullptr, std::shared_ptr<const Graph> chain = nullptr)
+      : inner_(std::move(inner)), sources_(std::move(sources)), sub_(std::move(sub)), lone_(lone),
+        chain_(std::move(chain)) {}
 
   void run(const KernelArgs& a) override {
     std::array<RtValue*, 32> in_small;  // no allocation per call for the usual few arguments
@@ -63,7 +68,17 @@ class FusedAnchorKernel final : public Kernel {
     for (size_t k = 0; k < sources_.size() && k < 64; ++k)
       if (sources_[k].input >= 0 && a.inputDies(static_cast<size_t>(sources_[k].input))) dying |= uint64_t{1} << k;
     const KernelArgs args{in, sources_.size(), a.out, a.num_out, a.ctx, dying};
-    if (!lone_) return inner_->run(args);
+    if (!lone_) {
+      try {
+        return inner_->run(args);
+      } catch (const OperandGrowsOutput&) {  // checked before anything is written
+        if (!chain_) throw;
+      }
+      // A post-op operand broadcasts the output up at these shapes (traced
+      // with a batch of 2, called with 1): the group's ops one by one.
+      std::call_once(fallback_once_, [&] { fallback_ = makeChainOf(chain_); });
+      return fallback_->run(a);
+    }
     if (Profiler::active()) runKernelProfiled(*lone_, "", -1, *inner_, args);
     else inner_->run(args);
     if (a.ctx.observer) (*a.ctx.observer)(*lone_, a.out, a.num_out);
@@ -100,6 +115,9 @@ class FusedAnchorKernel final : public Kernel {
   std::vector<Source> sources_;
   std::shared_ptr<const Graph> sub_;  // holds lone_
   const Node* lone_;
+  std::shared_ptr<const Graph> chain_;  // the group's subgraph, for the op-by-op fallback
+  std::once_flag fallback_once_;
+  std::unique_ptr<Kernel> fallback_;
 };
 
 // The subgraph's ops, one after the other.
@@ -129,6 +147,10 @@ class ChainKernel final : public Kernel {
  private:
   std::unique_ptr<Plan> plan_;
 };
+
+std::unique_ptr<Kernel> makeChainOf(std::shared_ptr<const Graph> sub) {
+  return std::make_unique<ChainKernel>(std::move(sub));
+}
 
 std::vector<const Node*> opsOf(const Graph& sub) {
   std::vector<const Node*> ops;
@@ -188,7 +210,8 @@ std::unique_ptr<Kernel> makeAnchorChainKernel(const Node& group, bool conv) {
                          isConstantInput(group, static_cast<size_t>(sources[1].input));
   auto inner = conv ? makeFusedConv(*chain.anchor, chain.ops, constant_weight)
                     : makeFusedMatmul(*chain.anchor, chain.ops, constant_weight);
-  return std::make_unique<FusedAnchorKernel>(std::move(inner), std::move(sources));
+  return std::make_unique<FusedAnchorKernel>(std::move(inner), std::move(sources), nullptr, nullptr,
+                                             chain.ops.empty() ? nullptr : group.subgraph());
 }
 
 // The subgraph's only op, run directly with the group's arguments (a lone

@@ -69,7 +69,7 @@ void checkOperandFits(const Tensor& t, const Shape& out) {
   if (!ok) {
     std::string shape;
     for (int64_t d : out) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
-    throw std::invalid_argument("fused post-op: operand " + t.describe() + " does not broadcast to the output [" + shape + "]");
+    throw OperandGrowsOutput("fused post-op: operand " + t.describe() + " does not broadcast to the output [" + shape + "]");
   }
 }
 

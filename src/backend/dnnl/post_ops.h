@@ -4,6 +4,8 @@
 // descriptors the fused kernels need at run time.
 #pragma once
 
+#include <stdexcept>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,7 +30,13 @@ dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vecto
 // `ops` and returns true: the caller runs swishInPlace after the primitive.
 bool takeFinalSwish(std::vector<PostOp>& ops, int64_t out_elements);
 
-// Throws unless `t` broadcasts to `out` without growing it.
+// A fused chain's operand that would broadcast the output up (a shape the
+// fuser did not see): the chain must run op by op instead.
+struct OperandGrowsOutput : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// Throws OperandGrowsOutput unless `t` broadcasts to `out` without growing it.
 void checkOperandFits(const Tensor& t, const Shape& out);
 
 // The operand as a binary post-op reads it: its own strides, with leading
