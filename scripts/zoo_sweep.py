@@ -347,10 +347,11 @@ def main() -> int:
 
 def markdown(rows) -> str:
     lines = ["| model | task | form | parity (max rel. err) | llga ms | eager ms | llga/eager | partitions | "
-             "heavy ops outside |", "|---|---|---|---|---|---|---|---|---|"]
+             "heavy ops outside | llga at |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r.get('task', '')} | | **fails**: {r['error']} | | | | | |")
+            lines.append(f"| {r['model']} | {r.get('task', '')} | | **fails**: {r['error']} | | | | | | "
+                         f"{r.get('commit', '')} |")
             continue
         outside = ", ".join(f"{k} x{n}" for k, n in r["outside"].items()) or "none"
         parity = ("ok" if r["parity"] else "**MISMATCH**") + f" ({r['max_rel_err']:.1e})"
@@ -358,7 +359,7 @@ def markdown(rows) -> str:
             f = r["vs_fp64"]
             parity += f" vs PyTorch fp64 (PyTorch fp32: {f['torch_fp32']:.1e}; bound {f.get('bound', 1e-4):.1e})"
         lines.append(f"| {r['model']} | {r['task']} | {r['form']} | {parity} | {r['llga_ms']} | {r['eager_ms']} | "
-                     f"{r['ratio']} | {r['partitions']} | {outside} |")
+                     f"{r['ratio']} | {r['partitions']} | {outside} | {r.get('commit', '')} |")
     ok = sum(1 for r in rows if r.get("parity") and not r.get("outside"))
     faster = sum(1 for r in rows if r.get("ratio") is not None and r["ratio"] < 1)
     by64 = sum(1 for r in rows if r.get("parity") and "vs_fp64" in r)
