@@ -9,7 +9,7 @@ CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all bootstrap build demo test test-cpp test-asan test-py test-isa test-isa-all test-install test-deps test-fresh test-ops-long \
-	dev-path notebook install uninstall fuzz fuzz-smoke test-zoo bench bench-quick bench-coverage bench-parse bench-runtime clean
+	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs test-zoo bench bench-quick bench-coverage bench-parse bench-runtime clean
 
 all: build
 
@@ -93,6 +93,13 @@ fuzz: bootstrap
 
 fuzz-smoke:
 	$(MAKE) fuzz FUZZ_SECONDS=45
+
+# The differential graph fuzzer: random PyTorch programs, llga against PyTorch
+# (scripts/fuzz_graphs.py). Reproducers of mismatches go to build/fuzz-graphs/.
+# `make test` runs 24 fixed programs (tests/py/test_fuzz_graphs.py).
+FUZZ_GRAPHS_SECONDS ?= 300
+fuzz-graphs: build dev-path
+	$(PY) scripts/fuzz_graphs.py --seconds $(FUZZ_GRAPHS_SECONDS) --seed $$(date +%s) $(FUZZ_GRAPHS_ARGS)
 
 # llga vs PyTorch (eager, frozen+OFI), ONNX Runtime and the machine's limit.
 # Writes bench/results/latest.{json,md,png}. BENCH_ARGS="--models resnet50 --batch 1,16"
