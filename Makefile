@@ -9,7 +9,7 @@ CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all bootstrap build demo test test-cpp test-asan test-py test-isa test-isa-all test-install test-deps test-fresh test-ops-long \
-	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs test-zoo bench bench-quick bench-coverage bench-parse bench-runtime clean
+	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs stress test-zoo bench bench-quick bench-coverage bench-parse bench-runtime clean
 
 all: build
 
@@ -97,6 +97,11 @@ fuzz-smoke:
 # The differential graph fuzzer: random PyTorch programs, llga against PyTorch
 # (scripts/fuzz_graphs.py). Reproducers of mismatches go to build/fuzz-graphs/.
 # `make test` runs 24 fixed programs (tests/py/test_fuzz_graphs.py).
+# Stress: 200,000 calls of a small CNN over 10,000 image sizes, RSS flat after
+# the warm-up and every per-shape record bounded (scripts/stress.py).
+stress: build dev-path
+	$(PY) scripts/stress.py --calls 200000 --sizes 100 $(STRESS_ARGS)
+
 FUZZ_GRAPHS_SECONDS ?= 300
 fuzz-graphs: build dev-path
 	$(PY) scripts/fuzz_graphs.py --seconds $(FUZZ_GRAPHS_SECONDS) --seed $$(date +%s) $(FUZZ_GRAPHS_ARGS)

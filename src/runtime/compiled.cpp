@@ -131,8 +131,13 @@ std::vector<RtValue> CompiledGraph::run(std::vector<RtValue> inputs) const {
   }
   int64_t peak = activations->peak.load();
   std::lock_guard<std::mutex> lock(mu_);
-  int64_t& p = peaks_[sig];
-  p = std::max(p, peak);
+  PeakSlot& p = peaks_[sig];
+  p.bytes = std::max(p.bytes, peak);
+  p.last_used = ++calls_;
+  if (peaks_.size() > kMaxPeakSignatures)
+    peaks_.erase(std::min_element(peaks_.begin(), peaks_.end(), [](const auto& a, const auto& b) {
+      return a.second.last_used < b.second.last_used;
+    }));
   return out;
 }
 
@@ -156,7 +161,7 @@ MemoryReport CompiledGraph::memory() const {
   r.weight_cache = cache_meter_->live.load();
   std::lock_guard<std::mutex> lock(mu_);
   r.released = released_bytes_;
-  r.peak_activations = peaks_;
+  for (const auto& [sig, slot] : peaks_) r.peak_activations[sig] = slot.bytes;
   for (const auto& [sig, slot] : planners_) r.arenas[sig] = slot.planner->stats();
   return r;
 }

@@ -31,7 +31,8 @@ struct MemoryReport {
   int64_t released = 0;      // original weights let go during the first call (only the reordered copy is used)
   // Per input signature ("1x3x224x224:Float, ..."): the most bytes of
   // activations (every buffer llga allocated during the call, outputs and
-  // oneDNN scratch included) live at once, over the calls with it.
+  // oneDNN scratch included) live at once, over the calls with it; the
+  // kMaxPeakSignatures signatures called most recently.
   std::map<std::string, int64_t> peak_activations;
   // Per input signature: the memory planner's arena (runtime/arena.h).
   std::map<std::string, ArenaStats> arenas;
@@ -60,7 +61,14 @@ class CompiledGraph {
   std::unique_ptr<Plan> plan_;
   std::shared_ptr<MemoryMeter> cache_meter_ = std::make_shared<MemoryMeter>();
   mutable std::mutex mu_;
-  mutable std::map<std::string, int64_t> peaks_;
+  // Bounded like every per-shape structure: a service called with ever new
+  // input sizes must not grow (the oldest signature goes).
+  static constexpr size_t kMaxPeakSignatures = 64;
+  struct PeakSlot {
+    int64_t bytes = 0;
+    uint64_t last_used = 0;
+  };
+  mutable std::map<std::string, PeakSlot> peaks_;
   mutable int64_t released_bytes_ = 0;
   // The memory planner of each recent input signature (LRU by last call).
   struct PlannerSlot {
