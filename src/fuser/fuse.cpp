@@ -80,6 +80,7 @@ class Fuse final : public Pass {
     if (anchor->outputs().size() != 1) return unfused(*anchor, "more than one output");
     if (auto dt = knownDtype(anchor->output()); dt && *dt != ScalarType::Float) return unfused(*anchor, "dtype is not float32");
     std::vector<Node*> chain = {anchor};
+    std::vector<PostOp> chain_ops;  // the chain's post-ops so far, translated
     Value* v = anchor->output();
     int post = 0;
     std::string stop;
@@ -127,6 +128,11 @@ class Fuse final : public Pass {
           break;
         }
         if (auto dt = knownDtype(next->output()); dt && *dt != ScalarType::Float) break;
+        if (p->one_primitive)
+          if (std::string why = sameAlgorithmTwice(chain_ops, m); !why.empty()) {
+            stop = why;
+            break;
+          }
         const std::string link = next->kind().toQualString();
         const bool may_grow = p->chain_may_grow && (link == "aten::add" || link == "aten::mul");
         if (std::string why = operandFits(m, v, may_grow); !why.empty()) {
@@ -134,6 +140,7 @@ class Fuse final : public Pass {
           break;
         }
         take = {next};
+        chain_ops.insert(chain_ops.end(), m.ops.begin(), m.ops.end());
       }
       // The group runs where its last op was: nothing between may write
       // memory (a graph input written in place after the conv read it).
@@ -149,6 +156,20 @@ class Fuse final : public Pass {
       return unfused(*anchor, "a lone " + anchor->kind().toQualString() + " is not a partition" +
                                   (stop.empty() ? "" : " (" + stop + ")"));
     return makeGroup(g, chain, *p);
+  }
+
+  // oneDNN 2.6 keeps one set of parameters per eltwise algorithm in a
+  // primitive's post-ops: a second op of an algorithm already in the chain
+  // with other parameters (relu6 then clamp: two clips) must not join it.
+  static std::string sameAlgorithmTwice(const std::vector<PostOp>& chain_ops, const PostOpMatch& m) {
+    for (const PostOp& op : m.ops) {
+      if (op.kind != PostOp::Kind::Eltwise) continue;
+      for (const PostOp& had : chain_ops)
+        if (had.kind == PostOp::Kind::Eltwise && had.alg == op.alg && (had.alpha != op.alpha || had.beta != op.beta))
+          return op.name + " would be a second " + had.name + "-like post-op with other parameters (oneDNN 2.6 "
+                 "applies one set per algorithm)";
+    }
+    return "";
   }
 
   // The first node strictly between `from` and `to` (same block) that is

@@ -30,7 +30,8 @@ static const std::vector<FusionPattern> kPatterns = {
         [eltwise | binary(., y)] x0..4      e.g. conv -> add(residual) -> relu
              |
             out
-)"},
+)",
+     false, true},
     {"matmul_post_ops", 3, opsWith(op_trait::Matmul), 4, true,
      R"(
         x   W  b                      q    k^T
@@ -40,7 +41,8 @@ static const std::vector<FusionPattern> kPatterns = {
         [eltwise | binary] x0..4      mul(scale) -> add(mask)
              |                            |
             out                          out
-)"},
+)",
+     false, true},
     {"pool_post_ops", 2, opsWith(op_trait::Pool), 4, true,
      R"(
           x

@@ -22,6 +22,11 @@ struct FusionPattern {
   // broadcast the chain value up to its other operand's shape, as the oneDNN
   // Graph bridge lets add(x, y * 2) with a small y be one partition.
   bool chain_may_grow = false;
+  // The chain becomes post-op attributes of one oneDNN primitive (conv,
+  // matmul), with oneDNN 2.6's limits: one set of parameters per eltwise
+  // algorithm (two clips with different bounds, two leaky_relus with
+  // different slopes come out wrong), so such a chain stops before the second.
+  bool one_primitive = false;
 };
 
 // Highest tier first.
