@@ -375,3 +375,23 @@ def test_eltwise_post_ops_of_one_algorithm_with_other_parameters(chain, anchor):
     c = compile_(m, x)
     with torch.no_grad():
         np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_post_op_operand_that_grows_the_output_runs_op_by_op():
+    # the same for a linear, whose compacted weight the op-by-op run must read too
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 33)
+            self.register_buffer("p", torch.randn(2, 8, 5, 33))
+
+        def forward(self, x):
+            return self.lin(x) - self.p
+
+    m = M().eval()
+    x2 = torch.randn(2, 8, 5, 4)
+    c = llga.optimize(torch.jit.trace(m, x2), [x2])
+    assert [p.ops for p in c.partitions] == [["aten::linear", "aten::sub"]]
+    for x in (x2, x2, x2, torch.randn(1, 8, 5, 4), x2):
+        with torch.no_grad():
+            np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=1e-5, atol=1e-5)

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <mutex>
 
 #include "backend/dnnl/ops/fused.h"
@@ -40,9 +41,6 @@ Source sourceOf(const Graph& sub, const Value* v) {
   return {-1, std::move(*cv)};
 }
 
-// The subgraph's ops one after the other (ChainKernel, below).
-std::unique_ptr<Kernel> makeChainOf(std::shared_ptr<const Graph> sub);
-
 // Anchor + post-ops in one primitive; or a partition's one op (`lone`:
 // profiled and observed as an inner op, as its own chain plan would have it;
 // its inputs and outputs blocked where the op's kernel takes them so, as a
@@ -72,17 +70,20 @@ class FusedAnchorKernel final : public Kernel {
       try {
         return inner_->run(args);
       } catch (const OperandGrowsOutput&) {  // checked before anything is written
-        if (!chain_) throw;
+        if (!chain_ || !make_anchor_only_) throw;
       }
       // A post-op operand broadcasts the output up at these shapes (traced
-      // with a batch of 2, called with 1): the group's ops one by one.
-      std::call_once(fallback_once_, [&] { fallback_ = makeChainOf(chain_); });
-      return fallback_->run(a);
+      // with a batch of 2, called with 1): the anchor alone (a kernel like
+      // this one without post-ops, which takes the compacted weight too),
+      // then the group's other ops one by one.
+      return runOpByOp(a, in);
     }
     if (Profiler::active()) runKernelProfiled(*lone_, "", -1, *inner_, args);
     else inner_->run(args);
     if (a.ctx.observer) (*a.ctx.observer)(*lone_, a.out, a.num_out);
   }
+  // The anchor's kernel without post-ops, for calls whose operands do not fit them.
+  void setAnchorOnly(std::function<std::unique_ptr<Kernel>()> make) { make_anchor_only_ = std::move(make); }
   bool acceptsBlocked(size_t input) const override { return everyUse(input, &Kernel::acceptsBlocked); }
   void allowBlockedOutput(size_t output) override { inner_->allowBlockedOutput(output); }
   bool acceptsStrided(size_t input) const override { return everyUse(input, &Kernel::acceptsStrided); }
@@ -115,9 +116,39 @@ class FusedAnchorKernel final : public Kernel {
   std::vector<Source> sources_;
   std::shared_ptr<const Graph> sub_;  // holds lone_
   const Node* lone_;
+  void runOpByOp(const KernelArgs& a, RtValue** in) {
+    std::call_once(fallback_once_, [&] { anchor_only_ = make_anchor_only_(); });
+    std::vector<const Node*> ops;
+    for (const Node* n : chain_->nodes())
+      if (n->kind() != prim::Constant) ops.push_back(n);
+    RtValue v;
+    RtValue* outs[] = {&v};
+    anchor_only_->run(KernelArgs{in, ops[0]->inputs().size(), outs, 1, a.ctx, 0});
+    const auto& group_in = chain_->inputs();
+    for (size_t i = 1; i < ops.size(); ++i) {
+      std::vector<RtValue> args;
+      for (const Value* x : ops[i]->inputs()) {
+        if (x == ops[i - 1]->output()) {
+          args.push_back(v);
+        } else if (auto it = std::find(group_in.begin(), group_in.end(), x); it != group_in.end()) {
+          args.push_back(*a.in[it - group_in.begin()]);
+        } else if (auto c = constantValue(*x->node())) {
+          args.push_back(std::move(*c));
+        } else {
+          throw std::logic_error("fusion group fallback: cannot read %" + x->debugName());
+        }
+      }
+      auto r = evaluateNode(*ops[i], std::move(args));
+      if (!r || r->empty()) throw std::logic_error("fusion group fallback: " + ops[i]->kind().toQualString() + " gave nothing");
+      v = std::move((*r)[0]);
+    }
+    a.set(0, std::move(v));
+  }
+
   std::shared_ptr<const Graph> chain_;  // the group's subgraph, for the op-by-op fallback
+  std::function<std::unique_ptr<Kernel>()> make_anchor_only_;
   std::once_flag fallback_once_;
-  std::unique_ptr<Kernel> fallback_;
+  std::unique_ptr<Kernel> anchor_only_;
 };
 
 // The subgraph's ops, one after the other.
@@ -147,10 +178,6 @@ class ChainKernel final : public Kernel {
  private:
   std::unique_ptr<Plan> plan_;
 };
-
-std::unique_ptr<Kernel> makeChainOf(std::shared_ptr<const Graph> sub) {
-  return std::make_unique<ChainKernel>(std::move(sub));
-}
 
 std::vector<const Node*> opsOf(const Graph& sub) {
   std::vector<const Node*> ops;
@@ -210,8 +237,13 @@ std::unique_ptr<Kernel> makeAnchorChainKernel(const Node& group, bool conv) {
                          isConstantInput(group, static_cast<size_t>(sources[1].input));
   auto inner = conv ? makeFusedConv(*chain.anchor, chain.ops, constant_weight)
                     : makeFusedMatmul(*chain.anchor, chain.ops, constant_weight);
-  return std::make_unique<FusedAnchorKernel>(std::move(inner), std::move(sources), nullptr, nullptr,
-                                             chain.ops.empty() ? nullptr : group.subgraph());
+  auto k = std::make_unique<FusedAnchorKernel>(std::move(inner), std::move(sources), nullptr, nullptr,
+                                               chain.ops.empty() ? nullptr : group.subgraph());
+  const Node* anchor = chain.anchor;
+  k->setAnchorOnly([anchor, conv, constant_weight] {
+    return conv ? makeFusedConv(*anchor, {}, constant_weight) : makeFusedMatmul(*anchor, {}, constant_weight);
+  });
+  return k;
 }
 
 // The subgraph's only op, run directly with the group's arguments (a lone

@@ -305,6 +305,7 @@ class FusedMatmulKernel final : public Kernel {
     Shape full = lead;
     full.push_back(w.size(0));
     // The 2-D product sees each operand as [m, N] (or [1, N] when it only varies along N).
+    for (const Tensor& t : chain.operands) checkOperandFits(t, full);  // else the group runs op by op
     for (Tensor& t : chain.operands) {
       bool row = true;
       for (int64_t d = 0; d + 1 < t.dim(); ++d) row &= t.size(d) == 1;

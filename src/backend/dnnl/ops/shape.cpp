@@ -320,7 +320,28 @@ void registerShapeOps(OpRegistry& r) {
     a.set(0, t.dim() < 2 ? t : t.transpose(0, 1));
   });
   r.add("aten::permute", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).permute(a.intList(1))); });
-  r.add("aten::contiguous", 1, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).contiguous()); });
+  // contiguous(x, memory_format): x itself when already dense in that order,
+  // else a copy in it, as PyTorch (channels_last: 2, channels_last_3d: 3), so
+  // an in-place write after it reaches x exactly when PyTorch's would.
+  r.add("aten::contiguous", 1, 2, [](const KernelArgs& a) {
+    const Tensor& x = a.tensor(0);
+    const int64_t format = a.num_in > 1 && !a.isNone(1) ? a.toInt(1) : 0;
+    const bool last = (format == 2 && x.dim() == 4) || (format == 3 && x.dim() == 5);
+    if (!last) return a.set(0, x.contiguous());
+    if (x.isBlocked()) throw std::invalid_argument("contiguous: a blocked input");
+    Shape strides(static_cast<size_t>(x.dim()));  // channels innermost, then the spatial dims from the last
+    int64_t step = 1;
+    strides[1] = step, step *= x.size(1);
+    for (int64_t d = x.dim() - 1; d >= 2; --d) strides[static_cast<size_t>(d)] = step, step *= x.size(d);
+    strides[0] = step;
+    bool dense = x.offset() >= 0;
+    for (int64_t d = 0; d < x.dim(); ++d) dense = dense && (x.size(d) == 1 || x.stride(d) == strides[static_cast<size_t>(d)]);
+    if (dense) return a.set(0, x);
+    Tensor out = Tensor::fromStorage(Storage::allocate(static_cast<size_t>(std::max<int64_t>(x.numel(), 1)) * scalarTypeSize(x.dtype())),
+                                     x.dtype(), x.sizes(), strides, 0);
+    out.copyFrom(x);
+    a.set(0, out);
+  });
   r.add("aten::unsqueeze", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).unsqueeze(a.toInt(1))); });
   r.add("aten::squeeze", 1, 2, [](const KernelArgs& a) {
     a.set(0, a.num_in > 1 ? a.tensor(0).squeeze(a.toInt(1)) : a.tensor(0).squeeze());
