@@ -1,8 +1,9 @@
 // remove-mutation: an in-place op (aten::relu_, add_, hardtanh_, ...) becomes
 // its functional form when nobody could observe the difference:
 //   * the written tensor is a fresh buffer: made by a node of this block that
-//     is not a view or alias op (not a graph input, block parameter, constant
-//     or weight, whose memory the caller or other calls own);
+//     is not a view or alias op nor an in-place op left in place (not a graph
+//     input, block parameter, constant or weight, whose memory the caller or
+//     other calls own);
 //   * no view or alias of it was taken (a write through it would be seen
 //     there);
 //   * nothing reads it after the in-place op (it would now read the old value).
@@ -44,6 +45,8 @@ class RemoveMutation final : public Pass {
     if (producer->kind() == prim::Constant || producer->kind() == prim::GetAttr) return "it writes into a constant or weight";
     if (producer->owningBlock() != n.owningBlock()) return "its input comes from another block";
     if (isAliasing(*producer)) return "its input is a view or alias (" + producer->kind().toQualString() + ")";
+    if (writesInput(*producer, 0))  // the result of an in-place op is its input: a view's write reaches the base
+      return "its input is the result of " + producer->kind().toQualString() + ", which stayed in place";
     for (const Use& u : self->uses()) {
       if (u.user == &n) continue;
       if (u.user->owningBlock() != n.owningBlock()) return "its input is read inside another block";
