@@ -115,9 +115,15 @@ void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& c
         std::vector<RtValue> plain;  // blocked inputs the kernel cannot take, converted (not expected to happen)
         for (size_t i = 0; i < ins.in.size(); ++i) {
           in[i] = &at(ins.in[i]);
-          if (in[i]->isTensor() && in[i]->tensor().isBlocked() && !ins.kernel->acceptsBlocked(i)) {
+          if (!in[i]->isTensor()) continue;
+          const Tensor& t = in[i]->tensor();
+          if (t.isBlocked() && !ins.kernel->acceptsBlocked(i)) {
             if (plain.empty()) plain.reserve(ins.in.size());
-            plain.emplace_back(toPlain(ctx, in[i]->tensor()));
+            plain.emplace_back(toPlain(ctx, t));
+            in[i] = &plain.back();
+          } else if (i < 64 && ((ins.may_copy >> i) & 1u) && !t.isBlocked() && !t.stridesNest()) {
+            if (plain.empty()) plain.reserve(ins.in.size());
+            plain.emplace_back(t.contiguous());
             in[i] = &plain.back();
           }
         }

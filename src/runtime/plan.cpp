@@ -10,6 +10,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "ir/effects.h"
 #include "ir/out_layouts.h"
 #include "runtime/constant_eval.h"
 #include "runtime/exec_context.h"
@@ -233,6 +234,9 @@ class PlanBuilder {
           continue;
         }
         applyLayouts(*n, *ins.kernel);
+        if (!isAliasing(*n))
+          for (size_t p = 0; p < n_in && p < 64; ++p)
+            if (!writesInput(*n, p)) ins.may_copy |= uint64_t{1} << p;
       } else {
         unsupported_[k.toQualString()].push_back(where(*n));
         continue;

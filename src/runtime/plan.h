@@ -83,6 +83,9 @@ class Plan {
     std::vector<int> in, out;
     std::vector<int> free_after;  // registers whose last use this is
     uint64_t dying = 0;           // bit p: input p's register is among them (KernelArgs::dying)
+    // Bit p: input p is only read, by an op that keeps no view of it: a tensor
+    // whose strides do not nest (Tensor::stridesNest) is handed over as a dense copy.
+    uint64_t may_copy = 0;
     int partition = -1;           // a fusion group's index in program order (profiles)
     std::string pattern;          // and its pattern
     std::vector<std::unique_ptr<Block>> blocks;

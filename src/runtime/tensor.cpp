@@ -227,6 +227,16 @@ bool Tensor::isContiguous() const {
   return true;
 }
 
+bool Tensor::stridesNest() const {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims that step
+  for (size_t i = 0; i < sizes_.size(); ++i)
+    if (sizes_[i] > 1 && strides_[i] != 0) dims.emplace_back(strides_[i] < 0 ? -strides_[i] : strides_[i], sizes_[i]);
+  std::sort(dims.begin(), dims.end());
+  for (size_t i = 1; i < dims.size(); ++i)
+    if (dims[i].first < dims[i - 1].first * dims[i - 1].second) return false;
+  return true;
+}
+
 bool Tensor::mayOverlapItself() const {
   // Dims of 2+ elements by increasing stride: each must step past everything
   // the smaller ones span (a sufficient condition for distinct addresses).

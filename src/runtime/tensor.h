@@ -144,6 +144,10 @@ class Tensor {
   int64_t offset() const { return offset_; }
   int64_t numel() const;
   bool isContiguous() const;
+  // Each dim of 2+ elements steps at least as far as the next smaller stride's
+  // dim spans in whole (stride >= inner stride * inner size): what oneDNN can
+  // describe. x[..., ::2] of an odd-width row interleaves (2 x 6 > 11).
+  bool stridesNest() const;
   // False when two indices might address the same element (a stride 0
   // over 2+ elements, or strides that interleave): only tensors for which
   // this is proven false may be written in place.

@@ -297,6 +297,9 @@ void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a_in
     dnnlBinaryRun(ctx, cache, op, a.permute(perm), bb.permute(perm), out.permute(perm));
     return;
   }
+  // Strides oneDNN cannot describe (an in-place write through x[..., ::2] of
+  // an odd-width row: the steps interleave): llga's own loop.
+  if ((!out.stridesNest() || !a.stridesNest() || !bb.stridesNest()) && stridedBinaryF32(op, a, bb, out)) return;
   thread_local std::vector<int64_t> key;  // reused: no allocation per call
   key.assign(1, static_cast<int64_t>(op));
   addToKey(key, a);

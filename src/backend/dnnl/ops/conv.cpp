@@ -257,10 +257,10 @@ class ConvKernel final : public Kernel {
   // speed) runs split: the convolution with the ops before the first
   // full-size operand, then each full-size binary op as a binary primitive in
   // place on dst with the ops up to the next one as its post-ops, when all
-  // have jit kernels. (Binary post-ops of a binary primitive come out wrong
-  // in oneDNN 2.6 on a channel-padded blocked dst, 2 or 10 channels in
-  // nChw8c: there a tail takes eltwise post-ops only, or the chain is not
-  // split.)
+  // have jit kernels. (Post-ops of a binary primitive come out wrong in
+  // oneDNN 2.6 on a channel-padded blocked dst, 2 or 10 channels in nChw8c,
+  // binary and eltwise ones (tanh at batch 2): there a chain is split only
+  // where no tail needs any.)
   template <class MakePd, class Take>
   static void trySplit(ConvEntry& e, const std::vector<Tensor>& operands, const Shape& out, MakePd make_pd, Take take) {
     std::vector<PostOp> ops = e.ops;
@@ -305,8 +305,8 @@ class ConvKernel final : public Kernel {
         std::vector<PostOp> after;
         std::vector<memory::desc> after_mds;
         for (++i; i < ops.size() && !full[i]; ++i) {
+          if (padded) return;  // no post-ops on a binary primitive there, not even eltwise ones
           if (operand_of[i] >= 0) {
-            if (padded) return;
             t.binary_at.push_back(static_cast<int>(after.size()));
             after_mds.push_back(mds[static_cast<size_t>(operand_of[i])]);
           }
