@@ -142,9 +142,10 @@ class Fuse final : public Pass {
         take = {next};
         chain_ops.insert(chain_ops.end(), m.ops.begin(), m.ops.end());
       }
-      // The group runs where its last op was: nothing between may write
-      // memory (a graph input written in place after the conv read it).
-      if (const Node* w = writeBetween(chain.back(), next, take)) {
+      // The group runs where its last op was: nothing between may write the
+      // memory of what the group reads (a graph input written in place after
+      // the conv read it).
+      if (const Node* w = writeBetween(chain, next, take)) {
         stop = w->kind().toQualString() + " writes in place between %" + v->debugName() + " and its reader";
         break;
       }
@@ -172,11 +173,28 @@ class Fuse final : public Pass {
     return "";
   }
 
-  // The first node strictly between `from` and `to` (same block) that is
-  // not taken into the chain and has side effects, or null.
-  static const Node* writeBetween(const Node* from, const Node* to, const std::vector<Node*>& take) {
-    for (const Node* k = from->next(); k && k != to; k = k->next())
-      if (std::find(take.begin(), take.end(), k) == take.end() && hasSideEffects(*k)) return k;
+  // The tensor v is a view or alias of (through view ops in this block).
+  static const Value* memoryRoot(const Value* v) {
+    while (v->node()->kind() != prim::Param && isAliasing(*v->node()) && v->node()->blocks().empty() &&
+           !v->node()->inputs().empty())
+      v = v->node()->input(0);
+    return v;
+  }
+
+  // The first node strictly between the chain's last op and `to` (same block),
+  // not taken into the chain, that writes into the memory of a value the
+  // chain or `take` reads; or null. (Other writes, into a mask being built,
+  // may stay between: the group reads nothing they change.)
+  static const Node* writeBetween(const std::vector<Node*>& chain, const Node* to, const std::vector<Node*>& take) {
+    std::set<const Value*> read;
+    for (const std::vector<Node*>* ns : {&chain, &take})
+      for (const Node* n : *ns)
+        for (const Value* in : n->inputs()) read.insert(memoryRoot(in));
+    for (const Node* k = chain.back()->next(); k && k != to; k = k->next()) {
+      if (std::find(take.begin(), take.end(), k) != take.end() || !hasSideEffects(*k)) continue;
+      for (size_t i = 0; i < k->inputs().size(); ++i)
+        if (writesInput(*k, i) && read.count(memoryRoot(k->input(i)))) return k;
+    }
     return nullptr;
   }
 
