@@ -406,7 +406,8 @@ def markdown(rows) -> str:
                          f"{r.get('commit', '')} |")
             continue
         outside = ", ".join(f"{k} x{n}" for k, n in r["outside"].items()) or "none"
-        parity = ("ok" if r["parity"] else "**MISMATCH**") + f" ({r['max_rel_err']:.1e})"
+        parity = ("ok" if r["parity"] else "not comparable" if _dense_ok(r) else "**MISMATCH**") + \
+            f" ({r['max_rel_err']:.1e})"
         if "vs_fp64" in r:
             f = r["vs_fp64"]
             parity += f" vs PyTorch fp64 (PyTorch fp32: {f['torch_fp32']:.1e}; bound {f.get('bound', 1e-4):.1e})"
