@@ -173,14 +173,6 @@ class Fuse final : public Pass {
     return "";
   }
 
-  // The tensor v is a view or alias of (through view ops in this block).
-  static const Value* memoryRoot(const Value* v) {
-    while (v->node()->kind() != prim::Param && isAliasing(*v->node()) && v->node()->blocks().empty() &&
-           !v->node()->inputs().empty())
-      v = v->node()->input(0);
-    return v;
-  }
-
   // The first node strictly between the chain's last op and `to` (same block),
   // not taken into the chain, that writes into the memory of a value the
   // chain or `take` reads; or null. (Other writes, into a mask being built,
@@ -189,11 +181,11 @@ class Fuse final : public Pass {
     std::set<const Value*> read;
     for (const std::vector<Node*>* ns : {&chain, &take})
       for (const Node* n : *ns)
-        for (const Value* in : n->inputs()) read.insert(memoryRoot(in));
+        for (const Value* in : n->inputs()) read.insert(aliasRoot(*in));
     for (const Node* k = chain.back()->next(); k && k != to; k = k->next()) {
       if (std::find(take.begin(), take.end(), k) != take.end() || !hasSideEffects(*k)) continue;
       for (size_t i = 0; i < k->inputs().size(); ++i)
-        if (writesInput(*k, i) && read.count(memoryRoot(k->input(i)))) return k;
+        if (writesInput(*k, i) && read.count(aliasRoot(*k->input(i)))) return k;
     }
     return nullptr;
   }

@@ -109,6 +109,14 @@ const Node* writerOf(const Value& v) {
   return u ? u->user : nullptr;
 }
 
+const Value* aliasRoot(const Value& v) {
+  const Value* r = &v;
+  while (r->node()->kind() != prim::Param && isAliasing(*r->node()) && r->node()->blocks().empty() &&
+         !r->node()->inputs().empty())
+    r = r->node()->input(0);
+  return r;
+}
+
 bool reachesGraphOutput(const Value& v) {
   const Node* ret = v.owningGraph()->block()->returnNode();
   return findAliasUse(v, [ret](const Use& u) { return u.user == ret; }) != nullptr;

@@ -25,6 +25,9 @@ bool writesInput(const Node& n, size_t input);
 // A node that may write into v's memory, directly or through a view or alias
 // of it, or null.
 const Node* writerOf(const Value& v);
+// The value whose memory v is a view or alias of, followed back through view
+// and alias ops of its block (not through control flow); v itself if none.
+const Value* aliasRoot(const Value& v);
 // Whether the graph returns v or a view or alias of it.
 bool reachesGraphOutput(const Value& v);
 // For each graph input: a node that may write into its memory, directly or

@@ -121,10 +121,7 @@ class PrepareBinary final : public Pass {
     if (!keeps) return fail(n, "the result's dtype differs from x's");
     if (hasMutatingUse(*n->output())) return fail(n, "its result is written in place");
     // x's memory: the tensor x is a view of (a chunk of a graph input, ...).
-    const Value* base = x;
-    while (base->node()->kind() != prim::Param && isAliasing(*base->node()) && base->node()->blocks().empty() &&
-           !base->node()->inputs().empty())
-      base = base->node()->input(0);
+    const Value* base = aliasRoot(*x);
     if (writerOf(*base)) return fail(n, "x's memory is written in place: the result must be a copy");
     if (isGraphOutput(n->output()) && base != x && isGraphInput(base)) return fail(n, "x is a view of a graph input");
     if (isGraphInput(x) && isGraphOutput(n->output())) {
