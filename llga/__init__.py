@@ -12,11 +12,26 @@ from __future__ import annotations
 
 from typing import Union
 
+import os as _os
+
+if _os.environ.get("LLGA_EXTENSION"):
+    # Another build of the extension in place of the in-tree one: the sanitizer builds
+    # (make test-asan, make test-tsan) run the Python tests through it.
+    import importlib.util as _ilu
+    import sys as _sys
+
+    _spec = _ilu.spec_from_file_location(__name__ + "._llga", _os.environ["LLGA_EXTENSION"])
+    if _spec is None:
+        raise ImportError(f"LLGA_EXTENSION={_os.environ['LLGA_EXTENSION']!r} is not a Python extension module")
+    _ext = _ilu.module_from_spec(_spec)
+    _sys.modules[_spec.name] = _ext
+    _spec.loader.exec_module(_ext)
+
 from . import _llga
 from ._llga import Block, Graph, Node, TensorConstant, Type, Value
 from .compiler import CompiledGraph, Partition, optimize
-from .errors import (CompileError, ExecutionError, InputError, LlgaError, ParseError, PassError, UnsupportedOpError,
-                     VerifyError)
+from .errors import (CompileError, ExecutionError, InputError, LlgaError, OutOfMemoryError, ParseError, PassError,
+                     UnsupportedOpError, VerifyError)
 from .passes import PassRecord, list_passes
 from .ops import OpSupport, supported_ops
 from . import flops, profiler, viz  # noqa: E402  (profiler reads LLGA_VERBOSE once, here)
@@ -33,7 +48,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Block", "Graph", "Node", "TensorConstant", "Type", "Value",
     "CompiledGraph", "CompileError", "ExecutionError", "InputError", "PassError", "PassRecord", "list_passes",
-    "LlgaError", "ParseError", "UnsupportedOpError", "VerifyError",
+    "LlgaError", "OutOfMemoryError", "ParseError", "UnsupportedOpError", "VerifyError",
     "parse", "parse_type", "import_torch", "optimize", "cpu_capabilities", "set_num_threads", "get_num_threads",
     "set_memory_planning", "memory_planning", "Partition",
     "fusion_patterns", "profiler", "flops", "viz", "OpSupport", "supported_ops",

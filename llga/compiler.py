@@ -67,7 +67,10 @@ class CompiledGraph:
         static offsets serve the call's intermediate buffers, ``blocks`` given
         an offset, ``heap_blocks`` left on the heap because they outlive the
         call (outputs), and how many calls were ``recorded`` (on the heap),
-        ``planned`` (from the arena) or ``deviations`` from the plan; see
+        ``planned`` (from the arena) or ``deviations`` from the plan,
+        ``failed_calls`` (ended in an exception: the plan stays) and
+        ``in_use_blocks`` (planned blocks handed out and not yet freed: 0
+        between calls unless a buffer outlives its call); see
         ``llga.set_memory_planning``)."""
         return self._impl.memory()
 

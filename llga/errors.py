@@ -64,3 +64,9 @@ class SpecializationMismatch(InputError):
 
 class ExecutionError(LlgaError, RuntimeError):
     """An op failed while running, naming the op and where it came from."""
+
+
+class OutOfMemoryError(ExecutionError, MemoryError):
+    """An allocation failed while an op ran (llga's buffers or oneDNN's),
+    naming the op. The compiled model stays usable: the call's buffers are
+    freed and its memory plan kept."""

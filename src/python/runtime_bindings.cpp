@@ -200,6 +200,8 @@ void bindRuntime(py::module_& m) {
           out = c.run(std::move(in));
         } catch (const SpecializationMismatch& e) {
           raise("SpecializationMismatch", e.what());
+        } catch (const OutOfMemory& e) {
+          raise("OutOfMemoryError", e.what());
         } catch (const ExecutionError& e) {
           raise("ExecutionError", e.what());
         } catch (const std::invalid_argument& e) {
@@ -242,6 +244,8 @@ void bindRuntime(py::module_& m) {
           e["recorded_calls"] = a.recorded_calls;
           e["planned_calls"] = a.planned_calls;
           e["deviations"] = a.deviations;
+          e["failed_calls"] = a.failed_calls;
+          e["in_use_blocks"] = a.in_use_blocks;
           e["disabled"] = a.disabled;
           arenas[py::str(sig)] = e;
         }
@@ -277,6 +281,9 @@ void bindRuntime(py::module_& m) {
       "The driver (src/driver/compile.h): runs the pipeline on graph in place and builds its plan; returns "
       "(pass records, CompiledGraphImpl).");
   m.def("set_memory_planning", &ArenaPlanner::setEnabled, py::arg("on"));
+  m.def("_fail_activation_allocation_after", &failActivationAllocationAfter, py::arg("n"),
+        "tests only: after n more activation allocations the next one fails, once (n < 0 disarms); "
+        "returns whether it was still armed");
   m.def("memory_planning", &ArenaPlanner::enabled);
   m.def("set_num_threads", &setNumThreads);
   m.def("get_num_threads", &getNumThreads);

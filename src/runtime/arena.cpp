@@ -53,10 +53,11 @@ struct ArenaPlanner::Buffer {
     for (size_t i = 0; i < n; ++i) live[i].store(false, std::memory_order_relaxed);
   }
   ~Buffer() { std::free(data); }
-  bool anyLive() const {
-    for (size_t i = 0; i < n; ++i)
-      if (live[i].load(std::memory_order_acquire)) return true;
-    return false;
+  bool anyLive() const { return liveCount() > 0; }
+  int64_t liveCount() const {
+    int64_t k = 0;
+    for (size_t i = 0; i < n; ++i) k += live[i].load(std::memory_order_acquire);
+    return k;
   }
 };
 
@@ -179,7 +180,7 @@ ArenaPlanner::~ArenaPlanner() = default;
 void ArenaPlanner::setEnabled(bool on) { enabledFlag().store(on); }
 bool ArenaPlanner::enabled() { return enabledFlag().load(); }
 
-ArenaPlanner::Call::Call(ArenaPlanner& planner) : planner_(planner) {
+ArenaPlanner::Call::Call(ArenaPlanner& planner) : planner_(planner), exceptions_(std::uncaught_exceptions()) {
   if (!enabled()) return;
   std::lock_guard<std::mutex> lock(planner_.mu_);
   if (planner_.stats_.disabled) return;
@@ -190,6 +191,8 @@ ArenaPlanner::Call::Call(ArenaPlanner& planner) : planner_(planner) {
       planner_.pool_.pop_back();
     } else {
       buf = std::make_shared<Buffer>(planner_.layout_->total, planner_.layout_->bytes.size());
+      std::erase_if(planner_.issued_, [](const std::weak_ptr<Buffer>& w) { return w.expired(); });
+      planner_.issued_.push_back(buf);
     }
     source_ = std::make_unique<PlannedSource>(planner_.layout_, std::move(buf));
   } else if (!planner_.warm_) {
@@ -206,19 +209,34 @@ ArenaPlanner::Call::Call(ArenaPlanner& planner) : planner_(planner) {
 
 ArenaPlanner::Call::~Call() {
   scope_.reset();
-  if (!source_) return;
+  // Unwinding: the call's buffers were freed with its registers; what it
+  // allocated says nothing about the next call's (not a deviation).
+  const bool failed = std::uncaught_exceptions() > exceptions_;
+  if (!source_) {
+    if (failed) {
+      std::lock_guard<std::mutex> lock(planner_.mu_);
+      ++planner_.stats_.failed_calls;
+    }
+    return;
+  }
   if (auto* planned = dynamic_cast<PlannedSource*>(source_.get()))
-    planner_.finishPlanned(planned->asPlanned(), planned->buffer(), planned->layout());
+    planner_.finishPlanned(planned->asPlanned(), failed, planned->buffer(), planned->layout());
   else
-    planner_.finishRecording(static_cast<RecordingSource*>(source_.get())->recording());
+    planner_.finishRecording(static_cast<RecordingSource*>(source_.get())->recording(), failed);
 }
 
-void ArenaPlanner::finishRecording(const std::shared_ptr<Recording>& rec) {
+void ArenaPlanner::finishRecording(const std::shared_ptr<Recording>& rec, bool failed) {
   std::vector<Recording::Block> blocks;
   {
     std::lock_guard<std::mutex> lock(rec->mu);
     rec->ended = true;  // frees from now on (outputs, kept buffers) are not part of the call
     blocks = rec->blocks;
+  }
+  if (failed) {  // a partial recording: the next call records again
+    std::lock_guard<std::mutex> lock(mu_);
+    recording_ = false;
+    ++stats_.failed_calls;
+    return;
   }
   std::shared_ptr<const Layout> layout = plan(blocks);
   std::lock_guard<std::mutex> lock(mu_);
@@ -231,12 +249,14 @@ void ArenaPlanner::finishRecording(const std::shared_ptr<Recording>& rec) {
   stats_.heap_blocks = static_cast<int64_t>(layout->heap.size()) - stats_.blocks;
 }
 
-void ArenaPlanner::finishPlanned(bool as_planned, std::shared_ptr<Buffer> buffer,
+void ArenaPlanner::finishPlanned(bool as_planned, bool failed, std::shared_ptr<Buffer> buffer,
                                  const std::shared_ptr<const Layout>& layout) {
   const bool held = buffer->anyLive();  // a buffer from the arena outlives the call
   std::lock_guard<std::mutex> lock(mu_);
   if (layout_ != layout) {
     // planned by a layout replaced meanwhile (a concurrent call deviated): only drop the buffer
+  } else if (failed && !held) {
+    ++stats_.failed_calls;  // the plan stays; the arena is as good as before
   } else if (as_planned && !held) {
     ++stats_.planned_calls;
     failures_in_a_row_ = 0;
@@ -252,7 +272,10 @@ void ArenaPlanner::finishPlanned(bool as_planned, std::shared_ptr<Buffer> buffer
 
 ArenaStats ArenaPlanner::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  ArenaStats s = stats_;
+  for (const std::weak_ptr<Buffer>& w : issued_)
+    if (auto b = w.lock()) s.in_use_blocks += b->liveCount();
+  return s;
 }
 
 }  // namespace llga

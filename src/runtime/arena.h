@@ -37,6 +37,8 @@ struct ArenaStats {
   int64_t recorded_calls = 0;  // calls that ran on the heap and recorded (not the first call)
   int64_t planned_calls = 0;   // calls served from the arena as planned
   int64_t deviations = 0;      // calls that deviated from the plan (recorded again next)
+  int64_t failed_calls = 0;    // calls that ended in an exception (not deviations: the plan stays)
+  int64_t in_use_blocks = 0;   // planned blocks handed out and not freed yet, over all its arenas
   bool disabled = false;       // deviated too often in a row: heap only
 };
 
@@ -57,6 +59,7 @@ class ArenaPlanner {
     ArenaPlanner& planner_;
     std::unique_ptr<ActivationSource> source_;
     std::unique_ptr<SourceScope> scope_;
+    int exceptions_ = 0;  // std::uncaught_exceptions() at the start: more at the end means the call failed
   };
 
   ArenaStats stats() const;
@@ -70,12 +73,14 @@ class ArenaPlanner {
   struct Buffer;
 
  private:
-  void finishRecording(const std::shared_ptr<Recording>& rec);
-  void finishPlanned(bool as_planned, std::shared_ptr<Buffer> buffer, const std::shared_ptr<const Layout>& layout);
+  void finishRecording(const std::shared_ptr<Recording>& rec, bool failed);
+  void finishPlanned(bool as_planned, bool failed, std::shared_ptr<Buffer> buffer,
+                     const std::shared_ptr<const Layout>& layout);
 
   mutable std::mutex mu_;
   std::shared_ptr<const Layout> layout_;         // null until recorded
   std::vector<std::shared_ptr<Buffer>> pool_;    // arenas free for the next call
+  std::vector<std::weak_ptr<Buffer>> issued_;    // every arena alive (for stats().in_use_blocks)
   bool warm_ = false;                            // a call ran (the first one is not recorded)
   bool recording_ = false;                       // a call is recording now
   int failures_in_a_row_ = 0;

@@ -2,6 +2,7 @@
 // with the profiler's hooks (Plan::run, runBlock, runInstr).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "runtime/constant_eval.h"
@@ -12,8 +13,9 @@
 
 namespace llga {
 
-
 namespace {
+
+std::atomic<OutOfMemoryTest> g_out_of_memory_test{nullptr};
 
 std::string describeValue(const RtValue& v) {
   if (!v.isTensor()) return v.kindName();
@@ -22,6 +24,8 @@ std::string describeValue(const RtValue& v) {
 }
 
 }  // namespace
+
+void setOutOfMemoryTest(OutOfMemoryTest test) { g_out_of_memory_test.store(test); }
 
 void runKernelProfiled(const Node& node, const std::string& pattern, int partition, Kernel& kernel, const KernelArgs& a) {
   Profiler& prof = *Profiler::active();
@@ -159,7 +163,11 @@ void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& c
     }
   } catch (const ExecutionError&) {
     throw;
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(describeNode(*ins.node) + ": out of memory");
   } catch (const std::exception& e) {
+    if (OutOfMemoryTest test = g_out_of_memory_test.load(); test && test(e))
+      throw OutOfMemory(describeNode(*ins.node) + ": out of memory (" + e.what() + ")");
     throw ExecutionError(describeNode(*ins.node) + ": " + e.what());
   }
 }

@@ -41,6 +41,17 @@ struct ExecutionError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Thrown when an allocation failed while a kernel ran (std::bad_alloc, or
+// oneDNN's out-of-memory status), naming the node; Python's MemoryError.
+struct OutOfMemory : ExecutionError {
+  using ExecutionError::ExecutionError;
+};
+// A backend whose library reports running out of memory in its own exception
+// type says how to recognise it (the dnnl backend: dnnl::error with
+// dnnl_out_of_memory). One per process; null: only std::bad_alloc.
+using OutOfMemoryTest = bool (*)(const std::exception&);
+void setOutOfMemoryTest(OutOfMemoryTest test);
+
 // Thrown by llga::Guard: this call's inputs differ in rank or dtype from
 // those the graph was specialized for (passes/specialize_inputs.cpp).
 struct SpecializationMismatch : ExecutionError {

@@ -1,6 +1,7 @@
 #include "runtime/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <numeric>
 #include <optional>
@@ -46,7 +47,19 @@ std::shared_ptr<Storage> Storage::heap(size_t nbytes, size_t rounded, const std:
   return s;
 }
 
+namespace {
+std::atomic<int64_t> g_fail_after{-1};  // armed while >= 0
+}
+
+bool failActivationAllocationAfter(int64_t n) { return g_fail_after.exchange(n < 0 ? -1 : n) >= 0; }
+
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, AllocPurpose purpose) {
+  if (g_fail_after.load(std::memory_order_relaxed) >= 0 && purpose == AllocPurpose::Activation) {
+    int64_t left = g_fail_after.load();
+    while (left >= 0 && !g_fail_after.compare_exchange_weak(left, left - 1)) {
+    }
+    if (left == 0) throw std::bad_alloc();  // this one takes it from 0 to -1: disarmed
+  }
   size_t rounded = std::max<size_t>(64, (nbytes + 63) / 64 * 64);
   const auto& meter = t_meters[static_cast<int>(purpose)];
   if (purpose == AllocPurpose::Activation && t_source) return t_source->allocate(nbytes, rounded, meter);

@@ -65,6 +65,11 @@ struct Storage {
   static std::shared_ptr<Storage> heap(size_t nbytes, size_t rounded, const std::shared_ptr<MemoryMeter>& meter);
 };
 
+// Fault injection for tests (SQLite's way of testing out-of-memory paths):
+// after `n` more activation allocations, in any thread, the next one throws
+// std::bad_alloc, once. n < 0 disarms it. Returns whether it was still armed.
+bool failActivationAllocationAfter(int64_t n);
+
 // Where the calling thread's activation buffers come from while installed
 // (runtime/arena.h). `rounded` is nbytes rounded up to a multiple of 64.
 class ActivationSource {

@@ -121,3 +121,52 @@ TEST(Arena, OffWhenDisabled) {
   EXPECT_EQ(p.stats().recorded_calls, 0);
   EXPECT_EQ(p.stats().planned_calls, 0);
 }
+
+// A call that ends in an exception (an allocation failing inside a partition)
+// frees its buffers as it unwinds: nothing of the arena stays in use, the plan
+// is kept (not a deviation: four failures in a row must not disable it) and
+// the next call is served as planned. A failing recorded call records nothing.
+TEST(Arena, ACallThatThrowsLeavesNothingInUseAndKeepsThePlan) {
+  ArenaPlanner p;
+  typicalCall(p);
+  auto failing = [&p] {
+    ArenaPlanner::Call call(p);
+    Buf a = alloc(1000), b = alloc(2048);
+    EXPECT_TRUE(failActivationAllocationAfter(0) == false);
+    Buf c = alloc(1000);  // throws
+    ADD_FAILURE() << "the armed allocation did not throw";
+  };
+  EXPECT_THROW(failing(), std::bad_alloc);  // while recording
+  EXPECT_EQ(p.stats().recorded_calls, 0);
+  EXPECT_EQ(p.stats().failed_calls, 1);
+  typicalCall(p);  // records now
+  EXPECT_EQ(p.stats().recorded_calls, 1);
+  for (int i = 0; i < 6; ++i) EXPECT_THROW(failing(), std::bad_alloc);
+  ArenaStats st = p.stats();
+  EXPECT_EQ(st.failed_calls, 7);
+  EXPECT_EQ(st.deviations, 0);
+  EXPECT_EQ(st.in_use_blocks, 0);
+  EXPECT_FALSE(st.disabled);
+  Seen s = typicalCall(p);
+  EXPECT_EQ(p.stats().planned_calls, 1);
+  EXPECT_NE(s.b, s.c);
+  EXPECT_FALSE(failActivationAllocationAfter(-1));  // disarmed by the failure
+}
+
+// in_use_blocks counts planned blocks still held after their call.
+TEST(Arena, BlocksHeldPastTheCallAreInUse) {
+  ArenaPlanner p;
+  typicalCall(p);
+  typicalCall(p);
+  Buf kept;
+  {
+    ArenaPlanner::Call call(p);
+    Buf a = alloc(1000), b = alloc(2048);
+    kept = b;
+    a.reset();
+    Buf c = alloc(1000), d = alloc(1024);
+  }
+  EXPECT_EQ(p.stats().in_use_blocks, 1);
+  kept.reset();
+  EXPECT_EQ(p.stats().in_use_blocks, 0);
+}

@@ -110,3 +110,114 @@ def test_wrong_but_supported_dtype_names_the_expected_one():
     c = compiled(Pure(), torch.zeros(3))
     with pytest.raises(llga.InputError, match=r"expected dtype Float, got Double"):
         c(np.zeros(3, np.float64))
+
+
+# ---------------------------------------------------------------- every numpy oddity, on real models
+#
+# Each way numpy can lay out (or own) an array, through a CNN, a linear layer and an in-place
+# model: the result matches PyTorch on the same values, or llga raises InputError; the caller's
+# array changes exactly where PyTorch's would (only the in-place model writes) and nowhere else.
+
+class SmallCnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.pool = torch.nn.MaxPool2d(2)
+
+    def forward(self, x):
+        y = self.pool(torch.relu(self.bn(self.conv(x))))
+        return y + y.mean(dim=(2, 3), keepdim=True)
+
+
+class LinearGelu(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 5)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.fc(x)) + x.sum(-1, keepdim=True)
+
+
+class ScaleInPlace(torch.nn.Module):
+    def forward(self, x):
+        x.mul_(2.0)
+        return torch.relu(x - 1.0)
+
+
+MATRIX_MODELS = {"cnn": (SmallCnn, (2, 3, 6, 8)), "linear": (LinearGelu, (2, 4, 6)), "in-place": (ScaleInPlace, (2, 3, 6, 8))}
+
+
+def _memmap(tmp_path, a, mode):
+    path = tmp_path / f"x-{mode}.bin"
+    a.tofile(path)
+    return np.memmap(path, np.float32, mode=mode, shape=a.shape)
+
+
+def _unaligned(a):
+    buf = bytearray(a.nbytes + 1)
+    x = np.frombuffer(buf, np.float32, count=a.size, offset=1).reshape(a.shape)
+    x[...] = a
+    assert x.ctypes.data % 4 != 0 and x.flags.writeable
+    return x
+
+
+def _broadcast_writeable(b, shape):
+    return np.lib.stride_tricks.as_strided(b, shape, b.strides[:-1] + (0,), writeable=True)
+
+
+def _read_only(a):
+    x = a.copy()
+    x.setflags(write=False)
+    return x
+
+
+ODDITIES = {
+    # name: (make(a, tmp_path) -> x holding a's values or a broadcast of part of them, writeable in place?)
+    "c-contiguous": (lambda a, t: a.copy(), True),
+    "fortran": (lambda a, t: np.asfortranarray(a), True),
+    "channels-last": (lambda a, t: np.moveaxis(np.moveaxis(a, 1, -1).copy(), -1, 1), True),
+    "sliced": (lambda a, t: np.repeat(a, 2, axis=-1)[..., ::2], True),
+    "transposed": (lambda a, t: np.swapaxes(np.swapaxes(a, -1, -2).copy(), -1, -2), True),
+    "negative-strides": (lambda a, t: a[..., ::-1].copy()[..., ::-1], False),
+    "stride-0": (lambda a, t: np.broadcast_to(a[..., :1], a.shape), False),
+    "stride-0-writeable": (lambda a, t: _broadcast_writeable(a[..., :1].copy(), a.shape), False),
+    "read-only": (lambda a, t: _read_only(a), False),
+    "unaligned": (lambda a, t: _unaligned(a), True),
+    "byteswapped": (lambda a, t: a.astype(">f4"), False),
+    "memmap-r": (lambda a, t: _memmap(t, a, "r"), False),
+    "memmap-r+": (lambda a, t: _memmap(t, a, "r+"), True),
+    "zero-size": (lambda a, t: a[:0].copy(), True),
+}
+
+
+@pytest.mark.parametrize("oddity", list(ODDITIES))
+@pytest.mark.parametrize("model", list(MATRIX_MODELS))
+def test_every_numpy_oddity_is_right_or_refused(tmp_path, model, oddity):
+    torch.manual_seed(0)
+    cls, shape = MATRIX_MODELS[model]
+    m = cls().eval()
+    if isinstance(getattr(m, "bn", None), torch.nn.BatchNorm2d):
+        m.bn.running_mean.uniform_(-1, 1)
+        m.bn.running_var.uniform_(0.5, 2)
+    c = llga.optimize(torch.jit.trace(m, torch.randn(shape)))
+    make, writeable_in_place = ODDITIES[oddity]
+    if oddity == "channels-last" and len(shape) != 4:
+        pytest.skip("channels-last is a 4-D layout")
+    a = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    x = make(a, tmp_path)
+    before = np.array(x, dtype=np.float32)
+    t = torch.from_numpy(before.copy())
+    with torch.no_grad():
+        want = m(t).numpy()
+    writes = model == "in-place"
+    if writes and not writeable_in_place:
+        with pytest.raises(llga.InputError, match=r"input 0 \('x(\.\d+)?'.*writes into this input in place"):
+            c(x)
+        np.testing.assert_array_equal(np.array(x, dtype=np.float32), before)
+        return
+    got = c(x)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # the caller's array: written as PyTorch writes its input, or untouched
+    np.testing.assert_array_equal(np.array(x, dtype=np.float32), t.numpy() if writes else before)

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "backend/dnnl/ops/primitive_cache.h"
+#include "runtime/plan.h"
 
 namespace llga {
 
@@ -39,6 +40,19 @@ dnnl::memory BoundArgs::bind(int arg, const dnnl::memory& m) {
   if (s.mem.get(true) != m.get(true)) s.mem = m;
   return s.mem;
 }
+
+namespace {
+// oneDNN reports a failed allocation (its scratchpad, a jit kernel's code
+// buffer, a primitive's workspace) as dnnl::error: the runtime makes it an
+// OutOfMemory naming the node, as it does std::bad_alloc.
+const bool kOutOfMemoryTest = [] {
+  setOutOfMemoryTest([](const std::exception& e) {
+    const auto* d = dynamic_cast<const dnnl::error*>(&e);
+    return d && d->status == dnnl_out_of_memory;
+  });
+  return true;
+}();
+}  // namespace
 
 void BoundArgs::execute(ExecContext& ctx, const dnnl::primitive& prim, const dnnl::memory::desc& scratch_md) {
   if (const size_t bytes = scratch_md.get_size()) bind(DNNL_ARG_SCRATCHPAD, scratch_md, ctx.scratchpadData(bytes));
