@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <string>
 
 #include "ir/attributes.h"
@@ -55,14 +56,29 @@ inline bool elementStrides(const py::array& arr, std::vector<int64_t>& sizes, st
   return ok;
 }
 
-// A constant over the array's memory (no copy).
+// Bytes past the last multiple of the element size at which arr's data starts
+// (a view at an odd byte offset into a buffer); kernels load whole elements.
+inline int64_t misalignment(const py::array& arr) {
+  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(arr.data()) % static_cast<uintptr_t>(arr.itemsize()));
+}
+
+// Non-native byte order ('>' on little-endian x86-64; '<', '=' and '|' are native).
+inline bool byteSwapped(const py::array& arr) { return arr.dtype().byteorder() == '>'; }
+
+// A C-contiguous, aligned copy in native byte order (always a copy: numpy's
+// ascontiguousarray hands back a misaligned contiguous array as it is).
+inline py::array nativeCopy(const py::array& arr) {
+  py::object native = arr.dtype().attr("newbyteorder")("=");
+  return py::module_::import("numpy").attr("array")(arr, native, py::arg("copy") = true, py::arg("order") = "C");
+}
+
+// A constant over the array's memory (no copy), or over a native copy when
+// llga cannot read the array as it is.
 inline TensorRef constantFromNumpy(py::array arr, const std::string& what) {
   auto t = std::make_shared<ConstantTensor>();
   t->dtype = dtypeFromNumpy(arr.dtype(), what);
-  if (!elementStrides(arr, t->sizes, t->strides)) {
-    arr = py::module_::import("numpy").attr("ascontiguousarray")(arr);
-    return constantFromNumpy(arr, what);
-  }
+  if (!elementStrides(arr, t->sizes, t->strides) || byteSwapped(arr) || misalignment(arr))
+    return constantFromNumpy(nativeCopy(arr), what);
   t->data = const_cast<void*>(arr.data());
   t->owner = keepAlive(arr);
   return t;

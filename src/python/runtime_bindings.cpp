@@ -35,26 +35,27 @@ py::dtype numpyDtype(ScalarType t) {
 
 // A tensor over the array's own memory; the array stays alive as long as the
 // tensor's storage. Arrays llga cannot address in place (negative or
-// unaligned strides, non-native byte order) are copied once, here, unless
+// unaligned strides, data not aligned to its element size: a numpy view at
+// an odd byte offset; non-native byte order) are copied once, here, unless
 // `in_place` says the graph writes into this input: a write into a copy
 // would never reach the caller, so that is an InputError instead.
 Tensor tensorFromNumpy(py::array arr, const std::string& what, const InputSpec* in_place = nullptr) {
   ScalarType dt = python::dtypeFromNumpy(arr.dtype(), what);
   auto item = static_cast<int64_t>(arr.itemsize());
   Shape sizes, strides;
-  const char order = arr.dtype().byteorder();
-  const bool swapped = order == '>';  // x86-64 is little-endian: '<', '=' and '|' are native
+  const bool swapped = python::byteSwapped(arr);
   const bool strided_ok = python::elementStrides(arr, sizes, strides);
-  if (!strided_ok || swapped) {
+  const int64_t misaligned = python::misalignment(arr);
+  if (!strided_ok || swapped || misaligned) {
     if (in_place)
       throw std::invalid_argument(
           what + ": the graph writes into this input in place (" + in_place->writerText() + "), but the array " +
-          (swapped ? "is in non-native byte order" : "has negative or unaligned strides") +
+          (swapped      ? std::string("is in non-native byte order")
+           : misaligned ? "is not aligned to its " + std::to_string(item) + "-byte elements (its address is " +
+                              std::to_string(misaligned) + " bytes past a multiple)"
+                        : std::string("has negative or unaligned strides")) +
           " and llga would run on a copy, so the write would not reach it; pass numpy.ascontiguousarray(x)");
-    py::object np = py::module_::import("numpy");
-    py::object native = arr.dtype().attr("newbyteorder")("=");
-    arr = np.attr("ascontiguousarray")(arr, native);
-    return tensorFromNumpy(arr, what);
+    return tensorFromNumpy(python::nativeCopy(arr), what);
   }
   int64_t extent = 1;
   for (size_t d = 0; d < sizes.size(); ++d)
