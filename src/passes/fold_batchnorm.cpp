@@ -10,7 +10,8 @@
 // t = beta - mean * s,  W'[o, i] = W[o, i] * s[i];  b'[o] = b[o] + sum_i,k W[o, i, k] * t[i]
 // (exact only without padding: a padded border would see t where x is 0).
 // Left alone, with a note: weights not constant or not bound, training
-// mode, transposed convolutions, a convolution read by others too.
+// mode, transposed convolutions, a convolution read by others too, a linear
+// whose output is not 2-d (batch_norm's dim 1 is then not its features).
 #include <cmath>
 
 #include "passes/pass.h"
@@ -146,6 +147,16 @@ class FoldBatchnorm final : public Pass {
     if (bn->input(0)->uses().size() != 1) {  // maxvit's stem conv, read by the block's pre-norm and its shortcut
       if (foldIntoReader(g, bn)) return true;
       return fail("the " + kind + " output is read by other nodes too (nor is its reader an unpadded conv)");
+    }
+    if (kind == "aten::linear") {
+      // batch_norm scales dim 1, the linear's features are its last dim: the same only at rank 2
+      // (a linear over the last dim of [N, C, H, W] then batch_norm over C: found by the graph fuzzer).
+      const TypePtr& t = bn->input(0)->type();
+      const std::optional<size_t> rank = t->isTensor() ? t->tensorInfo().rank() : std::nullopt;
+      if (rank != 2u)
+        return fail(rank ? "the linear's output has rank " + std::to_string(*rank) +
+                               ": batch_norm's channels (dim 1) are not its features (the last dim)"
+                         : "the linear's output rank is unknown");
     }
     if (kind == "aten::_convolution") {
       auto transposed = constantNumber(producer->input(6));

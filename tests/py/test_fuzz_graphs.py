@@ -27,6 +27,33 @@ def test_fuzzed_program_matches_pytorch(seed):
     assert why is None, f"seed {seed}: {why}\n{prog.source()}"
 
 
+# Programs that found a bug in make fuzz-graphs runs (each also has a minimal test
+# next to the code it fixed): seed -> what it was.
+FOUND = {
+    103518: "batch_norm folded into a linear over the last dim of a 4-d tensor (fold-batchnorm)",
+}
+
+
+@pytest.mark.parametrize("seed", sorted(FOUND))
+def test_programs_that_found_a_bug_match_pytorch(seed):
+    prog = fuzz_graphs.Gen(seed, 12).draw()
+    why = fuzz_graphs.check(prog)
+    assert why is None, f"seed {seed} ({FOUND[seed]}): {why}\n{prog.source()}"
+
+
+def test_batch_norm_after_a_linear_over_a_4d_tensor():
+    import torch
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(11, 8), torch.nn.BatchNorm2d(8)).eval()
+    m[1].running_mean.uniform_(-1, 1)
+    m[1].running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 8, 5, 11)
+    c = llga.optimize(torch.jit.trace(m, x))
+    with torch.no_grad():
+        np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_the_reference_is_the_graph_as_written_not_the_jits_rewrite():
     # Seed 102060: cat(x, x, x); x[:, :1].mul_(0.5); cat(x + 0, <the first cat>). PyTorch 1.13's
     # optimising executor combines the two cats and so reads x after the write (its result
