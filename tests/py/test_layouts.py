@@ -770,3 +770,41 @@ def test_interleaved_strided_views_reach_onednn_as_dense_copies():
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(xs, x_after.numpy(), rtol=1e-6)  # written through the view, as PyTorch did
+
+
+# A post-op operand in every stride form, at the traced batch and others: oneDNN 2.6's
+# gemm-based matmul read an operand with gaps between its rows (y[:, :1] of a batch of 2+)
+# at dense offsets (graph fuzzer seed 120632: off by 2.0).
+OPERAND_FORMS = {
+    "channel-slice": lambda y: y[:, :1],
+    "transposed": lambda y: y.transpose(-1, -2),
+    "step-slice": lambda y: y.repeat(1, 1, 1, 2)[..., ::2],
+    "expanded": lambda y: y[:, :1].expand(-1, 3, -1, -1),
+    "channels-last": lambda y: y.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2),
+}
+
+
+@pytest.mark.parametrize("binop", ["mul", "add"])
+@pytest.mark.parametrize("anchor", ["matmul", "conv"])
+@pytest.mark.parametrize("form", list(OPERAND_FORMS))
+def test_post_op_operands_in_every_stride_form(form, anchor, binop):
+    torch.manual_seed(0)
+    w = torch.randn(3, 3, 3, 3) * 0.3
+    make = OPERAND_FORMS[form]
+
+    class M(torch.nn.Module):
+        def forward(self, x, y):
+            o = torch.matmul(x, x.transpose(-1, -2)) if anchor == "matmul" else nn.functional.conv2d(x, w, padding=1)
+            e = make(y)
+            return torch.tanh(o * e if binop == "mul" else o + e)
+
+    x1, y1 = torch.randn(1, 3, 8, 8), torch.randn(1, 3, 8, 8)
+    c = llga.optimize(torch.jit.trace(M(), (x1, y1)), [x1, y1])
+    assert any(p.pattern.endswith("post_ops") for p in c.partitions)
+    for b in (1, 2, 3):
+        rng = np.random.default_rng(b)
+        x, y = (rng.standard_normal((b, 3, 8, 8), dtype=np.float32) for _ in range(2))
+        with torch.no_grad():
+            want = M()(torch.from_numpy(x), torch.from_numpy(y)).numpy()
+        for _ in range(2):
+            np.testing.assert_allclose(c(x, y), want, rtol=1e-4, atol=1e-5, err_msg=f"batch {b}")

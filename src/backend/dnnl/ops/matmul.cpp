@@ -196,8 +196,13 @@ Tensor matmul(ExecContext& ctx, Tensor a, Tensor b, PrimitiveCache<MatmulEntry>*
       throw std::invalid_argument("matmul: batch dimensions " + a.describe() + " and " + b.describe() + " do not broadcast");
   if (chain && (a1 || b1)) throw std::invalid_argument("fused matmul: 1-D operands are not fused");
   if (chain)
-    for (Tensor& t : chain->operands)
+    for (Tensor& t : chain->operands) {
       if (t.dim() > nd) throw std::invalid_argument("fused matmul: operand " + t.describe() + " has more dims than the product");
+      // oneDNN 2.6's gemm-based matmul reads a binary post-op operand with
+      // gaps between its rows (x[:, :1] of [b, 3, h, w], b > 1) at dense
+      // offsets: wrong values (graph fuzzer seed 120632). Such operands go dense.
+      if (!t.isContiguous() && !t.isPermutedDense()) t = t.contiguous();
+    }
   Tensor out = matmulCore(ctx, a, b, std::nullopt, cache, constant_b, chain);
   if (a1) out = out.squeeze(-2);
   if (b1) out = out.squeeze(-1);
