@@ -8,7 +8,7 @@ JOBS    ?= 2
 CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all bootstrap build demo test test-cpp test-asan test-py test-isa test-isa-all test-install test-deps test-fresh test-ops-long \
+.PHONY: all bootstrap build demo test test-cpp test-asan test-tsan test-py test-isa test-isa-all test-install test-deps test-fresh test-ops-long \
 	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs stress test-zoo bench bench-quick bench-coverage bench-parse bench-runtime clean
 
 all: build
@@ -31,10 +31,31 @@ test: test-cpp test-asan fuzz-smoke test-py test-isa test-install test-deps
 test-cpp: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# The C++ tests under ASan+UBSan, then the Python path: the same build's extension
+# (build-asan/_llga*.so) loaded into /usr/bin/python3 with the ASan runtime preloaded
+# (scripts/test_sanitized.sh) for parity on three models, layouts, the memory planner,
+# faults, odd inputs, threads and the fixed graph-fuzzer programs.
+ASAN_PY_TESTS ?= "tests/py/test_parity.py::test_model_parity[resnet18-1]" \
+	"tests/py/test_parity.py::test_model_parity[mobilenet_v3_large-1]" \
+	"tests/py/test_parity.py::test_model_parity[bert_like-1]" \
+	tests/py/test_layouts.py tests/py/test_runtime.py tests/py/test_memory_plan.py tests/py/test_faults.py \
+	tests/py/test_inputs.py tests/py/test_fuzz_graphs.py tests/py/test_stress.py -k "not rss"
 test-asan: bootstrap
-	@cmake -S . -B $(ASAN) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug -DLLGA_SANITIZE=ON -DLLGA_BUILD_PYTHON=OFF >/dev/null
+	@cmake -S . -B $(ASAN) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug -DLLGA_SANITIZE=ON -DLLGA_PY_OUTPUT_DIR=$(CURDIR)/$(ASAN) >/dev/null
 	@cmake --build $(ASAN) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN) --output-on-failure -j $(JOBS)
+	scripts/test_sanitized.sh address $(ASAN) $(PY) $(ASAN_PY_TESTS)
+
+# ThreadSanitizer on the Python path (not in make test: a third build): the tests that
+# call one compiled model from several threads, with OpenMP teams of one thread.
+TSAN ?= build-tsan
+TSAN_PY_TESTS ?= tests/py/test_stress.py tests/py/test_runtime.py tests/py/test_memory_plan.py \
+	tests/py/test_fuser.py tests/py/test_fuzz_graphs.py -k "thread or concurren"
+test-tsan: bootstrap
+	@cmake -S . -B $(TSAN) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLGA_TSAN=ON -DLLGA_BUILD_TESTS=OFF \
+	  -DLLGA_PY_OUTPUT_DIR=$(CURDIR)/$(TSAN) >/dev/null
+	@cmake --build $(TSAN) -j $(JOBS) --target _llga
+	scripts/test_sanitized.sh thread $(TSAN) $(PY) $(TSAN_PY_TESTS)
 
 # The notebooks' test runs them from notebooks/ without PYTHONPATH: llga is found through dev-path.
 test-py: build dev-path
@@ -142,4 +163,4 @@ bench-runtime: build
 	$(PY) bench/runtime_bench.py --model resnet50
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(FUZZ) llga/_llga*.so
+	rm -rf $(BUILD) $(ASAN) $(TSAN) $(FUZZ) llga/_llga*.so

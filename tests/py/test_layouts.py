@@ -781,6 +781,7 @@ OPERAND_FORMS = {
     "step-slice": lambda y: y.repeat(1, 1, 1, 2)[..., ::2],
     "expanded": lambda y: y[:, :1].expand(-1, 3, -1, -1),
     "channels-last": lambda y: y.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2),
+    "transposed-channel": lambda y: y.transpose(-1, -2)[:, :1],
 }
 
 

@@ -668,14 +668,14 @@ class ConvKernel final : public Kernel {
   Form form_;
   bool constant_weight_;
   bool constant_params_;
-  std::atomic<std::shared_ptr<const ConvParams>> fixed_params_;  // read once, when constant_params_
+  SharedSlot<const ConvParams> fixed_params_;  // read once, when constant_params_
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
   bool blocked_output_ = false;
   bool strided_output_ = false;  // readers take any dense strides: a channels-last dst goes out as is
   PrimitiveCache<ConvEntry> cache_;
-  std::atomic<std::shared_ptr<const ConvEntry>> last_;  // the entry of the latest call, for report()
-  mutable std::atomic<std::shared_ptr<const std::vector<memory::desc>>> wino_weights_;  // Winograd weight layouts made
+  SharedSlot<const ConvEntry> last_;  // the entry of the latest call, for report()
+  mutable SharedSlot<const std::vector<memory::desc>> wino_weights_;  // Winograd weight layouts made
 };
 
 ConvKernel::Form convForm(const std::string& kind) {

@@ -198,10 +198,14 @@ Tensor matmul(ExecContext& ctx, Tensor a, Tensor b, PrimitiveCache<MatmulEntry>*
   if (chain)
     for (Tensor& t : chain->operands) {
       if (t.dim() > nd) throw std::invalid_argument("fused matmul: operand " + t.describe() + " has more dims than the product");
-      // oneDNN 2.6's gemm-based matmul reads a binary post-op operand with
-      // gaps between its rows (x[:, :1] of [b, 3, h, w], b > 1) at dense
-      // offsets: wrong values (graph fuzzer seed 120632). Such operands go dense.
-      if (!t.isContiguous() && !t.isPermutedDense()) t = t.contiguous();
+      // oneDNN 2.6's gemm-based matmul reads a binary post-op operand that
+      // is not row-major at dense row-major offsets: with gaps between rows
+      // (x[:, :1] of [b, 3, h, w], b > 1) or transposed and broadcast, wrong
+      // values (graph fuzzer seed 120632). Such operands go row-major; a
+      // broadcast (stride 0) dim becomes the size-1 dim it stands for first.
+      for (int64_t d = 0; d < t.dim(); ++d)
+        if (t.stride(d) == 0 && t.size(d) > 1) t = t.narrow(d, 0, 1);
+      if (!t.isContiguous()) t = t.contiguous();
     }
   Tensor out = matmulCore(ctx, a, b, std::nullopt, cache, constant_b, chain);
   if (a1) out = out.squeeze(-2);
@@ -348,7 +352,7 @@ class FusedMatmulKernel final : public Kernel {
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
   MatmulCache cache_;
-  std::atomic<std::shared_ptr<const MatmulEntry>> last_;  // the entry of the latest call, for report()
+  SharedSlot<const MatmulEntry> last_;  // the entry of the latest call, for report()
 };
 
 }  // namespace

@@ -91,7 +91,7 @@ class BatchNormKernel final : public Kernel {
   bool fuse_relu_;
   bool follow_ = false;  // every reader takes strided tensors
   PrimitiveCache<NormEntry> cache_;
-  std::atomic<std::shared_ptr<const NormEntry>> last_;
+  SharedSlot<const NormEntry> last_;
 };
 
 Tensor layerNormImpl(ExecContext& ctx, const Tensor& x, int64_t n, const std::optional<Tensor>& w,

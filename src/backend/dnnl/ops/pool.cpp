@@ -55,7 +55,7 @@ std::vector<memory::format_tag> blockedTags(int64_t rank) {
 
 // What a pooling kernel ran on its latest call, for report().
 struct PoolTrace {
-  std::atomic<std::shared_ptr<const PoolEntry>> last;
+  SharedSlot<const PoolEntry> last;
   std::atomic<int64_t> chunks{0};  // row chunks of a split global pool, or 0
   KernelReport report() const {
     std::shared_ptr<const PoolEntry> e = last.load();

@@ -17,6 +17,29 @@ namespace llga {
 
 inline constexpr size_t kMaxSpecializations = 16;
 
+// A shared_ptr that threads load and replace (a kernel's latest entry, its
+// fixed parameters). Not std::atomic<std::shared_ptr>: libstdc++ 12 releases
+// that one's internal lock after a load with relaxed order, which is a data
+// race by the memory model and what ThreadSanitizer reports on every call
+// (google/sanitizers#1558). A mutex held for a pointer copy costs nothing
+// next to a primitive.
+template <typename T>
+class SharedSlot {
+ public:
+  std::shared_ptr<T> load() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return p_;
+  }
+  void store(std::shared_ptr<T> p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    p_.swap(p);  // the old one is released outside the lock
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<T> p_;
+};
+
 struct PrimitiveCacheStats {
   std::atomic<int64_t> built{0}, evicted{0}, hits{0};
 };

@@ -381,7 +381,7 @@ class RnnKernel final : public Kernel {
   Cell cell_;
   bool constant_params_;
   PrimitiveCache<RnnEntry> cache_;
-  std::atomic<std::shared_ptr<const RnnEntry>> last_;
+  SharedSlot<const RnnEntry> last_;
 };
 
 // The params list is constant when it is a constant or built from constants and bound weights.
