@@ -119,9 +119,11 @@ fuzz-smoke:
 # (scripts/fuzz_graphs.py). Reproducers of mismatches go to build/fuzz-graphs/.
 # `make test` runs 24 fixed programs (tests/py/test_fuzz_graphs.py).
 # Stress: 200,000 calls of a small CNN over 10,000 image sizes, RSS flat after
-# the warm-up and every per-shape record bounded (scripts/stress.py).
+# the warm-up and every per-shape record bounded; then 100,000 calls at one size
+# (scripts/stress.py).
 stress: build dev-path
 	$(PY) scripts/stress.py --calls 200000 --sizes 100 $(STRESS_ARGS)
+	$(PY) scripts/stress.py --calls 100000 --sizes 1 --max-growth-mib 2 $(STRESS_ARGS)
 
 FUZZ_GRAPHS_SECONDS ?= 300
 fuzz-graphs: build dev-path
