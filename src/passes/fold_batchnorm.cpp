@@ -37,27 +37,6 @@ class FoldBatchnorm final : public Pass {
   }
 
  private:
-  static std::optional<std::vector<int64_t>> constantInts(const Value* v) {
-    const Node* n = v->node();
-    std::vector<int64_t> out;
-    if (n->kind() == prim::Constant) {
-      const AttrValue* a = n->attributes().find(attr::value);
-      if (!a || !a->is<AttrList>()) return std::nullopt;
-      for (const AttrValue& x : a->get<AttrList>()) {
-        if (!x.is<int64_t>()) return std::nullopt;
-        out.push_back(x.get<int64_t>());
-      }
-      return out;
-    }
-    if (n->kind() != prim::ListConstruct) return std::nullopt;
-    for (const Value* x : n->inputs()) {
-      auto i = constantInt(x);
-      if (!i) return std::nullopt;
-      out.push_back(*i);
-    }
-    return out;
-  }
-
   // bn -> conv (its only reader, no padding, one group): bn's per-channel
   // affine map folds into the conv's input channels.
   bool foldIntoReader(Graph& g, Node* bn) {

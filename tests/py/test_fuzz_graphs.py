@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import llga
+import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "scripts"))
@@ -32,6 +33,8 @@ def test_fuzzed_program_matches_pytorch(seed):
 FOUND = {
     103518: "batch_norm folded into a linear over the last dim of a 4-d tensor (fold-batchnorm)",
     120632: "a matmul's binary post-op operand with gaps between rows, read at dense offsets by oneDNN",
+    135021: "contiguous() of a quotient PyTorch laid out transposed, then a write (observable-layouts)",
+    140676: "contiguous() of a maximum PyTorch laid out channels-last, then clamp_ (observable-layouts)",
 }
 
 
@@ -42,16 +45,63 @@ def test_programs_that_found_a_bug_match_pytorch(seed):
     assert why is None, f"seed {seed} ({FOUND[seed]}): {why}\n{prog.source()}"
 
 
-# Found and not fixed yet: seed 135021, x.transpose(-1, -2) / 2 then .contiguous(), then a write
-# into the quotient. PyTorch traced the quotient row-major, so its contiguous() returned it and
-# the write shows in the result; llga computes the quotient in the transposed layout (layout
-# propagation), so its contiguous() copies and the write does not. The fix: a value whose
-# aliasing is observable (a contiguous() of it, then a write) keeps its traced layout.
-@pytest.mark.xfail(strict=True, reason="layout propagation changes what contiguous() aliases (seed 135021)")
-def test_a_write_after_contiguous_of_a_value_laid_out_differently_than_traced():
-    prog = fuzz_graphs.Gen(135021, 12).draw()
-    why = fuzz_graphs.check(prog)
-    assert why is None, f"seed 135021: {why}\n{prog.source()}"
+# Seeds 135021 and 140676: contiguous() (and reshape, flatten) return their input when its
+# strides allow and a copy otherwise, so a later write reaches both or one. PyTorch lays out an
+# elementwise result in its operand's order (transposed, channels-last); llga's kernels wrote
+# it row-major, so the two disagreed on alias or copy. observable-layouts now lays such a
+# value out in PyTorch's order first. Each case: traced and scripted, the write before and
+# after, aliasing where PyTorch aliased and copying where it copied.
+class _TransposedQuotientThenContiguous(torch.nn.Module):  # PyTorch copies
+    def forward(self, x):
+        v = x.transpose(-1, -2) / 2.0
+        c = v.contiguous()
+        v[:, :1].mul_(0.5)
+        return c, v + 0.0
+
+
+class _TransposedBackThenContiguous(torch.nn.Module):  # PyTorch aliases
+    def forward(self, x):
+        t = x.transpose(1, 2) * 2.0
+        u = t.transpose(1, 2)
+        c = u.contiguous()
+        u.add_(1.0)
+        return c, t + 0.0
+
+
+class _ChannelsLastMaximumThenContiguous(torch.nn.Module):  # PyTorch copies
+    def forward(self, x):
+        m = torch.maximum(x.contiguous(memory_format=torch.channels_last), torch.zeros(1, 3, 1, 1))
+        c = m.contiguous()
+        c.clamp_(-0.1, 0.1)
+        return m + 0.0, c
+
+
+class _TransposedProductThenReshape(torch.nn.Module):  # PyTorch copies
+    def forward(self, x):
+        v = x.transpose(0, 1) * 3.0
+        f = v.reshape(-1)
+        f.mul_(-1.0)
+        return v + 0.0, f
+
+
+@pytest.mark.parametrize("how", ["trace", "script"])
+@pytest.mark.parametrize("cls", [_TransposedQuotientThenContiguous, _TransposedBackThenContiguous,
+                                 _ChannelsLastMaximumThenContiguous, _TransposedProductThenReshape])
+def test_alias_or_copy_follows_pytorchs_layout_of_computed_values(cls, how):
+    m = cls().eval()
+    x = torch.randn(2, 3, 4, 5)
+    obj = torch.jit.trace(m, x) if how == "trace" else torch.jit.script(m)
+    with torch.no_grad():
+        want = m(x.clone())
+    c = llga.optimize(obj, [x])
+    assert any(r.name == "observable-layouts" and r.changed for r in c.passes)
+    for shape in ((2, 3, 4, 5), (1, 3, 6, 7)):
+        xs = torch.randn(*shape)
+        with torch.no_grad():
+            want = m(xs.clone())
+        got = c(xs.numpy().copy())
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6)
 
 
 def test_batch_norm_after_a_linear_over_a_4d_tensor():

@@ -28,6 +28,31 @@ void checkEvalDropout(const KernelArgs& a) {
 }
 
 
+// Memory formats as TorchScript numbers them: 0 contiguous, 1 preserve,
+// 2 channels_last (rank 4), 3 channels_last_3d (rank 5).
+bool channelsLastFormat(int64_t format, int64_t rank) { return (format == 2 && rank == 4) || (format == 3 && rank == 5); }
+
+// Dense strides of `sizes` in `format`'s order: channels innermost, then the
+// spatial dims from the last, batch outermost; row-major otherwise.
+Shape formatStrides(const Shape& sizes, int64_t format) {
+  if (!channelsLastFormat(format, static_cast<int64_t>(sizes.size()))) return Tensor::contiguousStrides(sizes);
+  Shape strides(sizes.size());
+  int64_t step = 1;
+  strides[1] = step, step *= std::max<int64_t>(sizes[1], 1);
+  for (size_t d = sizes.size() - 1; d >= 2; --d) strides[d] = step, step *= std::max<int64_t>(sizes[d], 1);
+  strides[0] = step;
+  return strides;
+}
+
+// A fresh copy of x, dense in `format`'s order.
+Tensor copyInFormat(const Tensor& x, int64_t format) {
+  if (!channelsLastFormat(format, x.dim())) return x.clone();
+  Tensor out = Tensor::fromStorage(Storage::allocate(static_cast<size_t>(std::max<int64_t>(x.numel(), 1)) * scalarTypeSize(x.dtype())),
+                                   x.dtype(), x.sizes(), formatStrides(x.sizes(), format), 0);
+  out.copyFrom(x);
+  return out;
+}
+
 // Advanced indexing: self[indices] where indices holds a tensor or None per
 // leading dim. Index tensors broadcast together; bool masks select their
 // true positions. Adjacent indexed dims put the index shape in their place,
@@ -322,25 +347,19 @@ void registerShapeOps(OpRegistry& r) {
   r.add("aten::permute", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).permute(a.intList(1))); });
   // contiguous(x, memory_format): x itself when already dense in that order,
   // else a copy in it, as PyTorch (channels_last: 2, channels_last_3d: 3), so
-  // an in-place write after it reaches x exactly when PyTorch's would.
+  // an in-place write after it reaches x exactly when PyTorch's would (the
+  // contiguous-as-traced pass makes it a clone where PyTorch's copied but
+  // llga's x is laid out differently).
   r.add("aten::contiguous", 1, 2, [](const KernelArgs& a) {
     const Tensor& x = a.tensor(0);
     const int64_t format = a.num_in > 1 && !a.isNone(1) ? a.toInt(1) : 0;
-    const bool last = (format == 2 && x.dim() == 4) || (format == 3 && x.dim() == 5);
-    if (!last) return a.set(0, x.contiguous());
+    if (format == 1) throw std::invalid_argument("contiguous: preserve memory format is unsupported by the contiguous operator");
+    if (!channelsLastFormat(format, x.dim())) return a.set(0, x.contiguous());
     if (x.isBlocked()) throw std::invalid_argument("contiguous: a blocked input");
-    Shape strides(static_cast<size_t>(x.dim()));  // channels innermost, then the spatial dims from the last
-    int64_t step = 1;
-    strides[1] = step, step *= x.size(1);
-    for (int64_t d = x.dim() - 1; d >= 2; --d) strides[static_cast<size_t>(d)] = step, step *= x.size(d);
-    strides[0] = step;
+    const Shape strides = formatStrides(x.sizes(), format);
     bool dense = x.offset() >= 0;
     for (int64_t d = 0; d < x.dim(); ++d) dense = dense && (x.size(d) == 1 || x.stride(d) == strides[static_cast<size_t>(d)]);
-    if (dense) return a.set(0, x);
-    Tensor out = Tensor::fromStorage(Storage::allocate(static_cast<size_t>(std::max<int64_t>(x.numel(), 1)) * scalarTypeSize(x.dtype())),
-                                     x.dtype(), x.sizes(), strides, 0);
-    out.copyFrom(x);
-    a.set(0, out);
+    a.set(0, dense ? x : copyInFormat(x, format));
   });
   r.add("aten::unsqueeze", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).unsqueeze(a.toInt(1))); });
   r.add("aten::squeeze", 1, 2, [](const KernelArgs& a) {
@@ -436,7 +455,19 @@ void registerShapeOps(OpRegistry& r) {
     for (int64_t i = 0; i < t.size(dim); ++i) parts.emplace_back(t.select(dim, i));
     a.set(0, makeList(std::move(parts)));
   });
-  r.add("aten::clone", 1, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).clone()); });
+  // clone(x, memory_format=None): a copy, in x's own dense order by default
+  // (preserve_format) or in the order asked.
+  r.add("aten::clone", 1, 2, [](const KernelArgs& a) {
+    const Tensor& x = a.tensor(0);
+    const int64_t format = a.num_in > 1 && !a.isNone(1) ? a.toInt(1) : 1;
+    if (format < 0 || format > 3) throw std::invalid_argument("clone: unknown memory format " + std::to_string(format));
+    if (format == 1 && x.isPermutedDense()) {
+      Tensor out = Tensor::emptyLike(x.dtype(), x.sizes(), x);
+      out.copyFrom(x);
+      return a.set(0, out);
+    }
+    a.set(0, format == 1 ? x.clone() : copyInFormat(x, format));
+  });
   r.add("aten::detach", 1, 1, [](const KernelArgs& a) { a.set(0, a.tensor(0)); });
   // to(self, dtype, non_blocking, copy, memory_format) or to(self, device, dtype, ...)
   // or to(self, dtype?, layout?, device?, pin_memory?, non_blocking, copy, memory_format)

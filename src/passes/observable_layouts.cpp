@@ -1,0 +1,225 @@
+// observable-layouts: x.contiguous(), x.reshape(...) and x.flatten() return x
+// itself (or a view of it) when x's strides allow and a copy otherwise, so
+// whether a later in-place write reaches both depends on x's memory order.
+// PyTorch lays out an op's result in its operand's order (an elementwise op
+// of a transposed or channels-last tensor gives a transposed or
+// channels-last result); llga's kernels write row-major unless every reader
+// takes strided tensors. Where the difference can be seen (such an op reads
+// the value or a view of it, and something writes into that memory), the
+// value is laid out in PyTorch's order first, so the kernels' decisions
+// (alias or copy) follow PyTorch's at every shape:
+//   %r' = permute(clone(permute(%r, order), 0), inverse(order))
+// PyTorch's order comes from the traced strides, else from the op that made
+// the value (views permute their input's order, elementwise ops take their
+// first full-rank operand's, contiguous/clone make it row-major) down to the
+// graph inputs' example strides. Values that are views of a graph input are
+// left alone: the kernels see the caller's strides, as PyTorch does.
+//
+//   Given:  %v : Float(2, 8, 12, strides=[96, 1, 8]) = aten::div(%t, %two)
+//           %c = aten::contiguous(%v, %fmt); ... aten::mul_(%v, %k)
+//   Result: %v' = aten::permute(aten::clone(aten::permute(%v, [0, 2, 1]), 0), [0, 2, 1])
+//           %c = aten::contiguous(%v', %fmt); ... aten::mul_(%v', %k)
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/effects.h"
+#include "ir/ops.h"
+#include "passes/pass.h"
+#include "passes/pass_utils.h"
+
+namespace llga {
+namespace {
+
+using Order = std::vector<int64_t>;  // dims from the outermost in memory to the innermost
+
+Order identity(size_t rank) {
+  Order o(rank);
+  std::iota(o.begin(), o.end(), int64_t{0});
+  return o;
+}
+
+// Dims by decreasing stride; equal strides (extent-1 dims) keep dim order.
+Order orderOfStrides(const std::vector<int64_t>& strides) {
+  Order o = identity(strides.size());
+  std::stable_sort(o.begin(), o.end(), [&](int64_t a, int64_t b) {
+    return strides[static_cast<size_t>(a)] > strides[static_cast<size_t>(b)];
+  });
+  return o;
+}
+
+std::optional<int64_t> dimArg(const Value* v, size_t rank) {
+  auto d = constantInt(v);
+  if (!d || rank == 0) return std::nullopt;
+  const int64_t r = static_cast<int64_t>(rank);
+  if (*d < -r || *d >= r) return std::nullopt;
+  return *d < 0 ? *d + r : *d;
+}
+
+// Ops that make a fresh row-major tensor of the sizes in their first input.
+bool isFactory(const Node& n) {
+  static const std::set<std::string> kinds = {"aten::zeros", "aten::ones", "aten::full", "aten::empty",
+                                              "aten::rand", "aten::randn"};
+  return !n.inputs().empty() && kinds.count(n.kind().toQualString());
+}
+
+class ObservableLayouts final : public Pass {
+ public:
+  std::string_view name() const override { return "observable-layouts"; }
+  std::string_view description() const override {
+    return "values whose aliasing a write can show get PyTorch's memory order";
+  }
+
+  bool run(Graph& g) override {
+    static const Symbol kinds[] = {Symbol::fromQualString("aten::contiguous"), Symbol::fromQualString("aten::reshape"),
+                                   Symbol::fromQualString("aten::flatten")};
+    size_t k = 0;
+    for (Value* in : g.inputs())
+      if (in->type()->kind() != TypeKind::Class && k < context().example_inputs.size())
+        examples_[in] = context().example_inputs[k++];
+    std::vector<Node*> found;
+    g.forEachNode([&](Node* n) {
+      if (std::find(std::begin(kinds), std::end(kinds), n->kind()) != std::end(kinds)) found.push_back(n);
+    });
+    bool changed = false;
+    std::unordered_set<const Value*> done;
+    for (Node* n : found) {
+      Value* root = const_cast<Value*>(aliasRoot(*n->input(0)));
+      if (root->node()->kind() == prim::Param || root->type()->kind() != TypeKind::Tensor || done.count(root)) continue;
+      const Node* writer = writerOf(*root);
+      if (!writer) continue;
+      done.insert(root);
+      const std::optional<Order> order = pytorchOrder(root, 0);
+      if (!order) {
+        note(where(*n) + ": PyTorch's memory order of its input is unknown; whether it copies follows llga's layout");
+        continue;
+      }
+      if (*order == identity(order->size())) continue;
+      relayout(g, root, *order);
+      note(where(*n) + " and " + where(*writer) + ": the value they see is laid out in PyTorch's order first");
+      changed = true;
+    }
+    return changed;
+  }
+
+ private:
+  // PyTorch's memory order of v, as far as the graph tells.
+  std::optional<Order> pytorchOrder(const Value* v, int depth) {
+    if (depth > 64 || v->type()->kind() != TypeKind::Tensor) return std::nullopt;
+    const TensorInfo& t = v->type()->tensorInfo();
+    if (t.sizes && t.strides && t.strides->size() == t.sizes->size()) return orderOfStrides(*t.strides);
+    const Node* n = v->node();
+    if (n->kind() == prim::Param) {
+      auto e = examples_.find(v);
+      if (e == examples_.end() || e->second->strides.size() != e->second->sizes.size()) return std::nullopt;
+      return orderOfStrides(e->second->strides);
+    }
+    const std::string kind = n->kind().toQualString();
+    if (n->inputs().empty()) return std::nullopt;
+    if (kind == "aten::contiguous" || kind == "aten::clone") {
+      auto in = pytorchOrder(n->input(0), depth + 1);
+      if (!in) return std::nullopt;
+      const auto format = n->inputs().size() > 1 ? constantInt(n->input(1)) : std::optional<int64_t>(0);
+      if (kind == "aten::clone" && (n->inputs().size() < 2 || isNone(n->input(1)))) return in;  // preserve_format
+      if (!format) return std::nullopt;
+      if ((*format == 2 && in->size() == 4) || (*format == 3 && in->size() == 5)) {
+        Order o = identity(in->size());
+        o.erase(o.begin() + 1);
+        o.push_back(1);
+        return o;
+      }
+      return *format == 1 ? in : identity(in->size());
+    }
+    if (kind == "aten::transpose" || kind == "aten::t") {
+      auto in = pytorchOrder(n->input(0), depth + 1);
+      if (!in) return std::nullopt;
+      if (kind == "aten::t" && in->size() < 2) return in;
+      const auto a = kind == "aten::t" ? std::optional<int64_t>(0) : dimArg(n->input(1), in->size());
+      const auto b = kind == "aten::t" ? std::optional<int64_t>(1) : dimArg(n->input(2), in->size());
+      if (!a || !b) return std::nullopt;
+      for (int64_t& d : *in) d = d == *a ? *b : d == *b ? *a : d;
+      return in;
+    }
+    if (kind == "aten::permute") {
+      auto in = pytorchOrder(n->input(0), depth + 1);
+      const auto perm = constantInts(n->input(1));
+      if (!in || !perm || perm->size() != in->size()) return std::nullopt;
+      std::vector<int64_t> where_new(in->size());  // input dim -> output dim
+      for (size_t i = 0; i < perm->size(); ++i) {
+        const int64_t r = static_cast<int64_t>(perm->size());
+        const int64_t pd = (*perm)[i] < 0 ? (*perm)[i] + r : (*perm)[i];
+        if (pd < 0 || pd >= r) return std::nullopt;
+        where_new[static_cast<size_t>(pd)] = static_cast<int64_t>(i);
+      }
+      for (int64_t& d : *in) d = where_new[static_cast<size_t>(d)];
+      return in;
+    }
+    if (isFactory(*n)) {
+      auto sizes = constantInts(n->input(0));
+      if (!sizes) return std::nullopt;
+      return identity(sizes->size());
+    }
+    if (hasTrait(n->kind(), op_trait::Eltwise | op_trait::Binary)) {
+      // PyTorch's TensorIterator orders the result's dims by its operands'
+      // strides, the first operand first, skipping the dims an operand
+      // broadcasts. Here: the operands of the result's rank, without those
+      // known to broadcast a dim when another may not; they must agree.
+      struct Operand {
+        Order order;
+        bool broadcasts;
+      };
+      std::vector<Operand> ops;
+      size_t rank = 0;
+      for (const Value* in : n->inputs()) {
+        if (in->type()->kind() != TypeKind::Tensor) continue;
+        auto o = pytorchOrder(in, depth + 1);
+        if (!o) return std::nullopt;
+        auto sizes = knownSizes(in);
+        const bool broadcasts = sizes && std::count(sizes->begin(), sizes->end(), 1) > 0;
+        rank = std::max(rank, o->size());
+        ops.push_back({std::move(*o), broadcasts});
+      }
+      std::erase_if(ops, [rank](const Operand& o) { return o.order.size() != rank; });
+      if (std::any_of(ops.begin(), ops.end(), [](const Operand& o) { return !o.broadcasts; }))
+        std::erase_if(ops, [](const Operand& o) { return o.broadcasts; });
+      if (ops.empty()) return std::nullopt;
+      for (const Operand& o : ops)
+        if (o.order != ops.front().order) return std::nullopt;
+      return ops.front().order;
+    }
+    return std::nullopt;
+  }
+
+  // v's sizes where its type or its factory op tells.
+  static std::optional<std::vector<int64_t>> knownSizes(const Value* v) {
+    if (auto s = v->type()->tensorInfo().concreteSizes()) return s;
+    const Node* n = v->node();
+    if (!isFactory(*n)) return std::nullopt;
+    return constantInts(n->input(0));
+  }
+
+  // Every reader of `root` reads root' = permute(clone(permute(root, order), 0), inverse).
+  static void relayout(Graph& g, Value* root, const Order& order) {
+    Order inverse(order.size());
+    for (size_t i = 0; i < order.size(); ++i) inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    Node* after = root->node()->next();
+    Emitter e(g, after, root->node());
+    Value* seen = e.op("aten::permute", {root, e.ints(order)});
+    Value* copy = e.op("aten::clone", {seen, e.i(0)});
+    Value* laid = e.op("aten::permute", {copy, e.ints(inverse)}, root->type());
+    const Node* first = seen->node();
+    std::vector<Use> uses(root->uses().begin(), root->uses().end());
+    for (const Use& u : uses)
+      if (u.user != first) u.user->replaceInput(u.offset, laid);
+  }
+
+  std::unordered_map<const Value*, TensorRef> examples_;
+};
+
+}  // namespace
+
+LLGA_REGISTER_PASS(ObservableLayouts);
+
+}  // namespace llga
