@@ -191,8 +191,9 @@ ODDITIES = {
 }
 
 
-@pytest.mark.parametrize("oddity", list(ODDITIES))
-@pytest.mark.parametrize("model", list(MATRIX_MODELS))
+# channels-last is a 4-d layout: not drawn for the other models.
+@pytest.mark.parametrize("model,oddity", [(m, o) for m in MATRIX_MODELS for o in ODDITIES
+                                          if o != "channels-last" or len(MATRIX_MODELS[m][1]) == 4])
 def test_every_numpy_oddity_is_right_or_refused(tmp_path, model, oddity):
     torch.manual_seed(0)
     cls, shape = MATRIX_MODELS[model]
@@ -202,8 +203,6 @@ def test_every_numpy_oddity_is_right_or_refused(tmp_path, model, oddity):
         m.bn.running_var.uniform_(0.5, 2)
     c = llga.optimize(torch.jit.trace(m, torch.randn(shape)))
     make, writeable_in_place = ODDITIES[oddity]
-    if oddity == "channels-last" and len(shape) != 4:
-        pytest.skip("channels-last is a 4-D layout")
     a = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     x = make(a, tmp_path)
     before = np.array(x, dtype=np.float32)

@@ -53,93 +53,6 @@ Tensor copyInFormat(const Tensor& x, int64_t format) {
   return out;
 }
 
-// Advanced indexing: self[indices] where indices holds a tensor or None per
-// leading dim. Index tensors broadcast together; bool masks select their
-// true positions. Adjacent indexed dims put the index shape in their place,
-// separated ones put it first (numpy's rule).
-Tensor advancedIndex(const Tensor& self, const RtValue& list) {
-  std::vector<std::optional<Tensor>> idx;
-  for (const RtValue& v : *list.list()) {
-    if (v.isNone()) { idx.emplace_back(); continue; }
-    const Tensor& t = v.tensor();
-    if (t.dtype() == ScalarType::Bool || t.dtype() == ScalarType::Byte) {  // mask -> one long index per mask dim
-      Tensor m = t.contiguous();
-      std::vector<std::vector<int64_t>> coords(static_cast<size_t>(m.dim()));
-      int64_t n = m.numel();
-      for (int64_t i = 0; i < n; ++i) {
-        if (!static_cast<const uint8_t*>(m.data())[i]) continue;
-        int64_t rem = i;
-        for (int64_t d = m.dim(); d-- > 0;) { coords[d].push_back(rem % m.size(d)); rem /= m.size(d); }
-      }
-      for (auto& c : coords) {
-        Tensor ti = Tensor::empty(ScalarType::Long, {static_cast<int64_t>(c.size())});
-        std::copy(c.begin(), c.end(), ti.data<int64_t>());
-        idx.emplace_back(ti);
-      }
-      continue;
-    }
-    if (!isIntegralType(t.dtype(), false)) throw std::invalid_argument("tensors used as indices must be long, int, byte or bool");
-    idx.emplace_back(t.to(ScalarType::Long));
-  }
-  if (static_cast<int64_t>(idx.size()) > self.dim()) throw std::invalid_argument("too many indices for tensor of rank " + std::to_string(self.dim()));
-  std::vector<int64_t> dims;
-  Shape bshape;
-  for (size_t d = 0; d < idx.size(); ++d)
-    if (idx[d]) {
-      dims.push_back(static_cast<int64_t>(d));
-      bshape = dims.size() == 1 ? idx[d]->sizes() : broadcastShapes(bshape, idx[d]->sizes());
-    }
-  if (dims.empty()) return self;
-  bool adjacent = dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size());
-  int64_t bn = 1;
-  for (int64_t x : bshape) bn *= x;
-  // Source offset of each index combination.
-  std::vector<int64_t> base(static_cast<size_t>(bn), 0);
-  for (int64_t d : dims) {
-    Tensor e = idx[d]->expand(bshape).contiguous();
-    const int64_t* p = e.data<int64_t>();
-    int64_t size = self.size(d);
-    for (int64_t i = 0; i < bn; ++i) {
-      int64_t v = p[i];
-      if (v < -size || v >= size) throw std::out_of_range("index " + std::to_string(v) + " is out of bounds for dimension " + std::to_string(d) + " with size " + std::to_string(size));
-      base[i] += (v < 0 ? v + size : v) * self.stride(d);
-    }
-  }
-  // pre: dims before the indexed block (when adjacent); post: the other non-indexed dims.
-  Shape pre_sz, pre_st, post_sz, post_st;
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    if (std::find(dims.begin(), dims.end(), d) != dims.end()) continue;
-    bool before = adjacent && d < dims.front();
-    (before ? pre_sz : post_sz).push_back(self.size(d));
-    (before ? pre_st : post_st).push_back(self.stride(d));
-  }
-  auto offsets = [](const Shape& sz, const Shape& st) {
-    std::vector<int64_t> out{0};
-    for (size_t d = 0; d < sz.size(); ++d) {
-      std::vector<int64_t> next;
-      for (int64_t o : out)
-        for (int64_t i = 0; i < sz[d]; ++i) next.push_back(o + i * st[d]);
-      out.swap(next);
-    }
-    return out;
-  };
-  std::vector<int64_t> pre = offsets(pre_sz, pre_st), post = offsets(post_sz, post_st);
-  Shape out_shape = pre_sz;
-  out_shape.insert(out_shape.end(), bshape.begin(), bshape.end());
-  out_shape.insert(out_shape.end(), post_sz.begin(), post_sz.end());
-  Tensor out = Tensor::empty(self.dtype(), out_shape);
-  const size_t item = self.itemsize();
-  const char* src = static_cast<const char*>(self.data());
-  char* dst = static_cast<char*>(out.data());
-  for (int64_t po : pre)
-    for (int64_t b : base)
-      for (int64_t qo : post) {
-        std::memcpy(dst, src + (po + b + qo) * static_cast<int64_t>(item), item);
-        dst += item;
-      }
-  return out;
-}
-
 }  // namespace
 
 std::vector<Tensor> tensorList(const RtValue& v) {
@@ -329,10 +242,7 @@ void meshgrid(const KernelArgs& a) {
   a.set(0, makeList(std::move(out)));
 }
 
-Tensor indexWithTensors(const Tensor& self, const RtValue& indices) { return advancedIndex(self, indices); }
-
 void registerShapeOps(OpRegistry& r) {
-  r.add("aten::index", 2, 2, [](const KernelArgs& a) { a.set(0, advancedIndex(a.tensor(0), a.input(1))); });
   r.add("aten::view", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).view(a.intList(1))); });
   r.add("aten::reshape", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).reshape(a.intList(1))); });
   r.add("aten::flatten", 1, 3, [](const KernelArgs& a) {
