@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Tuple
 
-DEFAULT = ("resnet50", "resnet18", "mobilenet_v2", "efficientnet_b0", "densenet121", "vit_b_16", "bert", "tiny")
+DEFAULT = ("resnet50", "resnet18", "mobilenet_v2", "efficientnet_b0", "densenet121", "regnet_y_800mf", "convnext_tiny",
+           "vit_b_16", "swin_t", "bert", "gpt_einsum", "wav2vec2_base", "tiny")
 QUICK = ("resnet18", "tiny")
 # The models the coverage work made run (llga.zoo.COVERAGE_MODELS, except the
 # scripted-only WaveRNN: the harness traces): make bench-coverage.
@@ -46,7 +47,8 @@ BUILDERS: Dict[str, Callable[[int], Tuple[object, tuple]]] = {
     "bert": _bert,
     "tiny": _tiny,
 }
-for _name in ("resnet50", "resnet18", "mobilenet_v2", "efficientnet_b0", "densenet121", "vit_b_16"):
+for _name in ("resnet50", "resnet18", "mobilenet_v2", "efficientnet_b0", "densenet121", "regnet_y_800mf", "convnext_tiny",
+              "vit_b_16", "swin_t"):
     BUILDERS[_name] = (lambda n: (lambda batch: _torchvision(n, batch)))(_name)
 
 

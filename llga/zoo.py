@@ -11,7 +11,7 @@ import math
 TORCHVISION_MODELS = (
     "alexnet", "vgg11_bn", "resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "densenet121",
     "squeezenet1_0", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0",
-    "regnet_y_400mf", "vit_b_16", "swin_t",
+    "regnet_y_400mf", "regnet_y_800mf", "convnext_tiny", "vit_b_16", "swin_t",
 )
 
 

@@ -526,8 +526,9 @@ def _odd_layout(arr, how):
     return arr
 
 
-def _inputs_at(prog, rng, batch=None, grow=0):
-    arrs = []
+def _shapes_at(prog, batch=None, grow=0):
+    """The input shapes _inputs_at draws at that batch and growth."""
+    out = []
     for _, shape in prog.inputs:
         s = list(shape)
         if batch:
@@ -535,8 +536,12 @@ def _inputs_at(prog, rng, batch=None, grow=0):
         if grow and len(s) == 4:
             s[2] += grow
             s[3] += grow
-        arrs.append(rng.standard_normal(s).astype(np.float32))
-    return arrs
+        out.append(s)
+    return out
+
+
+def _inputs_at(prog, rng, batch=None, grow=0):
+    return [rng.standard_normal(s).astype(np.float32) for s in _shapes_at(prog, batch, grow)]
 
 
 def _compare(got, want, where):
@@ -747,31 +752,38 @@ def minimise(prog, why, log=print):
 
 
 def reproducer(prog, why):
-    inputs = ", ".join(f"rng.standard_normal({list(s)}).astype(np.float32)" for _, s in prog.inputs)
+    """A standalone pytest file: compiles at the traced shapes and checks there
+    and, when the finding was at another batch or size, at that one too."""
+    sets = [_shapes_at(prog)]
+    other = re.search(r"batch (\d+), size ([+-]\d+)", why)
+    if other:
+        sets.append(_shapes_at(prog, int(other.group(1)), int(other.group(2))))
+    draw = lambda shapes: "[" + ", ".join(f"rng.standard_normal({s}).astype(np.float32)" for s in shapes) + "]"
     compile_line = ("torch.jit.script(m)" if prog.scripted else
                     "torch.jit.trace(m, tuple(torch.from_numpy(a.copy()) for a in xs), check_trace=False)")
     return (f'"""Found by scripts/fuzz_graphs.py (seed {prog.seed}): {why}"""\n\n'
             "import numpy as np\n"
-            + prog.source().replace("import torch\n", "import torch\n\nimport llga\n", 1).replace(
-                "import torch.nn.functional as F\n", "import torch.nn.functional as F\n", 1)
+            + prog.source().replace("import torch\n", "import torch\n\nimport llga\n", 1)
             + "\n\ndef test_fuzzed_program_matches_pytorch():\n"
             f"    rng = np.random.default_rng({prog.seed})\n"
-            f"    xs = [{inputs}]\n"
+            f"    xs = {draw(sets[0])}\n"
             "    m = Fuzzed().eval()\n"
             "    with torch.no_grad(), torch.jit.optimized_execution(False):  # the graph as written\n"
             f"        obj = {compile_line}\n"
-            "        ts = [torch.from_numpy(a.copy()) for a in xs]  # a program may write into its inputs\n"
-            "        want = obj(*ts)\n"
             "    c = llga.optimize(obj, [torch.from_numpy(a.copy()) for a in xs])\n"
-            "    for _ in range(3):  # the third call runs in the memory planner's arena\n"
-            "        args = [a.copy() for a in xs]\n"
-            "        got = c(*args)\n"
-            "        for a, t in zip(args, ts):  # and the inputs as PyTorch leaves them\n"
-            "            np.testing.assert_allclose(a, t.numpy(), rtol=1e-5, atol=1e-6)\n"
-            "        for g, w in zip(got, want):\n"
-            "            w = w.numpy()\n"
-            "            assert g.shape == w.shape and g.dtype == w.dtype\n"
-            "            assert np.abs(g - w).max() <= 2e-3 * max(1.0, np.abs(w).max())\n")
+            f"    for inputs in [xs{''.join(', ' + draw(x) for x in sets[1:])}]:  # the traced shapes, then where it was found\n"
+            "        with torch.no_grad(), torch.jit.optimized_execution(False):\n"
+            "            ts = [torch.from_numpy(a.copy()) for a in inputs]  # a program may write into its inputs\n"
+            "            want = obj(*ts)\n"
+            "        for _ in range(3):  # the third call runs in the memory planner's arena\n"
+            "            args = [a.copy() for a in inputs]\n"
+            "            got = c(*args)\n"
+            "            for a, t in zip(args, ts):  # and the inputs as PyTorch leaves them\n"
+            "                np.testing.assert_allclose(a, t.numpy(), rtol=1e-5, atol=1e-6)\n"
+            "            for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):\n"
+            "                w = w.numpy()\n"
+            "                assert g.shape == w.shape and g.dtype == w.dtype\n"
+            "                assert np.abs(g - w).max() <= 2e-3 * max(1.0, np.abs(w).max())\n")
 
 
 # ---------------------------------------------------------------- main

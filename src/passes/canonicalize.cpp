@@ -114,13 +114,15 @@ const Rule kRules[] = {
 
 constexpr int kMaxRounds = 8;
 
-// A use may write into the value (an in-place op, or a node with effects that
-// could): only tensors and containers can be written; a number, bool, string
-// or None read by an If that raises cannot.
+// Something may write into the value, directly or through a view of it (an
+// in-place op, or a node with effects that could): a rule replacing it by its
+// input (neg(neg(x)) -> x) would let the write reach x. Only tensors and
+// containers can be written; a number, bool, string or None read by an If
+// that raises cannot.
 bool mayBeMutated(const Value& v) {
   const Type* t = v.type().get();
   while (t->kind() == TypeKind::Optional) t = t->contained()[0].get();
-  return t->kind() != TypeKind::Simple && hasMutatingUse(v);
+  return t->kind() != TypeKind::Simple && writerOf(v) != nullptr;
 }
 
 class Canonicalize final : public Pass {

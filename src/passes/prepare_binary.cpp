@@ -119,7 +119,7 @@ class PrepareBinary final : public Pass {
     if (!dt) return fail(n, "x's dtype is unknown, so x + 0 may promote");
     bool keeps = isFloating(*dt) || (isIntegral(*dt) && int_operand && n->kind().name() != "div");
     if (!keeps) return fail(n, "the result's dtype differs from x's");
-    if (hasMutatingUse(*n->output())) return fail(n, "its result is written in place");
+    if (writerOf(*n->output())) return fail(n, "its result is written in place (directly or through a view)");
     // x's memory: the tensor x is a view of (a chunk of a graph input, ...).
     const Value* base = aliasRoot(*x);
     if (writerOf(*base)) return fail(n, "x's memory is written in place: the result must be a copy");

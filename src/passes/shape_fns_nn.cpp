@@ -24,7 +24,9 @@ std::optional<int64_t> windowOut(int64_t in, int64_t k, int64_t s, int64_t p, in
 Out convShape(const ShapeArgs& a) {
   const TensorInfo* x = a.tensor(0);
   const TensorInfo* w = a.tensor(1);
-  if (!x || !w || !isFloating(*x->dtype) || !isContiguous(*x)) return std::nullopt;
+  // Whatever the input's strides (channels-last after a permute, say), the
+  // kernel writes a fresh row-major result.
+  if (!x || !w || !isFloating(*x->dtype)) return std::nullopt;
   std::vector<int64_t> xs = sizesOf(*x), ws = sizesOf(*w);
   if (ws.size() < 3 || xs.size() != ws.size()) return std::nullopt;  // unbatched input: not modelled
   const size_t spatial = ws.size() - 2;

@@ -35,6 +35,7 @@ FOUND = {
     120632: "a matmul's binary post-op operand with gaps between rows, read at dense offsets by oneDNN",
     135021: "contiguous() of a quotient PyTorch laid out transposed, then a write (observable-layouts)",
     140676: "contiguous() of a maximum PyTorch laid out channels-last, then clamp_ (observable-layouts)",
+    161347: "relu_ on every other row of a conv output: strides oneDNN cannot describe (they do not nest)",
 }
 
 
@@ -101,6 +102,49 @@ def test_alias_or_copy_follows_pytorchs_layout_of_computed_values(cls, how):
             want = m(xs.clone())
         got = c(xs.numpy().copy())
         for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6)
+
+
+# Writes through a view of a value that a rewrite replaced by its input: prepare-binary dropped
+# x * 1 and canonicalize folded neg(neg(x)) although the result was written through a slice of
+# it, so the write went into the caller's array. And (seed 161347) an in-place op on every
+# other row of a tensor: strides that do not nest, which oneDNN cannot describe.
+class _ViewOfMulByOneWritten(torch.nn.Module):
+    def forward(self, x):
+        v = (x * 1.0)[:, :, 0::2]
+        v.relu_()
+        return v, x * 1.0
+
+
+class _ViewOfDoubleNegationWritten(torch.nn.Module):
+    def forward(self, x):
+        y = torch.neg(torch.neg(x))
+        y[:, 0].mul_(2.0)
+        return y + 0.0
+
+
+class _InPlaceOnEveryOtherRow(torch.nn.Module):
+    def forward(self, x):
+        v = torch.sigmoid(x)[:, :, 0::2]
+        v.clamp_(0.2, 0.7)
+        w = (x + 1.0)[:, :, 1::2]
+        w.mul_(w)
+        return v, w
+
+
+@pytest.mark.parametrize("cls", [_ViewOfMulByOneWritten, _ViewOfDoubleNegationWritten, _InPlaceOnEveryOtherRow])
+def test_a_write_through_a_view_reaches_only_what_pytorchs_does(cls):
+    m = cls().eval()
+    x = torch.randn(2, 24, 6, 3)
+    c = llga.optimize(torch.jit.trace(m, x), [x])
+    for shape in ((2, 24, 6, 3), (2, 24, 5, 3), (1, 24, 7, 5)):  # 5 rows, every other: strides 6, 1 over 3x3
+        xs = torch.randn(*shape)
+        a = xs.numpy().copy()
+        with torch.no_grad():
+            want = m(xs.clone())
+        got = c(a)
+        np.testing.assert_array_equal(a, xs.numpy())  # the caller's array is not written
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
             np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6)
 
 

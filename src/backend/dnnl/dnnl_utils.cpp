@@ -100,6 +100,19 @@ Shape unitDimStrides(const Shape& sizes, Shape strides) {
   return strides;
 }
 
+bool dnnlDescribable(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims of extent > 1
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) <= 1) continue;
+    if (t.stride(d) <= 0) return false;
+    dims.emplace_back(t.stride(d), t.size(d));
+  }
+  std::sort(dims.begin(), dims.end());
+  for (size_t i = 1; i < dims.size(); ++i)
+    if (dims[i].first < dims[i - 1].first * dims[i - 1].second) return false;
+  return true;
+}
+
 dnnl::memory::desc plainDesc(const Tensor& t) { return plainDesc(t, t.sizes()); }
 
 dnnl::memory::desc plainDesc(const Tensor& t, const Shape& sizes) {

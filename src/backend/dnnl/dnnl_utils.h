@@ -39,6 +39,13 @@ dnnl::memory::data_type dnnlType(ScalarType t);
 // operand failed to execute. Such a dim gets the stride it would have as the
 // outermost of the dims after it, so a row-major tensor reads as row-major.
 Shape unitDimStrides(const Shape& sizes, Shape strides);
+// Whether oneDNN can describe t's strides: every dim of extent > 1 has a
+// positive stride, and those dims nest (sorted by stride, each stride is at
+// least the span of the dims inside it). A view taking every other row of a
+// 5x3 matrix (strides 6, 1 over 3x3) does not nest: oneDNN refuses to make a
+// descriptor for it, so kernels run such tensors through their own loops or
+// a dense copy.
+bool dnnlDescribable(const Tensor& t);
 // A plain (strided) memory descriptor for t (size-1 dims as unitDimStrides);
 // rank-0 tensors become {1}.
 dnnl::memory::desc plainDesc(const Tensor& t);

@@ -148,12 +148,6 @@ dnnl::algorithm dnnlBinary(Bin op) {
   }
 }
 
-bool noZeroStrides(const Tensor& t) {
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.stride(d) <= 0 && t.size(d) > 1) return false;
-  return true;
-}
-
 // out[i] = a[i] op b[i] with broadcasting; a, b already in the compute dtype.
 void binaryLoop(Bin op, const Tensor& a, const Tensor& b, Tensor& out) {
   Tensor ea = a.expand(out.sizes()), eb = b.expand(out.sizes());
@@ -446,18 +440,18 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
   b = b.to(common);
   // oneDNN takes float32 with only the second operand broadcast.
   if (common == ScalarType::Float && out.dtype() == ScalarType::Float && dnnlBinary(op) != dnnl::algorithm::undef &&
-      out.numel() > 0 && noZeroStrides(out)) {
-    if (a.sizes() == shape && noZeroStrides(a) && noZeroStrides(b)) {
+      out.numel() > 0 && dnnlDescribable(out)) {
+    if (a.sizes() == shape && dnnlDescribable(a) && dnnlDescribable(b)) {
       dnnlBinaryRun(ctx, cache, op, a, b, out);
       return finish(out);
     }
     bool commutes = op == Bin::Add || op == Bin::Mul || op == Bin::Max || op == Bin::Min;
-    if (commutes && b.sizes() == shape && noZeroStrides(a) && noZeroStrides(b)) {
+    if (commutes && b.sizes() == shape && dnnlDescribable(a) && dnnlDescribable(b)) {
       dnnlBinaryRun(ctx, cache, op, b, a, out);
       return finish(out);
     }
   }
-  if (common == ScalarType::Float && out.dtype() == ScalarType::Float && out.numel() > 0 && noZeroStrides(out) &&
+  if (common == ScalarType::Float && out.dtype() == ScalarType::Float && out.numel() > 0 && dnnlDescribable(out) &&
       stridedBinaryF32(op, a, b, out)) {
     // a broadcast first operand of a non-commuting op (1 - x), or zero strides
   } else if (out.dtype() == common || isComparison(op)) {

@@ -153,12 +153,7 @@ void dnnlEltwise(ExecContext& ctx, EltCache& cache, algorithm alg, float alpha, 
   execute(ctx, e->prim, e->scratch_md, {{DNNL_ARG_SRC, wrap(src, e->src_md)}, {DNNL_ARG_DST, wrap(dst, e->dst_md)}});
 }
 
-bool dnnlFriendly(const Tensor& t) {
-  if (t.dtype() != ScalarType::Float || t.numel() == 0) return false;
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.stride(d) <= 0 && t.size(d) > 1) return false;
-  return true;
-}
+bool dnnlFriendly(const Tensor& t) { return t.dtype() == ScalarType::Float && t.numel() > 0 && dnnlDescribable(t); }
 
 void applyUnary(ExecContext& ctx, EltCache& cache, const UnaryDef& def, const Tensor& src, Tensor& dst, float alpha,
                 float beta) {
