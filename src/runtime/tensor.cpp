@@ -267,6 +267,18 @@ bool Tensor::mayOverlapItself() const {
   return false;
 }
 
+bool Tensor::partiallyOverlaps(const Tensor& o) const {
+  if (!sharesStorageWith(o) || numel() == 0 || o.numel() == 0 || isBlocked() || o.isBlocked()) return false;
+  auto dense = [](const Tensor& t) { return t.isContiguous() || t.isPermutedDense(); };
+  if (!dense(*this) || !dense(o)) return false;
+  const char* a = static_cast<const char*>(data());
+  const char* b = static_cast<const char*>(o.data());
+  const char* a_end = a + numel() * static_cast<int64_t>(itemsize());
+  const char* b_end = b + o.numel() * static_cast<int64_t>(o.itemsize());
+  if (a == b && a_end == b_end) return strides_ != o.strides_;
+  return a < b_end && b < a_end;
+}
+
 Tensor Tensor::asStrided(Shape sizes, Shape strides, int64_t offset) const {
   return fromStorage(storage_, dtype_, std::move(sizes), std::move(strides), offset);
 }

@@ -157,6 +157,12 @@ class Tensor {
   // over 2+ elements, or strides that interleave): only tensors for which
   // this is proven false may be written in place.
   bool mayOverlapItself() const;
+  // PyTorch's partial-overlap rule for an in-place op writing *this while
+  // reading o: both dense (in some dim order) in one storage, their byte
+  // ranges intersect, and they are not the same view (same start and
+  // strides). PyTorch refuses such ops; other sharing (a strided view) it
+  // leaves alone, and so does this.
+  bool partiallyOverlaps(const Tensor& o) const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   void* data() const { return static_cast<char*>(storage_->data) + offset_ * static_cast<int64_t>(itemsize()); }
   template <typename T>

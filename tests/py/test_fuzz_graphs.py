@@ -36,6 +36,7 @@ FOUND = {
     135021: "contiguous() of a quotient PyTorch laid out transposed, then a write (observable-layouts)",
     140676: "contiguous() of a maximum PyTorch laid out channels-last, then clamp_ (observable-layouts)",
     161347: "relu_ on every other row of a conv output: strides oneDNN cannot describe (they do not nest)",
+    171092: "a fused group's op-by-op fallback read a blocked input as if it were plain",
 }
 
 
@@ -105,47 +106,31 @@ def test_alias_or_copy_follows_pytorchs_layout_of_computed_values(cls, how):
             np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6)
 
 
-# Writes through a view of a value that a rewrite replaced by its input: prepare-binary dropped
-# x * 1 and canonicalize folded neg(neg(x)) although the result was written through a slice of
-# it, so the write went into the caller's array. And (seed 161347) an in-place op on every
-# other row of a tensor: strides that do not nest, which oneDNN cannot describe.
-class _ViewOfMulByOneWritten(torch.nn.Module):
-    def forward(self, x):
-        v = (x * 1.0)[:, :, 0::2]
-        v.relu_()
-        return v, x * 1.0
+def test_the_op_by_op_fallback_of_a_group_reads_blocked_inputs_as_plain():
+    # Seed 171092: conv -> minimum(conv, its own input), where the input comes blocked from the
+    # conv before. Traced where the last conv keeps the size; at a larger input, its stride-2
+    # output is smaller than the post-op operand, which broadcasts it up: the group runs op by
+    # op, and the minimum read the blocked input's bytes as a plain tensor.
+    torch.manual_seed(0)
 
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Conv2d(16, 16, 1, stride=2, groups=2, bias=False)
+            self.b = torch.nn.Conv2d(16, 16, 3, groups=16)
+            self.c = torch.nn.Conv2d(16, 16, 1, stride=2, dilation=2, bias=False)
 
-class _ViewOfDoubleNegationWritten(torch.nn.Module):
-    def forward(self, x):
-        y = torch.neg(torch.neg(x))
-        y[:, 0].mul_(2.0)
-        return y + 0.0
+        def forward(self, x):
+            v = self.b(self.a(x))
+            return torch.minimum(self.c(v), v)
 
-
-class _InPlaceOnEveryOtherRow(torch.nn.Module):
-    def forward(self, x):
-        v = torch.sigmoid(x)[:, :, 0::2]
-        v.clamp_(0.2, 0.7)
-        w = (x + 1.0)[:, :, 1::2]
-        w.mul_(w)
-        return v, w
-
-
-@pytest.mark.parametrize("cls", [_ViewOfMulByOneWritten, _ViewOfDoubleNegationWritten, _InPlaceOnEveryOtherRow])
-def test_a_write_through_a_view_reaches_only_what_pytorchs_does(cls):
-    m = cls().eval()
-    x = torch.randn(2, 24, 6, 3)
+    m = M().eval()
+    x = torch.randn(1, 16, 5, 6)
     c = llga.optimize(torch.jit.trace(m, x), [x])
-    for shape in ((2, 24, 6, 3), (2, 24, 5, 3), (1, 24, 7, 5)):  # 5 rows, every other: strides 6, 1 over 3x3
+    for shape in ((1, 16, 5, 6), (1, 16, 7, 8), (2, 16, 8, 7)):
         xs = torch.randn(*shape)
-        a = xs.numpy().copy()
         with torch.no_grad():
-            want = m(xs.clone())
-        got = c(a)
-        np.testing.assert_array_equal(a, xs.numpy())  # the caller's array is not written
-        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
-            np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(c(xs.numpy()), m(xs).numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_batch_norm_after_a_linear_over_a_4d_tensor():

@@ -17,6 +17,7 @@
 #include "backend/dnnl/post_ops.h"
 #include "ir/out_layouts.h"
 #include "runtime/constant_eval.h"
+#include "runtime/exec_context.h"
 #include "runtime/plan.h"
 #include "runtime/profiler.h"
 
@@ -131,7 +132,10 @@ class FusedAnchorKernel final : public Kernel {
         if (x == ops[i - 1]->output()) {
           args.push_back(v);
         } else if (auto it = std::find(group_in.begin(), group_in.end(), x); it != group_in.end()) {
-          args.push_back(*a.in[it - group_in.begin()]);
+          // the group's inputs may arrive blocked (the anchor takes that); the other ops read plain tensors
+          const RtValue& in_value = *a.in[it - group_in.begin()];
+          const bool blocked = in_value.isTensor() && in_value.tensor().isBlocked();
+          args.push_back(blocked ? RtValue(toPlain(a.ctx, in_value.tensor())) : in_value);
         } else if (auto c = constantValue(*x->node())) {
           args.push_back(std::move(*c));
         } else {

@@ -426,6 +426,8 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
       throw std::invalid_argument("in-place op: the result shape does not match the tensor being written");
     if (!isComparison(op) && isIntegralType(out.dtype(), true) && !isIntegralType(common, true))
       throw std::invalid_argument("result type Float cannot be cast to the in-place tensor's integral dtype");
+    for (const Tensor* in : {&a, &b})
+      if (out.partiallyOverlaps(*in)) throw std::invalid_argument(kPartialOverlap);
   } else if (a.sizes() == shape && a.isPermutedDense()) {  // computed in the operand's order (fast), see below
     out = Tensor::emptyLike(out_t, shape, a);
   } else if (b.sizes() == shape && b.isPermutedDense()) {

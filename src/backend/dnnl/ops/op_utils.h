@@ -24,6 +24,12 @@ T fromDouble(double v) {
   else return static_cast<T>(v);
 }
 
+// PyTorch's words when an in-place op's input partially overlaps what it
+// writes (Tensor::partiallyOverlaps): the op is refused, as PyTorch does.
+inline constexpr const char* kPartialOverlap =
+    "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory "
+    "location. Please clone() the tensor before performing the operation.";
+
 // The broadcast shape of a and b (numpy rules); throws naming both shapes.
 Shape broadcastShapes(const Shape& a, const Shape& b);
 

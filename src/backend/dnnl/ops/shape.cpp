@@ -562,7 +562,8 @@ void registerShapeOps(OpRegistry& r) {
     if (t.mayOverlapItself())
       throw std::invalid_argument("copy_: more than one element of the written-to tensor " + t.describe() +
                                   " refers to a single memory location");
-    if (src.sharesStorageWith(t)) src = src.clone();  // overlapping source and destination
+    if (t.partiallyOverlaps(src)) throw std::invalid_argument(kPartialOverlap);
+    if (src.sharesStorageWith(t)) src = src.clone();  // other sharing (a strided view): read before writing
     t.copyFrom(src.expand(t.sizes()));
     a.set(0, t);
   });
