@@ -14,6 +14,7 @@
 // whose output is not 2-d (batch_norm's dim 1 is then not its features).
 #include <cmath>
 
+#include "ir/effects.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 
@@ -46,6 +47,9 @@ class FoldBatchnorm final : public Pass {
     const bool internal = kind == "aten::_convolution";
     if (!internal && kind != "aten::conv1d" && kind != "aten::conv2d" && kind != "aten::conv3d") return false;
     if (conv->input(0) != bn->output() || conv->inputs().size() < (internal ? 9u : 7u)) return false;
+    // The conv would read bn's input where it stands, not where bn did: not
+    // when something may write into that memory (fuzzer seed 180104).
+    if (writerOf(*aliasRoot(*bn->input(0)))) return false;
     if (internal) {
       auto transposed = constantNumber(conv->input(6));
       if (!transposed || *transposed != 0) return false;

@@ -37,6 +37,7 @@ FOUND = {
     140676: "contiguous() of a maximum PyTorch laid out channels-last, then clamp_ (observable-layouts)",
     161347: "relu_ on every other row of a conv output: strides oneDNN cannot describe (they do not nest)",
     171092: "a fused group's op-by-op fallback read a blocked input as if it were plain",
+    180104: "batch_norm folded into the conv reading it although its input is written in between",
 }
 
 
