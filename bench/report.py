@@ -38,11 +38,54 @@ def _fmt_ratio(r: Optional[float]) -> str:
     return f"{r:.2f}x" if r else "-"
 
 
+def _threads(run: dict) -> List[int]:
+    """The run's thread counts (older runs hold one int)."""
+    t = run.get("threads", 1)
+    return list(t) if isinstance(t, (list, tuple)) else [t]
+
+
+def _row_threads(run: dict, r: dict) -> int:
+    return r.get("threads", _threads(run)[-1])
+
+
+def _per_image(entry: Optional[dict], batch: int) -> str:
+    v = _ms(entry)
+    if v is None:
+        return "-"
+    v /= max(batch, 1)
+    return f"{v:.3f}" if v < 1 else f"{v:.2f}"
+
+
+def scaling(run: dict) -> List[str]:
+    """Speed-up from the fewest threads to the most, per model and batch and
+    system (its median at the fewest over its median at the most)."""
+    counts = _threads(run)
+    if len(counts) < 2:
+        return []
+    lo, hi = min(counts), max(counts)
+    by_key: dict = {}
+    for r in run["results"]:
+        if "error" not in r:
+            by_key.setdefault((r["model"], r["batch"]), {})[_row_threads(run, r)] = r
+    lines = ["", f"Thread scaling, {lo} -> {hi} threads (time at {lo} / time at {hi}; {hi / lo:.0f}x would be perfect):", "",
+             "| model | batch | " + " | ".join(LABELS[s] for s in ORDER) + " |",
+             "|---|---|" + "---|" * len(ORDER)]
+    for (model, batch), rows in by_key.items():
+        if lo not in rows or hi not in rows:
+            continue
+        cells = []
+        for s in ORDER:
+            a, b = _ms(rows[lo]["systems"].get(s)), _ms(rows[hi]["systems"].get(s))
+            cells.append(f"{a / b:.2f}x" if a and b else "-")
+        lines.append(f"| {model} | {batch} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown(run: dict) -> str:
     lim = run["limit"]
     m = run["machine"]
     lines = [
-        f"llga benchmark, {run['date']}, {run['threads']} threads, fp32; median latency in ms; "
+        f"llga benchmark, {run['date']}, {'/'.join(map(str, _threads(run)))} threads, fp32; median latency in ms; "
         f"ratios paired by timing round (median over rounds of llga's time / the peer's in the same round; "
         f"< 1: llga faster).",
         f"Machine: {m.get('cpu', '?')}, {m.get('cpus')} CPUs; limit (oneDNN conv 1x256x56x56 3x3): "
@@ -50,11 +93,13 @@ def markdown(run: dict) -> str:
         + (f"{lim['bf16']['gflops']:.0f} GFLOP/s bf16 ({lim['bf16']['impl']})" if lim["bf16"]["supported"]
            else "bf16 unsupported") + ".",
         "",
-        "| model | batch | GFLOP | llga | PyTorch frozen+OFI | PyTorch eager | ONNX Runtime | llga/ORT | llga/OFI "
-        "| llga GFLOP/s (% limit) | llga compile s | peak RSS MiB llga / OFI / ORT | llga act. / cache MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | batch | threads | GFLOP | llga | PyTorch frozen+OFI | PyTorch eager | ONNX Runtime | llga/ORT | llga/OFI "
+        "| llga ms/image | ORT ms/image | llga GFLOP/s (% limit) | llga compile s | peak RSS MiB llga / OFI / ORT "
+        "| llga act. / cache MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     r_ort, r_ofi = [], []
+    by_config: dict = {}  # (batch, threads) -> llga/ORT ratios
     notes = []
     for r in run["results"]:
         sy = r.get("systems", {})
@@ -67,6 +112,10 @@ def markdown(run: dict) -> str:
         rf = paired.get("ofi", _ratio(llga, _ms(sy.get("ofi"))))
         r_ort.append(ro)
         r_ofi.append(rf)
+        threads = _row_threads(run, r)
+        by_config.setdefault((r["batch"], threads), ([], []))
+        by_config[(r["batch"], threads)][0].append(ro)
+        by_config[(r["batch"], threads)][1].append(rf)
         l = sy.get("llga", {})
         gf = f"{l['gflops']:.0f} ({l['pct_limit']:.0f}%)" if l.get("gflops") else "-"
         rss = " / ".join(f"{sy[s]['maxrss_mib']:.0f}" if sy.get(s, {}).get("maxrss_mib") else "-"
@@ -75,14 +124,20 @@ def markdown(run: dict) -> str:
         act = max(mem.get("peak_activations", {}).values(), default=0)
         memcell = f"{act / 2**20:.1f} / {mem.get('weight_cache', 0) / 2**20:.0f}" if mem else "-"
         gflop = f"{r['flops'] / 1e9:.2f}" if r.get("flops") is not None else "-"
-        lines.append(f"| {r['model']} | {r['batch']} | {gflop} | {_cell(sy.get('llga'))} | {_cell(sy.get('ofi'))} | "
-                     f"{_cell(sy.get('eager'))} | {_cell(sy.get('ort'))} | {_fmt_ratio(ro)} | {_fmt_ratio(rf)} | {gf} | "
-                     f"{l.get('compile_s', 0):.2f} | {rss} | {memcell} |")
+        lines.append(f"| {r['model']} | {r['batch']} | {threads} | {gflop} | {_cell(sy.get('llga'))} | "
+                     f"{_cell(sy.get('ofi'))} | {_cell(sy.get('eager'))} | {_cell(sy.get('ort'))} | {_fmt_ratio(ro)} | "
+                     f"{_fmt_ratio(rf)} | {_per_image(sy.get('llga'), r['batch'])} | "
+                     f"{_per_image(sy.get('ort'), r['batch'])} | {gf} | {l.get('compile_s', 0):.2f} | {rss} | {memcell} |")
         for s, e in sy.items():
             if not e.get("ok"):
                 notes.append(f"{r['model']} (batch {r['batch']}), {LABELS[s]}: {e.get('error')}")
-    lines.append(f"| geometric mean | | | | | | | {_fmt_ratio(_geomean(r_ort))} | {_fmt_ratio(_geomean(r_ofi))} "
-                 "| | | | |")
+    if len(by_config) > 1:
+        for (batch, threads), (ro_list, rf_list) in sorted(by_config.items()):
+            lines.append(f"| geometric mean, batch {batch}, {threads} threads | | | | | | | | "
+                         f"{_fmt_ratio(_geomean(ro_list))} | {_fmt_ratio(_geomean(rf_list))} | | | | | | |")
+    lines.append(f"| geometric mean | | | | | | | | {_fmt_ratio(_geomean(r_ort))} | {_fmt_ratio(_geomean(r_ofi))} "
+                 "| | | | | | |")
+    lines += scaling(run)
     if notes:
         lines.append("")
         lines += [f"- {n}" for n in notes]
@@ -120,9 +175,9 @@ def chart(run: dict, path: str) -> Optional[str]:
                       label="limit (FLOPs / f32 conv GFLOP/s)" if j == 0 else None)
     ax.set_yscale("log")
     ax.set_xticks(range(len(results)))
-    ax.set_xticklabels([f"{r['model']}\nb{r['batch']}" for r in results])
+    ax.set_xticklabels([f"{r['model']}\nb{r['batch']} t{_row_threads(run, r)}" for r in results])
     ax.set_ylabel("median latency, ms (log)")
-    ax.set_title(f"llga vs peers, {run['threads']} threads, fp32 ({run['date'][:10]})")
+    ax.set_title(f"llga vs peers, {'/'.join(map(str, _threads(run)))} threads, fp32 ({run['date'][:10]})")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=5, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

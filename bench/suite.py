@@ -229,16 +229,17 @@ def export(name: str, batch: int, workdir: str, want_onnx: bool, threads: int) -
     return {"spec": spec, "refs": refs}
 
 
-def run_model(name: str, batch: int, args, ort: dict, limit: dict, bar) -> dict:
-    workdir = os.path.join(CACHE, "work", f"{name}-b{batch}")
+def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict, bar) -> dict:
+    workdir = os.path.join(CACHE, "work", f"{name}-b{batch}-t{threads}")
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
     systems = [s for s in args.systems if s != "ort" or "module_dir" in ort]
-    bar.set_description(f"{name} b{batch}: export")
-    exported = export(name, batch, workdir, "ort" in systems, args.threads)
+    tag = f"{name} b{batch} t{threads}"
+    bar.set_description(f"{tag}: export")
+    exported = export(name, batch, workdir, "ort" in systems, threads)
     spec, refs = exported["spec"], exported["refs"]
-    result: dict = {"model": name, "batch": batch, "description": bench_models.DESCRIPTIONS.get(name, name),
-                    "systems": {}}
+    result: dict = {"model": name, "batch": batch, "threads": threads,
+                    "description": bench_models.DESCRIPTIONS.get(name, name), "systems": {}}
     if "ort" in args.systems and "module_dir" not in ort:
         result["systems"]["ort"] = {"ok": False, "error": ort.get("error")}
     if spec["onnx_error"]:
@@ -246,11 +247,11 @@ def run_model(name: str, batch: int, args, ort: dict, limit: dict, bar) -> dict:
         result["systems"]["ort"] = {"ok": False, "error": "torch.onnx.export failed: " + spec["onnx_error"]}
     bar.update(1)
 
-    env = runner_env(args.threads)
+    env = runner_env(threads)
     runners: Dict[str, Runner] = {}
     try:
         for s in systems:
-            bar.set_description(f"{name} b{batch}: start {s}")
+            bar.set_description(f"{tag}: start {s}")
             if s == "ort":
                 argv = ["node", os.path.join(ROOT, "bench", "ort_runner.js"), workdir, ort["module_dir"]]
             else:
@@ -287,7 +288,7 @@ def run_model(name: str, batch: int, args, ort: dict, limit: dict, bar) -> dict:
             time.sleep(PAUSE_S)
             r.send({"cmd": "run", "n": block[s]})
         for i in range(max(rounds.values(), default=0)):
-            bar.set_description(f"{name} b{batch}: round {i + 1}")
+            bar.set_description(f"{tag}: round {i + 1}")
             for s, r in runners.items():
                 if i < rounds[s]:
                     time.sleep(PAUSE_S)
@@ -355,7 +356,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", default="1", help="comma-separated batch sizes (16 for throughput)")
     ap.add_argument("--runs", type=int, default=20, help="timed rounds per system (each a block of about 100 ms of calls, or one call)")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="2",
+                    help="comma-separated thread counts (1,2: each model at each, and the scaling from the first to the last)")
     ap.add_argument("--max-seconds", type=float, default=60.0,
                     help="per system and model: fewer rounds (at least 3) when they would take longer")
     ap.add_argument("--quick", action="store_true", help=f"{','.join(bench_models.QUICK)}, 5 rounds: about a minute")
@@ -372,6 +374,12 @@ def main(argv=None) -> int:
         if n not in bench_models.BUILDERS:
             ap.error(f"unknown model {n!r}; known: {', '.join(bench_models.BUILDERS)}")
     batches = [int(b) for b in args.batch.split(",")]
+    try:
+        threads = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        ap.error(f"--threads takes comma-separated counts, got {args.threads!r}")
+    if any(t < 1 for t in threads):
+        ap.error("--threads: counts must be at least 1")
     args.systems = args.systems.split(",")
     for s in args.systems:
         if s not in SYSTEMS:
@@ -385,19 +393,19 @@ def main(argv=None) -> int:
     if "error" in ort and "ort" in args.systems:
         log(f"ONNX Runtime unavailable: {ort['error']}")
     log("measuring the machine's limit (oneDNN convolution, f32 and bf16) ...")
-    limit = machine_limit(args.threads, 20)
+    limit = machine_limit(max(threads), 20)
     run = {"date": started.isoformat(timespec="seconds"), "command": "python -m bench " + " ".join(argv or sys.argv[1:]),
-           "threads": args.threads, "machine": machine_info(), "versions": versions(ort.get("module_dir")),
+           "threads": threads, "machine": machine_info(), "versions": versions(ort.get("module_dir")),
            "limit": limit, "results": []}
-    jobs = [(n, b) for b in batches for n in names]
+    jobs = [(n, b, t) for t in threads for b in batches for n in names]
     with tqdm(total=len(jobs) * (3 + args.runs), file=sys.stderr, unit="step", dynamic_ncols=True) as bar:
-        for name, batch in jobs:
+        for name, batch, t in jobs:
             try:
-                run["results"].append(run_model(name, batch, args, ort, limit, bar))
+                run["results"].append(run_model(name, batch, t, args, ort, limit, bar))
             except Exception as e:  # noqa: BLE001 - one model failing must not lose the others
-                log(f"{name} batch {batch} failed: {type(e).__name__}: {e}")
-                run["results"].append({"model": name, "batch": batch, "error": f"{type(e).__name__}: {e}",
-                                       "systems": {}})
+                log(f"{name} batch {batch}, {t} threads failed: {type(e).__name__}: {e}")
+                run["results"].append({"model": name, "batch": batch, "threads": t,
+                                       "error": f"{type(e).__name__}: {e}", "systems": {}})
     run["seconds"] = (datetime.datetime.now() - started).total_seconds()
     paths = report.write(run, args.out, started.strftime("%Y%m%d-%H%M%S"), args.latest)
     print(report.markdown(run))

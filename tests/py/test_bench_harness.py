@@ -74,3 +74,27 @@ def test_ratios_are_paired_by_round(tiny_run):
                "ort": {"ok": True, "round_ms": [10, 10, 10, 20, 20]},
                "ofi": {"ok": False}}
     assert paired_ratios(systems) == {"ort": 0.9}
+
+
+def test_several_thread_counts_and_batches_report_scaling_and_per_image_times(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "bench", "--models", "tiny", "--runs", "2", "--max-seconds", "2",
+                        "--threads", "1,2", "--batch", "1,4", "--systems", "llga,eager", "--out", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = json.loads((tmp_path / "latest.json").read_text())
+    assert run["threads"] == [1, 2]
+    assert sorted((x["batch"], x["threads"]) for x in run["results"]) == [(1, 1), (1, 2), (4, 1), (4, 2)]
+    md = (tmp_path / "latest.md").read_text()
+    assert "| tiny | 4 | 2 |" in md and "geometric mean, batch 4, 1 threads" in md
+    assert "Thread scaling, 1 -> 2 threads" in md
+    (row,) = [line for line in md.splitlines() if line.startswith("| tiny | 4 | 1 |")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    llga_ms, per_image = float(cells[4]), float(cells[10])
+    assert per_image == pytest.approx(llga_ms / 4, rel=0.02, abs=0.001)
+    assert sum(line.startswith("| tiny |") for line in md.split("Thread scaling")[1].splitlines()) == 2
+
+
+def test_rejects_bad_thread_counts():
+    r = subprocess.run([sys.executable, "-m", "bench", "--models", "tiny", "--threads", "two"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "--threads takes comma-separated counts" in r.stderr
