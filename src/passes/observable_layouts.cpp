@@ -75,6 +75,7 @@ class ObservableLayouts final : public Pass {
   bool run(Graph& g) override {
     static const Symbol kinds[] = {Symbol::fromQualString("aten::contiguous"), Symbol::fromQualString("aten::reshape"),
                                    Symbol::fromQualString("aten::flatten")};
+    examples_.clear();
     size_t k = 0;
     for (Value* in : g.inputs())
       if (in->type()->kind() != TypeKind::Class && k < context().example_inputs.size())
