@@ -35,6 +35,7 @@ import dataclasses
 import os
 import random
 import re
+import signal
 import sys
 import threading
 import time
@@ -816,12 +817,17 @@ def main(argv=None):
     n = bad = 0
     seed = args.seed
     ops = {}
-    while True:
+    stop = []  # SIGTERM (a time limit, a kill) ends the run as Ctrl-C does: with the summary
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    while not stop:
         if args.programs is not None and n >= args.programs:
             break
         if args.seconds is not None and time.time() - t0 > args.seconds:
             break
-        prog = Gen(seed, args.steps).draw()
+        try:
+            prog = Gen(seed, args.steps).draw()
+        except KeyboardInterrupt:
+            break
         seed += 1
         if prog is None:
             continue
@@ -832,6 +838,9 @@ def main(argv=None):
             ops[k] = ops.get(k, 0) + 1
         try:
             why = check(prog)
+        except KeyboardInterrupt:
+            n -= 1  # not checked
+            break
         except Exception:  # noqa: BLE001
             why = "the fuzzer itself failed: " + traceback.format_exc(limit=3)
         if why is None:
