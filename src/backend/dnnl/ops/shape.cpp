@@ -371,12 +371,10 @@ void registerShapeOps(OpRegistry& r) {
     const Tensor& x = a.tensor(0);
     const int64_t format = a.num_in > 1 && !a.isNone(1) ? a.toInt(1) : 1;
     if (format < 0 || format > 3) throw std::invalid_argument("clone: unknown memory format " + std::to_string(format));
-    if (format == 1 && x.isPermutedDense()) {
-      Tensor out = Tensor::emptyLike(x.dtype(), x.sizes(), x);
-      out.copyFrom(x);
-      return a.set(0, out);
-    }
-    a.set(0, format == 1 ? x.clone() : copyInFormat(x, format));
+    if (format != 1) return a.set(0, copyInFormat(x, format));
+    Tensor out = Tensor::emptyLike(x.dtype(), x.sizes(), x);  // row-major unless x is dense in another order
+    out.copyFrom(x);
+    a.set(0, out);
   });
   r.add("aten::detach", 1, 1, [](const KernelArgs& a) { a.set(0, a.tensor(0)); });
   // to(self, dtype, non_blocking, copy, memory_format) or to(self, device, dtype, ...)
