@@ -40,9 +40,14 @@ const FusionPattern* patternFor(const Node& n) {
   return nullptr;
 }
 
-// Ops the matcher never considers (bookkeeping, not compute).
+// Ops the matcher never considers (bookkeeping, not compute): prim ops, sizes,
+// and arithmetic on Python scalars (int, float, bool) in scripted code.
 bool isBookkeeping(const Node& n) {
-  return n.kind().ns() == "prim" || n.kind().toQualString() == "aten::size" || n.kind().toQualString() == "aten::Int";
+  if (n.kind().ns() == "prim" || n.kind().toQualString() == "aten::size" || n.kind().toQualString() == "aten::Int")
+    return true;
+  auto scalar = [](const Value* v) { return v->type()->kind() == TypeKind::Simple; };
+  return std::all_of(n.inputs().begin(), n.inputs().end(), scalar) &&
+         std::all_of(n.outputs().begin(), n.outputs().end(), scalar);
 }
 
 class Fuse final : public Pass {

@@ -67,7 +67,8 @@ class PropagateLayouts final : public Pass {
       std::vector<OutLayout> layouts;
       for (size_t j = 0; j < n->outputs().size(); ++j) {
         const Value* v = n->output(j);
-        bool blocked = !barred.count(v) && v->hasUses(), strided = blocked;
+        // Python scalars (int, float, bool) have no layout.
+        bool blocked = !barred.count(v) && v->hasUses() && v->type()->kind() != TypeKind::Simple, strided = blocked;
         for (const Use& u : v->uses()) {
           auto r = queries.find(u.user);
           const bool op = r != queries.end() && u.user->owningBlock() == b;

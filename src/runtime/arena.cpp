@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
 
 namespace llga {
 
@@ -10,6 +12,9 @@ namespace {
 
 constexpr int kMaxFailuresInARow = 4;  // then the signature stays on the heap
 constexpr size_t kPoolSize = 2;        // arenas kept for the next calls (concurrent callers take more)
+// A call allocating more (a scripted loop of many trips) stays on the heap:
+// placing n blocks is O(n^2), and small buffers are what malloc is fast at.
+constexpr size_t kMaxPlannedBlocks = 4096;
 
 std::atomic<bool>& enabledFlag() {
   static std::atomic<bool> on{[] {
@@ -34,31 +39,45 @@ struct ArenaPlanner::Recording {
   std::vector<Block> blocks;
 };
 
-// The plan: the n-th allocation's size and offset (or heap), and the blocks
-// whose bytes it shares, which must all be dead when it is handed out.
+// The plan: the n-th allocation's size and offset (or heap). The bytes must
+// be free when it is handed out (Buffer::take checks).
 struct ArenaPlanner::Layout {
   std::vector<size_t> bytes, offset;
   std::vector<bool> heap;
-  std::vector<std::vector<uint32_t>> sharers;
   size_t total = 0;
 };
 
 struct ArenaPlanner::Buffer {
   void* data = nullptr;
-  std::unique_ptr<std::atomic<bool>[]> live;
-  size_t n = 0;
-  Buffer(size_t bytes, size_t blocks) : live(new std::atomic<bool>[blocks]), n(blocks) {
+  explicit Buffer(size_t bytes) {
     data = std::aligned_alloc(64, std::max<size_t>(64, bytes));
     if (!data) throw std::bad_alloc();
-    for (size_t i = 0; i < n; ++i) live[i].store(false, std::memory_order_relaxed);
   }
   ~Buffer() { std::free(data); }
+  // Hands out [offset, offset + bytes) unless a block still alive overlaps
+  // it: O(log n) in the blocks alive, whatever the recording's length (a
+  // scripted loop records thousands).
+  bool take(size_t offset, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto next = busy_.lower_bound(offset);
+    if (next != busy_.end() && next->first < offset + bytes) return false;
+    if (next != busy_.begin() && std::prev(next)->second > offset) return false;
+    busy_.emplace_hint(next, offset, offset + bytes);
+    return true;
+  }
+  void give_back(size_t offset) {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_.erase(offset);
+  }
   bool anyLive() const { return liveCount() > 0; }
   int64_t liveCount() const {
-    int64_t k = 0;
-    for (size_t i = 0; i < n; ++i) k += live[i].load(std::memory_order_acquire);
-    return k;
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(busy_.size());
   }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<size_t, size_t> busy_;  // offset -> end of the blocks handed out and not freed
 };
 
 namespace {
@@ -75,11 +94,10 @@ std::shared_ptr<Layout> plan(const std::vector<Recording::Block>& blocks) {
   l->bytes.resize(n);
   l->offset.assign(n, 0);
   l->heap.resize(n);
-  l->sharers.resize(n);
   std::vector<uint32_t> order;
   for (size_t i = 0; i < n; ++i) {
     l->bytes[i] = blocks[i].bytes;
-    l->heap[i] = blocks[i].freed < 0;
+    l->heap[i] = blocks[i].freed < 0 || blocks[i].bytes == 0;
     if (!l->heap[i]) order.push_back(static_cast<uint32_t>(i));
   }
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return blocks[a].bytes > blocks[b].bytes; });
@@ -100,10 +118,6 @@ std::shared_ptr<Layout> plan(const std::vector<Recording::Block>& blocks) {
     l->total = std::max(l->total, at + l->bytes[i]);
     placed.push_back(i);
   }
-  for (uint32_t i : order)
-    for (uint32_t k : order)
-      if (i != k && l->offset[i] < l->offset[k] + l->bytes[k] && l->offset[k] < l->offset[i] + l->bytes[i])
-        l->sharers[i].push_back(k);
   return l;
 }
 
@@ -143,20 +157,18 @@ class PlannedSource final : public ActivationSource {
     const Layout& l = *layout_;
     if (!deviated_ && (i >= l.bytes.size() || l.bytes[i] != rounded)) deviated_ = true;
     if (deviated_ || l.heap[i]) return Storage::heap(nbytes, rounded, meter);
-    for (uint32_t k : l.sharers[i])
-      if (buffer_->live[k].load(std::memory_order_acquire)) {  // lifetimes differ from the recording
-        deviated_ = true;
-        return Storage::heap(nbytes, rounded, meter);
-      }
-    buffer_->live[i].store(true, std::memory_order_release);
+    if (!buffer_->take(l.offset[i], rounded)) {  // lifetimes differ from the recording
+      deviated_ = true;
+      return Storage::heap(nbytes, rounded, meter);
+    }
     if (meter) meter->add(static_cast<int64_t>(rounded));
     auto s = std::make_shared<Storage>();
     s->data = static_cast<char*>(buffer_->data) + l.offset[i];
     s->nbytes = nbytes;
     s->owned = true;
-    s->owner = std::shared_ptr<void>(s->data, [buf = buffer_, i, meter, rounded](void*) {
+    s->owner = std::shared_ptr<void>(s->data, [buf = buffer_, offset = l.offset[i], meter, rounded](void*) {
       if (meter) meter->sub(static_cast<int64_t>(rounded));
-      buf->live[i].store(false, std::memory_order_release);
+      buf->give_back(offset);
     });
     return s;
   }
@@ -190,7 +202,7 @@ ArenaPlanner::Call::Call(ArenaPlanner& planner) : planner_(planner), exceptions_
       buf = std::move(planner_.pool_.back());
       planner_.pool_.pop_back();
     } else {
-      buf = std::make_shared<Buffer>(planner_.layout_->total, planner_.layout_->bytes.size());
+      buf = std::make_shared<Buffer>(planner_.layout_->total);
       std::erase_if(planner_.issued_, [](const std::weak_ptr<Buffer>& w) { return w.expired(); });
       planner_.issued_.push_back(buf);
     }
@@ -236,6 +248,14 @@ void ArenaPlanner::finishRecording(const std::shared_ptr<Recording>& rec, bool f
     std::lock_guard<std::mutex> lock(mu_);
     recording_ = false;
     ++stats_.failed_calls;
+    return;
+  }
+  if (blocks.size() > kMaxPlannedBlocks) {
+    std::lock_guard<std::mutex> lock(mu_);
+    recording_ = false;
+    ++stats_.recorded_calls;
+    stats_.disabled = true;
+    stats_.heap_blocks = static_cast<int64_t>(blocks.size());
     return;
   }
   std::shared_ptr<const Layout> layout = plan(blocks);

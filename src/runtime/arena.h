@@ -39,7 +39,7 @@ struct ArenaStats {
   int64_t deviations = 0;      // calls that deviated from the plan (recorded again next)
   int64_t failed_calls = 0;    // calls that ended in an exception (not deviations: the plan stays)
   int64_t in_use_blocks = 0;   // planned blocks handed out and not freed yet, over all its arenas
-  bool disabled = false;       // deviated too often in a row: heap only
+  bool disabled = false;       // deviated too often in a row, or allocates too much to plan: heap only
 };
 
 class ArenaPlanner {

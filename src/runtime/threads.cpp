@@ -46,4 +46,15 @@ ThreadsScope::~ThreadsScope() {
   if (omp_get_max_threads() != caller_) omp_set_num_threads(caller_);
 }
 
+SerialScope::SerialScope(bool serial) {
+  if (serial && omp_get_max_threads() > 1) {
+    caller_ = omp_get_max_threads();
+    omp_set_num_threads(1);
+  }
+}
+
+SerialScope::~SerialScope() {
+  if (caller_) omp_set_num_threads(caller_);
+}
+
 }  // namespace llga

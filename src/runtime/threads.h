@@ -5,6 +5,8 @@
 // another library (torch) has set OpenMP's default to.
 #pragma once
 
+#include <cstdint>
+
 namespace llga {
 void setNumThreads(int n);  // n >= 1
 int getNumThreads();  // the setting, or the default
@@ -21,5 +23,24 @@ class ThreadsScope {
 
  private:
   int caller_;
+};
+
+// Elementwise work below this many elements runs on the calling thread:
+// waking OpenMP's team for it costs more than the second thread saves (a
+// tanh of 4 floats in a scripted loop took 10 us). PyTorch's grain for its
+// elementwise loops (at::internal::GRAIN_SIZE) is the same 32768.
+constexpr int64_t kParallelGrain = 32768;
+
+// One OpenMP thread on the calling thread for its lifetime when `serial`
+// (oneDNN's parallel sections then run inline), then the setting before.
+class SerialScope {
+ public:
+  explicit SerialScope(bool serial);
+  ~SerialScope();
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  int caller_ = 0;  // 0: nothing changed
 };
 }  // namespace llga

@@ -11,6 +11,7 @@
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "runtime/strided.h"
+#include "runtime/threads.h"
 
 namespace llga {
 
@@ -348,6 +349,7 @@ void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a_in
   args->bind(DNNL_ARG_SRC_0, e->a_md, a.data());
   args->bind(DNNL_ARG_SRC_1, e->b_md, bb.data());
   args->bind(DNNL_ARG_DST, e->out_md, out.data());
+  SerialScope serial(out.numel() < kParallelGrain);
   args->execute(ctx, e->prim, e->scratch_md);
 }
 

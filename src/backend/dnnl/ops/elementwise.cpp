@@ -7,11 +7,13 @@
 #include <cmath>
 #include <mutex>
 
+#include "backend/dnnl/bound_args.h"
 #include "backend/dnnl/dnnl_utils.h"
-#include "runtime/kernel.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/primitive_cache.h"
+#include "runtime/kernel.h"
 #include "runtime/strided.h"
+#include "runtime/threads.h"
 
 namespace llga {
 namespace {
@@ -123,6 +125,7 @@ struct EltEntry {
   dnnl::eltwise_forward prim;
   dnnl::memory::desc src_md, dst_md, scratch_md;
   bool same_layout;  // oneDNN's dst layout (it follows src) is dst's own
+  SharedBoundArgs bound;
 };
 using EltCache = PrimitiveCache<EltEntry>;
 
@@ -150,7 +153,11 @@ void dnnlEltwise(ExecContext& ctx, EltCache& cache, algorithm alg, float alpha, 
     const_cast<Tensor&>(dst).copyFrom(tmp);
     return;
   }
-  execute(ctx, e->prim, e->scratch_md, {{DNNL_ARG_SRC, wrap(src, e->src_md)}, {DNNL_ARG_DST, wrap(dst, e->dst_md)}});
+  SharedBoundArgs::Lease args = e->bound.lease();
+  args->bind(DNNL_ARG_SRC, e->src_md, src.data());
+  args->bind(DNNL_ARG_DST, e->dst_md, dst.data());
+  SerialScope serial(dst.numel() < kParallelGrain);
+  args->execute(ctx, e->prim, e->scratch_md);
 }
 
 bool dnnlFriendly(const Tensor& t) { return t.dtype() == ScalarType::Float && t.numel() > 0 && dnnlDescribable(t); }
