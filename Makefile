@@ -131,9 +131,11 @@ fuzz-graphs: build dev-path
 
 # llga vs PyTorch (eager, frozen+OFI), ONNX Runtime and the machine's limit.
 # Writes bench/results/latest.{json,md,png}. BENCH_ARGS="--models resnet50 --batch 1,16"
+# Then scripted loops against PyTorch's TorchScript interpreter: bench/results/script_loops.md.
 bench: build
 	@scripts/bootstrap.sh bench
 	$(PY) -m bench $(BENCH_ARGS)
+	$(PY) -m bench.script_bench --write bench/results/script_loops.md
 
 bench-quick: build
 	@scripts/bootstrap.sh bench

@@ -110,6 +110,12 @@ void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& c
   try {
     switch (ins.kind) {
       case Instr::Kind::Op: {
+        if (ins.scalar && !ctx.observer && !Profiler::active()) {  // Python numbers: no kernel call
+          std::array<const RtValue*, kMaxScalarArity> args;
+          for (size_t i = 0; i < ins.in.size(); ++i) args[i] = &at(ins.in[i]);
+          at(ins.out[0]) = ins.scalar(args.data());
+          break;
+        }
         std::array<RtValue*, 32> in_small, out_small;
         std::vector<RtValue*> in_big, out_big;
         RtValue** in = in_small.data();

@@ -111,10 +111,19 @@ class FnKernel final : public Kernel {
   uint64_t strided_out_ = 0;
 };
 
+// The op on Python numbers alone: `arity` int/float/bool inputs, one output.
+// The plan calls it directly, without a kernel's argument records, for a node
+// whose inputs and outputs are all typed int, float or bool (a scripted
+// loop's counters and arithmetic); the kernel runs everything else.
+using ScalarFn = RtValue (*)(const RtValue* const* in);
+constexpr size_t kMaxScalarArity = 4;
+
 struct OpDef {
   std::string kind;
   size_t min_inputs, max_inputs;  // the schema's arity (optional trailing args allowed)
   std::function<std::unique_ptr<Kernel>(const Node&)> make;
+  ScalarFn scalar = nullptr;  // OpRegistry::addScalar
+  size_t scalar_arity = 0;
 };
 
 class OpRegistry {
@@ -122,6 +131,8 @@ class OpRegistry {
   static OpRegistry& global();  // every op family registered
   void add(std::string kind, size_t min_inputs, size_t max_inputs, KernelFn fn);
   void add(OpDef def);
+  // The ScalarFn of a kind registered before (a std::logic_error otherwise).
+  void addScalar(const std::string& kind, size_t arity, ScalarFn fn);
   const OpDef* find(Symbol kind) const;
   std::vector<std::string> kinds() const;
 

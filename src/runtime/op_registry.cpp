@@ -23,6 +23,16 @@ void OpRegistry::add(OpDef def) {
   ops_[k] = std::move(def);
 }
 
+void OpRegistry::addScalar(const std::string& kind, size_t arity, ScalarFn fn) {
+  auto it = ops_.find(Symbol::fromQualString(kind));
+  if (it == ops_.end()) throw std::logic_error("scalar form of " + kind + ", which is not registered");
+  if (it->second.scalar) throw std::logic_error("scalar form of " + kind + " registered twice");
+  if (arity < it->second.min_inputs || arity > it->second.max_inputs || arity > kMaxScalarArity)
+    throw std::logic_error("scalar form of " + kind + " takes " + std::to_string(arity) + " inputs, outside its arity");
+  it->second.scalar = fn;
+  it->second.scalar_arity = arity;
+}
+
 const OpDef* OpRegistry::find(Symbol kind) const {
   auto it = ops_.find(kind);
   return it == ops_.end() ? nullptr : &it->second;

@@ -233,6 +233,8 @@ class PlanBuilder {
           errors_.push_back(describeNode(*n) + ": " + e.what());
           continue;
         }
+        if (def->scalar && n_in == def->scalar_arity && n->outputs().size() == 1 && numbersOnly(*n))
+          ins.scalar = def->scalar;
         applyLayouts(*n, *ins.kernel);
         if (!isAliasing(*n))
           for (size_t p = 0; p < n_in && p < 64; ++p)
@@ -244,6 +246,16 @@ class PlanBuilder {
       out.code.push_back(std::move(ins));
     }
     computeFrees(b, out);
+  }
+
+  // Every input and output typed int, float or bool.
+  static bool numbersOnly(const Node& n) {
+    auto number = [](const Value* v) {
+      const Type& t = *v->type();
+      return t.isSimple("int") || t.isSimple("float") || t.isSimple("bool");
+    };
+    return std::all_of(n.inputs().begin(), n.inputs().end(), number) &&
+           std::all_of(n.outputs().begin(), n.outputs().end(), number);
   }
 
   // What propagate-layouts decided (passes/propagate_layouts.cpp): the

@@ -91,6 +91,7 @@ class Plan {
     enum class Kind { Op, If, Loop } kind = Kind::Op;
     const Node* node = nullptr;
     std::unique_ptr<Kernel> kernel;
+    ScalarFn scalar = nullptr;    // the op on Python numbers (OpDef::scalar), when the node is typed so
     std::vector<int> in, out;
     std::vector<int> free_after;  // registers whose last use this is
     uint64_t dying = 0;           // bit p: input p's register is among them (KernelArgs::dying)

@@ -42,7 +42,7 @@ def _dict_ops(x: torch.Tensor) -> Tuple[List[str], List[int], int, Dict[str, int
     return list(d.keys()), list(e.values()), total, e
 
 
-def _list_ops(x: torch.Tensor) -> Tuple[List[int], int, int, float, List[int], List[List[int]]]:
+def _list_ops(x: torch.Tensor) -> Tuple[List[int], int, int, float, List[int], List[List[int]], int, float]:
     sizes = list(x.shape)
     sizes.insert(0, x.dim())
     sizes.insert(-1, 7)
@@ -50,7 +50,9 @@ def _list_ops(x: torch.Tensor) -> Tuple[List[int], int, int, float, List[int], L
     sizes.extend([x.dim(), 1])
     dims = list(x.shape)  # slices of every sign, as RAFT's l[::-1]
     slices = [dims[::-1], dims[-2::-2], dims[3:0:-1], dims[:-10:-1], dims[1::-1], dims[1:], dims[::2]]
-    return sizes, max(sizes), min(sizes), max(2.5, float(x.dim())), [x.dim()] * (x.numel() % 4), slices
+    halves = [float(v) * 0.5 + 0.1 for v in sizes]
+    return sizes, max(sizes), min(sizes), max(2.5, float(x.dim())), [x.dim()] * (x.numel() % 4), slices, sum(sizes), \
+        sum(halves)
 
 
 def _ranges(x: torch.Tensor) -> Tuple[List[int], int]:
@@ -112,7 +114,7 @@ CASES = {
     "aten::str": scripted(_str_ops, kinds=("aten::format", "aten::find", "aten::split", "aten::slice")),
     "aten::__contains__": scripted(_contains),
     "aten::dict": scripted(_dict_ops, kinds=("aten::_set_item", "aten::keys", "aten::values", "aten::items")),
-    "aten::insert": scripted(_list_ops, kinds=("prim::max", "prim::min", "aten::extend")),
+    "aten::insert": scripted(_list_ops, kinds=("prim::max", "prim::min", "aten::extend", "aten::sum")),
     "aten::__range_length": scripted(_ranges, kinds=("aten::__derive_index",)),
     "aten::item": scripted(_items, kinds=("prim::tolist", "aten::is_floating_point")),
     "aten::IntImplicit": scripted(_implicit),

@@ -98,3 +98,17 @@ def test_rejects_bad_thread_counts():
     r = subprocess.run([sys.executable, "-m", "bench", "--models", "tiny", "--threads", "two"], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 2 and "--threads takes comma-separated counts" in r.stderr
+
+
+def test_scripted_loop_bench_checks_parity_and_writes_its_table(tmp_path):
+    # Few trips and rounds: only that every program matches PyTorch and a row comes out.
+    from bench.script_programs import PROGRAMS
+
+    table = tmp_path / "script.md"
+    r = subprocess.run([sys.executable, "-m", "bench.script_bench", "--trips", "30", "--runs", "2", "--write", str(table)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = table.read_text()
+    for name in PROGRAMS:
+        assert f"| {name} |" in text
+    assert "geometric mean llga / PyTorch" in text

@@ -371,6 +371,22 @@ bool listsEqual(const RtValue& a, const RtValue& b) {
   return a.toInt() == b.toInt();
 }
 
+// Python number arithmetic: int, float or bool operands (the plan's scalar path calls it directly).
+RtValue numberBinary(Bin op, const RtValue& av, const RtValue& bv) {
+  bool floats = av.isDouble() || bv.isDouble() || op == Bin::Div || (op == Bin::Pow && bv.isInt() && bv.toInt() < 0);
+  if (isComparison(op)) return RtValue(floats ? applyCmp<double>(op, av.toDouble(), bv.toDouble())
+                                              : applyCmp<int64_t>(op, av.toInt(), bv.toInt()));
+  if (floats) return RtValue(applyBin<double>(op, av.toDouble(), bv.toDouble()));
+  if (av.isBool() && bv.isBool() && (op == Bin::And || op == Bin::Or || op == Bin::Xor))  // bool & bool is a bool
+    return RtValue(applyBin<int64_t>(op, av.toInt(), bv.toInt()) != 0);
+  return RtValue(applyBin<int64_t>(op, av.toInt(), bv.toInt()));
+}
+
+template <Bin op>
+RtValue scalarBinary(const RtValue* const* in) {
+  return numberBinary(op, *in[0], *in[1]);
+}
+
 // Computes a op b (tensors or scalars). `out` (when given) is written in place.
 // `follow_layout`: the result may take the dimension order of the operand of the
 // result's shape (channels-last in, channels-last out), as PyTorch's ops do.
@@ -405,15 +421,7 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
     for (int64_t i = 0; i < n; ++i) out->insert(out->end(), items->begin(), items->end());
     return RtValue(out);
   }
-  if (!av.isTensor() && !bv.isTensor()) {  // Python number arithmetic
-    bool floats = av.isDouble() || bv.isDouble() || op == Bin::Div || (op == Bin::Pow && bv.isInt() && bv.toInt() < 0);
-    if (isComparison(op)) return RtValue(floats ? applyCmp<double>(op, av.toDouble(), bv.toDouble())
-                                                : applyCmp<int64_t>(op, av.toInt(), bv.toInt()));
-    if (floats) return RtValue(applyBin<double>(op, av.toDouble(), bv.toDouble()));
-    if (av.isBool() && bv.isBool() && (op == Bin::And || op == Bin::Or || op == Bin::Xor))  // bool & bool is a bool
-      return RtValue(applyBin<int64_t>(op, av.toInt(), bv.toInt()) != 0);
-    return RtValue(applyBin<int64_t>(op, av.toInt(), bv.toInt()));
-  }
+  if (!av.isTensor() && !bv.isTensor()) return numberBinary(op, av, bv);
   ScalarType common = resultType({&av, &bv});
   if (op == Bin::Div && isIntegralType(common, true)) common = ScalarType::Float;
   if ((op == Bin::And || op == Bin::Or || op == Bin::Xor) && !isIntegralType(common, true))  // also when empty
@@ -524,10 +532,14 @@ void registerBinaryOps(OpRegistry& r) {
     a.set(0, binary(a.ctx, c, Bin::Eq, a.input(0), RtValue(int64_t{0}), std::nullopt));
   });
   addArith(r, "add", Bin::Add, true, true);
+  r.addScalar("aten::add", 2, scalarBinary<Bin::Add>);
   addArith(r, "sub", Bin::Sub, true, true);
+  r.addScalar("aten::sub", 2, scalarBinary<Bin::Sub>);
   addArith(r, "mul", Bin::Mul, false, true);
+  r.addScalar("aten::mul", 2, scalarBinary<Bin::Mul>);
   addArith(r, "floor_divide", Bin::FloorDivide, false);
   addArith(r, "remainder", Bin::Remainder, false);
+  r.addScalar("aten::remainder", 2, scalarBinary<Bin::Remainder>);
   addArith(r, "pow", Bin::Pow, false);
   addArith(r, "maximum", Bin::Max, false);
   addArith(r, "minimum", Bin::Min, false);
@@ -548,6 +560,12 @@ void registerBinaryOps(OpRegistry& r) {
                           {"gt", Bin::Gt}, {"ge", Bin::Ge}}) {
     addArith(r, name, op, false);
   }
+  r.addScalar("aten::eq", 2, scalarBinary<Bin::Eq>);
+  r.addScalar("aten::ne", 2, scalarBinary<Bin::Ne>);
+  r.addScalar("aten::lt", 2, scalarBinary<Bin::Lt>);
+  r.addScalar("aten::le", 2, scalarBinary<Bin::Le>);
+  r.addScalar("aten::gt", 2, scalarBinary<Bin::Gt>);
+  r.addScalar("aten::ge", 2, scalarBinary<Bin::Ge>);
   // rsub(a, b, alpha) = b - alpha * a
   addCached<BinCache>(r, "aten::rsub", 2, 3, [](const KernelArgs& a, BinCache& c) {
     RtValue tmp;
@@ -570,6 +588,7 @@ void registerBinaryOps(OpRegistry& r) {
   };
   addCached<BinCache>(r, "aten::div", 2, 3, div(false), /*strided=*/true);
   addCached<BinCache>(r, "aten::div_", 2, 3, div(true));
+  r.addScalar("aten::div", 2, scalarBinary<Bin::Div>);
   // where(condition, a, b): a where condition else b, broadcasting all three;
   // where(condition): the nonzero positions, one index tensor per dim (a 0-dim condition counts as 1-d)
   r.add("aten::where", 1, 3, [](const KernelArgs& a) {
@@ -600,6 +619,7 @@ void registerBinaryOps(OpRegistry& r) {
   addCached<BinCache>(r, "aten::floordiv", 2, 2, [](const KernelArgs& a, BinCache& c) {
     a.set(0, binary(a.ctx, c, Bin::FloorDivide, a.input(0), a.input(1), std::nullopt));
   });
+  r.addScalar("aten::floordiv", 2, scalarBinary<Bin::FloorDivide>);
 }
 
 }  // namespace llga

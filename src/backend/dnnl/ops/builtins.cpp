@@ -113,6 +113,29 @@ bool isInstance(const RtValue& v, const Type& t) {
   throw std::invalid_argument("prim::isinstance: cannot test for type " + t.str());
 }
 
+// Python's max()/min() of numbers: the first of the extremes, an int when all are ints or bools.
+RtValue extremeOf(bool is_max, const RtValue* const* vals, size_t n) {
+  if (n == 0) throw std::invalid_argument(std::string(is_max ? "max" : "min") + "() arg is an empty sequence");
+  bool ints = std::all_of(vals, vals + n, [](const RtValue* v) { return v->isInt() || v->isBool(); });
+  const RtValue* best = vals[0];
+  for (size_t i = 1; i < n; ++i) {
+    bool better = ints ? (is_max ? vals[i]->toInt() > best->toInt() : vals[i]->toInt() < best->toInt())
+                       : (is_max ? vals[i]->toDouble() > best->toDouble() : vals[i]->toDouble() < best->toDouble());
+    if (better) best = vals[i];
+  }
+  return ints ? RtValue(best->toInt()) : RtValue(best->toDouble());
+}
+
+// max(list) or max(a, b)
+RtValue pickExtreme(bool is_max, const KernelArgs& a) {
+  if (a.num_in == 2) return extremeOf(is_max, a.in, 2);
+  const std::vector<RtValue>& items = *a.input(0).list();
+  std::vector<const RtValue*> ptrs;
+  ptrs.reserve(items.size());
+  for (const RtValue& v : items) ptrs.push_back(&v);
+  return extremeOf(is_max, ptrs.data(), ptrs.size());
+}
+
 }  // namespace
 
 void registerBuiltinOps(OpRegistry& r) {
@@ -215,22 +238,10 @@ void registerBuiltinOps(OpRegistry& r) {
   r.add("aten::__derive_index", 3, 3, [](const KernelArgs& a) {
     a.set(0, RtValue(a.toInt(1) + a.toInt(0) * a.toInt(2)));
   });
-  for (bool is_max : {true, false}) {
-    r.add(is_max ? "prim::max" : "prim::min", 1, 2, [is_max](const KernelArgs& a) {
-      std::vector<RtValue> vals;
-      if (a.num_in == 1) vals = *a.input(0).list();
-      else vals = {a.input(0), a.input(1)};
-      if (vals.empty()) throw std::invalid_argument(std::string(is_max ? "max" : "min") + "() arg is an empty sequence");
-      bool ints = std::all_of(vals.begin(), vals.end(), [](const RtValue& v) { return v.isInt() || v.isBool(); });
-      RtValue best = vals[0];
-      for (size_t i = 1; i < vals.size(); ++i) {
-        bool better = ints ? (is_max ? vals[i].toInt() > best.toInt() : vals[i].toInt() < best.toInt())
-                           : (is_max ? vals[i].toDouble() > best.toDouble() : vals[i].toDouble() < best.toDouble());
-        if (better) best = vals[i];
-      }
-      a.set(0, ints ? RtValue(best.toInt()) : RtValue(best.toDouble()));
-    });
-  }
+  r.add("prim::max", 1, 2, [](const KernelArgs& a) { a.set(0, pickExtreme(true, a)); });
+  r.add("prim::min", 1, 2, [](const KernelArgs& a) { a.set(0, pickExtreme(false, a)); });
+  r.addScalar("prim::max", 2, [](const RtValue* const* in) { return extremeOf(true, in, 2); });
+  r.addScalar("prim::min", 2, [](const RtValue* const* in) { return extremeOf(false, in, 2); });
   r.add("aten::item", 1, 1, [](const KernelArgs& a) { a.set(0, tensorItem(a.tensor(0), "item()")); });
   r.add("aten::IntImplicit", 1, 1, [](const KernelArgs& a) {
     const Tensor& t = a.tensor(0);

@@ -100,10 +100,12 @@ void registerPrimOps(OpRegistry& r) {
   });
   // int(x), float(x), bool(x) of a number, a one-element tensor or (int, float) a string, as Python.
   r.add("aten::Int", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(toPythonInt(a.input(0)))); });
+  r.addScalar("aten::Int", 1, [](const RtValue* const* in) { return RtValue(toPythonInt(*in[0])); });
   r.add("aten::Float", 1, 1, [](const KernelArgs& a) {
     const RtValue& v = a.input(0);
     a.set(0, RtValue(v.isTensor() ? v.tensor().item() : isString(v) ? parseFloat(v.str()) : v.toDouble()));
   });
+  r.addScalar("aten::Float", 1, [](const RtValue* const* in) { return RtValue(in[0]->toDouble()); });
   r.add("aten::Bool", 1, 1, [](const KernelArgs& a) {
     const RtValue& v = a.input(0);
     a.set(0, RtValue(v.isTensor() ? v.tensor().item() != 0 : v.isBool() ? v.toBool() : v.toDouble() != 0));
@@ -216,6 +218,7 @@ void registerPrimOps(OpRegistry& r) {
   r.add("aten::__is__", 2, 2, [](const KernelArgs& a) { a.set(0, RtValue(a.input(0).isNone() && a.input(1).isNone())); });
   r.add("aten::__isnot__", 2, 2, [](const KernelArgs& a) { a.set(0, RtValue(!(a.input(0).isNone() && a.input(1).isNone()))); });
   r.add("aten::__not__", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(!a.toBool(0))); });
+  r.addScalar("aten::__not__", 1, [](const RtValue* const* in) { return RtValue(!in[0]->toBool()); });
   // raise Cls(msg): the message as PyTorch ends its error with it, "builtins.ValueError: msg"
   r.add("prim::RaiseException", 1, 2, [](const KernelArgs& a) {
     std::string cls = a.num_in > 1 && !a.isNone(1) ? a.input(1).str() : "Exception";

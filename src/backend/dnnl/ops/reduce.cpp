@@ -280,6 +280,18 @@ Shape dimsArg(const KernelArgs& a, size_t i) { return a.isNone(i) ? Shape{} : a.
 
 KernelFn sumOrMean(Red kind) {
   return [kind](const KernelArgs& a) {
+    if (kind == Red::Sum && a.num_in == 1 && a.input(0).isList()) {  // Python's sum() of an int/float/bool list
+      const std::vector<RtValue>& items = *a.input(0).list();
+      const bool floats = std::any_of(items.begin(), items.end(), [](const RtValue& v) { return v.isDouble(); });
+      if (floats) {
+        double t = 0;  // left to right, as Python and TorchScript add
+        for (const RtValue& v : items) t += v.toDouble();
+        return a.set(0, RtValue(t));
+      }
+      int64_t t = 0;
+      for (const RtValue& v : items) t += v.toInt();
+      return a.set(0, RtValue(t));
+    }
     const Tensor& x = a.tensor(0);
     if (a.num_in <= 2) {  // (x, dtype?)
       a.set(0, reduce(a.ctx, x, {}, false, {kind}, dtypeArg(a, 1)));
