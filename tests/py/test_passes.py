@@ -256,3 +256,44 @@ def test_small_constant_tensors_fold_but_returned_ones_stay_fresh():
     y2, z2 = c(x.numpy())
     np.testing.assert_array_equal(z2, np.zeros((2, 3), np.float32))
     np.testing.assert_array_equal(y2, want[0].numpy())
+
+
+class _Attention(torch.nn.Module):
+    """Q, K, V projections of one input (and an odd-sized fourth), heads split
+    by view; `flat` reads q through a view that merges the last dim (only a
+    reshape can do that on a slice)."""
+
+    def __init__(self, flat: bool):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(24, 24) for _ in range(3))
+        self.g = torch.nn.Linear(24, 5, bias=False)
+        self.flat = flat
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, 4, 6).permute(0, 2, 1, 3)
+        k = self.k(x).view(b, s, 4, 6).permute(0, 2, 3, 1)
+        v = self.v(x).view(b, s, 4, 6).permute(0, 2, 1, 3)
+        att = torch.softmax(torch.matmul(q, k) / 6 ** 0.5, dim=-1)
+        out = torch.matmul(att, v).permute(0, 2, 1, 3).reshape(b, s, 24) * torch.sigmoid(self.g(x)).sum(-1, keepdim=True)
+        if self.flat:
+            out = out + self.q.weight[0, 0] * 0 + self.q(x).view(b, s * 24).view(b, s, 24)
+        return out
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_merge_linears_stacks_projections_of_one_input_and_matches_pytorch(flat):
+    torch.manual_seed(0)
+    model = _Attention(flat).eval()
+    x = torch.randn(2, 7, 24)
+    with torch.no_grad():
+        traced = torch.jit.trace(model, x)
+        ref = model(x).numpy()
+    c = llga.optimize(traced)
+    rec = {r.name: r for r in c.passes}["merge-linears"]
+    assert rec.changed and any("merged 4 linears" in n or "merged 5 linears" in n for n in rec.notes), rec.notes
+    assert rec.after.kinds.get("aten::linear", 0) == 1
+    np.testing.assert_allclose(c(x.numpy()), ref, rtol=1e-5, atol=1e-5)
+    x2 = torch.randn(3, 5, 24)  # another shape: the slices and reshapes follow
+    with torch.no_grad():
+        np.testing.assert_allclose(c(x2.numpy()), model(x2).numpy(), rtol=1e-5, atol=1e-5)
