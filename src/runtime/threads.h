@@ -30,6 +30,9 @@ class ThreadsScope {
 // tanh of 4 floats in a scripted loop took 10 us). PyTorch's grain for its
 // elementwise loops (at::internal::GRAIN_SIZE) is the same 32768.
 constexpr int64_t kParallelGrain = 32768;
+// A matrix product below this many multiply-adds likewise (a 10x32x32 one of
+// a small transformer took 10 us with the team).
+constexpr int64_t kSerialMacs = 1 << 17;
 
 // One OpenMP thread on the calling thread for its lifetime when `serial`
 // (oneDNN's parallel sections then run inline), then the setting before.

@@ -14,6 +14,7 @@
 #include "backend/dnnl/ops/fused.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "backend/dnnl/swish.h"
+#include "runtime/threads.h"
 
 namespace llga {
 namespace {
@@ -163,7 +164,10 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
         args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k],
                    chain->operands[k].data());
       }
-  args->execute(ctx, e->prim, e->scratch_md);
+  {
+    SerialScope serial(out.numel() * a.size(-1) < kSerialMacs);
+    args->execute(ctx, e->prim, e->scratch_md);
+  }
   if (e->split_at != SIZE_MAX) {  // the rest of the chain: dst op operand 0, in place, then its post-ops
     std::unordered_map<int, memory> targs{{DNNL_ARG_SRC_0, memory(e->dst_md, cpuEngine(), out.data())},
                                           {DNNL_ARG_SRC_1, memory(e->operand_mds[0], cpuEngine(), chain->operands[0].data())},

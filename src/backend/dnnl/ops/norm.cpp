@@ -11,6 +11,7 @@
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/functional.h"
 #include "backend/dnnl/ops/primitive_cache.h"
+#include "runtime/threads.h"
 
 namespace llga {
 namespace {
@@ -117,6 +118,7 @@ Tensor layerNormImpl(ExecContext& ctx, const Tensor& x, int64_t n, const std::op
   args->bind(DNNL_ARG_DST, e->md, out.data());
   if (w) args->bind(DNNL_ARG_SCALE, e->param_md, wc.data());
   if (b) args->bind(DNNL_ARG_SHIFT, e->param_md, bc.data());
+  SerialScope serial(out.numel() < kParallelGrain);
   args->execute(ctx, e->prim, e->scratch_md);
   return out.view(x.sizes());
 }
@@ -180,6 +182,7 @@ Tensor softmaxImpl(ExecContext& ctx, Tensor x, int64_t dim, bool log, PrimitiveC
     } else {
       args->bind(DNNL_ARG_SRC, e->md, x.data());
       args->bind(DNNL_ARG_DST, e->md, out.data());
+      SerialScope serial(out.numel() < kParallelGrain);
       args->execute(ctx, e->prim, e->scratch_md);
     }
   }
