@@ -2,6 +2,7 @@
 
 import gc
 import os
+from typing import List
 
 import numpy as np
 import pytest
@@ -212,3 +213,35 @@ def test_default_threads_do_not_follow_torchs_setting(omp):
         env["OMP_NUM_THREADS"] = omp
     r = subprocess.run([sys.executable, "-c", _THREADS_AFTER_TORCH], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and "threads ok" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+@torch.jit.script
+def _number_ops(x: torch.Tensor, a: int, b: int, f: float):
+    out: List[float] = []
+    for i in range(-3, 4):
+        j = a + i
+        out.append(float(j // b) + float(j % b) * 10.0 + j / b)
+        out.append(float(f // 1.5) + f % -1.5 + float(j < b) + float(j >= a) + float(j != i))
+        out.append(float(max(j, b)) + min(f, float(i)) + float(max(f, -f)) - float(int(f * i)))
+        out.append(float(bool(j) and not bool(i)))
+    return x + torch.tensor(out)
+
+
+@pytest.mark.parametrize("a, b, f", [(7, 3, 2.25), (-7, 3, -2.75), (7, -3, 0.5), (-8, -4, -0.0)])
+def test_number_ops_run_directly_as_pytorch_does_and_as_their_kernels_do(a, b, f):
+    # The plan calls int/float/bool-typed ops directly (OpDef::scalar), except
+    # while the profiler watches, when their kernels run: both as PyTorch.
+    x = torch.zeros(28)
+    c = llga.optimize(_number_ops, example_inputs=(x, a, b, f))
+    want = _number_ops(x, a, b, f).numpy()
+    np.testing.assert_array_equal(c(x.numpy(), a, b, f), want)
+    with llga.profiler.profile():
+        np.testing.assert_array_equal(c(x.numpy(), a, b, f), want)
+    kinds = {e["name"] for e in llga.profiler.events()}
+    assert {"aten::floordiv", "aten::remainder", "aten::div", "prim::max"} <= kinds
+
+
+def test_number_op_errors_name_the_op_and_line():
+    with pytest.raises(llga.ExecutionError, match=r"aten::floordiv at .*test_runtime.py.*division by zero"):
+        script_number = llga.optimize(_number_ops, example_inputs=(torch.zeros(28), 7, 3, 1.0))
+        script_number(np.zeros(28, np.float32), 7, 0, 1.0)
