@@ -114,7 +114,8 @@ class FnKernel final : public Kernel {
 // The op on Python numbers alone: `arity` int/float/bool inputs, one output.
 // The plan calls it directly, without a kernel's argument records, for a node
 // whose inputs and outputs are all typed int, float or bool (a scripted
-// loop's counters and arithmetic); the kernel runs everything else.
+// loop's counters and arithmetic), unless a profiler or observer watches
+// (they see the kernel run); the kernel runs everything else.
 using ScalarFn = RtValue (*)(const RtValue* const* in);
 constexpr size_t kMaxScalarArity = 4;
 
