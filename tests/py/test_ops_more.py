@@ -418,3 +418,20 @@ def test_cells_same_padding_and_python_functions():
     traced = torch.jit.trace(torch.nn.CrossMapLRN2d(3).eval(), rnd(2, 5, 4, 4), check_trace=False)
     with pytest.raises(llga.UnsupportedOpError, match="CrossMapLRN2d.*first at .*test_ops_more|CrossMapLRN2d"):
         llga.optimize(traced)
+
+
+class _Pow(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.pow(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_integer_pow_wraps_and_takes_negative_powers_as_pytorch(dtype):
+    # By squaring: a power of 2**40 returns at once (it looped 2**40 times), wrapping
+    # on overflow as PyTorch's; a negative power is 1 for 1, +-1 for -1, else 0.
+    signed = dtype != torch.uint8
+    a = torch.tensor([0, 0, 5, -1 if signed else 1, -1 if signed else 9, -2 if signed else 2, 2, 3, 7, 3, 1], dtype=dtype)
+    b = torch.tensor([-1 if signed else 1, 0, 0, -2 if signed else 2, -3 if signed else 3, -1 if signed else 1, 62, 40,
+                      2 ** 40 if dtype == torch.int64 else 100, 33, -5 if signed else 5], dtype=dtype)
+    c = llga.optimize(torch.jit.trace(_Pow(), (a, b)))
+    np.testing.assert_array_equal(c(a.numpy(), b.numpy()), _Pow()(a, b).numpy())

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/ops/functional.h"
@@ -95,7 +96,15 @@ T applyBin(Bin op, T a, T b) {
         T m = a % b;
         return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
       }
-      case Bin::Pow: { T r = 1; for (T e = b; e > 0; --e) r *= a; return b < 0 ? (a == 1 ? 1 : 0) : r; }
+      case Bin::Pow: {  // as PyTorch: by squaring, wrapping on overflow; a negative power of 1, -1 or else 0
+        if (b < 0) return a == 1 ? T(1) : a == -1 ? ((-(b + 1)) % 2 == 0 ? T(-1) : T(1)) : T(0);
+        uint64_t r = 1, base = static_cast<uint64_t>(a);
+        for (auto e = static_cast<std::make_unsigned_t<T>>(b); e; e >>= 1) {
+          if (e & 1u) r *= base;
+          base *= base;
+        }
+        return static_cast<T>(r);
+      }
       case Bin::Max: return a > b ? a : b;
       case Bin::Min: return a < b ? a : b;
       case Bin::And: return a & b;
