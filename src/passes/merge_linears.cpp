@@ -120,8 +120,7 @@ class MergeLinears final : public Pass {
         for (int64_t c = 0; c < k; ++c) wp[(row + r) * k + c] = src[r * wi->strides[0] + c * wi->strides[1]];
       if (bp) {
         if (const ConstantTensor* bi = isNone(n->input(2)) ? nullptr : boundTensor(n->input(2)))
-          for (int64_t r = 0; r < wi->sizes[0]; ++r)
-            bp[row + r] = static_cast<const float*>(bi->data)[r * (bi->strides.empty() ? 1 : bi->strides[0])];
+          for (int64_t r = 0; r < wi->sizes[0]; ++r) bp[row + r] = static_cast<float>(bi->scalarAsDouble(r));
         else
           std::memset(bp + row, 0, sizeof(float) * static_cast<size_t>(wi->sizes[0]));
       }

@@ -11,6 +11,7 @@ from torch import nn
 
 import corpus
 import llga
+from bench.script_programs import tiny_tensor_steps
 from concurrency import run_concurrently
 
 
@@ -198,22 +199,14 @@ def test_a_weight_still_read_elsewhere_is_kept_and_the_callers_arrays_are_let_go
     assert compiled.memory["released"] == v.nbytes
 
 
-@torch.jit.script
-def _tanh_steps(x: torch.Tensor, n: int):
-    h = x
-    for i in range(n):
-        h = torch.tanh(h * 0.5 + float(i) * 0.001)
-    return h
-
-
 @pytest.mark.parametrize("trips, planned", [(300, True), (3000, False)])
 def test_a_loops_buffers_are_planned_up_to_a_bound_and_stay_correct(planning, trips, planned):
     # Two buffers per trip: 600 are planned (each checked against the blocks
     # alive in O(log n)); 6000 stay on the heap (placing them is quadratic).
     x = torch.randn(3, 5)
-    compiled = llga.optimize(_tanh_steps, example_inputs=(x, trips))
+    compiled = llga.optimize(tiny_tensor_steps, example_inputs=(x, trips))
     for _ in range(4):
-        np.testing.assert_allclose(compiled(x.numpy(), trips), _tanh_steps(x, trips).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(compiled(x.numpy(), trips), tiny_tensor_steps(x, trips).numpy(), rtol=1e-5, atol=1e-6)
     (a,) = compiled.memory["arena"].values()
     assert a["recorded_calls"] == 1
     if planned:
