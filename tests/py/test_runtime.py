@@ -154,6 +154,9 @@ def rss_bytes():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+@pytest.mark.skipif(os.environ.get("LLGA_SANITIZER") == "address",
+                    reason="ASan's quarantine keeps freed blocks (256 MiB by default), so RSS measures the quarantine, "
+                           "not leaks; with quarantine_size_mb=0 this passes under ASan too")
 def test_no_leak_over_many_calls():
     m = torch.jit.trace(torch.nn.Sequential(torch.nn.Linear(28, 64), torch.nn.ReLU()).eval(), torch.randn(32, 28))
     c = llga.optimize(m)
