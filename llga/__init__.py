@@ -64,8 +64,11 @@ def fusion_patterns():
 def cpu_capabilities() -> dict:
     """What oneDNN offers on this CPU, asked of oneDNN itself (so
     ``ONEDNN_MAX_CPU_ISA=AVX2`` shows here): ``isa`` (its effective ISA,
-    e.g. "avx512_core_amx"), ``winograd`` (fp32 Winograd convolutions exist)
-    ``bf16`` (bf16 convolutions run on a jit kernel: native with
+    e.g. "avx512_core_amx"), ``winograd`` (oneDNN has fp32 Winograd
+    convolutions), ``llga_winograd`` (llga's own AVX2 Winograd F(2x2,3x3)
+    can run, used for 3x3 convolutions where oneDNN has none: the CPU has
+    AVX2 and FMA, oneDNN's ISA is at least AVX2 and ``LLGA_WINOGRAD`` is not
+    "0"), ``bf16`` (bf16 convolutions run on a jit kernel: native with
     AVX512-BF16 or AMX, emulated on plain AVX-512; see ``isa``), and
     ``fast_swish`` (llga's own AVX-512 swish runs a final silu on large
     outputs: the CPU has AVX-512F and ``LLGA_FAST_SWISH`` is not "0")."""

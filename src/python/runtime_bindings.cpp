@@ -312,6 +312,7 @@ void bindRuntime(py::module_& m) {
     py::dict d;
     d["isa"] = c.isa;
     d["winograd"] = c.winograd;
+    d["llga_winograd"] = c.llga_winograd;
     d["bf16"] = c.bf16;
     d["fast_swish"] = fastSwishEnabled();
     return d;

@@ -6,6 +6,7 @@ import re
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import corpus
@@ -65,6 +66,8 @@ def dense(tag):
 
 
 WINOGRAD = llga.cpu_capabilities()["winograd"]  # oneDNN has Winograd on this CPU (not on AVX2-only ones)
+# llga's own AVX2 Winograd runs where oneDNN has none (backend/dnnl/winograd.h)
+OWN_WINOGRAD = llga.cpu_capabilities()["llga_winograd"] and not WINOGRAD
 
 
 def test_value_between_partitions_stays_blocked(monkeypatch):
@@ -402,33 +405,47 @@ class WinoChain(nn.Module):
 
 
 def wino_flags(compiled):
-    return ["wino" in p.impl for p in compiled.partitions if p.pattern == "conv_post_ops"]
+    """Which convolutions run as oneDNN's Winograd."""
+    return ["wino" in p.impl and not p.impl.startswith("llga_wino") for p in compiled.partitions
+            if p.pattern == "conv_post_ops"]
+
+
+def own_wino_flags(compiled):
+    """Which convolutions run as llga's own Winograd."""
+    return [p.impl.startswith("llga_wino") for p in compiled.partitions if p.pattern == "conv_post_ops"]
 
 
 # Winograd F(2x2,3x3) for 3x3 stride-1 convolutions with 16+ channels and
 # 196+ output pixels (ops/conv.cpp measures why), in its blocked layout kept
 # between partitions; the last 1x1 conv reads that layout too. Other batches
-# and sizes specialize again and still match PyTorch.
-@pytest.mark.parametrize("kw,hw,want", [
-    (dict(), 28, [True, True, False]),
-    (dict(residual=True), 28, [True, True, False]),  # the residual add is a sum post-op in Winograd too
-    (dict(cin=3), 28, [False, True, False]),  # a 3-channel stem is slower in Winograd
-    (dict(stride=2), 56, [False, True, False]),
-    (dict(k=1), 28, [False, True, False]),
-    (dict(), 8, [False, False, False]),  # 64 pixels: direct is faster
+# and sizes specialize again and still match PyTorch. Where oneDNN has no
+# Winograd, llga's own takes 3x3 stride-1 convolutions with 64+ channels in
+# and out at any size (`own`), in nChw8c.
+@pytest.mark.parametrize("kw,hw,want,own", [
+    (dict(), 28, [True, True, False], [True, True, False]),
+    (dict(residual=True), 28, [True, True, False], [True, True, False]),  # the residual add is a sum post-op in Winograd too
+    (dict(cin=3), 28, [False, True, False], [False, True, False]),  # a 3-channel stem is slower in Winograd
+    (dict(stride=2), 56, [False, True, False], [False, True, False]),
+    (dict(k=1), 28, [False, True, False], [False, True, False]),
+    (dict(), 8, [False, False, False], [True, True, False]),  # 64 pixels: oneDNN's direct is faster, llga's not
 ])
-def test_winograd_where_it_pays_and_layouts_flow(kw, hw, want):
+def test_winograd_where_it_pays_and_layouts_flow(kw, hw, want, own):
     model = WinoChain(**kw)
     cin = kw.get("cin", 64)
     c = compile_and_check(model, torch.randn(1, cin, hw, hw))
-    if not WINOGRAD:  # oneDNN has no Winograd on this CPU: every conv is direct, results the same
+    if not WINOGRAD:  # oneDNN has no Winograd on this CPU: direct or llga's own, results the same
         want = [False] * len(want)
-    assert wino_flags(c) == want, [p.impl for p in c.partitions]
+    if not OWN_WINOGRAD:
+        own = [False] * len(own)
+    assert wino_flags(c) == want and own_wino_flags(c) == own, [p.impl for p in c.partitions]
     convs = [p for p in c.partitions if p.pattern == "conv_post_ops"]
     if want[:2] == [True, True]:  # Winograd to Winograd: read in the producer's nChw16c, no reorder between
         assert convs[0].dst == convs[1].src == "nChw16c", [p.layouts for p in convs]
     if want[1]:  # a direct conv reorders it to its own src layout (brgconv's nhwc; ops/conv.cpp: faster than jit on nChw16c)
         assert convs[1].output == "kept" and convs[2].src != "nChw16c", [p.layouts for p in convs]
+    if own[:2] == [True, True]:  # llga's Winograd reads and writes nChw8c, kept between the convolutions
+        assert convs[0].dst == convs[1].src == convs[1].dst == "nChw8c", [p.layouts for p in convs]
+        assert convs[0].output == convs[1].output == "kept", [p.layouts for p in convs]
     for shape in [(3, cin, hw, hw), (1, cin, hw + 6, hw + 2)]:
         x = torch.randn(*shape)
         with torch.no_grad():
@@ -441,6 +458,7 @@ def test_winograd_off_switch_and_agreement(monkeypatch):
     monkeypatch.setenv("LLGA_WINOGRAD", "0")
     off = compile_and_check(model, x)
     assert any(wino_flags(on)) == WINOGRAD and not any(wino_flags(off))
+    assert any(own_wino_flags(on)) == OWN_WINOGRAD and not any(own_wino_flags(off))
     a, b = on(x.numpy()), off(x.numpy())
     assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max()
 
@@ -448,7 +466,7 @@ def test_winograd_off_switch_and_agreement(monkeypatch):
 def wino_weight_formats(compiled):
     """The Winograd weight format oneDNN reports for each Winograd conv on the latest call."""
     return [p.weights for p in compiled.partitions
-            if p.pattern == "conv_post_ops" and "wino" in p.impl]
+            if p.pattern == "conv_post_ops" and "wino" in p.impl and not p.impl.startswith("llga_wino")]
 
 
 def test_winograd_weights_kept_and_shared_at_batch_one():
@@ -460,7 +478,7 @@ def test_winograd_weights_kept_and_shared_at_batch_one():
     # A Winograd copy cannot stand in for the original (oneDNN reorders only
     # into that format), so the two 3x3 weights stay; the 1x1's is released
     # (and every one of them where all three convs are direct).
-    assert c.memory["weights"] == (2 * 64 * 64 * 9 * 4 if WINOGRAD else 0) + 2 * 64 * 4 + 32 * 4
+    assert c.memory["weights"] == (2 * 64 * 64 * 9 * 4 if WINOGRAD or OWN_WINOGRAD else 0) + 2 * 64 * 4 + 32 * 4
     # Other shapes share the transformed weights wherever oneDNN's kernel for
     # them takes the same Winograd format (its F(2x2,3x3) kernel's format does
     # not depend on the shape; its F(4x4,3x3) kernel's blocking may): the
@@ -475,6 +493,75 @@ def test_winograd_weights_kept_and_shared_at_batch_one():
         assert grew == (not set(now) <= seen), (shape, now, seen, cache, c.memory["weight_cache"])
         seen |= set(now)
         cache = c.memory["weight_cache"]
+
+
+class OwnWinoBlock(nn.Module):
+    """conv 3x3 -> act -> conv 3x3 [+ residual] -> act -> conv 1x1: the two 3x3
+    convolutions are llga's Winograd where oneDNN has none."""
+
+    def __init__(self, ch, pad, act, residual, bias):
+        super().__init__()
+        torch.manual_seed(ch + pad)
+        self.c1 = nn.Conv2d(ch, ch, 3, padding=pad, bias=bias)
+        self.c2 = nn.Conv2d(ch, ch, 3, padding=1, bias=bias)
+        self.c3 = nn.Conv2d(ch, 16, 1)
+        self.act = {"relu": torch.relu, "leaky": lambda t: F.leaky_relu(t, 0.1), "none": lambda t: t}[act]
+        self.residual = residual
+
+    def forward(self, x):
+        y = self.act(self.c1(x))
+        z = self.c2(y)
+        return self.c3(self.act(z + y if self.residual else z))
+
+
+# Shapes that reach every edge of llga's kernel: output channels that end in
+# half a 16-channel slab (72), partial 2x2 tiles (odd sizes), a 1x1 input,
+# padding 0 and 2, batches, no bias, leaky relu, the residual as a sum, and
+# both ways of splitting a call between threads (few tiles: phases shared by
+# the threads; many: chunks per thread, also with one thread).
+@pytest.mark.parametrize("ch,hw,pad,batch,act,residual,bias,threads", [
+    (64, (28, 28), 1, 1, "relu", True, True, 2),
+    (72, (7, 9), 1, 1, "relu", True, True, 2),
+    (64, (1, 1), 1, 2, "none", False, True, 2),
+    (64, (10, 13), 0, 3, "leaky", False, False, 2),
+    (80, (9, 6), 2, 1, "relu", False, True, 2),
+    (64, (56, 56), 1, 1, "relu", True, True, 2),
+    (72, (28, 30), 1, 2, "leaky", True, True, 1),
+])
+def test_own_winograd_matches_pytorch(ch, hw, pad, batch, act, residual, bias, threads):
+    old = llga.get_num_threads()
+    llga.set_num_threads(threads)
+    try:
+        model = OwnWinoBlock(ch, pad, act, residual, bias).eval()
+        x = torch.randn(batch, ch, *hw)
+        with torch.no_grad():
+            traced = torch.jit.trace(model, x, check_trace=False)
+            ref = model(x).numpy()
+        c = llga.optimize(traced)
+        out = c(x.numpy())
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+        assert own_wino_flags(c)[:2] == [OWN_WINOGRAD] * 2, [p.impl for p in c.partitions]
+        # Another shape specializes again, sharing the transformed weights.
+        cache = c.memory["weight_cache"]
+        x2 = torch.randn(1, ch, hw[0] + 3, hw[1] + 1)
+        with torch.no_grad():
+            ref2 = model(x2).numpy()
+        np.testing.assert_allclose(c(x2.numpy()), ref2, rtol=1e-4, atol=1e-5 * np.abs(ref2).max())
+        assert c.memory["weight_cache"] == cache or not OWN_WINOGRAD
+    finally:
+        llga.set_num_threads(old)
+
+
+def test_own_winograd_takes_a_channels_last_models_weights():
+    """OHWI-strided weights (a model converted to channels_last) are read at
+    their strides when transformed."""
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(64, 8, 1)).eval().to(memory_format=torch.channels_last)
+    assert not model[0].weight.is_contiguous()
+    x = torch.randn(1, 64, 20, 20)
+    c = compile_and_check(model, x)
+    assert own_wino_flags(c)[:2] == [OWN_WINOGRAD] * 2, [p.impl for p in c.partitions]
 
 
 @pytest.mark.parametrize("batch", [1, 3])

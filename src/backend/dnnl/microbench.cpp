@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/winograd.h"
 #include "runtime/threads.h"
 
 namespace llga {
@@ -60,6 +61,23 @@ ConvThroughput convThroughput(int64_t n, int64_t c, int64_t h, int64_t w, int64_
   return r;
 }
 
+bool dnnlHasWinograd() {
+  static const bool has = [] {
+    using dnnl::memory;
+    memory::desc src({1, 64, 28, 28}, memory::data_type::f32, memory::format_tag::any);
+    memory::desc wei({64, 64, 3, 3}, memory::data_type::f32, memory::format_tag::any);
+    try {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd, src,
+                                        wei, src, {1, 1}, {1, 1}, {1, 1});
+      dnnl::convolution_forward::primitive_desc pd(d, cpuEngine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return has;
+}
+
 DnnlCapabilities dnnlCapabilities() {
   using dnnl::memory;
   DnnlCapabilities c;
@@ -74,15 +92,8 @@ DnnlCapabilities dnnlCapabilities() {
     case dnnl::cpu_isa::avx512_core_amx: c.isa = "avx512_core_amx"; break;
     default: c.isa = "other"; break;
   }
-  memory::desc src({1, 64, 28, 28}, memory::data_type::f32, memory::format_tag::any);
-  memory::desc wei({64, 64, 3, 3}, memory::data_type::f32, memory::format_tag::any);
-  try {
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd, src,
-                                      wei, src, {1, 1}, {1, 1}, {1, 1});
-    dnnl::convolution_forward::primitive_desc pd(d, cpuEngine());
-    c.winograd = true;
-  } catch (const dnnl::error&) {
-  }
+  c.winograd = dnnlHasWinograd();
+  c.llga_winograd = winograd::available();
   ConvThroughput bf = convThroughput(1, 16, 8, 8, 16, 3, "bf16", 1);
   c.bf16 = bf.supported;
   return c;

@@ -29,8 +29,11 @@ ConvThroughput convThroughput(int64_t n, int64_t c, int64_t h, int64_t w, int64_
 struct DnnlCapabilities {
   std::string isa;        // oneDNN's effective ISA: "avx2", "avx512_core", "avx512_core_bf16", "avx512_core_amx", ...
   bool winograd = false;  // a Winograd fp32 convolution can be created
+  bool llga_winograd = false;  // llga's own Winograd (backend/dnnl/winograd.h) can run, for where oneDNN has none
   bool bf16 = false;      // a bf16 convolution runs on a jit kernel (native with AVX512-BF16/AMX, emulated on AVX-512)
 };
 DnnlCapabilities dnnlCapabilities();
+// Whether oneDNN has a Winograd fp32 convolution here (asked once).
+bool dnnlHasWinograd();
 
 }  // namespace llga
