@@ -165,8 +165,8 @@ class _ConvSilu(nn.Module):
 
 # A final silu over a large output runs as llga's swish after the oneDNN
 # primitive (backend/dnnl/swish.h: oneDNN 2.6's divides) where the CPU has
-# AVX-512; small outputs, silus followed by more post-ops and CPUs without
-# AVX-512 keep oneDNN's fused post-op. Either way: PyTorch's numbers.
+# AVX-512 or AVX2 with FMA; small outputs, silus followed by more post-ops and
+# older CPUs keep oneDNN's fused post-op. Either way: PyTorch's numbers.
 FAST_SWISH = llga.cpu_capabilities()["fast_swish"]
 
 
@@ -233,6 +233,30 @@ def test_llga_swish_under_concurrent_calls():
             np.testing.assert_allclose(c(xs[i].numpy()), want[i], rtol=1e-5, atol=1e-6 * np.abs(want[i]).max())
 
     run_concurrently(worker, 4)
+
+
+def test_llga_swish_edge_values_match_pytorch():
+    """llga's swish (AVX-512, or AVX2 with FMA) on what a conv hands it:
+    infinities, NaN, values whose sigmoid underflows into the denormals or to
+    zero, -0, the largest floats. An identity 1x1 conv passes x through."""
+    conv = nn.Conv2d(1, 1, 1, bias=False)
+    with torch.no_grad():
+        conv.weight.fill_(1.0)
+    m = nn.Sequential(conv, nn.SiLU()).eval()
+    edge = torch.tensor([-float("inf"), float("inf"), float("nan"), -0.0, 0.0, 1e-30, -1e-30, -20.0, -87.0, -88.5,
+                         -100.0, -103.9, -104.5, -150.0, -1e30, 3e38, -3e38, 0.5, -0.5, 9.0, 17.0, -17.0])
+    x = torch.randn(1, 1, 128, 130) * 30
+    x.view(-1)[:edge.numel()] = edge
+    x.view(-1)[-edge.numel():] = edge  # the vector loop's tail too
+    c = compile_(m, x)
+    assert ("+llga_swish" in c.partitions[0].impl) == FAST_SWISH, c.partitions[0].impl
+    with torch.no_grad():
+        want = m(x).numpy()
+    got = c(x.numpy())
+    # A few ulp; below -88.7 PyTorch's exp(-x) overflows and it gives -0 where
+    # llga gives x * e^x (under 1e-36): both round to zero at any output scale.
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-36, equal_nan=True)
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
 
 
 def test_llga_swish_can_be_switched_off_and_agrees(monkeypatch):

@@ -63,15 +63,82 @@ LLGA_AVX512 void swishRange(float* p, int64_t begin, int64_t end) {
   }
 }
 
+#define LLGA_AVX2 __attribute__((target("avx2,fma")))
+
+// The same for 8 lanes with AVX2 and FMA. Without scalef, 2^n (n in
+// [-150, 0]) is built from its exponent bits as 2^(n - n/2) * 2^(n/2): each
+// factor is a normal float, their product rounds into the denormals as
+// scalef does. rcp_ps is a 12-bit estimate: one Newton step gives ~23 bits.
+LLGA_AVX2 inline __m256 pow2i(__m256 n) {
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i half = _mm256_srai_epi32(ni, 1);
+  const __m256i rest = _mm256_sub_epi32(ni, half);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, bias), 23));
+  const __m256 b = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(rest, bias), 23));
+  return _mm256_mul_ps(a, b);
+}
+
+LLGA_AVX2 inline __m256 swish8(__m256 x) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 a = _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_and_ps(x, abs_mask)), _mm256_set1_ps(-104.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), a);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256 e = _mm256_mul_ps(p, pow2i(n));
+  const __m256 d = _mm256_add_ps(e, _mm256_set1_ps(1.0f));
+  __m256 inv = _mm256_rcp_ps(d);
+  inv = _mm256_mul_ps(inv, _mm256_fnmadd_ps(d, inv, _mm256_set1_ps(2.0f)));
+  const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 sig = _mm256_blendv_ps(inv, _mm256_mul_ps(inv, e), neg);
+  const __m256 out = _mm256_mul_ps(x, sig);
+  const __m256 minus_inf = _mm256_cmp_ps(x, _mm256_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_EQ_OQ);
+  return _mm256_blendv_ps(out, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()), minus_inf);
+}
+
+LLGA_AVX2 void swishRangeAvx2(float* p, int64_t begin, int64_t end) {
+  int64_t i = begin;
+  for (; i + 16 <= end; i += 16) {
+    __m256 a = _mm256_loadu_ps(p + i), b = _mm256_loadu_ps(p + i + 8);
+    _mm256_storeu_ps(p + i, swish8(a));
+    _mm256_storeu_ps(p + i + 8, swish8(b));
+  }
+  for (; i + 8 <= end; i += 8) _mm256_storeu_ps(p + i, swish8(_mm256_loadu_ps(p + i)));
+  if (i < end) {
+    alignas(32) float tail[8] = {};
+    std::memcpy(tail, p + i, static_cast<size_t>(end - i) * sizeof(float));
+    _mm256_store_ps(tail, swish8(_mm256_load_ps(tail)));
+    std::memcpy(p + i, tail, static_cast<size_t>(end - i) * sizeof(float));
+  }
+}
+
 bool cpuHasAvx512() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f");
 }
 
+bool cpuHasAvx2Fma() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+void swishAnyRange(float* p, int64_t begin, int64_t end) {
+  static const bool avx512 = cpuHasAvx512();
+  if (avx512) swishRange(p, begin, end);
+  else swishRangeAvx2(p, begin, end);
+}
+
 }  // namespace
 
 bool fastSwishEnabled() {
-  static const bool cpu = cpuHasAvx512();
+  static const bool cpu = cpuHasAvx512() || cpuHasAvx2Fma();
   const char* env = std::getenv("LLGA_FAST_SWISH");
   return cpu && !(env && std::strcmp(env, "0") == 0);
 }
@@ -80,7 +147,7 @@ void swishInPlace(float* p, int64_t n) {
   constexpr int64_t kPerThreadMin = 16384;  // below this a fork costs more than it saves
   const int threads = static_cast<int>(std::min<int64_t>(getNumThreads(), std::max<int64_t>(1, n / kPerThreadMin)));
   if (threads <= 1) {
-    swishRange(p, 0, n);
+    swishAnyRange(p, 0, n);
     return;
   }
   // Equal parts, each a whole number of cache lines (16 floats).
@@ -89,7 +156,7 @@ void swishInPlace(float* p, int64_t n) {
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t lo = std::min(n, lines * t / nt * 16), hi = std::min(n, lines * (t + 1) / nt * 16);
-    swishRange(p, lo, hi);
+    swishAnyRange(p, lo, hi);
   }
 }
 
