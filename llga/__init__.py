@@ -70,8 +70,8 @@ def cpu_capabilities() -> dict:
     AVX2 and FMA, oneDNN's ISA is at least AVX2 and ``LLGA_WINOGRAD`` is not
     "0"), ``bf16`` (bf16 convolutions run on a jit kernel: native with
     AVX512-BF16 or AMX, emulated on plain AVX-512; see ``isa``), and
-    ``fast_swish`` (llga's own AVX-512 swish runs a final silu on large
-    outputs: the CPU has AVX-512F and ``LLGA_FAST_SWISH`` is not "0")."""
+    ``fast_swish`` (llga's own swish runs a final silu on large outputs: the
+    CPU has AVX-512F, or AVX2 and FMA, and ``LLGA_FAST_SWISH`` is not "0")."""
     return dict(_llga.dnnl_capabilities())
 
 

@@ -218,7 +218,8 @@ def test_channels_last_strides_flow_through_pooling_and_mul(tail, batch):
     flows = dense(first["dst"]) and first["dst"] != "nchw"
     blocked = not dense(first["dst"])
     mul = [e for e in log if e["op"] == "aten::mul"]
-    assert mul and mul[0]["outputs"][0].endswith("strided" if flows else "plain")  # the mul kept the order it got
+    # the mul kept the order or blocked layout it got (the scale is per channel)
+    assert mul and mul[0]["outputs"][0].endswith("strided" if flows else first["dst"] if blocked else "plain"), mul
     pools = [e for e in log if e["op"] == "aten::max_pool2d"]
     # from the first conv, as it was handed on
     assert pools[0]["inputs"][0].endswith("strided" if flows else first["dst"] if blocked else "plain"), pools[0]
@@ -562,6 +563,65 @@ def test_own_winograd_takes_a_channels_last_models_weights():
     x = torch.randn(1, 64, 20, 20)
     c = compile_and_check(model, x)
     assert own_wino_flags(c)[:2] == [OWN_WINOGRAD] * 2, [p.impl for p in c.partitions]
+
+
+class SqueezeExcite(nn.Module):
+    """conv -> relu -> x * sigmoid(1x1(relu(1x1(pool(x))))) -> conv, as
+    torchvision's SqueezeExcitation (scale * x) and other ways round."""
+
+    def __init__(self, form, ch=32):
+        super().__init__()
+        torch.manual_seed(6)
+        self.c1 = nn.Conv2d(16, ch, 3, padding=1)
+        self.f1, self.f2 = nn.Conv2d(ch, 8, 1), nn.Conv2d(8, ch, 1)
+        self.c2 = nn.Conv2d(ch, 16, 1)
+        self.form = form
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        s = torch.sigmoid(self.f2(torch.relu(self.f1(F.adaptive_avg_pool2d(y, 1)))))
+        if self.form == "scale_first":
+            z = s * y
+        elif self.form == "scale_last":
+            z = y * s
+        elif self.form == "sub_reversed":  # s - y: not commutative, y comes second
+            z = s - y
+        elif self.form == "flat_scale":  # a plain per-channel vector, broadcast from the right
+            z = y * s[0, :, 0, 0][None, :, None, None]
+        elif self.form == "spatial":  # not per channel
+            z = y * y.mean(1, keepdim=True)
+        else:  # "to_output": the product is also a graph output
+            z = s * y
+            return self.c2(z), z
+        return self.c2(z)
+
+
+# add, sub and mul between convolutions take an operand in a convolution's
+# blocked layout and keep the result so, where the other operand is a
+# per-channel scale (or in the same layout): the squeeze-excite scale of
+# efficientnet and regnet. Elsewhere they take the blocked operand plain.
+# Either way PyTorch's numbers; the decision is checked against the layout
+# oneDNN gave the producing convolution on this CPU.
+@pytest.mark.parametrize("form,blocked", [
+    ("scale_first", True), ("scale_last", True), ("sub_reversed", False), ("flat_scale", False),
+    ("spatial", False), ("to_output", False)])
+def test_binary_ops_keep_a_convolutions_blocked_layout(form, blocked):
+    model = SqueezeExcite(form).eval()
+    x = torch.randn(2, 16, 20, 18)
+    c = compile_and_check(model, x)
+    log = [e for e in logged_call(c, x.numpy()) if e["depth"] == 0]
+    conv = next(e for e in log if e["pattern"] == "conv_post_ops")
+    op = next(e for e in log if e["op"] in ("aten::mul", "aten::sub"))
+    producer_blocked = conv["output"] == "kept" and not dense(conv["dst"])
+    if blocked and producer_blocked:  # a binary primitive in that layout; the result stays in it
+        assert op["impl"] and op["src"] == op["dst"] == conv["dst"] and op["output"] == "kept", op
+        assert op["outputs"][0].endswith(conv["dst"]), op
+    else:
+        assert not op["impl"], op
+    for shape in [(1, 16, 9, 11), (2, 16, 20, 18)]:
+        x2 = torch.randn(*shape)
+        with torch.no_grad():
+            assert_matches(c(x2.numpy()), model(x2))
 
 
 @pytest.mark.parametrize("batch", [1, 3])

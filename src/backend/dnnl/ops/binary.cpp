@@ -3,12 +3,14 @@
 // a Python number, as TorchScript's aten::add(int, int) does.
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <type_traits>
 
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/ops/functional.h"
+#include "backend/dnnl/post_ops.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "runtime/strided.h"
@@ -254,6 +256,7 @@ bool stridedBinaryF32(Bin op, const Tensor& a, const Tensor& b, const Tensor& ou
 }
 
 struct BinEntry {
+  std::string impl;  // blockedBinary's entries: oneDNN's implementation
   dnnl::binary prim;
   dnnl::memory::desc a_md, b_md, out_md, scratch_md;
   bool copy_a = false, copy_b = false;  // src0, src1 are made contiguous first
@@ -517,15 +520,146 @@ std::optional<Tensor> reuseTarget(const KernelArgs& a, Bin op, const RtValue& b)
   return std::nullopt;
 }
 
-// `strided`: the out-of-place op takes strided inputs and may give its result
-// their dimension order (add, sub, mul: the ops between convolutions).
+// x op y with x in a oneDNN blocked layout (a convolution's nChw8c kept
+// between partitions) and y either in the same layout or a per-channel (or
+// one-element) broadcast, as a binary primitive in that layout: the result
+// stays blocked. Where x went to plain only for this op, the squeeze-excite
+// scale of efficientnet and regnet (conv -> x * sigmoid(...) -> conv) cost
+// three passes over the block's largest tensor on AVX2 (x to plain, the
+// pool's and the next convolution's reorders back). nullopt when the case
+// does not apply (the caller then runs the op on plain tensors).
+// What blockedBinary did on its latest call, for the kernel's report.
+struct BlockedTrace {
+  SharedSlot<const BinEntry> last;
+  std::atomic<bool> in_place{false};
+};
+
+std::optional<Tensor> blockedBinary(ExecContext& ctx, BinCache& cache, Bin op, const KernelArgs& a, bool keep_blocked,
+                                    BlockedTrace& trace) {
+  if (!keep_blocked || a.num_in < 2 || !a.input(0).isTensor() || !a.input(1).isTensor()) return std::nullopt;
+  if (a.num_in > 2 && !(a.input(2).isInt() && a.input(2).toInt() == 1) &&
+      !(a.input(2).isDouble() && a.input(2).toDouble() == 1.0))
+    return std::nullopt;  // alpha
+  // x: the operand of the result's shape, in a blocked layout; src0 unless the op commutes
+  const Shape shape = broadcastShapes(a.tensor(0).sizes(), a.tensor(1).sizes());
+  auto candidate = [&](size_t i) { return a.tensor(i).isBlocked() && a.tensor(i).sizes() == shape; };
+  size_t xi = 0, yi = 1;
+  if (!candidate(0)) {
+    if (!candidate(1) || (op != Bin::Add && op != Bin::Mul)) return std::nullopt;
+    std::swap(xi, yi);
+  }
+  const Tensor& x = a.tensor(xi);
+  const Tensor& y = a.tensor(yi);
+  if (x.dtype() != ScalarType::Float || y.dtype() != ScalarType::Float) return std::nullopt;
+  const dnnl::memory::desc& xmd = blockedDesc(x);
+  // per channel: y's sizes (right-aligned to x's rank) are 1 except the
+  // channel dim (x's) and the batch dim (1 or x's)
+  bool per_channel = y.dim() <= x.dim();
+  for (int64_t d = 0, lead = x.dim() - y.dim(); per_channel && d < x.dim(); ++d) {
+    const int64_t yd = d < lead ? 1 : y.size(d - lead);
+    per_channel = yd == 1 || ((d == 0 || d == 1) && yd == x.size(d));
+  }
+  dnnl::memory::desc ymd;
+  if (y.isBlocked()) {  // the same layout, or a blocked per-channel scale (a 1x1 conv's nChw8c output)
+    if (!(blockedDesc(y) == xmd || (per_channel && y.dim() == x.dim()))) return std::nullopt;
+    ymd = blockedDesc(y);
+  } else {
+    if (!per_channel || !dnnlDescribable(y)) return std::nullopt;
+    ymd = binaryOperandDesc(y, static_cast<size_t>(x.dim()));
+  }
+  thread_local std::vector<int64_t> key;
+  key.assign(1, static_cast<int64_t>(op) + 1000);  // apart from dnnlBinaryRun's plain entries
+  addToKey(key, x);
+  addBlockedToKey(key, xmd);
+  addToKey(key, y);
+  if (y.isBlocked()) addBlockedToKey(key, blockedDesc(y));
+  auto e = cache.get(key, [&] {
+    BinEntry en;
+    en.a_md = xmd;
+    en.b_md = ymd;
+    en.out_md = xmd;
+    dnnl::binary::primitive_desc pd(dnnl::binary::desc(dnnlBinary(op), en.a_md, en.b_md, en.out_md), scratchpadAttr(),
+                                    cpuEngine());
+    en.ref = isReference(pd);
+    en.impl = implName(pd);
+    en.prim = dnnl::binary(pd);
+    en.scratch_md = pd.scratchpad_desc();
+    return en;
+  });
+  if (e->ref) return std::nullopt;  // oneDNN's reference kernel: slower than the reorders
+  // x's buffer becomes the result when this is its last reader and nobody else holds it (dst == src0)
+  const bool in_place = a.inputDies(xi) && x.storage()->owned && x.storage().use_count() == 1 &&
+                        (y.storage() != x.storage());
+  Tensor out = in_place ? x : Tensor::blocked(Storage::allocate(xmd.get_size()), ScalarType::Float, x.sizes(),
+                                              x.blockedLayout());
+  SharedBoundArgs::Lease args = e->bound.lease();
+  args->bind(DNNL_ARG_SRC_0, e->a_md, x.data());
+  args->bind(DNNL_ARG_SRC_1, e->b_md, y.data());
+  args->bind(DNNL_ARG_DST, e->out_md, out.data());
+  SerialScope serial(x.numel() < kParallelGrain);
+  args->execute(ctx, e->prim, e->scratch_md);
+  trace.last.store(e);
+  trace.in_place.store(in_place, std::memory_order_relaxed);
+  return out;
+}
+
+// add, sub, mul, div out of place: the ops between convolutions. They take
+// strided inputs and may give the result their dimension order, and take
+// blocked ones (blockedBinary) and may keep the result so.
+class ArithKernel final : public Kernel {
+ public:
+  ArithKernel(Bin op, std::function<void(const KernelArgs&, BinCache&)> fn) : op_(op), fn_(std::move(fn)) {}
+  bool acceptsBlocked(size_t input) const override { return input < 2; }
+  bool acceptsStrided(size_t) const override { return true; }
+  // After a call in a blocked layout: the binary primitive and that layout.
+  KernelReport report() const override {
+    std::shared_ptr<const BinEntry> e = trace_.last.load();
+    if (!e) return {};
+    return {e->impl, layoutName(e->a_md), "", layoutName(e->out_md), "kept",
+            trace_.in_place.load(std::memory_order_relaxed) ? "in place" : ""};
+  }
+  void allowStridedOutput(size_t output) override { strided_out_ = strided_out_ || output == 0; }
+  void allowBlockedOutput(size_t output) override { blocked_out_ = blocked_out_ || output == 0; }
+  void run(const KernelArgs& a) override {
+    KernelArgs b = a;
+    b.strided_out = strided_out_ ? 1 : 0;
+    const bool blocked = (a.input(0).isTensor() && a.tensor(0).isBlocked()) ||
+                         (a.num_in > 1 && a.input(1).isTensor() && a.tensor(1).isBlocked());
+    if (!blocked) return fn_(b, cache_);
+    if (std::optional<Tensor> out = blockedBinary(a.ctx, cache_, op_, a, blocked_out_, trace_))
+      return a.set(0, std::move(*out));
+    trace_.last.store(nullptr);
+    RtValue plain[2];  // the blocked operands in plain form
+    RtValue* in[3] = {a.in[0], a.num_in > 1 ? a.in[1] : nullptr, a.num_in > 2 ? a.in[2] : nullptr};
+    for (size_t i = 0; i < 2 && i < a.num_in; ++i)
+      if (a.input(i).isTensor() && a.tensor(i).isBlocked()) plain[i] = RtValue(toPlain(a.ctx, a.tensor(i))), in[i] = &plain[i];
+    b.in = in;
+    b.dying = 0;  // the copies are this call's own; the registers' buffers are not to be reused
+    fn_(b, cache_);
+  }
+
+ private:
+  Bin op_;
+  std::function<void(const KernelArgs&, BinCache&)> fn_;
+  BinCache cache_;
+  BlockedTrace trace_;
+  bool strided_out_ = false;
+  bool blocked_out_ = false;
+};
+
+// `strided`: the out-of-place op takes strided and blocked inputs and may give
+// its result their dimension order or layout (add, sub, mul, div: ArithKernel).
 void addArith(OpRegistry& r, const std::string& name, Bin op, bool has_alpha, bool strided = false) {
   size_t max_in = has_alpha ? 3 : 2;
-  addCached<BinCache>(r, "aten::" + name, 2, max_in, [op, has_alpha, strided](const KernelArgs& a, BinCache& c) {
+  auto fn = [op, has_alpha, strided](const KernelArgs& a, BinCache& c) {
     RtValue tmp;
     const RtValue& b = has_alpha ? scaled(a.ctx, a, 2, a.input(1), tmp) : a.input(1);
     a.set(0, binary(a.ctx, c, op, a.input(0), b, strided ? reuseTarget(a, op, b) : std::nullopt, a.stridedOutputOk(0)));
-  }, strided);
+  };
+  if (strided)
+    r.add(OpDef{"aten::" + name, 2, max_in, [op, fn](const Node&) { return std::make_unique<ArithKernel>(op, fn); }});
+  else
+    addCached<BinCache>(r, "aten::" + name, 2, max_in, fn);
   addCached<BinCache>(r, "aten::" + name + "_", 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
     RtValue tmp;
     const RtValue& b = has_alpha ? scaled(a.ctx, a, 2, a.input(1), tmp) : a.input(1);
