@@ -258,6 +258,53 @@ def test_pooling_a_plain_input_avoids_the_scalar_kernels(batch):
     assert not [p for p in pools if p["impl"].startswith(("ref", "simple"))], pools
 
 
+class MaxPoolAfterConv(nn.Module):
+    """conv -> max_pool2d -> conv: the pool reads the conv's layout."""
+
+    def __init__(self, ch, pool):
+        super().__init__()
+        torch.manual_seed(ch)
+        self.c1, self.c2 = nn.Conv2d(8, ch, 3, padding=1), nn.Conv2d(ch, 8, 1)
+        self.pool = pool
+
+    def forward(self, x):
+        return self.c2(F.max_pool2d(self.c1(x) - 0.2, **self.pool))  # no relu: it would turn NaN to 0 in oneDNN
+
+
+# Where oneDNN pools nChw8c (its AVX2 kernels), a 2-D max pooling without
+# dilation is llga's own (backend/dnnl/max_pool.h: oneDNN's took 2.3x ONNX
+# Runtime's time on resnet's stem pool). Windows that hang over the padding
+# or the edge (ceil_mode), strides larger than the kernel, NaN and -inf in
+# the input (PyTorch: a NaN anywhere in the window gives NaN).
+@pytest.mark.parametrize("ch,hw,pool", [
+    (64, (112, 112), dict(kernel_size=3, stride=2, padding=1)),
+    (16, (15, 13), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    (8, (9, 10), dict(kernel_size=2, stride=3)),
+    (24, (7, 7), dict(kernel_size=(3, 2), stride=(1, 2), padding=(1, 0), ceil_mode=True)),
+    (32, (5, 5), dict(kernel_size=5)),
+])
+def test_max_pool_after_a_blocked_conv(ch, hw, pool):
+    model = MaxPoolAfterConv(ch, pool).eval()
+    x = torch.randn(2, 8, *hw)
+    c = compile_and_check(model, x)
+    log = [e for e in logged_call(c, x.numpy()) if e["depth"] == 0]
+    conv = next(e for e in log if e["pattern"] == "conv_post_ops")
+    mp = next(e for e in log if e["pattern"] == "pool_post_ops")
+    own = mp["src"] == mp["dst"] == "nChw8c" and llga.cpu_capabilities()["isa"] not in ("sse41", "avx")
+    assert mp["impl"].startswith("llga_max_pool") == own, (mp, conv)
+    # NaN and -inf through the conv: an input row of NaN, a bias of -inf in one channel
+    with torch.no_grad():
+        model.c1.bias[1] = -float("inf")
+    x2 = torch.randn(1, 8, *hw)
+    x2[0, :, hw[0] // 2, :] = float("nan")
+    c2 = llga.optimize(torch.jit.trace(model, x2, check_trace=False))
+    with torch.no_grad():
+        want = model(x2).numpy()
+    got = c2(x2.numpy())
+    assert np.isnan(want).any()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True)
+
+
 class GlobalPool(nn.Module):
     """conv -> global pooling -> 1x1 conv: the pool reads channels-last strides."""
 

@@ -145,6 +145,16 @@ struct WeightEntry {
 }  // namespace
 
 
+bool cpuRunsAvx2Kernels() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa != dnnl::cpu_isa::sse41 && isa != dnnl::cpu_isa::avx;
+  }();
+  return ok;
+}
+
 Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const dnnl::memory::desc& md) {
   if (plain == md)  // already in the wanted layout (a compacted weight, or plain weights wanted): itself
     return Tensor::fromStorage(w.storage(), ScalarType::Byte, {static_cast<int64_t>(md.get_size())}, {1},

@@ -93,4 +93,9 @@ std::string implName(const dnnl::primitive_desc_base& pd);
 inline bool isReference(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 inline bool isReference(const dnnl::primitive_desc_base& pd) { return isReference(implName(pd)); }
 
+// Whether llga's own AVX2 kernels (Winograd, max pooling) may run: the CPU
+// has AVX2 and FMA and oneDNN's effective ISA, which ONEDNN_MAX_CPU_ISA caps,
+// is AVX2 or above (an emulated older CPU gets none of them either).
+bool cpuRunsAvx2Kernels();
+
 }  // namespace llga

@@ -7,8 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
+#include "backend/dnnl/dnnl_utils.h"
 #include "runtime/threads.h"
 
 namespace llga::winograd {
@@ -180,27 +179,11 @@ LLGA_AVX2 void outputTile(const Geometry& g, const float* m, int64_t tc, int64_t
   }
 }
 
-bool cpuHasAvx2Fma() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
-bool isaAllowsAvx2() {
-  switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::sse41:
-    case dnnl::cpu_isa::avx:
-      return false;
-    default:
-      return true;
-  }
-}
-
 }  // namespace
 
 bool available() {
-  static const bool cpu = cpuHasAvx2Fma() && isaAllowsAvx2();
   const char* env = std::getenv("LLGA_WINOGRAD");
-  return cpu && !(env && std::strcmp(env, "0") == 0);
+  return cpuRunsAvx2Kernels() && !(env && std::strcmp(env, "0") == 0);
 }
 
 bool supports(const Geometry& g) {

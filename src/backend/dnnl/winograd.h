@@ -30,8 +30,7 @@
 
 namespace llga::winograd {
 
-// True when this CPU has AVX2 and FMA, oneDNN's effective ISA (which
-// ONEDNN_MAX_CPU_ISA caps) is AVX2 or above, and LLGA_WINOGRAD is not "0".
+// cpuRunsAvx2Kernels() (backend/dnnl/dnnl_utils.h) and LLGA_WINOGRAD is not "0".
 bool available();
 
 // The weights transformed and packed (immutable; shared by every call), in

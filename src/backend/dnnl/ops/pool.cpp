@@ -12,6 +12,7 @@
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/primitive_cache.h"
+#include "backend/dnnl/max_pool.h"
 #include "runtime/threads.h"
 
 namespace llga {
@@ -39,6 +40,8 @@ struct PoolEntry {
   bool blocked_dst = false;   // dst_md is a blocked layout (dst_layout)
   std::shared_ptr<const BlockedLayout> dst_layout;
   std::string impl;  // "jit:avx512_core"
+  bool own_max = false;  // llga's max pooling (backend/dnnl/max_pool.h) runs instead of the primitive
+  maxpool::Geometry own_geometry;
   SharedBoundArgs bound;
 };
 
@@ -117,22 +120,34 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
     pe.scratch_md = pd->scratchpad_desc();
     pe.impl = implName(*pd);
     pe.prim = dnnl::pooling_v2_forward(*pd);
+    // Where oneDNN pools nChw8c (AVX2), a 2-D max pooling without dilation is llga's.
+    const bool nchw8c = x.dim() == 4 && x.size(1) % 8 == 0 &&
+                        pe.src_md == memory::desc(x.sizes(), memory::data_type::f32, memory::format_tag::nChw8c) &&
+                        pe.dst_md == memory::desc(out_shape, memory::data_type::f32, memory::format_tag::nChw8c);
+    if (alg == dnnl::algorithm::pooling_max && nchw8c && g.dilation[0] == 1 && g.dilation[1] == 1 &&
+        maxpool::available()) {
+      pe.own_max = true;
+      pe.own_geometry = {x.size(0), x.size(1), x.size(2), x.size(3), out_shape[2], out_shape[3],
+                         g.kernel[0], g.kernel[1], g.stride[0], g.stride[1], g.pad_l[0], g.pad_l[1]};
+      pe.impl = "llga_max_pool:avx2";
+    }
     return pe;
   });
   if (trace) trace->last.store(e);
   SharedBoundArgs::Lease args = e->bound.lease();
   Tensor src_buf;  // x in the blocked layout, for this call
-  if (e->reorder_src) {
-    reorder(ctx, wrap(x, e->x_md), temporary(e->src_md, src_buf));
-    args->bind(DNNL_ARG_SRC, e->src_md, src_buf.data());
-  } else {
-    args->bind(DNNL_ARG_SRC, e->src_md, x.data());
-  }
+  if (e->reorder_src) reorder(ctx, wrap(x, e->x_md), temporary(e->src_md, src_buf));
+  const void* src = e->reorder_src ? src_buf.data() : x.data();
   Tensor out = e->blocked_dst ? Tensor::blocked(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, out_shape,
                                                 e->dst_layout)
                               : Tensor::emptyLike(ScalarType::Float, out_shape, x);
-  args->bind(DNNL_ARG_DST, e->dst_md, out.data());
-  args->execute(ctx, e->prim, e->scratch_md);
+  if (e->own_max) {
+    maxpool::run(e->own_geometry, static_cast<const float*>(src), static_cast<float*>(out.data()));
+  } else {
+    args->bind(DNNL_ARG_SRC, e->src_md, const_cast<void*>(src));
+    args->bind(DNNL_ARG_DST, e->dst_md, out.data());
+    args->execute(ctx, e->prim, e->scratch_md);
+  }
   if (out.isBlocked()) return keep_blocked ? out : toPlain(ctx, out);
   return follow ? out : out.contiguous();
 }
