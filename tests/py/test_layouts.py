@@ -424,13 +424,96 @@ def test_channels_last_through_concat_and_batchnorm_relu(variant):
     bn = [e for e in log if e["pattern"] == "batchnorm_post_ops"]
     assert len(bn) == 1 and bn[0]["primitive"] == "batch_normalization" and "relu fused" in bn[0]["layouts"]
     if variant == "cat":
-        # into the list as channels-last where the convs write nhwc (plain where they write a blocked dst)
-        kept = "strided" if all(dense(e["dst"]) and e["dst"] != "nchw" for e in convs[:2]) \
-            else "plain"
+        # into the list as channels-last where the convs write nhwc, blocked where they write a
+        # blocked dst (nChw8c on AVX2: cat concatenates whole blocks), then through the
+        # batch_norm into the last conv in that layout
+        if all(dense(e["dst"]) and e["dst"] != "nchw" for e in convs[:2]):
+            kept = "strided"
+        elif all(not dense(e["dst"]) and e["dst"] == convs[0]["dst"] for e in convs[:2]):
+            kept = convs[0]["dst"]
+            cat = next(e for e in log if e["pattern"] == "concat")
+            assert cat["outputs"][0].endswith(kept) and "blocked parts" in cat["layouts"], cat
+            assert bn[0]["src"] == kept and bn[0]["impl"].startswith("bnorm_jit"), bn[0]
+        else:
+            kept = "plain"
         assert all(e["outputs"][0].endswith(kept) for e in convs[:2])
         assert bn[0]["inputs"][0].endswith(kept) and bn[0]["outputs"][0].endswith(kept)
     else:
         assert all(e["outputs"][0].endswith("plain") for e in convs[:2])  # stack's list wants plain items
+
+
+class BnAfter(nn.Module):
+    """batch_norm (-> relu) on a graph input, 1-D to 3-D, then maybe a conv."""
+
+    def __init__(self, dims, affine, then_conv):
+        super().__init__()
+        torch.manual_seed(8)
+        bn = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d, 5: nn.BatchNorm3d}[dims]
+        self.bn = bn(24, affine=affine)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+        self.conv = nn.Conv2d(24, 8, 1) if then_conv else None
+
+    def forward(self, x):
+        y = torch.relu(self.bn(x))
+        return self.conv(y) if self.conv is not None else y
+
+
+# A plain NCHW batch_norm, for which oneDNN has only its non-jit ncsp kernel,
+# runs on a blocked copy (jit) and its result stays blocked for a conv that
+# reads it; graph outputs come out plain; other ranks and affine=False alike.
+@pytest.mark.parametrize("dims,affine,then_conv", [
+    (4, True, True), (4, False, False), (4, True, False), (2, True, False), (3, True, False), (5, False, False)])
+def test_batch_norm_on_plain_nchw_runs_a_jit_kernel(dims, affine, then_conv):
+    model = BnAfter(dims, affine, then_conv).eval()
+    shape = {2: (6, 24), 3: (2, 24, 7), 4: (2, 24, 9, 11), 5: (1, 24, 3, 5, 6)}[dims]
+    x = torch.randn(*shape)
+    c = compile_and_check(model, x)
+    bn = next(e for e in logged_call(c, x.numpy()) if e["pattern"] == "batchnorm_post_ops")
+    if dims >= 4:  # a jit kernel, on the plain input or a blocked copy of it
+        assert "jit" in bn["impl"], bn
+    if then_conv and not dense(bn["src"]):  # the conv reads the blocked result as is
+        assert bn["output"] == "kept" and bn["outputs"][0].endswith(bn["src"]), bn
+    x2 = torch.randn(shape[0] + 1, *shape[1:-1], shape[-1] + (2 if dims >= 3 else 0))  # 2-D: [N, C]
+    with torch.no_grad():
+        assert_matches(c(x2.numpy()), model(x2))
+
+
+class CatMixed(nn.Module):
+    """Concats that cannot stay blocked: a plain part, channels that are not
+    whole blocks, another dim; each then read by a conv."""
+
+    def __init__(self, variant):
+        super().__init__()
+        torch.manual_seed(9)
+        cout = 12 if variant == "partial_block" else 16
+        self.c0, self.c1 = nn.Conv2d(8, cout, 3, padding=1), nn.Conv2d(8, cout, 3, padding=1)
+        cin = {"plain_part": 24, "partial_block": 24, "height": 16}[variant]
+        self.c2 = nn.Conv2d(cin, 8, 1)
+        self.variant = variant
+
+    def forward(self, x):
+        a, b = torch.relu(self.c0(x)), torch.relu(self.c1(x))
+        if self.variant == "plain_part":
+            z = torch.cat([a, x], 1)
+        elif self.variant == "partial_block":
+            z = torch.cat([a, b], 1)
+        else:
+            z = torch.cat([a, b], 2)
+        return self.c2(z)
+
+
+@pytest.mark.parametrize("variant", ["plain_part", "partial_block", "height"])
+def test_concat_of_parts_that_cannot_stay_blocked(variant):
+    model = CatMixed(variant).eval()
+    x = torch.randn(2, 8, 10, 12)
+    c = compile_and_check(model, x)
+    cat = next(e for e in logged_call(c, x.numpy()) if e["pattern"] == "concat")
+    assert "blocked parts" not in (cat["layouts"] or ""), cat
+    with torch.no_grad():
+        x2 = torch.randn(1, 8, 7, 5)
+        assert_matches(c(x2.numpy()), model(x2))
 
 
 class WinoChain(nn.Module):
@@ -468,7 +551,7 @@ def own_wino_flags(compiled):
 # between partitions; the last 1x1 conv reads that layout too. Other batches
 # and sizes specialize again and still match PyTorch. Where oneDNN has no
 # Winograd, llga's own takes 3x3 stride-1 convolutions with 64+ channels in
-# and out at any size (`own`), in nChw8c.
+# and 32+ out at any size (`own`), in nChw8c.
 @pytest.mark.parametrize("kw,hw,want,own", [
     (dict(), 28, [True, True, False], [True, True, False]),
     (dict(residual=True), 28, [True, True, False], [True, True, False]),  # the residual add is a sum post-op in Winograd too

@@ -145,6 +145,13 @@ struct WeightEntry {
 }  // namespace
 
 
+std::vector<dnnl::memory::format_tag> blockedTags(int64_t rank) {
+  using tag = dnnl::memory::format_tag;
+  if (rank == 4) return {tag::nChw16c, tag::nChw8c};
+  if (rank == 5) return {tag::nCdhw16c, tag::nCdhw8c};
+  return {};
+}
+
 bool cpuRunsAvx2Kernels() {
   static const bool ok = [] {
     __builtin_cpu_init();

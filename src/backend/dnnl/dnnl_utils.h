@@ -93,6 +93,11 @@ std::string implName(const dnnl::primitive_desc_base& pd);
 inline bool isReference(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 inline bool isReference(const dnnl::primitive_desc_base& pd) { return isReference(implName(pd)); }
 
+// oneDNN's channel-blocked layouts for a rank-4 or rank-5 activation, widest
+// first (none for other ranks): what to try where oneDNN has only a scalar
+// kernel for plain NCHW (pooling, batch_norm).
+std::vector<dnnl::memory::format_tag> blockedTags(int64_t rank);
+
 // Whether llga's own AVX2 kernels (Winograd, max pooling) may run: the CPU
 // has AVX2 and FMA and oneDNN's effective ISA, which ONEDNN_MAX_CPU_ISA caps,
 // is AVX2 or above (an emulated older CPU gets none of them either).

@@ -8,8 +8,17 @@
 // Not oneDNN's concat: its simple_concat copied 3 x 64x64x64 floats in 2.0 ms
 // where these rows take 0.12 ms, and small concats (emformer's 3 x 4x1x64)
 // paid ~8 us a call for wrapping memory objects.
+//
+// Parts in one channel-blocked layout (convolutions' nChw8c on AVX2),
+// concatenated along channels in whole blocks, are rows too (per image, each
+// part's blocks one after the other) and the result stays in that layout
+// when its readers take it: densenet's concats then feed its batch_norms and
+// 1x1 convolutions without a reorder to plain and back.
+#include <atomic>
 #include <cstring>
+#include <optional>
 
+#include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/ops/op_utils.h"
 
 namespace llga {
@@ -45,6 +54,32 @@ void copyBytes(char* dst, const char* src, size_t n) {
   }
 }
 
+// `outer` rows into base: row o is each part's o-th chunk (chunks[i] bytes
+// of parts[i]), one after the other.
+void interleave(char* base, const std::vector<const char*>& parts, const std::vector<size_t>& chunks, int64_t outer) {
+  size_t row = 0;
+  for (size_t c : chunks) row += c;
+  auto copyRow = [&](int64_t o) {
+    size_t at = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      std::memcpy(base + static_cast<size_t>(o) * row + at, parts[i] + static_cast<size_t>(o) * chunks[i], chunks[i]);
+      at += chunks[i];
+    }
+  };
+  if (outer == 1) {  // each part is one chunk: copyBytes shares a large one among the threads
+    size_t at = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      copyBytes(base + at, parts[i], chunks[i]);
+      at += chunks[i];
+    }
+  } else if (row * static_cast<size_t>(outer) < kParallelBytes) {
+    for (int64_t o = 0; o < outer; ++o) copyRow(o);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < outer; ++o) copyRow(o);
+  }
+}
+
 // The parts, each dense in `order`, into out as rows: in memory order, out is
 // `outer` rows, each the parts' chunks one after the other.
 void catRows(const std::vector<Tensor>& parts, int64_t dim, const std::vector<size_t>& order, Tensor& out) {
@@ -56,30 +91,53 @@ void catRows(const std::vector<Tensor>& parts, int64_t dim, const std::vector<si
     if (j < k) outer *= size;
     if (j > k) inner *= size;
   }
-  const size_t item = out.itemsize(), row = static_cast<size_t>(out.size(dim) * inner) * item;
-  char* base = static_cast<char*>(out.data());
-  auto copyRow = [&](int64_t o) {  // out's row o: each part's row o, one after the other
-    size_t at = 0;
-    for (const Tensor& p : parts) {
-      const size_t chunk = static_cast<size_t>(p.size(dim) * inner) * item;
-      std::memcpy(base + static_cast<size_t>(o) * row + at, static_cast<const char*>(p.data()) + static_cast<size_t>(o) * chunk,
-                  chunk);
-      at += chunk;
-    }
-  };
-  if (outer == 1) {  // each part is one chunk: copyBytes shares a large one among the threads
-    size_t at = 0;
-    for (const Tensor& p : parts) {
-      const size_t chunk = static_cast<size_t>(p.size(dim) * inner) * item;
-      copyBytes(base + at, static_cast<const char*>(p.data()), chunk);
-      at += chunk;
-    }
-  } else if (row * static_cast<size_t>(outer) < kParallelBytes) {
-    for (int64_t o = 0; o < outer; ++o) copyRow(o);
-  } else {
-#pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < outer; ++o) copyRow(o);
+  std::vector<const char*> srcs;
+  std::vector<size_t> chunks;
+  for (const Tensor& p : parts) {
+    srcs.push_back(static_cast<const char*>(p.data()));
+    chunks.push_back(static_cast<size_t>(p.size(dim) * inner) * out.itemsize());
   }
+  interleave(static_cast<char*>(out.data()), srcs, chunks, outer);
+}
+
+// Float parts all in one of oneDNN's channel-blocked layouts (nChw16c,
+// nChw8c, 5-D alike) with whole blocks of channels, concatenated along
+// channels: per image each part is one chunk of blocks, so the result in the
+// same layout is rows of those chunks. nullopt when that does not hold.
+std::optional<Tensor> catBlocked(const std::vector<Tensor>& parts, int64_t dim) {
+  if (parts.empty() || !parts[0].isBlocked()) return std::nullopt;
+  const Tensor& ref = parts[0];
+  if (ref.dim() < 4 || ref.wrapDim(dim) != 1) return std::nullopt;
+  std::optional<dnnl::memory::format_tag> tag;
+  int64_t block = 0;
+  for (dnnl::memory::format_tag t : blockedTags(ref.dim()))
+    if (blockedDesc(ref) == dnnl::memory::desc(ref.sizes(), dnnl::memory::data_type::f32, t)) {
+      tag = t;
+      block = blockedDesc(ref).data.format_desc.blocking.inner_blks[0];
+    }
+  if (!tag || block <= 0) return std::nullopt;
+  Shape shape = ref.sizes();
+  shape[1] = 0;
+  for (const Tensor& t : parts) {
+    if (!t.isBlocked() || t.dtype() != ScalarType::Float || t.dim() != ref.dim() || t.size(1) % block != 0 ||
+        blockedDesc(t) != dnnl::memory::desc(t.sizes(), dnnl::memory::data_type::f32, *tag))
+      return std::nullopt;
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (d != 1 && t.size(d) != ref.size(d)) return std::nullopt;  // the plain path says what is wrong
+    shape[1] += t.size(1);
+  }
+  const dnnl::memory::desc md(shape, dnnl::memory::data_type::f32, *tag);
+  Tensor out = Tensor::blocked(Storage::allocate(md.get_size()), ScalarType::Float, shape, makeLayout(md));
+  int64_t spatial = 1;
+  for (int64_t d = 2; d < ref.dim(); ++d) spatial *= ref.size(d);
+  std::vector<const char*> srcs;
+  std::vector<size_t> chunks;
+  for (const Tensor& p : parts) {
+    srcs.push_back(static_cast<const char*>(p.data()));
+    chunks.push_back(static_cast<size_t>(p.size(1) * spatial) * sizeof(float));
+  }
+  interleave(static_cast<char*>(out.data()), srcs, chunks, ref.size(0));
+  return out;
 }
 
 // The buffer for concatenating the non-empty `parts` along `dim` (wrapped in
@@ -131,16 +189,38 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim, bool follow) {
 
 // cat copies whatever strides its parts have: a list of channels-last parts
 // may come in (prim::ListConstruct passes them on), and the result keeps
-// their order when its readers take strided tensors.
+// their order when its readers take strided tensors. Blocked parts are
+// concatenated blocked (catBlocked) when the readers take that, else made
+// plain first.
 class CatKernel final : public Kernel {
  public:
   bool acceptsStrided(size_t input) const override { return input == 0; }
   void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
+  bool acceptsBlocked(size_t input) const override { return input == 0; }
+  void allowBlockedOutput(size_t output) override { keep_blocked_ = keep_blocked_ || output == 0; }
   const char* primitiveKind() const override { return "concat"; }
-  void run(const KernelArgs& a) override { a.set(0, cat(tensorList(a.input(0)), a.num_in > 1 ? a.toInt(1) : 0, follow_)); }
+  KernelReport report() const override {
+    return last_blocked_.load(std::memory_order_relaxed) ? KernelReport{"llga", "", "", "", "kept", "blocked parts"}
+                                                         : KernelReport{};
+  }
+  void run(const KernelArgs& a) override {
+    std::vector<Tensor> parts = tensorList(a.input(0));
+    const int64_t dim = a.num_in > 1 ? a.toInt(1) : 0;
+    if (keep_blocked_)
+      if (std::optional<Tensor> out = catBlocked(parts, dim)) {
+        last_blocked_.store(true, std::memory_order_relaxed);
+        return a.set(0, std::move(*out));
+      }
+    last_blocked_.store(false, std::memory_order_relaxed);
+    for (Tensor& t : parts)
+      if (t.isBlocked()) t = toPlain(a.ctx, t);
+    a.set(0, cat(parts, dim, follow_));
+  }
 
  private:
-  bool follow_ = false;  // every reader takes strided tensors
+  bool follow_ = false;        // every reader takes strided tensors
+  bool keep_blocked_ = false;  // every reader takes blocked tensors
+  std::atomic<bool> last_blocked_{false};
 };
 
 void registerCatOps(OpRegistry& r) {

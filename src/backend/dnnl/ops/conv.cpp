@@ -485,12 +485,13 @@ class ConvKernel final : public Kernel {
 
   // llga's own Winograd F(2x2,3x3) (backend/dnnl/winograd.h), where oneDNN
   // has none (AVX2-only CPUs, or ONEDNN_MAX_CPU_ISA=AVX2): a 3x3 stride-1
-  // convolution with constant weights, 64+ channels in and out (multiples of
-  // 8: nChw8c), an output that may stay blocked, and a chain of sums and
-  // relus only. Measured against oneDNN's direct jit:avx2 (with sum and
-  // relu), batch 1, 2 threads, on an AVX2 EPYC: 1.4-1.5x faster for
+  // convolution with constant weights, 64+ channels in and 32+ out
+  // (multiples of 8: nChw8c), an output that may stay blocked, and a chain
+  // of sums and relus only. Measured against oneDNN's direct jit:avx2 (with
+  // sum and relu), batch 1, 2 threads, on an AVX2 EPYC: 1.4-1.5x faster for
   // 64x56x56, 1.6-1.8x for 128x28x28 and 256x14x14, 1.2-1.8x for 512x7x7,
-  // 1.2-1.4x at batch 8; 0.9-1.2x for 32 channels (hence the limit).
+  // 1.2-1.4x at batch 8, 1.15-1.3x for densenet's 128 -> 32 at 56..7; 0.9-1.2x
+  // for 32 channels in (hence the limits).
   bool ownWinogradPays(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t oc, const Shape& out,
                        const ConvEntry& e) const {
     if (!constant_weight_ || !blocked_output_ || PlainWeightsScope::active() || x.dim() != 4 || w.dim() != 4 ||
@@ -498,7 +499,7 @@ class ConvKernel final : public Kernel {
       return false;
     for (size_t i = 0; i < 2; ++i)
       if (p.stride[i] != 1 || p.dilation[i] != 1) return false;
-    if (x.size(1) < 64 || oc < 64 || x.size(1) % 8 != 0 || oc % 8 != 0) return false;
+    if (x.size(1) < 64 || oc < 32 || x.size(1) % 8 != 0 || oc % 8 != 0) return false;
     if (!e.operand_mds.empty() || e.swish_after) return false;
     for (const PostOp& op : e.ops)
       if (op.kind != PostOp::Kind::Sum && !(op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Relu && op.beta == 0.0f))

@@ -48,13 +48,6 @@ struct PoolEntry {
 // oneDNN has only a scalar kernel for this pooling: its reference or simple_nchw one.
 bool scalarKernel(const std::string& impl) { return isReference(impl) || impl.rfind("simple", 0) == 0; }
 
-// oneDNN's channel-blocked layouts for a rank-4 or rank-5 activation, widest first.
-std::vector<memory::format_tag> blockedTags(int64_t rank) {
-  using tag = memory::format_tag;
-  if (rank == 4) return {tag::nChw16c, tag::nChw8c};
-  if (rank == 5) return {tag::nCdhw16c, tag::nCdhw8c};
-  return {};
-}
 
 // What a pooling kernel ran on its latest call, for report().
 struct PoolTrace {

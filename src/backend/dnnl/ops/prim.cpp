@@ -11,9 +11,10 @@ namespace llga {
 namespace {
 
 // Packs its inputs into a list. The items may arrive strided (e.g.
-// channels-last) exactly when every reader of the list takes strided items:
-// the plan tells it so through allowStridedOutput, before it asks the items'
-// producers (layout propagation visits readers first).
+// channels-last) or blocked exactly when every reader of the list takes such
+// items (aten::cat): the plan tells it so through allowStridedOutput and
+// allowBlockedOutput, before it asks the items' producers (layout
+// propagation visits readers first).
 class ListConstructKernel final : public Kernel {
  public:
   void run(const KernelArgs& a) override {
@@ -24,9 +25,12 @@ class ListConstructKernel final : public Kernel {
   }
   bool acceptsStrided(size_t) const override { return pass_strided_; }
   void allowStridedOutput(size_t) override { pass_strided_ = true; }
+  bool acceptsBlocked(size_t) const override { return pass_blocked_; }
+  void allowBlockedOutput(size_t) override { pass_blocked_ = true; }
 
  private:
   bool pass_strided_ = false;
+  bool pass_blocked_ = false;
 };
 
 bool isString(const RtValue& v) { return std::holds_alternative<std::string>(v.v); }
