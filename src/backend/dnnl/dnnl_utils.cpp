@@ -152,10 +152,14 @@ std::vector<dnnl::memory::format_tag> blockedTags(int64_t rank) {
   return {};
 }
 
+bool cpuHasAvx2Fma() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
 bool cpuRunsAvx2Kernels() {
   static const bool ok = [] {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
+    if (!cpuHasAvx2Fma()) return false;
     const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
     return isa != dnnl::cpu_isa::sse41 && isa != dnnl::cpu_isa::avx;
   }();

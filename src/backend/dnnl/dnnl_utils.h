@@ -98,6 +98,8 @@ inline bool isReference(const dnnl::primitive_desc_base& pd) { return isReferenc
 // kernel for plain NCHW (pooling, batch_norm).
 std::vector<dnnl::memory::format_tag> blockedTags(int64_t rank);
 
+// Whether the CPU itself has AVX2 and FMA (llga's swish needs no more).
+bool cpuHasAvx2Fma();
 // Whether llga's own AVX2 kernels (Winograd, max pooling) may run: the CPU
 // has AVX2 and FMA and oneDNN's effective ISA, which ONEDNN_MAX_CPU_ISA caps,
 // is AVX2 or above (an emulated older CPU gets none of them either).

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/dnnl/dnnl_utils.h"
 #include "runtime/threads.h"
 
 namespace llga {
@@ -19,23 +20,24 @@ namespace {
 
 #define LLGA_AVX512 __attribute__((target("avx512f")))
 
+// The exp both widths compute (below): a clamped at -104, n = round(a log2e),
+// r = a - n ln2 with ln2 in two parts, e^r by its degree-6 Taylor polynomial.
+constexpr float kExpFloor = -104.0f, kLog2e = 1.44269504f, kLn2Hi = 0.693145752f, kLn2Lo = 1.42860677e-6f;
+constexpr float kTaylor[] = {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};  // highest power first
+
 // x * sigmoid(x) for 16 lanes. With a = max(-|x|, -104) (never overflows; e^-104
 // is below float's smallest denormal, so the clamp changes nothing):
 //   e = exp(a) in (0, 1],  sigmoid(|x|) = 1 / (1 + e),  sigmoid(-|x|) = e / (1 + e).
 // exp: a = n ln2 + r, |r| <= ln2/2, degree-6 Taylor for e^r, scaled by 2^n.
 LLGA_AVX512 inline __m512 swish16(__m512 x) {
-  const __m512 a = _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)), _mm512_set1_ps(-104.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(1.44269504f)),
+  const __m512 a = _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)), _mm512_set1_ps(kExpFloor));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), a);  // ln2 split in two parts
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), a);  // ln2 split in two parts
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kTaylor[0]);
+#pragma GCC unroll 6
+  for (int i = 1; i < 7; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kTaylor[i]));
   const __m512 e = _mm512_scalef_ps(p, n);
   const __m512 d = _mm512_add_ps(e, _mm512_set1_ps(1.0f));  // in [1, 2]
   __m512 inv = _mm512_rcp14_ps(d);
@@ -81,17 +83,13 @@ LLGA_AVX2 inline __m256 pow2i(__m256 n) {
 
 LLGA_AVX2 inline __m256 swish8(__m256 x) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 a = _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_and_ps(x, abs_mask)), _mm256_set1_ps(-104.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), a);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 720);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256 a = _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_and_ps(x, abs_mask)), _mm256_set1_ps(kExpFloor));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), a);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kTaylor[0]);
+#pragma GCC unroll 6
+  for (int i = 1; i < 7; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kTaylor[i]));
   const __m256 e = _mm256_mul_ps(p, pow2i(n));
   const __m256 d = _mm256_add_ps(e, _mm256_set1_ps(1.0f));
   __m256 inv = _mm256_rcp_ps(d);
@@ -122,11 +120,6 @@ LLGA_AVX2 void swishRangeAvx2(float* p, int64_t begin, int64_t end) {
 bool cpuHasAvx512() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f");
-}
-
-bool cpuHasAvx2Fma() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
 void swishAnyRange(float* p, int64_t begin, int64_t end) {

@@ -265,6 +265,16 @@ struct BinEntry {
 };
 using BinCache = PrimitiveCache<BinEntry>;
 
+// Runs an entry's primitive on these buffers (serially when small).
+void executeBinary(ExecContext& ctx, BinEntry& e, const void* a, const void* b, void* out, int64_t numel) {
+  SharedBoundArgs::Lease args = e.bound.lease();
+  args->bind(DNNL_ARG_SRC_0, e.a_md, const_cast<void*>(a));
+  args->bind(DNNL_ARG_SRC_1, e.b_md, const_cast<void*>(b));
+  args->bind(DNNL_ARG_DST, e.out_md, out);
+  SerialScope serial(numel < kParallelGrain);
+  args->execute(ctx, e.prim, e.scratch_md);
+}
+
 // Views of dense a, b, out with adjacent dims where b broadcasts alike merged
 // and dims of size 1 dropped, if that leaves fewer dims.
 std::optional<std::array<Tensor, 3>> mergedDims(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -357,12 +367,7 @@ void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a_in
   if (e->ref && stridedBinaryF32(op, a, bb, out)) return;
   if (e->copy_a) a = a.contiguous();
   if (e->copy_b) bb = bb.contiguous();
-  SharedBoundArgs::Lease args = e->bound.lease();
-  args->bind(DNNL_ARG_SRC_0, e->a_md, a.data());
-  args->bind(DNNL_ARG_SRC_1, e->b_md, bb.data());
-  args->bind(DNNL_ARG_DST, e->out_md, out.data());
-  SerialScope serial(out.numel() < kParallelGrain);
-  args->execute(ctx, e->prim, e->scratch_md);
+  executeBinary(ctx, *e, a.data(), bb.data(), out.data(), out.numel());
 }
 
 // Python's == on lists of numbers, bools, strings, None and lists of them.
@@ -592,12 +597,7 @@ std::optional<Tensor> blockedBinary(ExecContext& ctx, BinCache& cache, Bin op, c
                         (y.storage() != x.storage());
   Tensor out = in_place ? x : Tensor::blocked(Storage::allocate(xmd.get_size()), ScalarType::Float, x.sizes(),
                                               x.blockedLayout());
-  SharedBoundArgs::Lease args = e->bound.lease();
-  args->bind(DNNL_ARG_SRC_0, e->a_md, x.data());
-  args->bind(DNNL_ARG_SRC_1, e->b_md, y.data());
-  args->bind(DNNL_ARG_DST, e->out_md, out.data());
-  SerialScope serial(x.numel() < kParallelGrain);
-  args->execute(ctx, e->prim, e->scratch_md);
+  executeBinary(ctx, *e, x.data(), y.data(), out.data(), x.numel());
   trace.last.store(e);
   trace.in_place.store(in_place, std::memory_order_relaxed);
   return out;
