@@ -56,7 +56,7 @@ __all__ = [
 
 
 def fusion_patterns():
-    """The fusion pattern table (name, tier, anchors, max_post_ops, lone_ok,
+    """The fusion pattern table (name, tier, anchors, max_post_ops, lone_ok, then,
     kernel, diagram), highest tier first."""
     return list(_llga.fusion_patterns())
 

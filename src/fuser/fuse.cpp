@@ -32,12 +32,13 @@ const Symbol kPattern = Symbol::fromQualString("attr::pattern");
 const Symbol kSigmoid = Symbol::fromQualString("aten::sigmoid");
 const Symbol kSilu = Symbol::fromQualString("aten::silu");
 
-const FusionPattern* patternFor(const Node& n) {
+// The patterns `n` anchors, in table order (highest tier first).
+std::vector<const FusionPattern*> patternsFor(const Node& n) {
   const std::string k = n.kind().toQualString();
+  std::vector<const FusionPattern*> out;
   for (const FusionPattern& p : fusionPatterns())
-    for (const std::string& a : p.anchors)
-      if (a == k) return &p;
-  return nullptr;
+    if (std::find(p.anchors.begin(), p.anchors.end(), k) != p.anchors.end()) out.push_back(&p);
+  return out;
 }
 
 // Ops the matcher never considers (bookkeeping, not compute): prim ops, sizes,
@@ -74,19 +75,28 @@ class Fuse final : public Pass {
 
   // Absorbs the chain after `anchor`; returns the group node, or null.
   Node* tryPartition(Graph& g, Node* anchor) {
-    const FusionPattern* p = patternFor(*anchor);
-    if (!p) {
+    std::vector<const FusionPattern*> ps = patternsFor(*anchor);
+    if (ps.empty()) {
       if (anchor->kind().ns() == "aten") unfused(*anchor, "no fusion pattern for this op");
       return nullptr;
     }
-    if (routedOff(anchor->kind().toQualString()) || routedOff(p->name))
-      return unfused(*anchor, "routed off the fused path (route)");
+    if (routedOff(anchor->kind().toQualString())) return unfused(*anchor, "routed off the fused path (route)");
     if (hasSideEffects(*anchor)) return unfused(*anchor, "it has side effects");
     if (anchor->outputs().size() != 1) return unfused(*anchor, "more than one output");
     if (auto dt = knownDtype(anchor->output()); dt && *dt != ScalarType::Float) return unfused(*anchor, "dtype is not float32");
+    const FusionPattern* p = nullptr;
+    Node* then = nullptr;
+    for (const FusionPattern* cand : ps) {
+      if (routedOff(cand->name)) continue;
+      if (cand->then && !(then = follower(anchor, cand->then))) continue;
+      p = cand;
+      break;
+    }
+    if (!p) return unfused(*anchor, "routed off the fused path (route)");
     std::vector<Node*> chain = {anchor};
+    if (then) chain.push_back(then);
     std::vector<PostOp> chain_ops;  // the chain's post-ops so far, translated
-    Value* v = anchor->output();
+    Value* v = chain.back()->output();
     int post = 0;
     std::string stop;
     int max_post = p->max_post_ops;
@@ -162,6 +172,21 @@ class Fuse final : public Pass {
       return unfused(*anchor, "a lone " + anchor->kind().toQualString() + " is not a partition" +
                                   (stop.empty() ? "" : " (" + stop + ")"));
     return makeGroup(g, chain, *p);
+  }
+
+  // The pattern's `then` op after the anchor: the only reader of its result,
+  // as first operand, in its block, float32, not routed off, with nothing
+  // writing in place between the two; or null.
+  Node* follower(Node* anchor, const std::string& kind) const {
+    const auto& uses = anchor->output()->uses();
+    if (uses.size() != 1 || uses[0].offset != 0) return nullptr;
+    Node* n = uses[0].user;
+    if (n->kind().toQualString() != kind || n->owningBlock() != anchor->owningBlock() || routedOff(kind) ||
+        hasSideEffects(*n) || n->outputs().size() != 1)
+      return nullptr;
+    if (auto dt = knownDtype(n->output()); !dt || *dt != ScalarType::Float) return nullptr;
+    if (writeBetween({anchor}, n, {n})) return nullptr;
+    return n;
   }
 
   // oneDNN 2.6 keeps one set of parameters per eltwise algorithm in a

@@ -43,6 +43,17 @@ static const std::vector<FusionPattern> kPatterns = {
             out                          out
 )",
      false, true},
+    {"concat_batchnorm", 3, {"aten::cat"}, 1, false,
+     R"(
+       x0  x1 ... xn
+         \  |   /
+          concat       (read only by the batch_norm)
+             |
+        batch_norm     (eval mode: per channel, so each part is normalised
+             |          straight into its slice of the result, no concat copy)
+           [relu]      (another post-op: the group runs op by op)
+)",
+     false, false, "aten::batch_norm"},
     {"pool_post_ops", 2, opsWith(op_trait::Pool), 4, true,
      R"(
           x

@@ -27,6 +27,10 @@ struct FusionPattern {
   // algorithm (two clips with different bounds, two leaky_relus with
   // different slopes come out wrong), so such a chain stops before the second.
   bool one_primitive = false;
+  // An op that must read the anchor's result, as its only reader and first
+  // operand, and joins the group before the post-op chain (concat ->
+  // batch_norm); when it does not, the anchor tries the next pattern.
+  const char* then = nullptr;
 };
 
 // Highest tier first.

@@ -308,6 +308,12 @@ def test_fusion_table_lists_diagrams():
     table = fusion_patterns()
     assert {"conv_post_ops", "matmul_post_ops", "pool_post_ops", "concat"} <= {p["name"] for p in table}
     assert all(p["diagram"].strip() for p in table)
+    tiers = [p["tier"] for p in table]
+    assert tiers == sorted(tiers, reverse=True)  # highest tier first: the first entry an anchor fits wins
+    names = [p["name"] for p in table]
+    cat_bn = table[names.index("concat_batchnorm")]
+    assert cat_bn["then"] == "aten::batch_norm" and names.index("concat_batchnorm") < names.index("concat")
+    assert all(p["then"] is None for p in table if p["name"] != "concat_batchnorm")
 
 
 def test_pytorch_fuser_cases_alpha_broadcast_and_identities():

@@ -427,25 +427,110 @@ def test_channels_last_through_concat_and_batchnorm_relu(variant):
     c = compile_and_check(DenseBlockish(variant).eval(), x)
     log = [e for e in logged_call(c, x.numpy()) if e["depth"] == 0]
     convs = [e for e in log if e["pattern"] == "conv_post_ops"]
-    bn = [e for e in log if e["pattern"] == "batchnorm_post_ops"]
-    assert len(bn) == 1 and bn[0]["primitive"] == "batch_normalization" and "relu fused" in bn[0]["layouts"]
+    # concat -> batch_norm -> relu is one partition: each part normalised into its slice of the result
+    part = [e for e in log if e["pattern"] == "concat_batchnorm"]
+    assert len(part) == 1 and part[0]["primitive"] == "batch_normalization" and "relu fused" in part[0]["layouts"]
+    part = part[0]
     if variant == "cat":
         # into the list as channels-last where the convs write nhwc, blocked where they write a
-        # blocked dst (nChw8c on AVX2: cat concatenates whole blocks), then through the
-        # batch_norm into the last conv in that layout
+        # blocked dst (nChw8c on AVX2), then through the partition into the last conv in that layout
         if all(dense(e["dst"]) and e["dst"] != "nchw" for e in convs[:2]):
             kept = "strided"
         elif all(not dense(e["dst"]) and e["dst"] == convs[0]["dst"] for e in convs[:2]):
             kept = convs[0]["dst"]
-            cat = next(e for e in log if e["pattern"] == "concat")
-            assert cat["outputs"][0].endswith(kept) and "blocked parts" in cat["layouts"], cat
-            assert bn[0]["src"] == kept and bn[0]["impl"].startswith("bnorm_jit"), bn[0]
         else:
             kept = "plain"
         assert all(e["outputs"][0].endswith(kept) for e in convs[:2])
-        assert bn[0]["inputs"][0].endswith(kept) and bn[0]["outputs"][0].endswith(kept)
+        assert part["outputs"][0].endswith(kept), part
+        if AVX2_UP and kept != "plain":  # llga's kernel, in the parts' layout
+            assert part["impl"] == "llga_cat_bnorm:avx2" and part["output"] == "kept", part
+            assert part["src"] == part["dst"] == (kept if kept != "strided" else convs[0]["dst"]), part
     else:
         assert all(e["outputs"][0].endswith("plain") for e in convs[:2])  # stack's list wants plain items
+        assert part["outputs"][0].endswith("plain")
+        if AVX2_UP:
+            assert part["impl"] == "llga_cat_bnorm:avx2" and part["src"] == "nchw", part
+
+
+class CatBn(nn.Module):
+    """Parts -> cat(dim) -> batch_norm (affine or not) [-> relu | sigmoid]; the parts are
+    convolutions' outputs (blocked or channels-last where the primitive writes so), the
+    graph's inputs (plain) or 3-D/5-D tensors."""
+
+    def __init__(self, kind, rank=4, cout=(16, 8, 24), dim=1, affine=True, act="relu", width=None):
+        super().__init__()
+        torch.manual_seed(11)
+        conv = {3: nn.Conv1d, 4: nn.Conv2d, 5: nn.Conv3d}[rank]
+        bn = {3: nn.BatchNorm1d, 4: nn.BatchNorm2d, 5: nn.BatchNorm3d}[rank]
+        self.kind, self.dim, self.act = kind, dim, act
+        self.convs = nn.ModuleList([conv(8, co, 3, padding=1) for co in cout]) if kind == "convs" else None
+        channels = sum(cout) if kind == "convs" and dim == 1 else (cout[0] if kind == "convs" else 8 * (3 if dim == 1 else 1))
+        self.bn = bn(width or channels, affine=affine)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.2, 3)
+            if affine:
+                self.bn.weight.uniform_(-2, 2)
+                self.bn.bias.uniform_(-1, 1)
+        self.tail = conv(channels, 8, 1) if kind == "convs" and dim == 1 else None
+
+    def forward(self, x):
+        parts = [c(x) for c in self.convs] if self.convs is not None else [x, x * 2, x - 1]
+        y = self.bn(torch.cat(parts, self.dim))
+        y = torch.relu(y) if self.act == "relu" else torch.sigmoid(y) if self.act == "sigmoid" else y
+        return self.tail(y) if self.tail is not None else y
+
+
+def _input(rank, n=2, s=9):
+    return torch.randn(n, 8, *([s + 2, s][: rank - 2] if rank == 4 else [s] * (rank - 2)))
+
+
+# The concat_batchnorm partition against PyTorch at every layout its parts can come in,
+# with and without relu or affine parameters, a sigmoid after it, concats it cannot
+# take directly (another dim, channels that are not whole blocks), NaN and infinities.
+# (Without an activation, a batch_norm before the 1x1 conv is folded into it.)
+@pytest.mark.parametrize("case", [
+    dict(kind="convs"), dict(kind="convs", affine=False),
+    dict(kind="convs", act="sigmoid"), dict(kind="convs", cout=(12, 8, 8)), dict(kind="convs", rank=5),
+    dict(kind="convs", rank=3), dict(kind="inputs"), dict(kind="inputs", rank=3), dict(kind="inputs", act=None),
+    dict(kind="convs", dim=2, cout=(16, 16, 16)), dict(kind="inputs", dim=0),
+], ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_concat_batchnorm_matches_pytorch(case):
+    rank = case.get("rank", 4)
+    model = CatBn(**case).eval()
+    x = _input(rank)
+    c = compile_and_check(model, x)
+    log = [e for e in logged_call(c, x.numpy()) if e["depth"] == 0]
+    part = [e for e in log if e["pattern"] == "concat_batchnorm"]
+    assert len(part) == 1, [e["pattern"] for e in log]
+    convs = [e for e in log if e["pattern"] == "conv_post_ops"][:3]
+    direct = AVX2_UP and case.get("dim", 1) == 1 and case.get("act", "relu") != "sigmoid"
+    if case["kind"] == "convs":
+        one_layout = len({e["dst"] for e in convs}) == 1 and all(e["output"] == "kept" for e in convs)
+        whole = all(co % 16 == 0 or (co % 8 == 0 and "8c" in convs[0]["dst"]) for co in case.get("cout", (16, 8, 24)))
+        direct = direct and one_layout and (dense(convs[0]["dst"]) or whole) and convs[0]["dst"] != "nchw"
+    if direct:
+        assert part[0]["impl"] == "llga_cat_bnorm:avx2", part[0]
+    else:
+        assert part[0]["impl"] != "llga_cat_bnorm:avx2", part[0]
+    x2 = _input(rank, n=3, s=5)
+    if direct:  # llga's kernel keeps PyTorch's NaN rule (oneDNN's relu, on the other path, makes NaN 0)
+        x2.view(-1)[::37] = float("nan")
+        x2.view(-1)[5::41] = float("inf")
+        x2.view(-1)[7::43] = -float("inf")
+    with torch.no_grad():
+        ref = model(x2)
+    out = c(x2.numpy())
+    np.testing.assert_allclose(out, ref.numpy(), rtol=1e-4, atol=1e-4, equal_nan=True)
+    assert np.array_equal(np.isnan(out), np.isnan(ref.numpy()))
+
+
+def test_concat_batchnorm_errors_name_the_op():
+    model = CatBn("inputs").eval()  # 3 x 8 channels concatenated
+    c = llga.optimize(torch.jit.trace(model, _input(4), check_trace=False))
+    x = torch.randn(2, 7, 5, 5)  # 21 channels for statistics of 24
+    with pytest.raises(Exception, match="batch_norm: statistics have 24 entries for 21 channels"):
+        c(x.numpy())
 
 
 class BnAfter(nn.Module):

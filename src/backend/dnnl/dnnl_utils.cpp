@@ -152,6 +152,19 @@ std::vector<dnnl::memory::format_tag> blockedTags(int64_t rank) {
   return {};
 }
 
+std::optional<ChannelBlocking> channelBlocking(const Tensor& t) {
+  if (!t.isBlocked() || t.dtype() != ScalarType::Float) return std::nullopt;
+  const dnnl::memory::desc md = blockedDesc(t);
+  using ft = dnnl::memory::format_tag;
+  const std::vector<ft> tags = t.dim() == 3 ? std::vector<ft>{ft::nCw16c, ft::nCw8c} : blockedTags(t.dim());
+  for (dnnl::memory::format_tag tag : tags)
+    if (md == dnnl::memory::desc(t.sizes(), dnnl::memory::data_type::f32, tag)) {
+      const int64_t block = md.data.format_desc.blocking.inner_blks[0];
+      if (block > 0 && t.size(1) % block == 0) return ChannelBlocking{tag, block};
+    }
+  return std::nullopt;
+}
+
 bool cpuHasAvx2Fma() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

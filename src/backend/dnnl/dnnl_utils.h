@@ -1,6 +1,8 @@
 // Small helpers between llga tensors and oneDNN memory.
 #pragma once
 
+#include <optional>
+
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -97,6 +99,14 @@ inline bool isReference(const dnnl::primitive_desc_base& pd) { return isReferenc
 // first (none for other ranks): what to try where oneDNN has only a scalar
 // kernel for plain NCHW (pooling, batch_norm).
 std::vector<dnnl::memory::format_tag> blockedTags(int64_t rank);
+// A float tensor laid out exactly in one of blockedTags(its rank) or, 3-D,
+// nCw16c or nCw8c, its channels whole blocks (no padding): the tag and its
+// block (16 or 8).
+struct ChannelBlocking {
+  dnnl::memory::format_tag tag;
+  int64_t block;
+};
+std::optional<ChannelBlocking> channelBlocking(const Tensor& t);
 
 // Whether the CPU itself has AVX2 and FMA (llga's swish needs no more).
 bool cpuHasAvx2Fma();

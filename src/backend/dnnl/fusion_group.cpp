@@ -2,6 +2,8 @@
 // attribute: conv_post_ops and matmul_post_ops compile to one oneDNN
 // primitive with the chain as post-ops (backend/dnnl/ops/fused.h), and so
 // does batchnorm_post_ops when it is batch_norm -> relu (fuse_norm_relu);
+// concat_batchnorm normalises the concat's parts into the result (one llga
+// kernel);
 // the other patterns (pooling, layer_norm, softmax, concat, binary and
 // eltwise chains, longer batch_norm chains) run the subgraph's ops back to
 // back in a plan of their own.
@@ -290,6 +292,28 @@ std::unique_ptr<Kernel> makeBatchNormKernel(const Node& group) {
   return std::make_unique<FusedAnchorKernel>(makeBatchNormRelu(), std::move(sources));
 }
 
+// concat -> batch_norm [-> relu], each op reading only the one before: the
+// concat's parts normalised straight into the result (makeConcatBatchNorm).
+// Another chain after the batch_norm runs op by op.
+std::unique_ptr<Kernel> makeConcatBatchNormKernel(const Node& group) {
+  std::shared_ptr<Graph> sub = subgraphOf(group);
+  std::vector<const Node*> ops = opsOf(*sub);
+  auto reads = [](const Node* n, const Node* before) {
+    return n->input(0) == before->output() && before->output()->uses().size() == 1;
+  };
+  const bool relu = ops.size() == 3 && (ops[2]->kind().toQualString() == "aten::relu" ||
+                                        ops[2]->kind().toQualString() == "aten::relu_");
+  if (ops.size() < 2 || ops.size() > 3 || (ops.size() == 3 && (!relu || !reads(ops[2], ops[1]))) ||
+      ops[0]->kind().toQualString() != "aten::cat" || ops[1]->kind().toQualString() != "aten::batch_norm" ||
+      ops[0]->inputs().size() != 2 || ops[1]->inputs().size() != 9 || !reads(ops[1], ops[0]) ||
+      sub->outputs().size() != 1 || sub->outputs()[0] != ops.back()->output())
+    return std::make_unique<ChainKernel>(std::move(sub));
+  std::vector<Source> sources;
+  for (const Value* in : ops[0]->inputs()) sources.push_back(sourceOf(*sub, in));
+  for (size_t i = 1; i < ops[1]->inputs().size(); ++i) sources.push_back(sourceOf(*sub, ops[1]->input(i)));
+  return std::make_unique<FusedAnchorKernel>(makeConcatBatchNorm(*ops[0], relu), std::move(sources));
+}
+
 }  // namespace
 
 PatternKernels& PatternKernels::global() {
@@ -317,6 +341,10 @@ LLGA_REGISTER_PATTERN_KERNEL(matmul_post_ops, "dnnl matmul + post-ops (one primi
 LLGA_REGISTER_PATTERN_KERNEL(batchnorm_post_ops,
                              "batch_norm -> relu: one dnnl batch_normalization (fuse_norm_relu); longer chains: llga chain",
                              makeBatchNormKernel);
+LLGA_REGISTER_PATTERN_KERNEL(concat_batchnorm,
+                             "each part batch-normalised into its slice of the result (llga, AVX2); otherwise the "
+                             "concat's and batch_norm's own kernels",
+                             makeConcatBatchNormKernel);
 LLGA_REGISTER_PATTERN_KERNEL(pool_post_ops, "pooling, then its chain (llga chain)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(layernorm_post_ops, "layer_norm or group_norm, then its chain (llga chain)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(softmax_post_ops, "softmax, then its chain (llga chain)", makeChainKernel);

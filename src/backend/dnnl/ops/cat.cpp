@@ -105,28 +105,20 @@ void catRows(const std::vector<Tensor>& parts, int64_t dim, const std::vector<si
 // channels: per image each part is one chunk of blocks, so the result in the
 // same layout is rows of those chunks. nullopt when that does not hold.
 std::optional<Tensor> catBlocked(const std::vector<Tensor>& parts, int64_t dim) {
-  if (parts.empty() || !parts[0].isBlocked()) return std::nullopt;
+  if (parts.empty()) return std::nullopt;
   const Tensor& ref = parts[0];
-  if (ref.dim() < 4 || ref.wrapDim(dim) != 1) return std::nullopt;
-  std::optional<dnnl::memory::format_tag> tag;
-  int64_t block = 0;
-  for (dnnl::memory::format_tag t : blockedTags(ref.dim()))
-    if (blockedDesc(ref) == dnnl::memory::desc(ref.sizes(), dnnl::memory::data_type::f32, t)) {
-      tag = t;
-      block = blockedDesc(ref).data.format_desc.blocking.inner_blks[0];
-    }
-  if (!tag || block <= 0) return std::nullopt;
+  const std::optional<ChannelBlocking> blocking = channelBlocking(ref);
+  if (!blocking || ref.wrapDim(dim) != 1) return std::nullopt;
   Shape shape = ref.sizes();
   shape[1] = 0;
   for (const Tensor& t : parts) {
-    if (!t.isBlocked() || t.dtype() != ScalarType::Float || t.dim() != ref.dim() || t.size(1) % block != 0 ||
-        blockedDesc(t) != dnnl::memory::desc(t.sizes(), dnnl::memory::data_type::f32, *tag))
-      return std::nullopt;
+    const std::optional<ChannelBlocking> b = channelBlocking(t);
+    if (!b || b->tag != blocking->tag || t.dim() != ref.dim()) return std::nullopt;
     for (int64_t d = 0; d < t.dim(); ++d)
       if (d != 1 && t.size(d) != ref.size(d)) return std::nullopt;  // the plain path says what is wrong
     shape[1] += t.size(1);
   }
-  const dnnl::memory::desc md(shape, dnnl::memory::data_type::f32, *tag);
+  const dnnl::memory::desc md(shape, dnnl::memory::data_type::f32, blocking->tag);
   Tensor out = Tensor::blocked(Storage::allocate(md.get_size()), ScalarType::Float, shape, makeLayout(md));
   int64_t spatial = 1;
   for (int64_t d = 2; d < ref.dim(); ++d) spatial *= ref.size(d);

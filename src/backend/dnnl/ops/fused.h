@@ -18,5 +18,8 @@ std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> po
 std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight);
 // aten::batch_norm's kernel with relu in the same primitive (oneDNN's fuse_norm_relu).
 std::unique_ptr<Kernel> makeBatchNormRelu();
+// concat -> batch_norm [-> relu] as one kernel (the concat_batchnorm pattern):
+// inputs are the concat's (parts, dim), then the batch_norm's from weight on.
+std::unique_ptr<Kernel> makeConcatBatchNorm(const Node& cat, bool relu);
 
 }  // namespace llga

@@ -5,8 +5,12 @@
 //   aten::group_norm(x, groups, weight?, bias?, eps, cudnn_enabled): oneDNN's
 //     layer normalization over [N * G, C / G * spatial], then the per-channel
 //     affine (instance_norm arrives here with G = C, see decompose)
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <cmath>
 
+#include "backend/dnnl/channel_affine.h"
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/functional.h"
@@ -34,6 +38,31 @@ struct NormEntry {
   SharedBoundArgs bound;  // layer_norm's and softmax's arguments from call to call
 };
 
+// a: batch_norm's arguments (x, weight?, bias?, running_mean?, running_var?,
+// training, momentum, eps, cudnn_enabled); x itself is not read.
+void checkEvalMode(const KernelArgs& a) {
+  if (a.toBool(5)) throw std::invalid_argument("batch_norm in training mode; call model.eval() before tracing");
+  if (a.isNone(3) || a.isNone(4)) throw std::invalid_argument("batch_norm in eval mode needs running_mean and running_var");
+}
+
+struct BatchNormParams {
+  Tensor mean, var;  // float32, contiguous
+  std::optional<Tensor> w, b;
+};
+
+// The statistics and affine parameters, checked against c channels.
+BatchNormParams batchNormParams(const KernelArgs& a, int64_t c) {
+  BatchNormParams p{f32Contiguous(a.tensor(3)), f32Contiguous(a.tensor(4)), a.optTensor(1), a.optTensor(2)};
+  for (const Tensor* t : {&p.mean, &p.var})
+    if (t->numel() != c) throw std::invalid_argument("batch_norm: statistics have " + std::to_string(t->numel()) +
+                                                     " entries for " + std::to_string(c) + " channels");
+  for (const auto& [t, name] : {std::pair{&p.w, "weight"}, {&p.b, "bias"}})
+    if (*t && (*t)->numel() != c)
+      throw std::invalid_argument(std::string("batch_norm: ") + name + " should contain " + std::to_string(c) +
+                                  " elements not " + std::to_string((*t)->numel()));
+  return p;
+}
+
 // Takes x in any dense order (channels-last from convolutions) or in a
 // convolution's blocked layout and, when its readers allow, gives the result
 // in that order or layout. A plain NCHW x, for which oneDNN has only its
@@ -60,21 +89,14 @@ class BatchNormKernel final : public Kernel {
 
   void run(const KernelArgs& a) override {
     Tensor x = a.tensor(0);
-    if (a.toBool(5)) throw std::invalid_argument("batch_norm in training mode; call model.eval() before tracing");
-    if (a.isNone(3) || a.isNone(4)) throw std::invalid_argument("batch_norm in eval mode needs running_mean and running_var");
+    checkEvalMode(a);
     if (x.dtype() != ScalarType::Float) throw std::invalid_argument("batch_norm supports float32, got " + x.describe());
     if (x.dim() < 2) throw std::invalid_argument("batch_norm expects at least 2 dims, got " + x.describe());
     const int64_t c = x.size(1);
-    float eps = static_cast<float>(a.toDouble(7));
-    Tensor mean = f32Contiguous(a.tensor(3)), var = f32Contiguous(a.tensor(4));
-    std::optional<Tensor> w = a.optTensor(1), b = a.optTensor(2);
-    for (const Tensor* t : {&mean, &var})
-      if (t->numel() != c) throw std::invalid_argument("batch_norm: statistics have " + std::to_string(t->numel()) +
-                                                       " entries for " + std::to_string(c) + " channels");
-    for (const auto& [t, name] : {std::pair{&w, "weight"}, {&b, "bias"}})
-      if (*t && (*t)->numel() != c)
-        throw std::invalid_argument(std::string("batch_norm: ") + name + " should contain " + std::to_string(c) + " elements not " +
-                                    std::to_string((*t)->numel()));
+    const float eps = static_cast<float>(a.toDouble(7));
+    BatchNormParams params = batchNormParams(a, c);
+    const Tensor &mean = params.mean, &var = params.var;
+    const std::optional<Tensor>&w = params.w, &b = params.b;
     Tensor xin = x.dim() == 2 ? x.view({x.size(0), c, 1}) : x;  // oneDNN wants spatial dims
     if (!xin.isBlocked()) xin = xin.isContiguous() || xin.isPermutedDense() ? xin : xin.contiguous();
     auto fl = flags::use_global_stats | (w ? flags::use_scale : flags::none) | (b ? flags::use_shift : flags::none) |
@@ -131,6 +153,154 @@ class BatchNormKernel final : public Kernel {
   bool keep_blocked_ = false;  // every reader takes blocked tensors
   PrimitiveCache<NormEntry> cache_;
   SharedSlot<const NormEntry> last_;
+};
+
+// concat -> batch_norm [-> relu] (the concat_batchnorm pattern). Arguments:
+// the concat's (parts, dim), then the batch_norm's from weight on (8).
+//
+// A batch_norm in eval mode is y = x * scale[c] + shift[c] per channel, so a
+// concat along channels followed by it is the batch_norm of each part
+// written into its slice of the result (llga's channel affine, AVX2): one
+// read and one write per element, where the two ops read and wrote each
+// twice. It takes parts all in one channel-blocked layout (convolutions'
+// nChw8c/nChw16c; the result stays in it, for readers that take it), all
+// plain NCHW, or all channels-last (for readers that take strided tensors);
+// scale and shift are computed as PyTorch's CPU kernel does
+// (1 / sqrt(var + eps) * weight; bias - mean * that), relu keeps a NaN.
+// Anything else (other layouts, another dim, 2-D parts, an older CPU) runs
+// the concat's and the batch_norm's own kernels one after the other.
+class ConcatBatchNormKernel final : public Kernel {
+ public:
+  ConcatBatchNormKernel(std::unique_ptr<Kernel> cat, bool relu) : cat_(std::move(cat)), bn_(relu), relu_(relu) {
+    cat_->allowBlockedOutput(0);  // the batch_norm takes both
+    cat_->allowStridedOutput(0);
+  }
+  bool acceptsBlocked(size_t input) const override { return input == 0; }
+  bool acceptsStrided(size_t input) const override { return input == 0; }
+  void allowBlockedOutput(size_t output) override {
+    keep_blocked_ = keep_blocked_ || output == 0;
+    bn_.allowBlockedOutput(output);
+  }
+  void allowStridedOutput(size_t output) override {
+    follow_ = follow_ || output == 0;
+    bn_.allowStridedOutput(output);
+  }
+  const char* primitiveKind() const override { return "batch_normalization"; }
+  KernelReport report() const override {
+    std::shared_ptr<const std::string> layout = last_layout_.load();
+    if (!layout) return bn_.report();  // the op-by-op path: the batch_norm's primitive
+    return {"llga_cat_bnorm:avx2", *layout, "", *layout, *layout == "nchw" || *layout == "ncdhw" ? "" : "kept",
+            std::string("parts normalised into the result") + (relu_ ? ", relu fused" : "")};
+  }
+
+  void run(const KernelArgs& a) override {
+    std::array<RtValue*, 9> bn_in{};  // the batch_norm's arguments; x (its 0) is the concat's result
+    for (size_t i = 1; i < bn_in.size(); ++i) bn_in[i] = a.in[i + 1];
+    if (runDirect(a, KernelArgs{bn_in.data(), bn_in.size(), a.out, a.num_out, a.ctx})) return;
+    if (last_key_.exchange(-1, std::memory_order_relaxed) != -1) last_layout_.store(nullptr);
+    RtValue cat;
+    RtValue* cat_out[] = {&cat};
+    cat_->run(KernelArgs{a.in, 2, cat_out, 1, a.ctx});
+    bn_in[0] = &cat;
+    bn_.run(KernelArgs{bn_in.data(), bn_in.size(), a.out, a.num_out, a.ctx, /*dying=*/1});
+  }
+
+ private:
+  // The concat's parts normalised into the result, when their layouts allow; false otherwise.
+  bool runDirect(const KernelArgs& a, const KernelArgs& bn) {
+    if (!affine::available() || a.num_in != 10) return false;
+    const std::vector<Tensor> parts = tensorList(a.input(0));
+    if (parts.empty()) return false;
+    const Tensor& ref = parts[0];
+    const int64_t dim = a.toInt(1);
+    if (ref.dim() < 3 || ref.dtype() != ScalarType::Float || dim < -ref.dim() || dim >= ref.dim() ||
+        ref.wrapDim(dim) != 1)
+      return false;
+    Shape shape = ref.sizes();
+    shape[1] = 0;
+    for (const Tensor& t : parts) {
+      if (t.dtype() != ScalarType::Float || t.dim() != ref.dim()) return false;
+      for (int64_t d = 0; d < t.dim(); ++d)
+        if (d != 1 && t.size(d) != ref.size(d)) return false;
+      shape[1] += t.size(1);
+    }
+    const int64_t n = shape[0], c = shape[1];
+    int64_t spatial = 1;
+    for (int64_t d = 2; d < ref.dim(); ++d) spatial *= ref.size(d);
+    if (n * c * spatial == 0) return false;
+    // The layout all parts share, and the result's.
+    const std::optional<ChannelBlocking> blocking = channelBlocking(ref);
+    auto channelsLast = [](const Tensor& t) {
+      std::vector<size_t> order = t.dimOrder();
+      return !t.isBlocked() && t.isPermutedDense() && order.back() == 1 && order.front() == 0;
+    };
+    int64_t period;  // as affine::Strip's; 0 here for channels-last
+    if (blocking) {
+      if (!keep_blocked_) return false;
+      for (const Tensor& t : parts) {
+        const std::optional<ChannelBlocking> b = channelBlocking(t);
+        if (!b || b->tag != blocking->tag) return false;
+      }
+      period = blocking->block;
+    } else if (std::all_of(parts.begin(), parts.end(), [](const Tensor& t) { return !t.isBlocked() && t.isContiguous(); })) {
+      period = 1;
+    } else if (follow_ && std::all_of(parts.begin(), parts.end(), [&](const Tensor& t) {
+                 return channelsLast(t) && t.dimOrder() == ref.dimOrder();
+               })) {
+      period = 0;
+    } else {
+      return false;
+    }
+    checkEvalMode(bn);
+    const BatchNormParams p = batchNormParams(bn, c);
+    const float eps = static_cast<float>(bn.toDouble(7));
+    std::vector<float> scale(static_cast<size_t>(c)), shift(static_cast<size_t>(c));
+    {
+      Tensor w = p.w ? f32Contiguous(*p.w) : Tensor(), b = p.b ? f32Contiguous(*p.b) : Tensor();
+      const float *mean = p.mean.data<float>(), *var = p.var.data<float>();
+      for (int64_t k = 0; k < c; ++k) {
+        const float s = 1.0f / std::sqrt(var[k] + eps) * (p.w ? w.data<float>()[k] : 1.0f);
+        scale[static_cast<size_t>(k)] = s;
+        shift[static_cast<size_t>(k)] = (p.b ? b.data<float>()[k] : 0.0f) - mean[k] * s;
+      }
+    }
+    Tensor out;
+    if (period > 1) {
+      const memory::desc md(shape, memory::data_type::f32, blocking->tag);
+      out = Tensor::blocked(Storage::allocate(md.get_size()), ScalarType::Float, shape, makeLayout(md));
+    } else {
+      out = period == 0 ? Tensor::emptyLike(ScalarType::Float, shape, ref) : Tensor::empty(ScalarType::Float, shape);
+    }
+    affine::Job job{{}, scale.data(), shift.data(), relu_};
+    float* dst = out.data<float>();
+    int64_t at = 0;  // the part's first channel in the result
+    for (const Tensor& t : parts) {
+      const int64_t cp = t.size(1);
+      const float* src = t.data<float>();
+      for (int64_t i = 0; i < n; ++i) {
+        if (period > 1)  // per image, the part's blocks are one run of the result's
+          job.strips.push_back({src + i * cp * spatial, dst + (i * c + at) * spatial, cp / period, spatial * period,
+                                spatial * period, spatial * period, at, period, period});
+        else if (period == 1)
+          job.strips.push_back({src + i * cp * spatial, dst + (i * c + at) * spatial, cp, spatial, spatial, spatial, at, 1, 1});
+        else  // a row per pixel: the part's channels into the pixel's slice of the result
+          job.strips.push_back({src + i * cp * spatial, dst + i * c * spatial + at, spatial, cp, cp, c, at, 0, cp});
+      }
+      at += cp;
+    }
+    affine::run(job);
+    if (last_key_.exchange(period * 8 + ref.dim(), std::memory_order_relaxed) != period * 8 + ref.dim())
+      last_layout_.store(std::make_shared<const std::string>(layoutName(period > 1 ? blockedDesc(ref) : plainDesc(ref))));
+    a.set(0, std::move(out));
+    return true;
+  }
+
+  std::unique_ptr<Kernel> cat_;
+  BatchNormKernel bn_;
+  bool relu_;
+  bool keep_blocked_ = false, follow_ = false;
+  std::atomic<int64_t> last_key_{-1};  // the latest call's layout (period, rank), or -1
+  SharedSlot<const std::string> last_layout_;  // and its name, or null after the op-by-op path
 };
 
 Tensor layerNormImpl(ExecContext& ctx, const Tensor& x, int64_t n, const std::optional<Tensor>& w,
@@ -304,6 +474,11 @@ class SoftmaxKernel final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> makeBatchNormRelu() { return std::make_unique<BatchNormKernel>(/*fuse_relu=*/true); }
+std::unique_ptr<Kernel> makeConcatBatchNorm(const Node& cat, bool relu) {
+  const OpDef* def = OpRegistry::global().find(cat.kind());
+  if (!def) throw std::logic_error("concat_batchnorm: no kernel for " + cat.kind().toQualString());
+  return std::make_unique<ConcatBatchNormKernel>(def->make(cat), relu);
+}
 
 struct SoftmaxCache {
   PrimitiveCache<NormEntry> c;

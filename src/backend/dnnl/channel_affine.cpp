@@ -1,0 +1,91 @@
+#include "backend/dnnl/channel_affine.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "backend/dnnl/dnnl_utils.h"
+#include "runtime/threads.h"
+
+namespace llga::affine {
+namespace {
+
+#define LLGA_AVX2 __attribute__((target("avx2,fma")))
+
+template <bool Relu>
+LLGA_AVX2 inline __m256 map8(__m256 x, __m256 s, __m256 t) {
+  const __m256 y = _mm256_fmadd_ps(x, s, t);
+  // max_ps returns its second operand when either is NaN: a NaN y stays.
+  return Relu ? _mm256_max_ps(_mm256_setzero_ps(), y) : y;
+}
+
+template <bool Relu>
+inline float map1(float x, float s, float t) {
+  const float y = std::fma(x, s, t);
+  return Relu && y < 0.0f ? 0.0f : y;
+}
+
+// One row: x[j] -> y[j] with channel j % period of s and t (already offset to the row's first channel).
+template <bool Relu>
+LLGA_AVX2 void row(const float* x, float* y, int64_t len, int64_t period, const float* s, const float* t) {
+  int64_t j = 0;
+  if (period == 1) {
+    const __m256 vs = _mm256_set1_ps(s[0]), vt = _mm256_set1_ps(t[0]);
+    for (; j + 8 <= len; j += 8) _mm256_storeu_ps(y + j, map8<Relu>(_mm256_loadu_ps(x + j), vs, vt));
+    for (; j < len; ++j) y[j] = map1<Relu>(x[j], s[0], t[0]);
+  } else if (period == 8) {
+    const __m256 vs = _mm256_loadu_ps(s), vt = _mm256_loadu_ps(t);
+    for (; j + 8 <= len; j += 8) _mm256_storeu_ps(y + j, map8<Relu>(_mm256_loadu_ps(x + j), vs, vt));
+  } else if (period == 16) {
+    const __m256 s0 = _mm256_loadu_ps(s), s1 = _mm256_loadu_ps(s + 8);
+    const __m256 t0 = _mm256_loadu_ps(t), t1 = _mm256_loadu_ps(t + 8);
+    for (; j + 16 <= len; j += 16) {
+      _mm256_storeu_ps(y + j, map8<Relu>(_mm256_loadu_ps(x + j), s0, t0));
+      _mm256_storeu_ps(y + j + 8, map8<Relu>(_mm256_loadu_ps(x + j + 8), s1, t1));
+    }
+  } else {  // period == len: channel j
+    for (; j + 8 <= len; j += 8)
+      _mm256_storeu_ps(y + j, map8<Relu>(_mm256_loadu_ps(x + j), _mm256_loadu_ps(s + j), _mm256_loadu_ps(t + j)));
+    for (; j < len; ++j) y[j] = map1<Relu>(x[j], s[j], t[j]);
+  }
+}
+
+}  // namespace
+
+bool available() { return cpuRunsAvx2Kernels(); }
+
+void run(const Job& job) {
+  // Tasks of whole rows, about kParallelGrain elements each.
+  struct Task {
+    const Strip* strip;
+    int64_t r0, r1;
+  };
+  std::vector<Task> tasks;
+  int64_t total = 0;
+  for (const Strip& st : job.strips) {
+    if (st.period != 1 && st.period != st.len && ((st.period != 8 && st.period != 16) || st.len % st.period != 0))
+      throw std::logic_error("channel affine: a strip's period must be 1, 8 or 16 dividing its rows, or the row length");
+    if (st.rows <= 0 || st.len <= 0) continue;
+    const int64_t per_task = std::max<int64_t>(1, kParallelGrain / st.len);
+    for (int64_t r = 0; r < st.rows; r += per_task) tasks.push_back({&st, r, std::min(st.rows, r + per_task)});
+    total += st.rows * st.len;
+  }
+  const int threads = total < kParallelGrain ? 1 : getNumThreads();
+  const int64_t n = static_cast<int64_t>(tasks.size());
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t k = 0; k < n; ++k) {
+    const Task& t = tasks[static_cast<size_t>(k)];
+    const Strip& st = *t.strip;
+    for (int64_t r = t.r0; r < t.r1; ++r) {
+      const float* x = st.src + r * st.src_step;
+      float* y = st.dst + r * st.dst_step;
+      const int64_t c = st.c0 + r * st.c_step;
+      if (job.relu) row<true>(x, y, st.len, st.period, job.scale + c, job.shift + c);
+      else row<false>(x, y, st.len, st.period, job.scale + c, job.shift + c);
+    }
+  }
+}
+
+}  // namespace llga::affine

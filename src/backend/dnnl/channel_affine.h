@@ -1,0 +1,46 @@
+// llga's own per-channel affine map, y = x * scale[c] + shift[c] (then
+// relu), from one buffer into another: an eval-mode batch_norm on strips of
+// its input, each written where the caller says (AVX2).
+//
+// Why: densenet's every dense layer is concat -> batch_norm -> relu over all
+// the block's feature maps so far. Run as two ops, the concat copies every
+// map into a new buffer and the batch_norm reads that copy; and before the
+// concat kept the blocked layout, oneDNN's non-jit ncsp batch_norm took a
+// third of the model's time. A batch_norm is per channel, so each part of
+// the concat can be normalised straight into its slice of the result: one
+// read and one write per element instead of two of each.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace llga::affine {
+
+// cpuRunsAvx2Kernels() (backend/dnnl/dnnl_utils.h).
+bool available();
+
+// `rows` rows of `len` floats: row r reads src + r * src_step and writes
+// dst + r * dst_step. Element j of row r has channel
+// c0 + r * c_step + j % period, where period is 1 (a plane of one channel:
+// NCHW), 8 or 16 (a plane of a channel block: nChw8c, nChw16c) or len (a
+// pixel's channels: channels-last).
+struct Strip {
+  const float* src;
+  float* dst;
+  int64_t rows, len, src_step, dst_step;
+  int64_t c0, c_step, period;
+};
+
+struct Job {
+  std::vector<Strip> strips;
+  const float* scale = nullptr;  // per channel
+  const float* shift = nullptr;
+  bool relu = false;  // max(y, 0), a NaN staying NaN (PyTorch's relu)
+};
+
+// Runs the strips, shared out among llga's threads when the job is large.
+// Each strip's period must be 1, 8, 16 (dividing len) or len. Requires
+// available().
+void run(const Job& job);
+
+}  // namespace llga::affine
