@@ -1,6 +1,8 @@
 // fuse: partitions the graph into llga::FusionGroup nodes by the pattern
 // table (fuser/patterns.cpp). Greedy, in program order, highest tier first:
-// an anchor takes the chain of post-ops after it while each link is the only
+// an anchor takes its entry's `then` op if the entry names one (an entry
+// whose `then` op is not there is skipped: the next entry with that anchor
+// is tried), then the chain of post-ops after it while each link is the only
 // reader of the value before it (so no intermediate is needed outside) and
 // backend/dnnl/post_ops.cpp can express it. Partitions stay inside one block (never
 // across control flow) and never take side-effecting ops.
