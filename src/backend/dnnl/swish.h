@@ -9,7 +9,8 @@
 // (relative error ~3e-7, the same as a float divide's result to 2 ulp), so a
 // convolution without the post-op plus this pass over its (cache-resident)
 // output is cheaper than the fused form (on an AVX2-only EPYC too, in its
-// 8-lane form: efficientnet_b0 0.925x of its time with oneDNN's post-op). It
+// 8-lane form: efficientnet_b0 0.925x of its time with oneDNN's post-op;
+// that form does divide, see swish.cpp). It
 // is only the activation; the convolution itself stays a oneDNN primitive.
 #pragma once
 
