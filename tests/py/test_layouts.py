@@ -359,6 +359,46 @@ def test_global_pool_split_into_row_chunks(kind, batch, hw, chunks):
     # The partition table names the pooling's oneDNN implementation ("jit:avx512_core") and what it did.
     (part,) = [p for p in c.partitions if p.pattern == "pool_post_ops"]
     assert ":" in part.impl and ("row chunks" in part.layouts) == bool(chunks), (part.impl, part.layouts)
+    # An average over the whole plane of nChw8c is llga's own (backend/dnnl/max_pool.h).
+    own = kind != "max" and pool[0]["src"] == pool[0]["dst"] == "nChw8c" and AVX2_UP
+    assert part.impl.startswith("llga_global_avg") == own, (part.impl, pool)
+
+
+class MeanAfterConv(nn.Module):
+    """conv -> adaptive_avg_pool2d(1) -> 1x1 conv, the conv's bias -inf/+inf in chosen channels."""
+
+    def __init__(self, inf_channels=()):
+        super().__init__()
+        torch.manual_seed(6)
+        self.c1, self.c2 = nn.Conv2d(8, 24, 3, padding=1), nn.Conv2d(24, 8, 1)
+        with torch.no_grad():
+            for ch, v in inf_channels:
+                self.c1.bias[ch] = v
+
+    def forward(self, x):
+        return self.c2(F.adaptive_avg_pool2d(self.c1(x), 1)), F.adaptive_avg_pool2d(self.c1(x) * 2, 1)
+
+
+# llga's global average over nChw8c against PyTorch: planes whose size is no
+# multiple of its 4 accumulators, a 1x1 plane, batches, a NaN row, and
+# channels of -inf, +inf and both (NaN).
+@pytest.mark.parametrize("batch,hw", [(1, (7, 7)), (3, (13, 9)), (2, (1, 1)), (1, (56, 40)), (4, (3, 2))])
+def test_global_average_after_a_blocked_conv(batch, hw):
+    model = MeanAfterConv([(1, -float("inf")), (2, float("inf"))]).eval()
+    x = torch.randn(batch, 8, *hw)
+    if hw[0] > 2:
+        x[0, :, hw[0] // 2, :] = float("nan")
+    with torch.no_grad():
+        traced = torch.jit.trace(model, x, check_trace=False)
+        want = model(x)
+    c = llga.optimize(traced)
+    got = c(x.numpy())
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-4, equal_nan=True)
+    pools = [e for e in logged_call(c, x.numpy()) if e["depth"] == 0 and e["pattern"] == "pool_post_ops"]
+    assert len(pools) == 2
+    for p in pools:
+        assert p["impl"].startswith("llga_global_avg") == (p["src"] == "nChw8c" and AVX2_UP), p
 
 
 class ScaleByGate(nn.Module):

@@ -41,7 +41,8 @@ struct PoolEntry {
   std::shared_ptr<const BlockedLayout> dst_layout;
   std::string impl;  // "jit:avx512_core"
   bool own_max = false;  // llga's max pooling (backend/dnnl/max_pool.h) runs instead of the primitive
-  maxpool::Geometry own_geometry;
+  pool8c::Geometry own_geometry;
+  bool own_global_avg = false;  // llga's global average pooling (same file) instead of the primitive
   SharedBoundArgs bound;
 };
 
@@ -118,11 +119,18 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
                         pe.src_md == memory::desc(x.sizes(), memory::data_type::f32, memory::format_tag::nChw8c) &&
                         pe.dst_md == memory::desc(out_shape, memory::data_type::f32, memory::format_tag::nChw8c);
     if (alg == dnnl::algorithm::pooling_max && nchw8c && g.dilation[0] == 1 && g.dilation[1] == 1 &&
-        maxpool::available()) {
+        pool8c::available()) {
       pe.own_max = true;
       pe.own_geometry = {x.size(0), x.size(1), x.size(2), x.size(3), out_shape[2], out_shape[3],
                          g.kernel[0], g.kernel[1], g.stride[0], g.stride[1], g.pad_l[0], g.pad_l[1]};
       pe.impl = "llga_max_pool:avx2";
+    }
+    // A 2-D average over the whole plane (no padding) on nChw8c: llga's global average.
+    if ((alg == dnnl::algorithm::pooling_avg_exclude_padding || alg == dnnl::algorithm::pooling_avg_include_padding) &&
+        nchw8c && out_shape[2] == 1 && out_shape[3] == 1 && g.kernel[0] == x.size(2) && g.kernel[1] == x.size(3) &&
+        g.pad_l[0] == 0 && g.pad_l[1] == 0 && g.pad_r[0] == 0 && g.pad_r[1] == 0 && pool8c::available()) {
+      pe.own_global_avg = true;
+      pe.impl = "llga_global_avg:avx2";
     }
     return pe;
   });
@@ -135,7 +143,10 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
                                                 e->dst_layout)
                               : Tensor::emptyLike(ScalarType::Float, out_shape, x);
   if (e->own_max) {
-    maxpool::run(e->own_geometry, static_cast<const float*>(src), static_cast<float*>(out.data()));
+    pool8c::run(e->own_geometry, static_cast<const float*>(src), static_cast<float*>(out.data()));
+  } else if (e->own_global_avg) {
+    pool8c::globalAverage(x.size(0) * x.size(1) / 8, x.size(2) * x.size(3), static_cast<const float*>(src),
+                          static_cast<float*>(out.data()));
   } else {
     args->bind(DNNL_ARG_SRC, e->src_md, const_cast<void*>(src));
     args->bind(DNNL_ARG_DST, e->dst_md, out.data());
