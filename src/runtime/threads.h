@@ -30,6 +30,11 @@ class ThreadsScope {
 // tanh of 4 floats in a scripted loop took 10 us). PyTorch's grain for its
 // elementwise loops (at::internal::GRAIN_SIZE) is the same 32768.
 constexpr int64_t kParallelGrain = 32768;
+// Elementwise float ops (add, mul, tanh, ...) on at most this many elements
+// skip oneDNN: a primitive's execution costs 1-3 us however small its work
+// (a scripted loop's tanh(h * 0.5 + c) on 4x4: 13.5 us per trip against
+// PyTorch's 12), where a loop over a few hundred floats costs well under one.
+constexpr int64_t kTinyElements = 256;
 // A matrix product below this many multiply-adds likewise (a 10x32x32 one of
 // a small transformer took 10 us with the team).
 constexpr int64_t kSerialMacs = 1 << 17;

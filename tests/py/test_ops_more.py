@@ -435,3 +435,30 @@ def test_integer_pow_wraps_and_takes_negative_powers_as_pytorch(dtype):
                       2 ** 40 if dtype == torch.int64 else 100, 33, -5 if signed else 5], dtype=dtype)
     c = llga.optimize(torch.jit.trace(_Pow(), (a, b)))
     np.testing.assert_array_equal(c(a.numpy(), b.numpy()), _Pow()(a, b).numpy())
+
+
+def _tiny_elementwise(x, y, c: float):
+    a = torch.tanh(x * 0.5 + c)
+    b = torch.sigmoid(y) * torch.exp(x / 4)
+    m = torch.maximum(x, y) - torch.minimum(x, y[0])
+    return a, b, m, x / y, torch.relu(x - y)
+
+
+# Float elementwise ops on at most kTinyElements (256) values run llga's own
+# loops rather than oneDNN primitives (src/runtime/threads.h): the same
+# results as PyTorch on both sides of the threshold, NaN and infinities
+# included where both paths agree with PyTorch (max/min propagate NaN; on the
+# small side relu keeps it, as PyTorch does).
+@pytest.mark.parametrize("shape", [(4, 4), (1,), (3, 5, 7), (300,), (40, 33)])
+def test_tiny_elementwise_matches_pytorch(shape):
+    torch.manual_seed(sum(shape))
+    x, y = torch.randn(*shape) * 3, torch.rand(*shape) + 0.5
+    small = x.numel() <= 256
+    if small and x.numel() > 3:
+        x.view(-1)[1], x.view(-1)[2], y.view(-1)[3] = float("nan"), float("inf"), float("nan")
+    fn = torch.jit.script(_tiny_elementwise)
+    c = llga.optimize(fn)
+    got = c(x.numpy(), y.numpy(), 0.25)
+    want = fn(x, y, 0.25)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)

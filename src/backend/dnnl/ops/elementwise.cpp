@@ -61,7 +61,7 @@ double erfinv(double y, double, double) {
 }
 
 const UnaryDef kUnary[] = {
-    {"relu", algorithm::eltwise_relu, 0, 0, [](double x, double, double) { return x > 0 ? x : 0.0; }},
+    {"relu", algorithm::eltwise_relu, 0, 0, [](double x, double, double) { return x > 0 || std::isnan(x) ? x : 0.0; }},
     {"sigmoid", algorithm::eltwise_logistic, 0, 0, sigmoid},
     {"tanh", algorithm::eltwise_tanh, 0, 0, [](double x, double, double) { return std::tanh(x); }},
     {"silu", algorithm::eltwise_swish, 1, 0, [](double x, double, double) { return x * sigmoid(x, 0, 0); }},
@@ -164,7 +164,7 @@ bool dnnlFriendly(const Tensor& t) { return t.dtype() == ScalarType::Float && t.
 
 void applyUnary(ExecContext& ctx, EltCache& cache, const UnaryDef& def, const Tensor& src, Tensor& dst, float alpha,
                 float beta) {
-  if (def.alg != algorithm::undef && dnnlFriendly(src) && dnnlFriendly(dst)) {
+  if (def.alg != algorithm::undef && dnnlFriendly(src) && dnnlFriendly(dst) && dst.numel() > kTinyElements) {
     dnnlEltwise(ctx, cache, def.alg, alpha, beta, src, dst);
     return;
   }
