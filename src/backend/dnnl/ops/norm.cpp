@@ -187,17 +187,15 @@ class ConcatBatchNormKernel final : public Kernel {
   }
   const char* primitiveKind() const override { return "batch_normalization"; }
   KernelReport report() const override {
-    std::shared_ptr<const std::string> layout = last_layout_.load();
-    if (!layout) return bn_.report();  // the op-by-op path: the batch_norm's primitive
-    return {"llga_cat_bnorm:avx2", *layout, "", *layout, *layout == "nchw" || *layout == "ncdhw" ? "" : "kept",
-            std::string("parts normalised into the result") + (relu_ ? ", relu fused" : "")};
+    std::shared_ptr<const KernelReport> r = last_report_.load();
+    return r ? *r : bn_.report();  // null: the op-by-op path, the batch_norm's primitive
   }
 
   void run(const KernelArgs& a) override {
     std::array<RtValue*, 9> bn_in{};  // the batch_norm's arguments; x (its 0) is the concat's result
     for (size_t i = 1; i < bn_in.size(); ++i) bn_in[i] = a.in[i + 1];
     if (runDirect(a, KernelArgs{bn_in.data(), bn_in.size(), a.out, a.num_out, a.ctx})) return;
-    if (last_key_.exchange(-1, std::memory_order_relaxed) != -1) last_layout_.store(nullptr);
+    if (last_key_.exchange(-1, std::memory_order_relaxed) != -1) last_report_.store(nullptr);
     RtValue cat;
     RtValue* cat_out[] = {&cat};
     cat_->run(KernelArgs{a.in, 2, cat_out, 1, a.ctx});
@@ -289,8 +287,12 @@ class ConcatBatchNormKernel final : public Kernel {
       at += cp;
     }
     affine::run(job);
-    if (last_key_.exchange(period * 8 + ref.dim(), std::memory_order_relaxed) != period * 8 + ref.dim())
-      last_layout_.store(std::make_shared<const std::string>(layoutName(period > 1 ? blockedDesc(ref) : plainDesc(ref))));
+    if (last_key_.exchange(period * 8 + ref.dim(), std::memory_order_relaxed) != period * 8 + ref.dim()) {
+      const std::string layout = layoutName(period > 1 ? blockedDesc(ref) : plainDesc(ref));
+      last_report_.store(std::make_shared<const KernelReport>(KernelReport{
+          "llga_cat_bnorm:avx2", layout, "", layout, period == 1 ? "" : "kept",  // plain NCHW is nothing kept
+          std::string("parts normalised into the result") + (relu_ ? ", relu fused" : "")}));
+    }
     a.set(0, std::move(out));
     return true;
   }
@@ -300,7 +302,7 @@ class ConcatBatchNormKernel final : public Kernel {
   bool relu_;
   bool keep_blocked_ = false, follow_ = false;
   std::atomic<int64_t> last_key_{-1};  // the latest call's layout (period, rank), or -1
-  SharedSlot<const std::string> last_layout_;  // and its name, or null after the op-by-op path
+  SharedSlot<const KernelReport> last_report_;  // its report, or null after the op-by-op path
 };
 
 Tensor layerNormImpl(ExecContext& ctx, const Tensor& x, int64_t n, const std::optional<Tensor>& w,
