@@ -215,6 +215,41 @@ def test_final_silu_after_matrix_products(form, rows, llga_swish):
         np.testing.assert_allclose(c(x2.numpy(), y2.numpy()), m(x2, y2).numpy(), rtol=1e-4, atol=1e-5)
 
 
+class _DenseSE(nn.Module):
+    """Two convs -> cat -> batch_norm -> relu -> conv -> global average pool: llga's
+    concat_batchnorm and global-average kernels (where the convs write nChw8c)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(5)
+        self.a, self.b = nn.Conv2d(8, 16, 3, padding=1), nn.Conv2d(8, 16, 3, padding=1)
+        self.bn, self.c = nn.BatchNorm2d(32), nn.Conv2d(32, 24, 1)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):
+        y = self.c(torch.relu(self.bn(torch.cat([self.a(x), self.b(x)], 1))))
+        return F.adaptive_avg_pool2d(y, 1).flatten(1)
+
+
+def test_concat_batchnorm_and_global_pool_under_concurrent_calls():
+    # Their reports are shared between calls; each call's result is its own, at
+    # two shapes at once (one caller changes batch and plane size).
+    m = _DenseSE().eval()
+    xs = [torch.randn(2, 8, 20, 20), torch.randn(1, 8, 13, 9), torch.randn(3, 8, 20, 20), torch.randn(2, 8, 7, 31)]
+    c = compile_(m, xs[0])
+    assert [p.pattern for p in c.partitions].count("concat_batchnorm") == 1
+    with torch.no_grad():
+        want = [m(x).numpy() for x in xs]
+
+    def worker(i):
+        for _ in range(30):
+            np.testing.assert_allclose(c(xs[i].numpy()), want[i], rtol=1e-4, atol=1e-5)
+
+    run_concurrently(worker, 4)
+
+
 def test_llga_swish_under_concurrent_calls():
     # Each call's swish is its own OpenMP region: four Python threads at once stay exact.
     torch.manual_seed(0)
