@@ -250,6 +250,31 @@ def test_concat_batchnorm_and_global_pool_under_concurrent_calls():
     run_concurrently(worker, 4)
 
 
+class _ConvDiv(nn.Module):
+    """conv (10 channels: a padded nChw8c) -> 1x1 stride-2 conv / a [16, 1, 1] divisor."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(12)
+        self.a, self.b = nn.Conv2d(3, 10, 5, stride=2), nn.Conv2d(10, 16, 1, stride=2, bias=False)
+        self.register_buffer("d", torch.rand(16, 1, 1) + 0.5)
+
+    def forward(self, x):
+        return self.b(self.a(x)) / self.d
+
+
+def test_conv_post_op_operand_of_lower_rank_at_another_batch():
+    # Traced at batch 2 the divisor is a post-op; at batch 1 (fuzzer seed 432428) oneDNN ran it as a
+    # separate binary op after the conv, whose descriptor has the conv's rank: the [16, 1, 1]
+    # operand was reordered into it at rank 3 ("could not create a primitive descriptor for a reorder").
+    m = _ConvDiv().eval()
+    c = compile_(m, torch.randn(2, 3, 8, 8))
+    for shape in [(1, 3, 8, 8), (2, 3, 8, 8), (3, 3, 12, 9)]:
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_llga_swish_under_concurrent_calls():
     # Each call's swish is its own OpenMP region: four Python threads at once stay exact.
     torch.manual_seed(0)

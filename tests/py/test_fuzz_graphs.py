@@ -38,6 +38,7 @@ FOUND = {
     161347: "relu_ on every other row of a conv output: strides oneDNN cannot describe (they do not nest)",
     171092: "a fused group's op-by-op fallback read a blocked input as if it were plain",
     180104: "batch_norm folded into the conv reading it although its input is written in between",
+    432428: "a conv's per-channel divisor [16, 1, 1] at another batch: its tail binary op reordered it at rank 3",
 }
 
 

@@ -224,7 +224,15 @@ class ConvKernel final : public Kernel {
       const Tensor& t = plain_operands.emplace_back(toPlain(ctx, operands[o]));
       if (!moved) return t.data();
       Tensor& copy = plain_operands.emplace_back();  // into dst's layout first
-      reorder(ctx, wrap(t, plainDesc(t)), temporary(e->operand_mds[k], copy));
+      // at the descriptor's rank: a [16, 1, 1] divisor of a [1, 16, 1, 1] dst is the same bytes
+      // (a tail binary op's descriptor has dst's rank)
+      const memory::desc& want = e->operand_mds[k];
+      const Shape dims = want.dims();
+      const Tensor same_rank = dims == t.sizes() ? t : t.contiguous();
+      int64_t n = 1;
+      for (int64_t d : dims) n *= d;
+      if (n != same_rank.numel()) throw std::logic_error("conv post-op operand " + t.describe() + " does not fit its descriptor");
+      reorder(ctx, wrap(same_rank, plainDesc(same_rank, dims)), temporary(want, copy));
       return copy.data();
     };
     size_t o = 0, k = 0;  // the next operand, the next binary descriptor
