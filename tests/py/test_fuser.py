@@ -216,21 +216,18 @@ def test_final_silu_after_matrix_products(form, rows, llga_swish):
 
 
 class _DenseSE(nn.Module):
-    """Two convs -> cat -> batch_norm -> relu -> conv -> global average pool: llga's
-    concat_batchnorm and global-average kernels (where the convs write nChw8c)."""
+    """densenet's pattern (test_layouts.DenseBlockish: convs -> cat -> batch_norm -> relu -> conv),
+    then a global average pool: llga's concat_batchnorm and global-average kernels (where the
+    convs write nChw8c)."""
 
     def __init__(self):
         super().__init__()
-        torch.manual_seed(5)
-        self.a, self.b = nn.Conv2d(8, 16, 3, padding=1), nn.Conv2d(8, 16, 3, padding=1)
-        self.bn, self.c = nn.BatchNorm2d(32), nn.Conv2d(32, 24, 1)
-        with torch.no_grad():
-            self.bn.running_mean.uniform_(-1, 1)
-            self.bn.running_var.uniform_(0.5, 2)
+        from test_layouts import DenseBlockish
+
+        self.block = DenseBlockish("cat")
 
     def forward(self, x):
-        y = self.c(torch.relu(self.bn(torch.cat([self.a(x), self.b(x)], 1))))
-        return F.adaptive_avg_pool2d(y, 1).flatten(1)
+        return F.adaptive_avg_pool2d(self.block(x), 1).flatten(1)
 
 
 def test_concat_batchnorm_and_global_pool_under_concurrent_calls():
