@@ -38,6 +38,9 @@ class CompiledGraph:
         # Default values of trailing inputs (a scripted forward's `targets=None`,
         # `num_flow_updates: int = 12`), taken from its schema: [] when none.
         self._defaults: List[Any] = []
+        # The precision used ("fp32" or "bf16") and why (llga.precision).
+        self.precision = "fp32"
+        self.precision_note = ""
         # Other specializations (specialize-inputs), by the inputs' ranks and
         # dtypes, most recent last; at most MAX_SPECIALIZATIONS.
         self._respecialize = None
@@ -98,9 +101,10 @@ class CompiledGraph:
                 inputs=[_shape_of(v) for v in node.inputs], outputs=[_shape_of(v) for v in node.outputs],
                 source=node.source,
                 out_layouts=list(node.attributes.get("out_layouts", ["plain"] * len(node.outputs))),
+                precision=str(node.attributes.get("precision", "fp32")),
                 impl=k.impl if k else "", layouts=k.layouts if k else "",
                 src=k.src if k else "", weights=k.weights if k else "", dst=k.dst if k else "",
-                output=k.output if k else ""))
+                output=k.output if k else "", detail=k.detail if k else ""))
         return out
 
     @property
@@ -185,6 +189,10 @@ class Partition:
     # IR as out_layouts): "any" (the kernel may hand it on in its primitive's
     # blocked layout), "blocked", "strided" or "plain" (a reader needs it so).
     out_layouts: List[str] = field(default_factory=list)
+    # llga's precision decision (assign-precision, written on the IR): "bf16"
+    # (the anchor's activation and weights in bf16, fp32 accumulation and
+    # output) or "fp32".
+    precision: str = "fp32"
     # After a call (empty before it, and for partitions whose ops report
     # nothing): oneDNN's implementation ("brgconv:avx512_core"), the layouts
     # its primitive used, each a field (src "nChw16c", weights "OIhw16i16o",
@@ -198,6 +206,7 @@ class Partition:
     weights: str = ""
     dst: str = ""
     output: str = ""
+    detail: str = ""  # what else the kernel said (a bf16 partition that ran fp32 says why)
 
 
 class PartitionList(list):
@@ -207,13 +216,13 @@ class PartitionList(list):
         for p in self:
             shape = "x".join(str(d) for d in (p.outputs[0][1] or ())) if p.outputs else ""
             yield (str(p.id), p.pattern, " -> ".join(k.split("::")[-1] for k in p.ops), shape,
-                   ",".join(p.out_layouts), p.impl, p.layouts)
+                   ",".join(p.out_layouts), p.precision, p.impl, p.layouts)
 
     def __repr__(self) -> str:
         rows = list(self._rows())
         if not rows:
             return "PartitionList([])"
-        head = ("id", "pattern", "ops", "output", "allowed", "impl", "layouts")
+        head = ("id", "pattern", "ops", "output", "allowed", "precision", "impl", "layouts")
         widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
         fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
         return "\n".join([fmt(head)] + [fmt(r) for r in rows])
@@ -223,7 +232,8 @@ class PartitionList(list):
     def _repr_html_(self) -> str:
         import html as _html
 
-        head = "".join(f"<th>{h}</th>" for h in ("id", "pattern", "ops", "output", "allowed", "oneDNN impl", "layouts"))
+        head = "".join(f"<th>{h}</th>" for h in ("id", "pattern", "ops", "output", "allowed", "precision", "oneDNN impl",
+                                                  "layouts"))
         body = "".join("<tr>" + "".join(f"<td>{_html.escape(c)}</td>" for c in r) + "</tr>" for r in self._rows())
         return f"<table class='llga-partitions'><tr>{head}</tr>{body}</table>"
 
@@ -338,7 +348,8 @@ def _load(obj, params: Optional[Mapping[str, Any]], module=None):
 
 
 def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
-             params: Optional[Mapping[str, Any]] = None, passes=None, module=None, route=None) -> CompiledGraph:
+             params: Optional[Mapping[str, Any]] = None, passes=None, module=None, route=None,
+             precision="fp32") -> CompiledGraph:
     """Compiles a TorchScript module/function/graph, IR text or an llga.Graph.
 
     ``passes`` chooses the pipeline (a comma-separated string or a list of
@@ -359,11 +370,18 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     names with ``fused: False`` are kept out of partitions and run op by op.
     Unknown names raise ValueError.
 
+    ``precision``: "fp32" (default), "bf16", "auto" or ``{op kind: "bf16" |
+    "fp32"}`` overrides of the bf16 policy (see :mod:`llga.precision`);
+    ``compiled.precision`` says what was used, ``compiled.precision_note`` why.
+
     Raises :class:`llga.UnsupportedOpError` listing every op kind llga cannot
-    run, and :class:`llga.CompileError` for missing or malformed weights.
+    run, :class:`llga.CompileError` for missing or malformed weights, and
+    :class:`llga.PrecisionError` for a precision the CPU cannot run.
     """
     from . import passes as _passes
+    from . import precision as _precision
     route_off = _profiler._route_off(route)
+    prec = _precision.resolve(precision)
 
     graph, weights, methods = _load(obj, params, module)
     graph = graph.copy()
@@ -375,20 +393,22 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     initial_ir = str(graph)
     try:  # the driver: passes, then the plan (a graph still calling methods is a CompileError there)
         records, impl = _llga.compile(graph, _passes.pipeline_string(passes), dict(weights), dict(methods),
-                                      None if examples is None else list(examples), list(route_off))
+                                      None if examples is None else list(examples), list(route_off),
+                                      prec.bf16, dict(prec.overrides))
     except UnsupportedOpError as e:
         _profiler._note_unsupported(e)
         raise
     _passes.log(records)
     compiled = CompiledGraph(graph, impl, _passes.PassList(records, initial_ir))
     compiled._defaults = _trailing_defaults(obj)
+    compiled.precision, compiled.precision_note = prec.used, prec.note
     # A call whose inputs differ in rank or dtype from a specialization's
     # (its llga::Guard says so) compiles another from the same source, which
     # is kept for that (only when the passes specialized: otherwise nothing
     # holds the caller's objects and weight arrays past compilation).
     if "llga::Guard" in graph.node_counts():
         compiled._respecialize = lambda args: optimize(obj, args, params=params, passes=passes, module=module,
-                                                       route=route)
+                                                       route=route, precision=precision)
     if example_inputs is not None:
         compiled(*example_inputs)
     return compiled

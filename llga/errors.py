@@ -52,6 +52,11 @@ class CompileError(LlgaError, ValueError):
     """A graph llga cannot compile: a missing weight, a malformed op, ..."""
 
 
+class PrecisionError(CompileError):
+    """A precision the CPU cannot run (``precision="bf16"`` where oneDNN has
+    no bf16 kernels), or a malformed precision request."""
+
+
 class InputError(LlgaError, ValueError):
     """Inputs that do not fit the compiled graph (count, dtype, rank), naming the input."""
 

@@ -259,6 +259,7 @@ class _KernelLog:
                         "pattern": e["pattern"] or None, "primitive": e["primitive"] or None,
                         "impl": k.impl or None, "layouts": k.layouts or None, "src": k.src or None,
                         "weights": k.weights or None, "dst": k.dst or None, "output": k.output or None,
+                        "detail": k.detail or None,
                         "inputs": e["inputs"],
                         "outputs": e["outputs"], "time_ms": e["dur_ns"] * 1e-6, "depth": e["depth"],
                         "source": e["source"]})

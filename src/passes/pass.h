@@ -50,6 +50,11 @@ struct PassContext {
   // constant-propagation folds a tensor result of at most this many bytes
   // (emformer's attention mask: zeros, ones, cat of constants); 0: none.
   size_t fold_tensor_bytes = size_t{64} << 10;
+  // llga.optimize(precision="bf16"): assign-precision runs the policy's bf16
+  // op kinds in bf16, with these per-kind overrides ("aten::linear" ->
+  // "fp32"); false: everything fp32.
+  bool bf16 = false;
+  std::map<std::string, std::string> precision_overrides;
 };
 
 // An op a pass left outside partitions, and why. Typed, so that Python,

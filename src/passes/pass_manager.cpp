@@ -44,7 +44,7 @@ std::string_view defaultPipeline() {
   // With example inputs, rank and dtype queries are answered first (guarded).
   return "inline,forward-attributes,freeze,specialize-inputs,canonicalize,constant-propagation,forward-attributes,"
          "remove-dropout,observable-layouts,remove-mutation,decompose,merge-linears,propagate-shapes,prepare-binary,fold-batchnorm,canonicalize,constant-propagation,"
-         "defer-size-check,cse,dce,fuse,propagate-layouts";
+         "defer-size-check,cse,dce,fuse,assign-precision,propagate-layouts";
 }
 
 PassManager::PassManager(std::string_view pipeline, PassManagerOptions options) : options_(std::move(options)) {

@@ -7,6 +7,7 @@
 #include "backend/dnnl/fusion_group.h"
 #include "fuser/patterns.h"
 #include "runtime/evaluator.h"
+#include "passes/assign_precision.h"
 #include "passes/pass.h"
 #include "python/bindings.h"
 #include "python/numpy_interop.h"
@@ -18,7 +19,8 @@ using namespace llga;
 namespace llga::python {
 
 std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict methods, py::object example_inputs,
-                                                   const std::vector<std::string>& route_off) {
+                                                   const std::vector<std::string>& route_off, bool bf16,
+                                                   const std::map<std::string, std::string>& precision_overrides) {
   auto ctx = std::make_shared<PassContext>();
   ctx->evaluator = runtimeEvaluator();
   for (auto [k, v] : weights) {
@@ -27,6 +29,8 @@ std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict me
   }
   for (auto [k, v] : methods) ctx->methods.emplace(py::str(k), v.cast<std::shared_ptr<Graph>>());
   ctx->route_off.insert(route_off.begin(), route_off.end());
+  ctx->bf16 = bf16;
+  ctx->precision_overrides = precision_overrides;
   if (!example_inputs.is_none()) {
     size_t i = 0;
     for (py::handle x : example_inputs) {
@@ -91,9 +95,10 @@ void bindPasses(py::module_& m) {
         return "PassRecord(name='" + r.name + "', changed=" + (r.changed ? "True" : "False") + ")";
       });
   m.def("run_passes", [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights, py::dict methods,
-                         py::object example_inputs, std::vector<std::string> route_off, const std::string& shapes) {
+                         py::object example_inputs, std::vector<std::string> route_off, const std::string& shapes,
+                         bool bf16, std::map<std::string, std::string> precision_overrides) {
         PassManagerOptions opts;
-        auto ctx = python::passContextFromPython(weights, methods, example_inputs, route_off);
+        auto ctx = python::passContextFromPython(weights, methods, example_inputs, route_off, bf16, precision_overrides);
         if (shapes == "functions") ctx->shapes = ShapeSource::Functions;
         else if (shapes == "execute") ctx->shapes = ShapeSource::Execute;
         else if (shapes != "infer")
@@ -109,10 +114,25 @@ void bindPasses(py::module_& m) {
       },
       py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(), py::arg("methods") = py::dict(),
       py::arg("example_inputs") = py::none(), py::arg("route_off") = std::vector<std::string>(),
-      py::arg("shapes") = "infer",
+      py::arg("shapes") = "infer", py::arg("bf16") = false,
+      py::arg("precision_overrides") = std::map<std::string, std::string>(),
       "Runs a pass pipeline on graph in place (weights bind module attributes, methods feed inline, "
       "example_inputs feed propagate-shapes, route_off keeps op kinds or patterns out of fusion, shapes "
-      "says where propagate-shapes takes shapes from: 'infer', 'functions' or 'execute'); returns the records.");
+      "says where propagate-shapes takes shapes from: 'infer', 'functions' or 'execute', bf16 and "
+      "precision_overrides feed assign-precision); returns the records.");
+  m.def("precision_policy", [] {
+    py::list out;
+    for (const PrecisionRule& r : precisionPolicy()) {
+      py::dict d;
+      d["kind"] = r.kind;
+      d["precision"] = std::string(precisionName(r.precision));
+      d["bf16_kernel"] = r.bf16_kernel;
+      d["why"] = r.why;
+      out.append(d);
+    }
+    return out;
+  }, "The precision policy (assign-precision's table): kind, precision under precision='bf16', "
+     "bf16_kernel (whether an override may choose bf16), why.");
   m.def("fusion_patterns", [] {
     py::list out;
     for (const FusionPattern& p : fusionPatterns()) {

@@ -22,6 +22,8 @@
 //       (or --passes=...), then the plan; prints a "// compiled: ..." line
 //       (partitions by pattern, ops outside them) and the final IR. Weights
 //       are whatever the IR holds (tensor literals, or graph inputs).
+//   llga-opt --precision=bf16 ...
+//       what llga.optimize(precision="bf16") asks of assign-precision
 //
 // Method graphs for the inline pass: a line "# method: <class>.<name>" in
 // a case starts that method's graph; the text before the first such line is
@@ -48,7 +50,8 @@ constexpr std::string_view kSplitMarker = "# -----";
 
 void usage(std::ostream& os) {
   os << "usage: llga-opt [--passes=a,b,c] [--print-ir-after-all|--print-ir-after-change]\n"
-        "                [--verify-each] [--split-input-file] [--list-passes] [--shapes=SOURCE] [--compile] [FILE|-]\n"
+        "                [--verify-each] [--split-input-file] [--list-passes] [--shapes=SOURCE] [--compile]\n"
+        "                [--precision=fp32|bf16] [FILE|-]\n"
         "Parses TorchScript IR text, runs passes (verifying the result) and prints it.\n"
         "  --passes=LIST          comma-separated pass names (see --list-passes)\n"
         "  --print-ir-after-all   print the IR after every pass\n"
@@ -57,7 +60,8 @@ void usage(std::ostream& os) {
         "  --split-input-file     handle each '# -----'-separated case on its own\n"
         "  --list-passes          list the registered passes\n"
         "  --shapes=SOURCE        propagate-shapes from 'functions' only or 'execute' only (default: both)\n"
-        "  --compile              what llga.optimize runs: the default pipeline (or --passes), then the plan\n";
+        "  --compile              what llga.optimize runs: the default pipeline (or --passes), then the plan\n"
+        "  --precision=P          fp32 (default) or bf16: assign-precision runs the policy's op kinds in bf16\n";
 }
 
 std::vector<std::string> splitCases(const std::string& text) {
@@ -104,6 +108,7 @@ int main(int argc, char** argv) {
        pipeline_given = false;
   std::string path = "-", pipeline;
   llga::ShapeSource shapes = llga::ShapeSource::Infer;
+  bool bf16 = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--split-input-file") {
@@ -117,6 +122,8 @@ int main(int argc, char** argv) {
       shapes = a == "--shapes=functions" ? llga::ShapeSource::Functions
                : a == "--shapes=execute" ? llga::ShapeSource::Execute
                                          : llga::ShapeSource::Infer;
+    } else if (a == "--precision=bf16" || a == "--precision=fp32") {
+      bf16 = a == "--precision=bf16";
     } else if (a == "--print-ir-after-all") {
       after_all = true;
     } else if (a == "--print-ir-after-change") {
@@ -155,6 +162,7 @@ int main(int argc, char** argv) {
   auto context = std::make_shared<llga::PassContext>();
   context->evaluator = llga::runtimeEvaluator();
   context->shapes = shapes;
+  context->bf16 = bf16;
   std::unique_ptr<llga::PassManager> pm;
   try {
     llga::PassManagerOptions opts;

@@ -256,7 +256,15 @@ std::string layoutName(const dnnl::memory::desc& md, bool weights) {
     s += inner ? static_cast<char>(c - 'a' + 'A') : c;
   }
   for (int k = 0; k < b.inner_nblks; ++k) s += std::to_string(b.inner_blks[k]) + letters[b.inner_idxs[k]];
+  if (d.data_type == dnnl_bf16) s += ":bf16";  // fp32 unsaid
   return s;
+}
+
+Shape denseStrides(const dnnl::memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0)
+    throw std::logic_error("denseStrides: " + layoutName(md) + " is not a dense strided layout");
+  return Shape(d.format_desc.blocking.strides, d.format_desc.blocking.strides + d.ndims);
 }
 
 dnnl::memory memoryOf(const Tensor& t) {

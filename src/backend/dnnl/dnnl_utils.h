@@ -50,6 +50,9 @@ Shape unitDimStrides(const Shape& sizes, Shape strides);
 bool dnnlDescribable(const Tensor& t);
 // A plain (strided) memory descriptor for t (size-1 dims as unitDimStrides);
 // rank-0 tensors become {1}.
+// The strides (in elements) of a dense layout without inner blocks (nchw,
+// nhwc, ...); throws std::logic_error for a blocked one (nChw16c).
+Shape denseStrides(const dnnl::memory::desc& md);
 dnnl::memory::desc plainDesc(const Tensor& t);
 dnnl::memory::desc plainDesc(const Tensor& t, const Shape& as_sizes);  // same strides, fewer/more dims
 // oneDNN memory over the tensor's own buffer (no copy).

@@ -538,6 +538,9 @@ std::optional<Tensor> reuseTarget(const KernelArgs& a, Bin op, const RtValue& b)
 struct BlockedTrace {
   SharedSlot<const BinEntry> last;
   std::atomic<bool> in_place{false};
+  // The latest call declined the blocked form: oneDNN has only its reference
+  // kernel for it (nChw16c times a per-(batch, channel) scale on AVX-512).
+  SharedSlot<const BinEntry> declined;
 };
 
 std::optional<Tensor> blockedBinary(ExecContext& ctx, BinCache& cache, Bin op, const KernelArgs& a, bool keep_blocked,
@@ -592,7 +595,11 @@ std::optional<Tensor> blockedBinary(ExecContext& ctx, BinCache& cache, Bin op, c
     en.scratch_md = pd.scratchpad_desc();
     return en;
   });
-  if (e->ref) return std::nullopt;  // oneDNN's reference kernel: slower than the reorders
+  if (e->ref) {  // oneDNN's reference kernel: slower than the reorders
+    trace.declined.store(e);
+    return std::nullopt;
+  }
+  trace.declined.store(nullptr);
   // x's buffer becomes the result when this is its last reader and nobody else holds it (dst == src0)
   const bool in_place = a.inputDies(xi) && x.storage()->owned && x.storage().use_count() == 1 &&
                         (y.storage() != x.storage());
@@ -615,7 +622,12 @@ class ArithKernel final : public Kernel {
   // After a call in a blocked layout: the binary primitive and that layout.
   KernelReport report() const override {
     std::shared_ptr<const BinEntry> e = trace_.last.load();
-    if (!e) return {};
+    if (!e) {
+      std::shared_ptr<const BinEntry> d = trace_.declined.load();
+      if (!d) return {};
+      return {"", layoutName(d->a_md), "", "", "plain",
+              "not in " + layoutName(d->a_md) + ": oneDNN has only its reference kernel (" + d->impl + ") there"};
+    }
     return {e->impl, layoutName(e->a_md), "", layoutName(e->out_md), "kept",
             trace_.in_place.load(std::memory_order_relaxed) ? "in place" : ""};
   }

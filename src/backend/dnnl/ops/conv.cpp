@@ -23,6 +23,7 @@
 #include "backend/dnnl/swish.h"
 #include "backend/dnnl/winograd.h"
 #include "backend/dnnl/ops/primitive_cache.h"
+#include "ir/precision.h"
 
 namespace llga {
 namespace {
@@ -60,6 +61,7 @@ struct ConvEntry {
   int sum_operand = -1;     // which operand pre-fills dst for the sum, if any
   bool swish_after = false; // the chain's final silu runs after the primitive (backend/dnnl/swish.h)
   bool winograd = false;    // weights in a Winograd format (oneDNN's or llga's): no reorder out of it
+  bool bf16 = false;        // src and weights bf16 (the kernel's precision, where oneDNN had a kernel)
   // llga's own Winograd (backend/dnnl/winograd.h) runs instead of a primitive.
   std::shared_ptr<const winograd::Weights> own_wino;
   winograd::Geometry wino_geometry;
@@ -84,10 +86,14 @@ class ConvKernel final : public Kernel {
   enum class Form { Internal, Conv, ConvTranspose };
   // `constant_params`: stride, padding, dilation, groups, ... are graph
   // constants, so they are read once rather than on every call.
-  ConvKernel(Form form, bool constant_weight, bool constant_params, std::vector<PostOp> post = {},
+  // `precision`: bf16 (the node's precision attribute) makes src and weights
+  // bf16 (converted by the reorders into the primitive's layout; weights
+  // once), with fp32 accumulation, bias, post-ops and dst; where oneDNN has
+  // no bf16 kernel for a shape, that shape runs fp32 (the report says so).
+  ConvKernel(Form form, bool constant_weight, bool constant_params, Precision precision, std::vector<PostOp> post = {},
              size_t anchor_inputs = std::numeric_limits<size_t>::max())
-      : form_(form), constant_weight_(constant_weight), constant_params_(constant_params), post_(std::move(post)),
-        anchor_inputs_(anchor_inputs) {}
+      : form_(form), constant_weight_(constant_weight), constant_params_(constant_params), precision_(precision),
+        post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
   // The activation and the post-op operands may arrive blocked; weight and bias not.
   bool acceptsBlocked(size_t input) const override {
@@ -97,7 +103,8 @@ class ConvKernel final : public Kernel {
     std::shared_ptr<const ConvEntry> e = last_.load();
     // A Winograd-format copy cannot stand in for the weight: oneDNN reorders
     // into that format only, and another shape may need another layout.
-    if (input != 1 || !constant_weight_ || !e || !e->weights_buf.defined() || e->winograd) return std::nullopt;
+    // Nor can a bf16 copy: it is rounded.
+    if (input != 1 || !constant_weight_ || !e || !e->weights_buf.defined() || e->winograd || e->bf16) return std::nullopt;
     return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, e->w_sizes, makeLayout(e->wei_md, true));
   }
   void allowBlockedOutput(size_t output) override { blocked_output_ = blocked_output_ || output == 0; }
@@ -112,7 +119,8 @@ class ConvKernel final : public Kernel {
     if (!e) return {};
     const bool kept = e->dst_md != e->dst_plain && (blocked_output_ || (strided_output_ && e->dst_strided));
     return {e->impl + (e->swish_after ? "+llga_swish" : ""), layoutName(e->src_md), layoutName(e->wei_md, true),
-            layoutName(e->dst_md), kept ? "kept" : "plain", ""};
+            layoutName(e->dst_md), kept ? "kept" : "plain",
+            precision_ == Precision::BF16 && !e->bf16 ? "fp32: oneDNN has no bf16 kernel for this convolution" : ""};
   }
 
   void run(const KernelArgs& a) override {
@@ -162,7 +170,15 @@ class ConvKernel final : public Kernel {
       addToKey(key, t);
       operands.push_back(std::move(t));
     }
-    auto e = cache_.get(key, [&] { return prepare(x, w, b != nullptr, p, operands); });
+    auto e = cache_.get(key, [&] {
+      if (precision_ == Precision::BF16) {
+        try {
+          return prepare(x, w, b != nullptr, p, operands, true);
+        } catch (const dnnl::error&) {  // no bf16 kernel for this shape or chain: fp32
+        }
+      }
+      return prepare(x, w, b != nullptr, p, operands, false);
+    });
 
     for (const Tensor& t : operands) checkOperandFits(t, e->out_shape);
     ExecContext& ctx = a.ctx;
@@ -189,10 +205,13 @@ class ConvKernel final : public Kernel {
       reorder(ctx, plain, temporary(e->wei_md, wei_buf));
       args->bind(DNNL_ARG_WEIGHTS, e->wei_md, wei_buf.data());
     }
-    // The output stays in the primitive's layout when every reader takes it so.
-    const bool keep_blocked = blocked_output_ && batched && e->dst_md != e->dst_plain;
-    // Not blocked, but every reader takes strided tensors: a channels-last dst is handed out as strides.
-    const bool keep_strided = !keep_blocked && strided_output_ && batched && e->dst_strided && e->dst_md != e->dst_plain;
+    // The output stays in the primitive's layout when every reader takes it
+    // so: a dense one (channels-last: brgconv's nhwc on AVX-512) as strides
+    // where every reader takes strided tensors (they see its real order:
+    // pooling splits channels-last rows, concat copies rows), else as a
+    // blocked tensor.
+    const bool keep_strided = strided_output_ && batched && e->dst_strided && e->dst_md != e->dst_plain;
+    const bool keep_blocked = !keep_strided && blocked_output_ && batched && e->dst_md != e->dst_plain;
     // dst is written in the primitive's layout: into `out` itself, or into a
     // temporary reordered into `out` (plain) afterwards.
     const bool direct = keep_blocked || keep_strided || e->dst_md == e->dst_plain;
@@ -531,7 +550,7 @@ class ConvKernel final : public Kernel {
   }
 
   ConvEntry prepare(const Tensor& x, const Tensor& w, bool has_bias, const ConvParams& p,
-                    const std::vector<Tensor>& operands) const {
+                    const std::vector<Tensor>& operands, bool bf16) const {
     const size_t nsp = static_cast<size_t>(w.dim() - 2);
     const int64_t oc = p.transposed ? w.size(1) * p.groups : w.size(0);
     const Shape out = outShape(x, w, p);
@@ -546,9 +565,12 @@ class ConvKernel final : public Kernel {
     ConvEntry e;
     e.out_shape = out;
     e.transposed = p.transposed;
-    auto any = [](const Shape& dims) { return memory::desc(dims, memory::data_type::f32, tag::any); };
+    e.bf16 = bf16;
+    auto any = [](const Shape& dims, memory::data_type dt = memory::data_type::f32) { return memory::desc(dims, dt, tag::any); };
+    const memory::data_type in_dt = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
     memory::desc wplain = weightsPlainDesc(w, p);
-    memory::desc src_any = any(x.sizes()), dst_any = any(out), wei_any = PlainWeightsScope::active() && constant_weight_ ? wplain : any(wplain.dims());
+    memory::desc src_any = any(x.sizes(), in_dt), dst_any = any(out),
+                 wei_any = PlainWeightsScope::active() && constant_weight_ && !bf16 ? wplain : any(wplain.dims(), in_dt);
     e.bias_md = has_bias ? memory::desc({oc}, memory::data_type::f32, tag::a) : memory::desc();
     const memory::desc& bias_md = e.bias_md;
     auto prop = dnnl::prop_kind::forward_inference;
@@ -602,7 +624,7 @@ class ConvKernel final : public Kernel {
       }
       build(src_any);
     };
-    if (!p.transposed && ownWinogradPays(x, w, p, oc, out, e)) {
+    if (!bf16 && !p.transposed && ownWinogradPays(x, w, p, oc, out, e)) {
       e.own_wino = std::make_shared<const winograd::Weights>();  // filled with the weights below
       e.winograd = true;
       e.wino_geometry = {x.size(0), x.size(1), x.size(2), x.size(3), oc, out[2], out[3], p.padding_l[0], p.padding_l[1]};
@@ -613,7 +635,7 @@ class ConvKernel final : public Kernel {
       e.dst_md = memory::desc(out, memory::data_type::f32, tag::nChw8c);
       e.wei_md = wplain;
       e.impl = "llga_wino_2x3:avx2";
-    } else if (!p.transposed && winogradPays(x, w, p, oc, out) && !PlainWeightsScope::active()) {
+    } else if (!bf16 && !p.transposed && winogradPays(x, w, p, oc, out) && !PlainWeightsScope::active()) {
       // Other shapes first try the Winograd weight layouts earlier ones made,
       // so that specializations share the transformed weights; oneDNN's
       // formats differ between its kernels (2x3 at batch 1, 4x3 above) and
@@ -740,6 +762,7 @@ class ConvKernel final : public Kernel {
   Form form_;
   bool constant_weight_;
   bool constant_params_;
+  Precision precision_;
   SharedSlot<const ConvParams> fixed_params_;  // read once, when constant_params_
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
@@ -769,13 +792,13 @@ bool constantParams(const Node& n) {
 
 std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight) {
   return std::make_unique<ConvKernel>(convForm(anchor.kind().toQualString()), constant_weight, constantParams(anchor),
-                                      std::move(post), anchor.inputs().size());
+                                      precisionOf(anchor), std::move(post), anchor.inputs().size());
 }
 
 void registerConvOps(OpRegistry& r) {
   auto add = [&](const char* name, ConvKernel::Form form, size_t lo, size_t hi) {
     r.add(OpDef{name, lo, hi, [form](const Node& n) {
-                  return std::make_unique<ConvKernel>(form, isConstantInput(n, 1), constantParams(n));
+                  return std::make_unique<ConvKernel>(form, isConstantInput(n, 1), constantParams(n), precisionOf(n));
                 }});
   };
   add("aten::_convolution", ConvKernel::Form::Internal, 12, 13);

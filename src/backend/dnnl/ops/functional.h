@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "backend/dnnl/dnnl_utils.h"
+#include "ir/precision.h"
 #include "runtime/tensor.h"
 
 namespace llga {
@@ -17,9 +18,10 @@ std::shared_ptr<MatmulCache> makeMatmulCache();
 std::shared_ptr<SoftmaxCache> makeSoftmaxCache();
 std::shared_ptr<LayerNormCache> makeLayerNormCache();
 
-// x[..., K] . w[N, K]^T + b; `constant_w`: w never changes (its reorder is cached).
+// x[..., K] . w[N, K]^T + b; `constant_w`: w never changes (its reorder is cached);
+// `precision` bf16: x and w rounded to bf16, fp32 accumulation and output.
 Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, MatmulCache& cache,
-                bool constant_w);
+                bool constant_w, Precision precision = Precision::F32);
 // One matmul cache per kernel (addCached): made on construction.
 struct MatmulCacheHolder {
   std::shared_ptr<MatmulCache> cache = makeMatmulCache();

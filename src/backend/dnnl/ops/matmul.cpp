@@ -14,6 +14,7 @@
 #include "backend/dnnl/ops/fused.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "backend/dnnl/swish.h"
+#include "ir/precision.h"
 #include "runtime/threads.h"
 
 namespace llga {
@@ -28,6 +29,7 @@ struct MatmulEntry {
   memory weights;  // reordered constant weights
   Tensor weights_buf;
   std::string impl;
+  bool bf16 = false;  // src and weights bf16 (converted per call; constant weights once), fp32 dst
   bool swish_after = false;  // the chain's final silu runs after the primitive (backend/dnnl/swish.h)
   SharedBoundArgs bound;  // the primitive's arguments, re-pointed call after call
   // When oneDNN has only its reference kernel for the product with the whole
@@ -52,10 +54,21 @@ struct Chain {
   mutable std::shared_ptr<const MatmulEntry> used;  // set by matmulCore: the primitive that ran
 };
 
+// t as a dense row-major bf16 tensor (round to nearest even, oneDNN's reorder).
+Tensor toBf16(ExecContext& ctx, const Tensor& t) {
+  Tensor out = Tensor::empty(ScalarType::BFloat16, t.sizes());
+  reorder(ctx, wrap(t), wrap(out));
+  return out;
+}
+
 // a @ b for a[..., M, K], b[..., K, N] whose batch dims already broadcast
 // (equal or 1), plus an optional bias broadcast to [..., M, N], then the chain.
+// In bf16 (`precision`), a and b are rounded to bf16 (a constant b once, into
+// the weight cache) and multiplied with fp32 accumulation into an fp32 dst;
+// where oneDNN has no bf16 kernel for the product, it runs fp32.
 Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tensor>& bias,
-                  PrimitiveCache<MatmulEntry>* cache, bool constant_b, const Chain* chain = nullptr) {
+                  PrimitiveCache<MatmulEntry>* cache, bool constant_b, const Chain* chain = nullptr,
+                  Precision precision = Precision::F32) {
   if (a.dtype() != ScalarType::Float || b.dtype() != ScalarType::Float)
     throw std::invalid_argument("matmul supports float32, got " + a.describe() + " and " + b.describe());
   if (a.size(-1) != b.size(-2))
@@ -94,12 +107,19 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   if (bb) addToKey(key, *bb);
   if (chain)
     for (const Tensor& t : chain->operands) addToKey(key, t);
-  auto make = [&] {
+  auto make = [&](bool bf16) {
     MatmulEntry e;
-    e.src_md = plainDesc(a);  // size-1 dims as unitDimStrides: an einsum's (1, 4, 1) view failed to execute
-    e.wei_plain = b.isBlocked() ? blockedDesc(b) : plainDesc(b);  // blocked: a compacted constant
-    memory::desc wei_md = constant_b && !PlainWeightsScope::active()
-                              ? memory::desc(b.sizes(), memory::data_type::f32, memory::format_tag::any)
+    e.bf16 = bf16;
+    const memory::data_type in_dt = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+    auto dense = [](const Tensor& t) {  // the bf16 copy toBf16 makes of t
+      return memory::desc(t.sizes(), memory::data_type::bf16, Tensor::contiguousStrides(t.sizes()));
+    };
+    // size-1 dims as unitDimStrides: an einsum's (1, 4, 1) view failed to execute
+    e.src_md = bf16 ? dense(a) : plainDesc(a);
+    // blocked: a compacted constant; the bf16 copy of a variable b is dense
+    e.wei_plain = b.isBlocked() ? blockedDesc(b) : bf16 && !constant_b ? dense(b) : plainDesc(b);
+    memory::desc wei_md = constant_b && (!PlainWeightsScope::active() || bf16)
+                              ? memory::desc(b.sizes(), in_dt, memory::format_tag::any)
                               : e.wei_plain;
     e.dst_md = plainDesc(out);
     e.bias_md = bb ? plainDesc(*bb) : memory::desc();
@@ -114,7 +134,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     // weights on every call, and faster from the transposed layout (N x K,
     // PyTorch's own) than from the K x N it picks: vit's 768 -> 3072 linear
     // 82 -> 130 GFLOP/s on an AVX2 EPYC, the others the same or better.
-    if (constant_b && !PlainWeightsScope::active() && implName(pd).rfind("gemm:jit", 0) == 0) {
+    if (!bf16 && constant_b && !PlainWeightsScope::active() && implName(pd).rfind("gemm:jit", 0) == 0) {
       Shape ts = Tensor::contiguousStrides(b.sizes());
       ts[static_cast<size_t>(nd) - 2] = 1;
       ts[static_cast<size_t>(nd) - 1] = b.size(nd - 2);
@@ -149,12 +169,26 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   };
   std::shared_ptr<MatmulEntry> e;
   PrimitiveCache<MatmulEntry> local;
-  e = (cache ? cache : &local)->get(key, make);
+  e = (cache ? cache : &local)->get(key, [&] {
+    if (precision == Precision::BF16) {
+      try {
+        return make(true);
+      } catch (const dnnl::error&) {  // no bf16 kernel for this product: fp32
+      }
+    }
+    return make(false);
+  });
   // The entry's descriptors fit this call's tensors: the key holds their sizes and strides.
   SharedBoundArgs::Lease args = e->bound.lease();
-  args->bind(DNNL_ARG_SRC, e->src_md, a.data());
-  if (constant_b) args->bind(DNNL_ARG_WEIGHTS, e->weights);
-  else args->bind(DNNL_ARG_WEIGHTS, e->wei_plain, b.data());
+  Tensor a16, b16;  // this call's bf16 copies
+  if (e->bf16) a16 = toBf16(ctx, a);
+  args->bind(DNNL_ARG_SRC, e->src_md, e->bf16 ? a16.data() : a.data());
+  if (constant_b) {
+    args->bind(DNNL_ARG_WEIGHTS, e->weights);
+  } else {
+    if (e->bf16) b16 = toBf16(ctx, b);
+    args->bind(DNNL_ARG_WEIGHTS, e->wei_plain, e->bf16 ? b16.data() : b.data());
+  }
   args->bind(DNNL_ARG_DST, e->dst_md, out.data());
   if (bb) args->bind(DNNL_ARG_BIAS, e->bias_md, bb->data());
   if (chain && e->split_at == SIZE_MAX)
@@ -187,7 +221,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
 
 // numpy matmul: promote 1-D operands, broadcast batch dims (as size-1 dims, not copies).
 Tensor matmul(ExecContext& ctx, Tensor a, Tensor b, PrimitiveCache<MatmulEntry>* cache, bool constant_b,
-              Chain* chain = nullptr) {
+              Chain* chain = nullptr, Precision precision = Precision::F32) {
   if (a.dim() == 0 || b.dim() == 0) throw std::invalid_argument("matmul: both arguments need at least 1 dimension");
   bool a1 = a.dim() == 1, b1 = b.dim() == 1;
   if (a1) a = a.unsqueeze(0);
@@ -211,7 +245,7 @@ Tensor matmul(ExecContext& ctx, Tensor a, Tensor b, PrimitiveCache<MatmulEntry>*
         if (t.stride(d) == 0 && t.size(d) > 1) t = t.narrow(d, 0, 1);
       if (!t.isContiguous()) t = t.contiguous();
     }
-  Tensor out = matmulCore(ctx, a, b, std::nullopt, cache, constant_b, chain);
+  Tensor out = matmulCore(ctx, a, b, std::nullopt, cache, constant_b, chain, precision);
   if (a1) out = out.squeeze(-2);
   if (b1) out = out.squeeze(-1);
   return out;
@@ -234,15 +268,16 @@ void checkForm(Form f, const Tensor& x, const Tensor& y) {
 
 class MatmulKernel final : public Kernel {
  public:
-  MatmulKernel(Form f, bool constant_b) : form_(f), constant_(constant_b) {}
+  MatmulKernel(Form f, bool constant_b, Precision precision) : form_(f), constant_(constant_b), precision_(precision) {}
   void run(const KernelArgs& a) override {
     checkForm(form_, a.tensor(0), a.tensor(1));
-    a.set(0, matmul(a.ctx, a.tensor(0), a.tensor(1), &cache_, constant_));
+    a.set(0, matmul(a.ctx, a.tensor(0), a.tensor(1), &cache_, constant_, nullptr, precision_));
   }
 
  private:
   Form form_;
   bool constant_;
+  Precision precision_;
   PrimitiveCache<MatmulEntry> cache_;
 };
 
@@ -254,14 +289,14 @@ struct MatmulCache {
 std::shared_ptr<MatmulCache> makeMatmulCache() { return std::make_shared<MatmulCache>(); }
 
 Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, MatmulCache& cache,
-                bool constant_w) {
+                bool constant_w, Precision precision) {
   if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
     throw std::invalid_argument("linear: input " + x.describe() + " does not match weight " + w.describe());
   Shape lead(x.sizes().begin(), x.sizes().end() - 1);
   int64_t m = 1;
   for (int64_t s : lead) m *= s;
   Tensor out = matmulCore(ctx, x.reshape({m, x.size(-1)}), w.transpose(0, 1), b,
-                          constant_w ? &cache.constant_b : &cache.variable_b, constant_w);
+                          constant_w ? &cache.constant_b : &cache.variable_b, constant_w, nullptr, precision);
   lead.push_back(w.size(0));
   return out.view(lead);
 }
@@ -272,13 +307,14 @@ Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache&
 
 class LinearKernel final : public Kernel {
  public:
-  explicit LinearKernel(bool constant_weight) : constant_(constant_weight) {}
+  LinearKernel(bool constant_weight, Precision precision) : constant_(constant_weight), precision_(precision) {}
   void run(const KernelArgs& a) override {
-    a.set(0, linearOp(a.ctx, a.tensor(0), a.tensor(1), a.optTensor(2), cache_, constant_));
+    a.set(0, linearOp(a.ctx, a.tensor(0), a.tensor(1), a.optTensor(2), cache_, constant_, precision_));
   }
 
  private:
   bool constant_;
+  Precision precision_;
   MatmulCache cache_;
 };
 
@@ -297,14 +333,17 @@ std::vector<Tensor> chainOperands(const KernelArgs& a, size_t first) {
 // linear / matmul / mm / bmm followed by a post-op chain, in one primitive.
 class FusedMatmulKernel final : public Kernel {
  public:
-  FusedMatmulKernel(bool linear, Form form, bool constant_b, std::vector<PostOp> post, size_t anchor_inputs)
-      : linear_(linear), form_(form), constant_(constant_b), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
+  FusedMatmulKernel(bool linear, Form form, bool constant_b, Precision precision, std::vector<PostOp> post,
+                    size_t anchor_inputs)
+      : linear_(linear), form_(form), constant_(constant_b), precision_(precision), post_(std::move(post)),
+        anchor_inputs_(anchor_inputs) {}
 
   void run(const KernelArgs& a) override {
     Chain chain{&post_, chainOperands(a, anchor_inputs_), nullptr};
     if (!linear_) {
       checkForm(form_, a.tensor(0), a.tensor(1));
-      a.set(0, matmul(a.ctx, a.tensor(0), a.tensor(1), &cache_.variable_b, false, post_.empty() ? nullptr : &chain));
+      a.set(0, matmul(a.ctx, a.tensor(0), a.tensor(1), &cache_.variable_b, false, post_.empty() ? nullptr : &chain,
+                      precision_));
       if (chain.used) last_.store(chain.used);
       return;
     }
@@ -329,7 +368,7 @@ class FusedMatmulKernel final : public Kernel {
     Tensor b = w.isBlocked() ? Tensor::blocked(w.storage(), ScalarType::Float, {w.size(1), w.size(0)}, w.blockedLayout())
                              : w.transpose(0, 1);
     Tensor out = matmulCore(a.ctx, x.reshape({m, x.size(-1)}), b, a.optTensor(2),
-                            constant_ ? &cache_.constant_b : &cache_.variable_b, constant_, &chain);
+                            constant_ ? &cache_.constant_b : &cache_.variable_b, constant_, &chain, precision_);
     if (chain.used) last_.store(chain.used);
     a.set(0, out.view(full));
   }
@@ -337,8 +376,8 @@ class FusedMatmulKernel final : public Kernel {
   bool acceptsBlocked(size_t input) const override { return linear_ && constant_ && input == 1; }  // a compacted weight
   std::optional<Tensor> compactedWeight(size_t input) const override {
     std::shared_ptr<const MatmulEntry> e = last_.load();
-    if (input != 1 || !linear_ || !constant_ || !e || !e->weights_buf.defined() || e->wei_md.data.ndims != 2)
-      return std::nullopt;
+    if (input != 1 || !linear_ || !constant_ || !e || !e->weights_buf.defined() || e->wei_md.data.ndims != 2 || e->bf16)
+      return std::nullopt;  // a bf16 copy is rounded: it cannot stand in for the weight
     const auto* d = e->wei_md.data.dims;  // [K, N] of b = w^T
     return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, {d[1], d[0]}, makeLayout(e->wei_md, true));
   }
@@ -346,13 +385,15 @@ class FusedMatmulKernel final : public Kernel {
     std::shared_ptr<const MatmulEntry> e = last_.load();
     if (!e) return {};
     return {e->impl + (e->swish_after ? "+llga_swish" : ""), layoutName(e->src_md), layoutName(e->wei_md, true),
-            layoutName(e->dst_md), "", ""};
+            layoutName(e->dst_md), "",
+            precision_ == Precision::BF16 && !e->bf16 ? "fp32: oneDNN has no bf16 kernel for this product" : ""};
   }
 
  private:
   bool linear_;
   Form form_;
   bool constant_;
+  Precision precision_;
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
   MatmulCache cache_;
@@ -363,14 +404,18 @@ class FusedMatmulKernel final : public Kernel {
 
 std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight) {
   bool linear = anchor.kind().toQualString() == "aten::linear";
-  return std::make_unique<FusedMatmulKernel>(linear, formOf(anchor), linear && constant_weight, std::move(post),
-                                             anchor.inputs().size());
+  return std::make_unique<FusedMatmulKernel>(linear, formOf(anchor), linear && constant_weight, precisionOf(anchor),
+                                             std::move(post), anchor.inputs().size());
 }
 
 void registerMatmulOps(OpRegistry& r) {
-  r.add(OpDef{"aten::linear", 2, 3, [](const Node& n) { return std::make_unique<LinearKernel>(isConstantInput(n, 1)); }});
+  r.add(OpDef{"aten::linear", 2, 3, [](const Node& n) {
+                return std::make_unique<LinearKernel>(isConstantInput(n, 1), precisionOf(n));
+              }});
   for (const char* kind : {"aten::matmul", "aten::mm", "aten::bmm"})
-    r.add(OpDef{kind, 2, 2, [](const Node& n) { return std::make_unique<MatmulKernel>(formOf(n), isConstantInput(n, 1)); }});
+    r.add(OpDef{kind, 2, 2, [](const Node& n) {
+                  return std::make_unique<MatmulKernel>(formOf(n), isConstantInput(n, 1), precisionOf(n));
+                }});
   // addmm(bias, a, b, beta=1, alpha=1) = beta * bias + alpha * (a @ b)
   // addmm / baddbmm / addbmm / addmv with alpha and beta known only at run time
   // (decompose rewrites the constant ones into the product and its post-ops):

@@ -38,6 +38,8 @@ struct PoolEntry {
   memory::desc x_md;          // x's own plain descriptor, when src_md is a blocked copy of it
   bool reorder_src = false;   // x is reordered into src_md first
   bool blocked_dst = false;   // dst_md is a blocked layout (dst_layout)
+  Shape dst_strides;          // else dst_md's strides: x's order, or the order oneDNN picked for a blocked x
+                              // without inner blocks (a convolution's kept nhwc on AVX-512)
   std::shared_ptr<const BlockedLayout> dst_layout;
   std::string impl;  // "jit:avx512_core"
   bool own_max = false;  // llga's max pooling (backend/dnnl/max_pool.h) runs instead of the primitive
@@ -111,6 +113,7 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
     pe.dst_md = pd->dst_desc();
     pe.blocked_dst = pe.dst_md.data.format_kind == dnnl_blocked && pe.dst_md.data.format_desc.blocking.inner_nblks > 0;
     if (pe.blocked_dst) pe.dst_layout = makeLayout(pe.dst_md);
+    else pe.dst_strides = denseStrides(pe.dst_md);
     pe.scratch_md = pd->scratchpad_desc();
     pe.impl = implName(*pd);
     pe.prim = dnnl::pooling_v2_forward(*pd);
@@ -141,7 +144,8 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
   const void* src = e->reorder_src ? src_buf.data() : x.data();
   Tensor out = e->blocked_dst ? Tensor::blocked(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, out_shape,
                                                 e->dst_layout)
-                              : Tensor::emptyLike(ScalarType::Float, out_shape, x);
+                              : Tensor::fromStorage(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, out_shape,
+                                                    e->dst_strides, 0);
   if (e->own_max) {
     pool8c::run(e->own_geometry, static_cast<const float*>(src), static_cast<float*>(out.data()));
   } else if (e->own_global_avg) {

@@ -1,0 +1,89 @@
+"""Precision: which ops run in bf16 (``llga.optimize(..., precision=...)``).
+
+``precision`` is one of
+  "fp32"   (the default) everything in fp32;
+  "bf16"   the policy's op kinds (convolutions, matrix products) in bf16:
+           their activation and weights rounded to bf16, products accumulated
+           in fp32, outputs and post-ops fp32; everything else fp32. Raises
+           llga.PrecisionError where oneDNN has no bf16 kernels (CPUs without
+           AVX-512): on AVX-512 without AVX512-BF16 it runs, emulated;
+  "auto"   "bf16" where the CPU multiplies bf16 natively (AVX512-BF16 or
+           AMX), else "fp32" (``compiled.precision_note`` says which and why);
+  {op kind: "bf16" | "fp32", ...}
+           "bf16" with these kinds overridden (``{"aten::linear": "fp32"}``);
+           the keys are those of :func:`policy`.
+
+The policy is the C++ pass's own table (assign-precision): :func:`policy`
+lists it. The decision is written on the IR (``precision="bf16"`` on the ops
+and their partitions) and shown in ``compiled.partitions``.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping
+
+from . import _llga
+from .errors import PrecisionError
+
+# oneDNN's ISAs that multiply bf16 in hardware (not emulated).
+NATIVE_BF16_ISAS = ("avx512_core_bf16", "avx512_core_amx")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    bf16: bool
+    overrides: Dict[str, str]
+    used: str   # "fp32" or "bf16"
+    note: str   # why
+
+
+@functools.lru_cache(maxsize=None)
+def _capabilities() -> Dict[str, Any]:  # oneDNN reads its ISA limit once per process too
+    return dict(_llga.dnnl_capabilities())
+
+
+def policy() -> List[Dict[str, Any]]:
+    """The precision policy: one dict per op kind (kind, precision under
+    "bf16", bf16_kernel: whether an override may choose bf16, why)."""
+    return list(_llga.precision_policy())
+
+
+def native_bf16() -> bool:
+    """Whether the CPU (as oneDNN sees it, so ``ONEDNN_MAX_CPU_ISA`` counts)
+    multiplies bf16 in hardware."""
+    return _capabilities()["isa"] in NATIVE_BF16_ISAS
+
+
+def resolve(precision) -> Resolved:
+    caps = _capabilities()
+    isa = caps["isa"]
+    overrides: Dict[str, str] = {}
+    if isinstance(precision, Mapping):
+        rules = {r["kind"]: r for r in policy()}
+        for kind, value in precision.items():
+            if not isinstance(kind, str) or kind not in rules:
+                raise PrecisionError(f"precision override {kind!r}: not an op kind of the precision policy "
+                                     f"(llga.precision.policy() lists them: {', '.join(sorted(rules))})")
+            if value not in ("bf16", "fp32"):
+                raise PrecisionError(f"precision override {kind!r}: {value!r} (expected 'bf16' or 'fp32')")
+            if value == "bf16" and not rules[kind]["bf16_kernel"]:
+                raise PrecisionError(f"precision override {kind!r}: 'bf16': llga has no bf16 kernel for it "
+                                     f"({rules[kind]['why']})")
+            overrides[kind] = value
+        precision = "bf16"
+    if precision is None or precision == "fp32":
+        return Resolved(False, {}, "fp32", "fp32 asked for")
+    if precision == "auto":
+        if isa in NATIVE_BF16_ISAS:
+            return Resolved(True, {}, "bf16", f"auto: the CPU multiplies bf16 natively (oneDNN ISA {isa})")
+        return Resolved(False, {}, "fp32", f"auto: fp32, the CPU has no native bf16 (oneDNN ISA {isa}; "
+                                           f"bf16 needs AVX512-BF16 or AMX)")
+    if precision != "bf16":
+        raise PrecisionError(f"precision must be 'fp32', 'bf16', 'auto' or a dict of per-op-kind overrides, "
+                             f"got {precision!r}")
+    if not caps["bf16"]:
+        raise PrecisionError(f"precision='bf16': oneDNN has no bf16 kernels on this CPU (its ISA: {isa}; bf16 needs "
+                             f"AVX-512, natively AVX512-BF16 or AMX); use precision='fp32' or 'auto'")
+    how = "natively" if isa in NATIVE_BF16_ISAS else "emulated on AVX-512 (slower than fp32)"
+    return Resolved(True, overrides, "bf16", f"bf16, {how} (oneDNN ISA {isa})")

@@ -1,0 +1,110 @@
+// assign-precision: under precision="bf16" (the pass context's `bf16`),
+// writes precision="bf16" on every op whose kind the policy (below, with the
+// context's per-kind overrides) runs in bf16, and on every fusion group whose
+// anchor (its first op) is such an op, where dumps, golden tests and the
+// kernels see it. Everything else stays fp32 and carries no attribute.
+// Without bf16 in the context it removes nothing and writes nothing.
+//
+//   Given:  %y = llga::FusionGroup_0[pattern="conv_post_ops"](%x, %w)
+//           with_subgraph: %c = aten::conv2d(%x, %w, ...); %r = aten::relu(%c)
+//   Result: %y = llga::FusionGroup_0[pattern="conv_post_ops", precision="bf16"](%x, %w)
+//           with_subgraph: %c = aten::conv2d[precision="bf16"](%x, %w, ...); %r = aten::relu(%c)
+#include "passes/assign_precision.h"
+
+#include <map>
+
+#include "passes/pass.h"
+
+namespace llga {
+
+const std::vector<PrecisionRule>& precisionPolicy() {
+  static const std::vector<PrecisionRule> rules = [] {
+    std::vector<PrecisionRule> r;
+    const std::string conv = "a convolution: bf16 activation and weights, fp32 accumulation, fp32 output and post-ops";
+    for (const char* k : {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::_convolution_mode",
+                          "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"})
+      r.push_back({k, Precision::BF16, true, conv});
+    const std::string mm = "a matrix product: bf16 operands, fp32 accumulation, fp32 output and post-ops";
+    for (const char* k : {"aten::linear", "aten::matmul", "aten::mm", "aten::bmm"})
+      r.push_back({k, Precision::BF16, true, mm});
+    const std::string sensitive = "numerically sensitive (exponentials, statistics over many values): fp32";
+    for (const char* k : {"aten::softmax", "aten::log_softmax", "aten::layer_norm", "aten::group_norm",
+                          "aten::batch_norm", "aten::instance_norm", "aten::sum", "aten::mean", "aten::var", "aten::std",
+                          "aten::norm", "aten::cross_entropy_loss", "aten::nll_loss", "aten::mse_loss", "aten::exp",
+                          "aten::log", "aten::pow"})
+      r.push_back({k, Precision::F32, false, sensitive});
+    const std::string bandwidth =
+        "memory-bound: its fp32 input would be converted first, which costs what bf16 saves; fp32";
+    for (const char* k : {"aten::max_pool2d", "aten::avg_pool2d", "aten::adaptive_avg_pool2d", "aten::cat",
+                          "aten::relu", "aten::gelu", "aten::add", "aten::mul"})
+      r.push_back({k, Precision::F32, false, bandwidth});
+    const std::string scaled = "addmm/baddbmm with run-time alpha and beta (decompose turns constant ones into matmul): fp32";
+    for (const char* k : {"aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::addmv"})
+      r.push_back({k, Precision::F32, false, scaled});
+    return r;
+  }();
+  return rules;
+}
+
+namespace {
+
+class AssignPrecision final : public Pass {
+ public:
+  std::string_view name() const override { return "assign-precision"; }
+  std::string_view description() const override {
+    return "under precision=\"bf16\": precision=\"bf16\" on the ops (and their partitions) the policy runs in bf16";
+  }
+
+  bool run(Graph& g) override {
+    if (!context().bf16) {
+      note("fp32: no op runs in bf16 (llga.optimize(precision=\"bf16\") asks for it)");
+      return false;
+    }
+    for (const PrecisionRule& r : precisionPolicy()) {
+      auto o = context().precision_overrides.find(r.kind);
+      const Precision p = o == context().precision_overrides.end() ? r.precision
+                          : o->second == "bf16"                    ? Precision::BF16
+                                                                   : Precision::F32;
+      if (p == Precision::BF16 && !r.bf16_kernel)
+        throw std::invalid_argument("precision override " + r.kind + ": \"bf16\": llga has no bf16 kernel for it");
+      if (p == Precision::BF16) bf16_.emplace(Symbol::fromQualString(r.kind));
+    }
+    for (const auto& [kind, p] : context().precision_overrides) {
+      if (p != "bf16" && p != "fp32")
+        throw std::invalid_argument("precision override " + kind + ": \"" + p + "\" (expected \"bf16\" or \"fp32\")");
+      bool known = false;
+      for (const PrecisionRule& r : precisionPolicy()) known = known || r.kind == kind;
+      if (!known) throw std::invalid_argument("precision override " + kind + ": not an op kind of the precision policy");
+    }
+    return visit(g.block());
+  }
+
+ private:
+  bool visit(Block* b) {
+    bool changed = false;
+    for (Node* n : b->nodes()) {
+      for (Block* sub : n->blocks()) changed |= visit(sub);
+      if (auto sub = n->subgraph()) {
+        changed |= visit(sub->block());
+        const Node* anchor = nullptr;
+        for (const Node* m : sub->nodes())
+          if (m->kind() != prim::Constant) {
+            anchor = m;
+            break;
+          }
+        if (anchor) changed |= setPrecision(*n, precisionOf(*anchor));
+        continue;
+      }
+      if (bf16_.count(n->kind())) changed |= setPrecision(*n, Precision::BF16);
+    }
+    return changed;
+  }
+
+  std::set<Symbol> bf16_;
+};
+
+}  // namespace
+
+LLGA_REGISTER_PASS(AssignPrecision);
+
+}  // namespace llga

@@ -1,0 +1,22 @@
+// The precision policy (an autocast-style table, data): which op kinds run
+// in bf16 when a model is compiled with precision="bf16", and which stay
+// fp32 and why. assign-precision reads it; llga.precision_policy() lists it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/precision.h"
+
+namespace llga {
+
+struct PrecisionRule {
+  std::string kind;        // "aten::conv2d"
+  Precision precision;     // under precision="bf16"
+  bool bf16_kernel;        // llga has a bf16 kernel for it (an override may choose bf16)
+  std::string why;
+};
+
+const std::vector<PrecisionRule>& precisionPolicy();
+
+}  // namespace llga
