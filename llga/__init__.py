@@ -29,12 +29,13 @@ if _os.environ.get("LLGA_EXTENSION"):
 
 from . import _llga
 from ._llga import Block, Graph, Node, TensorConstant, Type, Value
+from .accuracy import AccuracyReport, accuracy_report
 from .compiler import CompiledGraph, Partition, optimize
 from .errors import (CompileError, ExecutionError, InputError, LlgaError, OutOfMemoryError, ParseError, PassError,
-                     UnsupportedOpError, VerifyError)
+                     UnsupportedOpError, VerifyError, PrecisionError)
 from .passes import PassRecord, list_passes
 from .ops import OpSupport, supported_ops
-from . import flops, profiler, viz  # noqa: E402  (profiler reads LLGA_VERBOSE once, here)
+from . import flops, precision, profiler, viz  # noqa: E402  (profiler reads LLGA_VERBOSE once, here)
 
 
 def _graph_html(self) -> str:
@@ -47,11 +48,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Block", "Graph", "Node", "TensorConstant", "Type", "Value",
-    "CompiledGraph", "CompileError", "ExecutionError", "InputError", "PassError", "PassRecord", "list_passes",
+    "CompiledGraph", "CompileError", "PrecisionError", "ExecutionError", "InputError", "PassError", "PassRecord", "list_passes",
     "LlgaError", "OutOfMemoryError", "ParseError", "UnsupportedOpError", "VerifyError",
-    "parse", "parse_type", "import_torch", "optimize", "cpu_capabilities", "set_num_threads", "get_num_threads",
+    "accuracy_report", "AccuracyReport", "parse", "parse_type", "import_torch", "optimize", "cpu_capabilities", "set_num_threads", "get_num_threads",
     "set_memory_planning", "memory_planning", "Partition",
-    "fusion_patterns", "profiler", "flops", "viz", "OpSupport", "supported_ops",
+    "fusion_patterns", "precision", "profiler", "flops", "viz", "OpSupport", "supported_ops",
 ]
 
 

@@ -101,7 +101,7 @@ class CompiledGraph:
                 inputs=[_shape_of(v) for v in node.inputs], outputs=[_shape_of(v) for v in node.outputs],
                 source=node.source,
                 out_layouts=list(node.attributes.get("out_layouts", ["plain"] * len(node.outputs))),
-                precision=str(node.attributes.get("precision", "fp32")),
+                precision=str(node.attributes.get("precision", "fp32")), output_name=node.outputs[0].name,
                 impl=k.impl if k else "", layouts=k.layouts if k else "",
                 src=k.src if k else "", weights=k.weights if k else "", dst=k.dst if k else "",
                 output=k.output if k else "", detail=k.detail if k else ""))
@@ -119,21 +119,40 @@ class CompiledGraph:
                 entry["reasons"][u.reason] = entry["reasons"].get(u.reason, 0) + 1
         return out
 
-    def __call__(self, *inputs):
-        if _llga.profiler_enabled():
-            _profiler._watch(self)
+    def _args(self, inputs) -> list:
         args = [_to_numpy_if_torch(x, i) for i, x in enumerate(inputs)]
         n = len(self._impl.input_names)
         if len(args) < n and n - len(args) <= len(self._defaults):
             args += [copy.deepcopy(d) for d in self._defaults[len(self._defaults) - (n - len(args)):]]
+        return args
+
+    def _result(self, results):
+        out = [_named(v, t) for v, t in zip(results, self._output_types)]
+        return out[0] if self._single else tuple(out)
+
+    def __call__(self, *inputs):
+        if _llga.profiler_enabled():
+            _profiler._watch(self)
+        args = self._args(inputs)
         try:
             results = self._impl.run(args)
         except SpecializationMismatch:
             if self._respecialize is None:
                 raise
             return self._other_specialization(args)(*args)
-        out = [_named(v, t) for v, t in zip(results, self._output_types)]
-        return out[0] if self._single else tuple(out)
+        return self._result(results)
+
+    def _observed_call(self, *inputs):
+        """A call that also returns a copy of every tensor an op node gave,
+        by the node's first output's name (llga.accuracy_report)."""
+        args = self._args(inputs)
+        try:
+            results, values = self._impl.run(args, True)
+        except SpecializationMismatch:
+            if self._respecialize is None:
+                raise
+            return self._other_specialization(args)._observed_call(*args)
+        return self._result(results), dict(values)
 
     MAX_SPECIALIZATIONS = 8
 
@@ -207,6 +226,7 @@ class Partition:
     dst: str = ""
     output: str = ""
     detail: str = ""  # what else the kernel said (a bf16 partition that ran fp32 says why)
+    output_name: str = ""  # the IR name of its first output
 
 
 class PartitionList(list):

@@ -173,7 +173,7 @@ void bindRuntime(py::module_& m) {
              return std::shared_ptr<CompiledGraph>();
            }),
            py::arg("graph"), py::arg("weights"))
-      .def("run", [](const CompiledGraph& c, py::list args) {
+      .def("run", [](const CompiledGraph& c, py::list args, bool observe) -> py::object {
         std::vector<RtValue> in;
         for (size_t i = 0; i < args.size(); ++i) {
           const InputSpec* spec = i < c.inputs().size() ? &c.inputs()[i] : nullptr;
@@ -195,10 +195,20 @@ void bindRuntime(py::module_& m) {
           }
         }
         std::vector<RtValue> out;
+        // observe: a plain copy of every tensor an executed op node gives, by
+        // the node's first output's name (a fusion group's after its inner
+        // ops', which may share it): what llga.accuracy_report compares
+        std::vector<std::pair<std::string, Tensor>> seen;
+        NodeObserver observer = [&seen](const Node& n, RtValue* const* outs, size_t count) {
+          if (n.outputs().empty() || count == 0 || !outs[0] || !outs[0]->isTensor()) return;
+          const Tensor& t = outs[0]->tensor();
+          ExecContext ctx;
+          seen.emplace_back(n.output(0)->debugName(), t.isBlocked() ? toPlain(ctx, t) : t.clone());
+        };
         takeWarnings();  // none left from an earlier call that failed
         try {
           py::gil_scoped_release release;
-          out = c.run(std::move(in));
+          out = c.run(std::move(in), observe ? &observer : nullptr);
         } catch (const SpecializationMismatch& e) {
           raise("SpecializationMismatch", e.what());
         } catch (const OutOfMemory& e) {
@@ -213,8 +223,11 @@ void bindRuntime(py::module_& m) {
           if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) != 0) throw py::error_already_set();  // warnings as errors
         py::list result;
         for (const RtValue& v : out) result.append(toPython(v));
-        return result;
-      })
+        if (!observe) return std::move(result);
+        py::dict values;
+        for (const auto& [name, t] : seen) values[py::str(name)] = toPython(RtValue(t));
+        return py::make_tuple(result, values);
+      }, py::arg("args"), py::arg("observe") = false)
       .def_property_readonly("input_names", [](const CompiledGraph& c) {
         std::vector<std::string> names;
         for (const auto& s : c.inputs()) names.push_back(s.name);

@@ -107,7 +107,7 @@ std::string signature(const std::vector<RtValue>& inputs) {
 
 }  // namespace
 
-std::vector<RtValue> CompiledGraph::run(std::vector<RtValue> inputs) const {
+std::vector<RtValue> CompiledGraph::run(std::vector<RtValue> inputs, const NodeObserver* observer) const {
   checkInputs(inputs);
   std::string sig = signature(inputs);
   auto activations = std::make_shared<MemoryMeter>();
@@ -118,7 +118,7 @@ std::vector<RtValue> CompiledGraph::run(std::vector<RtValue> inputs) const {
   {
     MeterScope scope(activations, cache_meter_);
     ArenaPlanner::Call call(*planner);
-    out = plan_->run(std::move(inputs));
+    out = plan_->run(std::move(inputs), observer);
   }
   if (prof) {
     ProfileEvent e;

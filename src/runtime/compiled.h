@@ -45,7 +45,8 @@ class CompiledGraph {
   // Checks count, dtype and rank of each input against the graph's types,
   // and that inputs the graph writes into are writeable and do not overlap
   // themselves (std::invalid_argument naming the input), then runs.
-  std::vector<RtValue> run(std::vector<RtValue> inputs) const;
+  // `observer`, if given, sees every executed op node and its outputs (Plan::run).
+  std::vector<RtValue> run(std::vector<RtValue> inputs, const NodeObserver* observer = nullptr) const;
 
   const std::shared_ptr<Graph>& graph() const { return graph_; }
   const std::vector<InputSpec>& inputs() const { return inputs_; }

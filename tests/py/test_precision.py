@@ -1,0 +1,249 @@
+"""bf16 precision (llga.optimize(precision=...)): the policy, its errors, the
+decision on the IR, and parity with fp32 where oneDNN has bf16 kernels.
+
+Where oneDNN has none (AVX2 CPUs, or ONEDNN_MAX_CPU_ISA=AVX2), the bf16 runs
+skip with the reason; the error paths are checked on every CPU (the AVX2
+ones in a subprocess under ONEDNN_MAX_CPU_ISA=AVX2)."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import corpus
+import llga
+import llga.precision
+
+CAPS = llga.cpu_capabilities()
+BF16 = CAPS["bf16"]  # oneDNN runs bf16 convolutions here (natively, or emulated on AVX-512)
+needs_bf16 = pytest.mark.skipif(not BF16, reason=f"oneDNN has no bf16 kernels on this CPU (ISA {CAPS['isa']})")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def cosine(a, b):
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.c1, self.c2 = nn.Conv2d(3, 32, 3, padding=1), nn.Conv2d(32, 32, 3, padding=1)
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        y = torch.relu(self.c2(y) + y)
+        y = torch.softmax(y, 1) * y
+        return self.fc(y.mean((2, 3)))
+
+
+class ConvSum(nn.Module):
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x, r):
+        return torch.relu(self.conv(x) + r)
+
+
+def test_policy_is_a_table_and_overrides_are_checked():
+    rules = {r["kind"]: r for r in llga.precision.policy()}
+    assert rules["aten::conv2d"]["precision"] == "bf16" and rules["aten::linear"]["precision"] == "bf16"
+    assert rules["aten::softmax"]["precision"] == "fp32" and not rules["aten::softmax"]["bf16_kernel"]
+    assert all(r["why"] for r in rules.values())
+    traced = torch.jit.trace(ConvNet().eval(), torch.randn(1, 3, 8, 8))
+    with pytest.raises(llga.PrecisionError, match="aten::nonexistent"):
+        llga.optimize(traced, precision={"aten::nonexistent": "fp32"})
+    with pytest.raises(llga.PrecisionError, match="'fp16'"):
+        llga.optimize(traced, precision={"aten::linear": "fp16"})
+    with pytest.raises(llga.PrecisionError, match="no bf16 kernel"):
+        llga.optimize(traced, precision={"aten::softmax": "bf16"})
+    with pytest.raises(llga.PrecisionError, match="precision must be"):
+        llga.optimize(traced, precision="int4")
+    assert issubclass(llga.PrecisionError, llga.CompileError)
+
+
+def test_fp32_is_the_default_and_marks_nothing():
+    traced = torch.jit.trace(ConvNet().eval(), torch.randn(1, 3, 8, 8))
+    c = llga.optimize(traced)
+    assert c.precision == "fp32" and all(p.precision == "fp32" for p in c.partitions)
+    assert "precision=" not in str(c.graph)
+
+
+def _in_subprocess(isa, code):
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA=isa, PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_without_bf16_kernels_bf16_is_an_error_and_auto_stays_fp32():
+    # An AVX2 CPU, as oneDNN sees it: it has no bf16 kernels at all.
+    code = """
+import json, numpy as np, llga
+text = '''graph(%x : Float(2, 8), %w : Float(4, 8)):
+  %none : NoneType = prim::Constant()
+  %y : Float(2, 4) = aten::linear(%x, %w, %none)
+  return (%y)'''
+out = {"isa": llga.cpu_capabilities()["isa"]}
+try:
+    llga.optimize(text, precision="bf16")
+    out["error"] = None
+except llga.PrecisionError as e:
+    out["error"] = str(e)
+c = llga.optimize(text, precision="auto")
+x, w = np.random.rand(2, 8).astype(np.float32), np.random.rand(4, 8).astype(np.float32)
+out.update(used=c.precision, note=c.precision_note, exact=bool(np.array_equal(c(x, w), x @ w.T)) or
+           float(np.abs(c(x, w) - x @ w.T).max()) < 1e-5, marked="precision=" in str(c.graph))
+print(json.dumps(out))
+"""
+    r = _in_subprocess("AVX2", code)
+    assert r["isa"] == "avx2"
+    assert r["error"] and "no bf16 kernels" in r["error"] and "avx2" in r["error"], r
+    assert r["used"] == "fp32" and "no native bf16" in r["note"] and r["exact"] and not r["marked"], r
+
+
+@needs_bf16
+def test_bf16_decisions_are_on_the_ir_and_in_the_partitions():
+    x = torch.randn(2, 3, 16, 16)
+    model = ConvNet().eval()
+    traced = torch.jit.trace(model, x)
+    c = llga.optimize(traced, precision="bf16")
+    assert c.precision == "bf16" and c.precision_note
+    c(x.numpy())
+    parts = {p.ops[0]: p for p in c.partitions}
+    conv = [p for p in c.partitions if p.pattern == "conv_post_ops"]
+    assert conv and all(p.precision == "bf16" for p in conv)
+    for p in conv:  # oneDNN ran a bf16 kernel (its src and weights bf16), or says why it did not
+        assert p.src.endswith(":bf16") and p.weights.endswith(":bf16") and not p.dst.endswith(":bf16"), p
+    assert parts["aten::linear"].precision == "bf16" and parts["aten::linear"].src.endswith(":bf16")
+    assert all(p.precision == "fp32" for p in c.partitions if p.pattern not in ("conv_post_ops", "matmul_post_ops"))
+    assert 'precision="bf16"' in str(c.graph)
+    # overrides: linears fp32, convolutions still bf16
+    c2 = llga.optimize(traced, precision={"aten::linear": "fp32"})
+    c2(x.numpy())
+    assert all(p.precision == ("fp32" if p.ops[0] == "aten::linear" else "bf16")
+               for p in c2.partitions if p.pattern in ("conv_post_ops", "matmul_post_ops"))
+    # an op outside any partition carries the decision itself
+    c3 = llga.optimize(traced, precision="bf16", route={"matmul_post_ops": False})
+    lin = [n for n in c3.graph.nodes(recursive=True) if n.kind == "aten::linear"]
+    assert lin and all(n.attributes.get("precision") == "bf16" for n in lin)
+    with torch.no_grad():
+        want = model(x).numpy()
+    for cc in (c, c2, c3):
+        np.testing.assert_allclose(cc(x.numpy()), want, rtol=0.05, atol=0.02 * np.abs(want).max())
+
+
+@needs_bf16
+@pytest.mark.parametrize("form", ["conv", "conv_transpose", "linear", "matmul", "bmm", "conv_sum"])
+def test_bf16_rounds_operands_and_accumulates_in_fp32(form):
+    # The result is what fp32 arithmetic on bf16-rounded operands gives (so
+    # bf16 really ran: it differs from fp32 on the unrounded ones), within
+    # what the order of fp32 accumulation changes.
+    torch.manual_seed(1)
+    rnd = lambda t: t.to(torch.bfloat16).to(torch.float32)  # noqa: E731
+    if form in ("conv", "conv_sum", "conv_transpose"):
+        tr = form == "conv_transpose"
+        mod = (nn.ConvTranspose2d(24, 16, 3, stride=2) if tr else nn.Conv2d(24, 16, 3, padding=1)).eval()
+        x = torch.randn(1, 24, 12, 12)
+        if form == "conv_sum":
+            r = torch.randn(1, 16, 12, 12)
+            fn = ConvSum(mod).eval()
+            args = (x, r)
+            with torch.no_grad():
+                want = torch.relu(torch.nn.functional.conv2d(rnd(x), rnd(mod.weight), mod.bias, padding=1) + r)
+        else:
+            fn, args = mod, (x,)
+            with torch.no_grad():
+                f = torch.nn.functional.conv_transpose2d if tr else torch.nn.functional.conv2d
+                want = f(rnd(x), rnd(mod.weight), mod.bias, **({"stride": 2} if tr else {"padding": 1}))
+    elif form == "linear":
+        mod = nn.Linear(64, 48).eval()
+        x = torch.randn(5, 64)
+        fn, args = mod, (x,)
+        with torch.no_grad():
+            want = torch.nn.functional.linear(rnd(x), rnd(mod.weight), mod.bias)
+    else:
+        a, b = torch.randn(3, 7, 64), torch.randn(3, 64, 9)
+        fn = (lambda a, b: torch.matmul(a, b)) if form == "matmul" else (lambda a, b: torch.bmm(a, b))
+        args = (a, b)
+        want = torch.matmul(rnd(a), rnd(b))
+    with torch.no_grad():
+        fp32 = fn(*args)
+        traced = torch.jit.trace(fn, args, check_trace=False)
+    c = llga.optimize(traced, precision="bf16")
+    got = c(*[t.numpy() for t in args])
+    scale = float(np.abs(want.numpy()).max())
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5 * scale)
+    assert np.abs(got - fp32.numpy()).max() > 1e-4 * scale  # not the fp32 result
+
+
+@needs_bf16
+@pytest.mark.parametrize("model", corpus.MODELS)
+def test_corpus_model_in_bf16_matches_fp32(model):
+    # Every corpus model runs in bf16: logits' cosine similarity with fp32
+    # llga >= 0.9999 and the largest difference within 1.5% of the largest
+    # logit (seen here, Sapphire Rapids, random weights: 0.99997-1.0 and
+    # 0.04-0.7%; vit_b_16 and swin_t, the deepest, the furthest).
+    _, traced = corpus.traced(model)
+    xs = [x.numpy() for x in corpus.example_inputs(model)]
+    c32 = llga.optimize(traced)
+    c16 = llga.optimize(traced, precision="bf16")
+    a, b = c32(*xs), c16(*xs)
+    a, b = (a[0], b[0]) if isinstance(a, tuple) else (a, b)
+    assert cosine(a, b) >= 0.9999, cosine(a, b)
+    assert np.abs(a - b).max() <= 0.015 * np.abs(a).max()
+    assert sum(p.precision == "bf16" for p in c16.partitions) > 0
+    assert not [p for p in c16.partitions if "no bf16 kernel" in p.detail]
+
+
+def test_accuracy_report_measures_what_differs():
+    # CPU-independent: the fp32 model against itself, a torch module, and a
+    # reference that is off by a known amount in one place.
+    x = np.random.default_rng(0).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    model = ConvNet().eval()
+    traced = torch.jit.trace(model, torch.from_numpy(x))
+    c = llga.optimize(traced)
+    same = llga.accuracy_report(c, c, [x, x * 0.5])
+    assert same.calls == 2 and len(same.outputs) == 1
+    o = same.outputs[0]
+    assert o.max_abs == 0 and o.cosine == pytest.approx(1.0) and o.top1 == 1.0 and o.top5 == 1.0
+    # one partition row per partition, in program order, each agreeing with itself
+    assert [p.partition for p in same.partitions] == [p.id for p in c.partitions]
+    assert all(p.max_abs == 0 and p.top1 is None for p in same.partitions)
+    vs_torch = llga.accuracy_report(c, model, [x])
+    assert vs_torch.outputs[0].max_rel < 1e-4 and not vs_torch.partitions and "partition" in vs_torch.note
+
+    def off(a):
+        y = c(a).copy()
+        y[0, 3] += 10.0  # one logit of one row: top-1 of that row may change, top-5 agreement drops
+        return y
+
+    r = llga.accuracy_report(c, off, [x])
+    assert r.outputs[0].max_abs == pytest.approx(10.0, rel=1e-5)
+    assert r.outputs[0].max_rel == pytest.approx(10.0 / np.abs(off(x)).max(), rel=1e-4)  # of the reference's scale
+    assert r.outputs[0].top1 == 0.5  # row 0's argmax is now class 3; row 1's agrees
+    assert "output 0" in repr(r) and "<table" in r._repr_html_()
+    with pytest.raises(ValueError, match="no inputs"):
+        llga.accuracy_report(c, c, [])
+
+
+@needs_bf16
+def test_accuracy_report_of_bf16_finds_its_partitions():
+    _, traced = corpus.traced("resnet18")
+    xs = [x.numpy() for x in corpus.example_inputs("resnet18")]
+    c32, c16 = llga.optimize(traced), llga.optimize(traced, precision="bf16")
+    r = llga.accuracy_report(c16, c32, [xs[0], xs[0] * 0.5])
+    assert r.outputs[0].cosine >= 0.9999 and r.outputs[0].top1 == 1.0 and r.outputs[0].top5 >= 0.8
+    rows = {p.partition: p for p in r.partitions}
+    assert len(rows) == len(c16.partitions)
+    # the first bf16 partition is the first to differ; fp32 ones before it agree exactly
+    first = next(p for p in r.partitions if p.max_abs > 0)
+    assert first.precision == "bf16"
+    assert 0 < max(p.max_rel for p in r.partitions) < 0.05
