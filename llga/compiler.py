@@ -102,6 +102,7 @@ class CompiledGraph:
                 source=node.source,
                 out_layouts=list(node.attributes.get("out_layouts", ["plain"] * len(node.outputs))),
                 precision=str(node.attributes.get("precision", "fp32")), output_name=node.outputs[0].name,
+                out_dtype=str(node.attributes.get("out_dtype", "fp32")),
                 impl=k.impl if k else "", layouts=k.layouts if k else "",
                 src=k.src if k else "", weights=k.weights if k else "", dst=k.dst if k else "",
                 output=k.output if k else "", detail=k.detail if k else ""))
@@ -212,6 +213,9 @@ class Partition:
     # (the anchor's activation and weights in bf16, fp32 accumulation and
     # output) or "fp32".
     precision: str = "fp32"
+    # the dtype the partition hands its output on in: "bf16" where only bf16
+    # convolutions read it, as their activation (out_dtype on the IR), else "fp32"
+    out_dtype: str = "fp32"
     # After a call (empty before it, and for partitions whose ops report
     # nothing): oneDNN's implementation ("brgconv:avx512_core"), the layouts
     # its primitive used, each a field (src "nChw16c", weights "OIhw16i16o",

@@ -10,6 +10,11 @@ const Symbol& attrName() {
   return s;
 }
 
+const Symbol& outDtypeName() {
+  static const Symbol s = Symbol::fromQualString("attr::out_dtype");
+  return s;
+}
+
 }  // namespace
 
 std::string_view precisionName(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
@@ -23,6 +28,18 @@ bool setPrecision(Node& n, Precision p) {
   if (p == Precision::F32) return n.attributes().remove(attrName());
   if (precisionOf(n) == p) return false;
   n.setAttr(attrName(), AttrValue(std::string(precisionName(p))));
+  return true;
+}
+
+bool bf16Output(const Node& n) {
+  const AttrValue* a = n.attributes().find(outDtypeName());
+  return a && a->is<std::string>() && a->get<std::string>() == "bf16";
+}
+
+bool setBf16Output(Node& n, bool on) {
+  if (!on) return n.attributes().remove(outDtypeName());
+  if (bf16Output(n)) return false;
+  n.setAttr(outDtypeName(), AttrValue(std::string("bf16")));
   return true;
 }
 

@@ -5,6 +5,14 @@
 // kernels see it. Everything else stays fp32 and carries no attribute.
 // Without bf16 in the context it removes nothing and writes nothing.
 //
+// Then the edges: a bf16 partition anchored by an op whose kernel reads and
+// writes bf16 activations (a convolution), whose chain reads nothing else
+// (no residual or other operand) and whose one output only such partitions
+// read, each as its anchor's activation, gets out_dtype="bf16": it writes
+// bf16 and its readers skip their conversion (mobilenet's expand -> depthwise
+// -> project, resnet's conv1 -> conv2 in a block). Graph outputs and values
+// read in nested blocks or by anything else stay fp32.
+//
 //   Given:  %y = llga::FusionGroup_0[pattern="conv_post_ops"](%x, %w)
 //           with_subgraph: %c = aten::conv2d(%x, %w, ...); %r = aten::relu(%c)
 //   Result: %y = llga::FusionGroup_0[pattern="conv_post_ops", precision="bf16"](%x, %w)
@@ -12,6 +20,7 @@
 #include "passes/assign_precision.h"
 
 #include <map>
+#include <unordered_set>
 
 #include "passes/pass.h"
 
@@ -23,7 +32,7 @@ const std::vector<PrecisionRule>& precisionPolicy() {
     const std::string conv = "a convolution: bf16 activation and weights, fp32 accumulation, fp32 output and post-ops";
     for (const char* k : {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::_convolution_mode",
                           "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"})
-      r.push_back({k, Precision::BF16, true, conv});
+      r.push_back({k, Precision::BF16, true, conv, true});
     const std::string mm = "a matrix product: bf16 operands, fp32 accumulation, fp32 output and post-ops";
     for (const char* k : {"aten::linear", "aten::matmul", "aten::mm", "aten::bmm"})
       r.push_back({k, Precision::BF16, true, mm});
@@ -76,10 +85,67 @@ class AssignPrecision final : public Pass {
       for (const PrecisionRule& r : precisionPolicy()) known = known || r.kind == kind;
       if (!known) throw std::invalid_argument("precision override " + kind + ": not an op kind of the precision policy");
     }
-    return visit(g.block());
+    for (const PrecisionRule& r : precisionPolicy())
+      if (r.bf16_activations) bf16_io_.emplace(Symbol::fromQualString(r.kind));
+    bool changed = visit(g.block());
+    changed |= edges(g.block());
+    return changed;
   }
 
  private:
+  // The group's anchor (its first op), or null for a node without a subgraph.
+  static const Node* anchorOf(const Node& group) {
+    auto sub = group.subgraph();
+    if (!sub) return nullptr;
+    for (const Node* m : sub->nodes())
+      if (m->kind() != prim::Constant) return m;
+    return nullptr;
+  }
+  // A bf16 group whose anchor reads and writes bf16 activations.
+  bool bf16Io(const Node& group) const {
+    const Node* a = anchorOf(group);
+    return a && precisionOf(*a) == Precision::BF16 && bf16_io_.count(a->kind());
+  }
+  // Group input `i` is read once inside, as the anchor's activation (input 0).
+  static bool readAsActivation(const Node& group, size_t i) {
+    const Value* in = group.subgraph()->inputs()[i];
+    return in->uses().size() == 1 && in->uses()[0].user == anchorOf(group) && in->uses()[0].offset == 0;
+  }
+  // Every group input is read by the anchor alone: the chain has no operand.
+  static bool chainReadsNothingElse(const Node& group) {
+    const Node* a = anchorOf(group);
+    for (const Value* in : group.subgraph()->inputs())
+      for (const Use& u : in->uses())
+        if (u.user != a) return false;
+    return true;
+  }
+
+  bool edges(Block* b) {
+    bool changed = false;
+    std::unordered_set<const Value*> barred(b->outputs().begin(), b->outputs().end());
+    for (Node* n : b->nodes())
+      for (Block* sub : n->blocks()) {
+        changed |= edges(sub);
+        usedInside(sub, barred);
+      }
+    for (Node* n : b->nodes()) {
+      if (!bf16Io(*n) || n->outputs().size() != 1 || !chainReadsNothingElse(*n)) continue;
+      const Value* v = n->output(0);
+      bool ok = !barred.count(v) && v->hasUses();
+      for (const Use& u : v->uses())
+        ok = ok && u.user->owningBlock() == b && bf16Io(*u.user) && readAsActivation(*u.user, u.offset);
+      changed |= setBf16Output(*n, ok);
+    }
+    return changed;
+  }
+  static void usedInside(Block* b, std::unordered_set<const Value*>& used) {
+    for (const Value* v : b->outputs()) used.insert(v);
+    for (Node* n : b->nodes()) {
+      for (const Value* v : n->inputs()) used.insert(v);
+      for (Block* sub : n->blocks()) usedInside(sub, used);
+    }
+  }
+
   bool visit(Block* b) {
     bool changed = false;
     for (Node* n : b->nodes()) {
@@ -101,6 +167,7 @@ class AssignPrecision final : public Pass {
   }
 
   std::set<Symbol> bf16_;
+  std::set<Symbol> bf16_io_;
 };
 
 }  // namespace

@@ -15,6 +15,9 @@ struct PrecisionRule {
   Precision precision;     // under precision="bf16"
   bool bf16_kernel;        // llga has a bf16 kernel for it (an override may choose bf16)
   std::string why;
+  // Its kernel also takes its activation in bf16 and can write its output in
+  // bf16 (convolutions): between two such ops the value may stay bf16.
+  bool bf16_activations = false;
 };
 
 const std::vector<PrecisionRule>& precisionPolicy();

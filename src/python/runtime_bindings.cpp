@@ -203,7 +203,9 @@ void bindRuntime(py::module_& m) {
           if (n.outputs().empty() || count == 0 || !outs[0] || !outs[0]->isTensor()) return;
           const Tensor& t = outs[0]->tensor();
           ExecContext ctx;
-          seen.emplace_back(n.output(0)->debugName(), t.isBlocked() ? toPlain(ctx, t) : t.clone());
+          Tensor copy = t.isBlocked() ? toPlain(ctx, t) : t.clone();
+          if (copy.dtype() == ScalarType::BFloat16) copy = copy.to(ScalarType::Float);  // numpy has no bf16
+          seen.emplace_back(n.output(0)->debugName(), std::move(copy));
         };
         takeWarnings();  // none left from an earlier call that failed
         try {

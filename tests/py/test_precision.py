@@ -247,3 +247,38 @@ def test_accuracy_report_of_bf16_finds_its_partitions():
     first = next(p for p in r.partitions if p.max_abs > 0)
     assert first.precision == "bf16"
     assert 0 < max(p.max_rel for p in r.partitions) < 0.05
+
+
+class Chain(nn.Module):
+    """conv -> relu -> depthwise conv -> relu -> conv: the first two outputs
+    are read only as the next conv's activation, so they may stay bf16."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(2)
+        self.a, self.b, self.c = nn.Conv2d(8, 32, 1), nn.Conv2d(32, 32, 3, padding=1, groups=32), nn.Conv2d(32, 16, 1)
+
+    def forward(self, x):
+        return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+
+
+@needs_bf16
+def test_bf16_between_convolutions_stays_bf16():
+    x = torch.randn(2, 8, 14, 14)
+    model = Chain().eval()
+    c = llga.optimize(torch.jit.trace(model, x), precision="bf16")
+    got = c(x.numpy())
+    parts = c.partitions
+    assert [p.out_dtype for p in parts] == ["bf16", "bf16", "fp32"], parts
+    for p, q in zip(parts, parts[1:]):  # the producer wrote bf16 and its reader took it so (or fp32 where
+        if "no bf16 kernel" in p.detail:  # oneDNN had no bf16 kernel for the producer: it says so)
+            continue
+        assert p.dst.endswith(":bf16") and p.output == "kept" and q.src.endswith(":bf16"), (p, q)
+    assert parts[-1].dst and not parts[-1].dst.endswith(":bf16")  # the graph's output: fp32
+    with torch.no_grad():
+        want = model(x).numpy()
+    assert got.dtype == np.float32
+    assert cosine(got, want) > 0.9999
+    np.testing.assert_allclose(got, want, rtol=0.05, atol=0.02 * np.abs(want).max())
+    r = llga.accuracy_report(c, llga.optimize(torch.jit.trace(model, x)), [x.numpy()])
+    assert [p.precision for p in r.partitions] == ["bf16"] * 3 and r.partitions[0].max_abs > 0

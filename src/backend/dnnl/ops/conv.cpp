@@ -62,6 +62,7 @@ struct ConvEntry {
   bool swish_after = false; // the chain's final silu runs after the primitive (backend/dnnl/swish.h)
   bool winograd = false;    // weights in a Winograd format (oneDNN's or llga's): no reorder out of it
   bool bf16 = false;        // src and weights bf16 (the kernel's precision, where oneDNN had a kernel)
+  ScalarType dst_dtype = ScalarType::Float;  // of a kept output: bf16 where the partition hands it on so
   // llga's own Winograd (backend/dnnl/winograd.h) runs instead of a primitive.
   std::shared_ptr<const winograd::Weights> own_wino;
   winograd::Geometry wino_geometry;
@@ -90,10 +91,13 @@ class ConvKernel final : public Kernel {
   // bf16 (converted by the reorders into the primitive's layout; weights
   // once), with fp32 accumulation, bias, post-ops and dst; where oneDNN has
   // no bf16 kernel for a shape, that shape runs fp32 (the report says so).
+  // In bf16 the input may arrive bf16 (a producer's out_dtype="bf16");
+  // `bf16_out` (this partition's out_dtype) writes dst in bf16 where the
+  // chain has no operand.
   ConvKernel(Form form, bool constant_weight, bool constant_params, Precision precision, std::vector<PostOp> post = {},
-             size_t anchor_inputs = std::numeric_limits<size_t>::max())
+             size_t anchor_inputs = std::numeric_limits<size_t>::max(), bool bf16_out = false)
       : form_(form), constant_weight_(constant_weight), constant_params_(constant_params), precision_(precision),
-        post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
+        bf16_out_(bf16_out && precision == Precision::BF16), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
   // The activation and the post-op operands may arrive blocked; weight and bias not.
   bool acceptsBlocked(size_t input) const override {
@@ -127,7 +131,8 @@ class ConvKernel final : public Kernel {
     const Tensor& x_in = a.tensor(0);
     const Tensor& w = a.tensor(1);
     const Tensor* b = a.isNone(2) ? nullptr : &a.tensor(2);
-    if (x_in.dtype() != ScalarType::Float || w.dtype() != ScalarType::Float)
+    const bool x_ok = x_in.dtype() == ScalarType::Float || (precision_ == Precision::BF16 && x_in.dtype() == ScalarType::BFloat16);
+    if (!x_ok || w.dtype() != ScalarType::Float)
       throw std::invalid_argument("convolution supports float32, got " + x_in.describe() + " and " + w.describe());
     const int64_t nsp = w.dim() - 2;
     if (nsp < 1 || nsp > 3) throw std::invalid_argument("convolution weight must have 3 to 5 dims");
@@ -223,10 +228,9 @@ class ConvKernel final : public Kernel {
     if (in_place) {
       out = operands[static_cast<size_t>(e->sum_operand)];
     } else if (keep_strided) {
-      out = Tensor::fromStorage(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, e->out_shape,
-                                e->dst_strides, 0);
+      out = Tensor::fromStorage(Storage::allocate(e->dst_md.get_size()), e->dst_dtype, e->out_shape, e->dst_strides, 0);
     } else if (keep_blocked) {
-      out = Tensor::blocked(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, e->out_shape, e->dst_layout);
+      out = Tensor::blocked(Storage::allocate(e->dst_md.get_size()), e->dst_dtype, e->out_shape, e->dst_layout);
     } else {
       out = Tensor::empty(ScalarType::Float, e->out_shape);
     }
@@ -569,7 +573,10 @@ class ConvKernel final : public Kernel {
     auto any = [](const Shape& dims, memory::data_type dt = memory::data_type::f32) { return memory::desc(dims, dt, tag::any); };
     const memory::data_type in_dt = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
     memory::desc wplain = weightsPlainDesc(w, p);
-    memory::desc src_any = any(x.sizes(), in_dt), dst_any = any(out),
+    // bf16 dst: this partition hands its output on in bf16 (out_dtype), and
+    // nothing but the chain's own ops touches dst
+    const bool dst_bf16 = bf16 && bf16_out_ && operands.empty();
+    memory::desc src_any = any(x.sizes(), in_dt), dst_any = any(out, dst_bf16 ? memory::data_type::bf16 : memory::data_type::f32),
                  wei_any = PlainWeightsScope::active() && constant_weight_ && !bf16 ? wplain : any(wplain.dims(), in_dt);
     e.bias_md = has_bias ? memory::desc({oc}, memory::data_type::f32, tag::a) : memory::desc();
     const memory::desc& bias_md = e.bias_md;
@@ -592,7 +599,7 @@ class ConvKernel final : public Kernel {
     // cheaper than oneDNN's post-op (backend/dnnl/swish.h measures why).
     int64_t out_elems = 1;
     for (int64_t d : out) out_elems *= d;
-    e.swish_after = takeFinalSwish(e.ops, out_elems);
+    e.swish_after = !dst_bf16 && takeFinalSwish(e.ops, out_elems);  // llga's swish is fp32
     dnnl::primitive_attr attr = postOpAttr(e.ops, e.operand_mds);
     auto take = [&e](const auto& pd, dnnl::primitive prim) {
       e.prim = std::move(prim);
@@ -727,6 +734,7 @@ class ConvKernel final : public Kernel {
     e.src_plain = plainDesc(x);
     e.dst_plain = memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out));
     e.dst_layout = makeLayout(e.dst_md);
+    e.dst_dtype = e.dst_md.data_type() == memory::data_type::bf16 ? ScalarType::BFloat16 : ScalarType::Float;
     if (e.dst_md.data.format_kind == dnnl_blocked && e.dst_md.data.format_desc.blocking.inner_nblks == 0) {
       e.dst_strided = true;
       e.dst_strides.assign(e.dst_md.data.format_desc.blocking.strides,
@@ -763,6 +771,7 @@ class ConvKernel final : public Kernel {
   bool constant_weight_;
   bool constant_params_;
   Precision precision_;
+  bool bf16_out_;
   SharedSlot<const ConvParams> fixed_params_;  // read once, when constant_params_
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
@@ -790,9 +799,9 @@ bool constantParams(const Node& n) {
 
 }  // namespace
 
-std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight) {
+std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight, bool bf16_out) {
   return std::make_unique<ConvKernel>(convForm(anchor.kind().toQualString()), constant_weight, constantParams(anchor),
-                                      precisionOf(anchor), std::move(post), anchor.inputs().size());
+                                      precisionOf(anchor), std::move(post), anchor.inputs().size(), bf16_out);
 }
 
 void registerConvOps(OpRegistry& r) {

@@ -14,7 +14,9 @@ namespace llga {
 
 // `constant_weight`: the anchor's weight (input 1) never changes, so its
 // reorder into the primitive's layout is done once and kept.
-std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight);
+// `bf16_out`: the partition hands its output on in bf16 (out_dtype="bf16").
+std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight,
+                                      bool bf16_out = false);
 std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight);
 // aten::batch_norm's kernel with relu in the same primitive (oneDNN's fuse_norm_relu).
 std::unique_ptr<Kernel> makeBatchNormRelu();
