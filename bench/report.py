@@ -81,6 +81,37 @@ def scaling(run: dict) -> List[str]:
     return lines
 
 
+def bf16_table(run: dict) -> List[str]:
+    """With --precision bf16: llga bf16 next to llga fp32, PyTorch autocast bf16
+    and ONNX Runtime fp32, paired by round against llga bf16."""
+    rows = [r for r in run["results"] if "llga-bf16" in r.get("systems", {})]
+    if not rows:
+        return []
+    m, lim = run["machine"], run["limit"]
+    out = ["", f"bf16: oneDNN ISA {m.get('onednn_isa', '?')}, bf16 {m.get('bf16_path', '?')}; limit "
+               + (f"{lim['bf16']['gflops']:.0f} GFLOP/s bf16 ({lim['bf16']['impl']}) against "
+                  f"{lim['f32']['gflops']:.0f} f32" if lim["bf16"]["supported"] else "bf16 unsupported")
+               + ". Ratios: llga bf16's time / the peer's, paired by round.",
+           "",
+           "| model | batch | threads | llga fp32 | llga bf16 | PyTorch autocast bf16 | ONNX Runtime fp32 "
+           "| bf16/ORT | bf16/autocast | bf16/llga fp32 | llga bf16 rel. err. |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    by = {"ort": [], "autocast": [], "llga": []}
+    for r in rows:
+        sy, p = r["systems"], r.get("paired_bf16", {})
+        for k in by:
+            if p.get(k) is not None:
+                by[k].append(p[k])
+        err = sy["llga-bf16"].get("rel_err")
+        out.append(f"| {r['model']} | {r['batch']} | {_row_threads(run, r)} | {_cell(sy.get('llga'))} | "
+                   f"{_cell(sy.get('llga-bf16'))} | {_cell(sy.get('autocast'))} | {_cell(sy.get('ort'))} | "
+                   f"{_fmt_ratio(p.get('ort'))} | {_fmt_ratio(p.get('autocast'))} | {_fmt_ratio(p.get('llga'))} | "
+                   f"{'-' if err is None else f'{err:.1e}'} |")
+    out.append(f"| geometric mean | | | | | | | {_fmt_ratio(_geomean(by['ort']))} | "
+               f"{_fmt_ratio(_geomean(by['autocast']))} | {_fmt_ratio(_geomean(by['llga']))} | |")
+    return out
+
+
 def markdown(run: dict) -> str:
     lim = run["limit"]
     m = run["machine"]
@@ -137,6 +168,7 @@ def markdown(run: dict) -> str:
                          f"{_fmt_ratio(_geomean(ro_list))} | {_fmt_ratio(_geomean(rf_list))} | | | | | | |")
     lines.append(f"| geometric mean | | | | | | | | {_fmt_ratio(_geomean(r_ort))} | {_fmt_ratio(_geomean(r_ofi))} "
                  "| | | | | | |")
+    lines += bf16_table(run)
     lines += scaling(run)
     if notes:
         lines.append("")

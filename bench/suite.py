@@ -35,9 +35,16 @@ CACHE = os.path.join(ROOT, "bench", ".cache")
 RESULTS = os.path.join(ROOT, "bench", "results")
 ORT_VERSION = "1.30.0"
 SYSTEMS = ("llga", "ofi", "eager", "ort")
-LABELS = {"llga": "llga", "ofi": "PyTorch frozen+OFI", "eager": "PyTorch eager", "ort": "ONNX Runtime"}
+# --precision bf16 adds these: llga.optimize(precision="bf16"), and PyTorch's
+# autocast bf16 (traced under torch.cpu.amp.autocast, then frozen)
+BF16_SYSTEMS = ("llga-bf16", "autocast")
+LABELS = {"llga": "llga", "ofi": "PyTorch frozen+OFI", "eager": "PyTorch eager", "ort": "ONNX Runtime",
+          "llga-bf16": "llga bf16", "autocast": "PyTorch autocast bf16"}
 PAUSE_S = 0.2  # between timing blocks of different systems
 TOLERANCE = 1e-3  # relative to the output's largest magnitude; tests hold llga to 1e-4
+# bf16 systems against PyTorch's fp32 eager: bf16 keeps 8 bits of mantissa
+# (tests/py/test_precision.py: corpus models within 1.5% of fp32 llga)
+BF16_TOLERANCE = 3e-2
 
 
 # ----------------------------------------------------------------- set-up
@@ -81,6 +88,13 @@ def machine_info() -> Dict[str, object]:
                 info["mem_gib"] = round(int(line.split()[1]) / 2**20, 1)
     except OSError:
         pass
+    import llga
+    import llga.precision
+
+    # oneDNN's ISA and how bf16 runs on it: "native" (AVX512-BF16 or AMX), "emulated" (AVX-512), or "none"
+    info["onednn_isa"] = llga.cpu_capabilities()["isa"]
+    info["bf16_path"] = ("native" if llga.precision.native_bf16() else
+                         "emulated" if llga.cpu_capabilities()["bf16"] else "none")
     return info
 
 
@@ -263,10 +277,12 @@ def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict,
                 result["systems"][s] = {"ok": False, "error": str(e)}
                 continue
             err = rel_error(read_outputs(s, ready, workdir), refs)
+            tol = BF16_TOLERANCE if s in BF16_SYSTEMS else TOLERANCE
             entry = {"compile_s": ready["compile_s"], "first_call_ms": ready["first_call_s"] * 1e3, "rel_err": err,
-                     "ok": err <= TOLERANCE}
+                     "ok": err <= tol}
             if not entry["ok"]:
-                entry["error"] = f"output differs from PyTorch eager (relative error {err:.2e}); times not counted"
+                entry["error"] = (f"output differs from PyTorch eager (relative error {err:.2e} > {tol:g}); "
+                                  "times not counted")
             result["systems"][s] = entry
             runners[s] = r
         bar.update(1)
@@ -317,6 +333,8 @@ def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict,
         for r in runners.values():
             r.kill()
     result["paired"] = paired_ratios(result["systems"])
+    if "llga-bf16" in result["systems"]:
+        result["paired_bf16"] = paired_ratios(result["systems"], "llga-bf16")
     flops = result.get("flops")
     for s, entry in result["systems"].items():
         if flops and entry.get("median_ms"):
@@ -330,17 +348,17 @@ def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict,
     return result
 
 
-def paired_ratios(systems: Dict[str, dict]) -> Dict[str, float]:
+def paired_ratios(systems: Dict[str, dict], base: str = "llga") -> Dict[str, float]:
     """llga's time over each peer's, paired by round: the median over rounds of
     llga's block median divided by the peer's block median of the same round
     (the two blocks run within a second of each other). A slow phase of the
     machine that lasts a few rounds then moves both sides of its ratios, where
     the ratio of the two overall medians can swing with it (resnet50 read 0.86x,
     0.97x and 1.25x in three back-to-back runs on a busy day)."""
-    llga = systems.get("llga", {})
+    llga = systems.get(base, {})
     out = {}
     for s, entry in systems.items():
-        if s == "llga" or not (llga.get("ok") and entry.get("ok")):
+        if s == base or not (llga.get("ok") and entry.get("ok")):
             continue
         pairs = [a / b for a, b in zip(llga.get("round_ms", []), entry.get("round_ms", [])) if b > 0]
         if pairs:
@@ -356,6 +374,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", default="1", help="comma-separated batch sizes (16 for throughput)")
     ap.add_argument("--runs", type=int, default=20, help="timed rounds per system (each a block of about 100 ms of calls, or one call)")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                    help="bf16: also llga bf16 and PyTorch autocast bf16 (columns next to fp32 llga and ORT)")
     ap.add_argument("--threads", default="2",
                     help="comma-separated thread counts (1,2: each model at each, and the scaling from the first to the last)")
     ap.add_argument("--max-seconds", type=float, default=60.0,
@@ -381,9 +401,11 @@ def main(argv=None) -> int:
     if any(t < 1 for t in threads):
         ap.error("--threads: counts must be at least 1")
     args.systems = args.systems.split(",")
+    if args.precision == "bf16":
+        args.systems += [s for s in BF16_SYSTEMS if s not in args.systems]
     for s in args.systems:
-        if s not in SYSTEMS:
-            ap.error(f"unknown system {s!r}; known: {', '.join(SYSTEMS)}")
+        if s not in SYSTEMS + BF16_SYSTEMS:
+            ap.error(f"unknown system {s!r}; known: {', '.join(SYSTEMS + BF16_SYSTEMS)}")
 
     from tqdm import tqdm
 

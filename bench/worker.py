@@ -1,6 +1,6 @@
 """One benchmark runner in its own process (so its peak RSS is its own).
 
-    /usr/bin/python3 -m bench.worker {llga|eager|ofi} WORKDIR
+    /usr/bin/python3 -m bench.worker {llga|llga-bf16|eager|ofi|autocast} WORKDIR
 
 Reads WORKDIR/spec.json, prepares the model, calls it once (writing its
 outputs for the driver's correctness check), then answers commands on stdin,
@@ -40,7 +40,7 @@ def load_inputs(workdir: str, spec):
     return [np.load(os.path.join(workdir, i["file"])) for i in spec["inputs"]]
 
 
-def prepare_llga(workdir: str, spec, threads: int):
+def prepare_llga(workdir: str, spec, threads: int, precision: str = "fp32"):
     """IR text plus a weights file: the deployment path, no PyTorch imported."""
     import numpy as np
 
@@ -53,7 +53,7 @@ def prepare_llga(workdir: str, spec, threads: int):
         weights = {k: z[k] for k in z.files}
     xs = load_inputs(workdir, spec)
     t0 = time.perf_counter()
-    compiled = llga.optimize(text, params=weights)
+    compiled = llga.optimize(text, params=weights, precision=precision)
     compile_s = time.perf_counter() - t0
     del weights  # the compiled graph holds what it needs
 
@@ -82,12 +82,20 @@ def prepare_torch(workdir: str, spec, threads: int, system: str):
             warnings.simplefilter("ignore")
             traced = torch.jit.trace(model, tuple(xs), check_trace=False)
             model = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
+    elif system == "autocast":  # PyTorch's bf16: autocast's casts traced into the graph, then frozen
+        with warnings.catch_warnings(), torch.no_grad(), torch.cpu.amp.autocast(dtype=torch.bfloat16):
+            warnings.simplefilter("ignore")
+            traced = torch.jit.trace(model, tuple(xs), check_trace=False)
+            model = torch.jit.freeze(traced)
     compile_s = time.perf_counter() - t0
+
+    def numpy(o):
+        return o.float().numpy() if o.dtype == torch.bfloat16 else o.numpy()
 
     def call():
         with torch.no_grad():
             out = model(*xs)
-        return tuple(o.numpy() for o in out) if isinstance(out, tuple) else out.numpy()
+        return tuple(numpy(o) for o in out) if isinstance(out, tuple) else numpy(out)
 
     return call, compile_s, lambda: {}
 
@@ -97,9 +105,9 @@ def main(argv) -> int:
     with open(os.path.join(workdir, "spec.json")) as f:
         spec = json.load(f)
     threads = spec["threads"]
-    if system == "llga":
-        call, compile_s, extra = prepare_llga(workdir, spec, threads)
-    elif system in ("eager", "ofi"):
+    if system in ("llga", "llga-bf16"):
+        call, compile_s, extra = prepare_llga(workdir, spec, threads, "bf16" if system == "llga-bf16" else "fp32")
+    elif system in ("eager", "ofi", "autocast"):
         call, compile_s, extra = prepare_torch(workdir, spec, threads, system)
     else:
         raise SystemExit(f"unknown system {system!r}")

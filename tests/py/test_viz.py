@@ -89,7 +89,7 @@ def test_svg_and_rich_reprs(resnet18, bert):
     assert "<svg" in viz.svg(bert) and "matmul_post_ops" in viz.to_dot(bert)
     # plain reprs stay short
     assert len(repr(resnet18)) < 200 and "\n" not in repr(resnet18)
-    assert repr(resnet18.partitions).splitlines()[0].split() == ["id", "pattern", "ops", "output", "allowed", "impl", "layouts"]
+    assert repr(resnet18.partitions).splitlines()[0].split() == ["id", "pattern", "ops", "output", "allowed", "precision", "impl", "layouts"]
     assert len(repr(resnet18.passes).splitlines()) == len(resnet18.passes) + 1
 
 

@@ -323,16 +323,22 @@ class RnnKernel final : public Kernel {
       std::string impl;
       switch (c.cell) {
         case Cell::Lstm: {
-          // The projection's weights plain (ldio): oneDNN 2.6 may choose its
-          // packed format for them (AVX2, T = 1, N = 2), and its reorder into
-          // that format crashes.
-          dnnl::lstm_forward::desc d =
-              c.P == c.H ? dnnl::lstm_forward::desc(fwd, dir, le.src_md, le.iter_md, le.iter_c_md, wl_any, wi_any, le.bias_md,
-                                                    le.dst_md, le.iter_md, le.iter_c_md)
-                         : dnnl::lstm_forward::desc(fwd, dir, le.src_md, le.iter_md, le.iter_c_md, wl_any, wi_any, memory::desc(),
-                                                    memory::desc({1, c.dirs, c.H, c.P}, f32, tag::ldio), le.bias_md, le.dst_md,
-                                                    le.iter_md, le.iter_c_md);
-          dnnl::lstm_forward::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+          // The projection's weights in the layout oneDNN picks, unless that
+          // is its packed format (AVX2, T = 1, N = 2: the reorder into it
+          // crashes), then plain (ldio). Plain where oneDNN wants its own
+          // blocked layout (AVX-512: brgemm LSTM, abDc32d) gave garbage.
+          auto lstmDesc = [&](const memory::desc& proj) {
+            return c.P == c.H ? dnnl::lstm_forward::desc(fwd, dir, le.src_md, le.iter_md, le.iter_c_md, wl_any, wi_any,
+                                                         le.bias_md, le.dst_md, le.iter_md, le.iter_c_md)
+                              : dnnl::lstm_forward::desc(fwd, dir, le.src_md, le.iter_md, le.iter_c_md, wl_any, wi_any,
+                                                         memory::desc(), proj, le.bias_md, le.dst_md, le.iter_md,
+                                                         le.iter_c_md);
+          };
+          dnnl::lstm_forward::primitive_desc pd(lstmDesc(memory::desc({1, c.dirs, c.H, c.P}, f32, tag::any)),
+                                                scratchpadAttr(), cpuEngine());
+          if (c.P != c.H && pd.weights_projection_desc().data.format_kind == dnnl_format_kind_rnn_packed)
+            pd = dnnl::lstm_forward::primitive_desc(lstmDesc(memory::desc({1, c.dirs, c.H, c.P}, f32, tag::ldio)),
+                                                    scratchpadAttr(), cpuEngine());
           le.wl_md = pd.weights_layer_desc();
           le.wi_md = pd.weights_iter_desc();
           if (c.P != c.H) le.proj_md = pd.weights_projection_desc();
