@@ -9,7 +9,8 @@ import shutil
 from typing import List, Optional
 
 ORDER = ("llga", "ofi", "eager", "ort")
-LABELS = {"llga": "llga", "ofi": "PyTorch frozen+OFI", "eager": "PyTorch eager", "ort": "ONNX Runtime 1.30"}
+LABELS = {"llga": "llga", "ofi": "PyTorch frozen+OFI", "eager": "PyTorch eager", "ort": "ONNX Runtime 1.30",
+          "llga-bf16": "llga bf16", "autocast": "PyTorch autocast bf16"}
 
 
 def _ms(entry: Optional[dict]) -> Optional[float]:
