@@ -36,6 +36,9 @@ const std::vector<PrecisionRule>& precisionPolicy() {
     const std::string mm = "a matrix product: bf16 operands, fp32 accumulation, fp32 output and post-ops";
     for (const char* k : {"aten::linear", "aten::matmul", "aten::mm", "aten::bmm"})
       r.push_back({k, Precision::BF16, true, mm});
+    const std::string fused = "PyTorch's fused transformer ops: their products in bf16, softmax and layer norms fp32";
+    for (const char* k : {"aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd"})
+      r.push_back({k, Precision::BF16, true, fused});
     const std::string sensitive = "numerically sensitive (exponentials, statistics over many values): fp32";
     for (const char* k : {"aten::softmax", "aten::log_softmax", "aten::layer_norm", "aten::group_norm",
                           "aten::batch_norm", "aten::instance_norm", "aten::sum", "aten::mean", "aten::var", "aten::std",

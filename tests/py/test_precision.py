@@ -282,3 +282,43 @@ def test_bf16_between_convolutions_stays_bf16():
     np.testing.assert_allclose(got, want, rtol=0.05, atol=0.02 * np.abs(want).max())
     r = llga.accuracy_report(c, llga.optimize(torch.jit.trace(model, x)), [x.numpy()])
     assert [p.precision for p in r.partitions] == ["bf16"] * 3 and r.partitions[0].max_abs > 0
+
+
+class SelfAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(32, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.mha(x, x, x, need_weights=False)[0]
+
+
+@needs_bf16
+@pytest.mark.parametrize("form", ["mha", "encoder_layer"])
+def test_bf16_in_pytorchs_fused_transformer_ops(form):
+    # nn.MultiheadAttention and nn.TransformerEncoderLayer trace (in eval, batch
+    # first) to PyTorch's fused ops; their products follow the precision.
+    torch.manual_seed(3)
+    if form == "mha":
+        fn = SelfAttention().eval()
+        kind = "aten::_native_multi_head_attention"
+    else:
+        fn = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True).eval()
+        kind = "aten::_transformer_encoder_layer_fwd"
+    fn.requires_grad_(False)
+    x = torch.randn(2, 10, 32)
+    with torch.no_grad():
+        traced = torch.jit.trace(fn, (x,), check_trace=False)
+        want = fn(x).numpy()
+    if kind not in str(traced.inlined_graph):
+        pytest.skip(f"this PyTorch traced it without {kind}")
+    c32, c16 = llga.optimize(traced), llga.optimize(traced, precision="bf16")
+    nodes = list(c16.graph.nodes(recursive=True))
+    # the fused op itself (its kernel's products), or what decompose made of it (linear and matmul partitions)
+    fused = [n for n in nodes if n.kind == kind]
+    assert all(n.attributes.get("precision") == "bf16" for n in fused)
+    assert fused or [p for p in c16.partitions if p.precision == "bf16" and p.ops[0] in ("aten::linear", "aten::matmul")]
+    a, b = c32(x.numpy()), c16(x.numpy())
+    np.testing.assert_allclose(a, want, rtol=1e-4, atol=1e-4)
+    assert cosine(b, want) > 0.9999 and np.abs(b - want).max() < 0.03 * np.abs(want).max()
+    assert not np.array_equal(a, b)

@@ -27,7 +27,8 @@ struct Attention {
   // Returns (output [B, L, E], attention weights [B, H, L, S]).
   std::pair<Tensor, Tensor> run(ExecContext& ctx, Tensor q_in, Tensor k_in, Tensor v_in, int64_t heads,
                                 const Tensor& qkv_w, const Tensor& qkv_b, const Tensor& proj_w, const Tensor& proj_b,
-                                const std::optional<Tensor>& mask, std::optional<int64_t> mask_type, bool constant) {
+                                const std::optional<Tensor>& mask, std::optional<int64_t> mask_type, bool constant,
+                                Precision precision) {
     const int64_t e = qkv_w.size(1);
     if (qkv_w.size(0) != 3 * e || e % heads != 0)
       throw std::invalid_argument("attention: qkv_weight " + qkv_w.describe() + " does not fit " + std::to_string(heads) + " heads");
@@ -35,26 +36,26 @@ struct Attention {
                            q_in.sizes() == k_in.sizes() && k_in.sizes() == v_in.sizes() && q_in.strides() == k_in.strides();
     Tensor q, k, v;
     if (self_attn) {
-      Tensor qkv = linearOp(ctx, q_in, qkv_w, qkv_b, *proj, constant);
+      Tensor qkv = linearOp(ctx, q_in, qkv_w, qkv_b, *proj, constant, precision);
       q = qkv.narrow(-1, 0, e);
       k = qkv.narrow(-1, e, e);
       v = qkv.narrow(-1, 2 * e, e);
     } else {
-      q = linearOp(ctx, q_in, qkv_w.narrow(0, 0, e), qkv_b.narrow(0, 0, e), *proj, constant);
-      k = linearOp(ctx, k_in, qkv_w.narrow(0, e, e), qkv_b.narrow(0, e, e), *proj, constant);
-      v = linearOp(ctx, v_in, qkv_w.narrow(0, 2 * e, e), qkv_b.narrow(0, 2 * e, e), *proj, constant);
+      q = linearOp(ctx, q_in, qkv_w.narrow(0, 0, e), qkv_b.narrow(0, 0, e), *proj, constant, precision);
+      k = linearOp(ctx, k_in, qkv_w.narrow(0, e, e), qkv_b.narrow(0, e, e), *proj, constant, precision);
+      v = linearOp(ctx, v_in, qkv_w.narrow(0, 2 * e, e), qkv_b.narrow(0, 2 * e, e), *proj, constant, precision);
     }
     const int64_t b = q.size(0), l = q.size(1), s = k.size(1), d = e / heads;
     auto split = [&](const Tensor& t, int64_t len) { return t.reshape({b, len, heads, d}).permute({0, 2, 1, 3}); };
     Tensor qh = split(q, l).contiguous();
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
     for (float *p = qh.data<float>(), *end = p + qh.numel(); p != end; ++p) *p *= scale;
-    Tensor scores = matmulOp(ctx, qh, split(k, s).transpose(-1, -2), *bmm);  // [B, H, L, S]
+    Tensor scores = matmulOp(ctx, qh, split(k, s).transpose(-1, -2), *bmm, precision);  // [B, H, L, S]
     if (mask) applyMask(scores, *mask, mask_type, b, heads, l, s);
     Tensor attn = softmaxOp(ctx, scores, -1, *softmax);
-    Tensor ctxv = matmulOp(ctx, attn, split(v, s), *bmm);  // [B, H, L, D]
+    Tensor ctxv = matmulOp(ctx, attn, split(v, s), *bmm, precision);  // [B, H, L, D]
     Tensor merged = ctxv.permute({0, 2, 1, 3}).reshape({b, l, e});
-    return {linearOp(ctx, merged, proj_w, proj_b, *proj, constant), attn};
+    return {linearOp(ctx, merged, proj_w, proj_b, *proj, constant, precision), attn};
   }
 
   // Boolean masks hide positions where they are true; float masks are added.
@@ -86,7 +87,7 @@ bool constantInputs(const Node& n, std::initializer_list<size_t> idx) {
 
 class MhaKernel final : public Kernel {
  public:
-  explicit MhaKernel(bool constant) : constant_(constant) {}
+  MhaKernel(bool constant, Precision precision) : constant_(constant), precision_(precision) {}
   void run(const KernelArgs& a) override {
     Tensor q = a.tensor(0), k = a.tensor(1), v = a.tensor(2);
     bool unbatched = q.dim() == 2;
@@ -100,7 +101,7 @@ class MhaKernel final : public Kernel {
     std::optional<int64_t> mask_type;
     if (!a.isNone(12)) mask_type = a.toInt(12);
     auto [out, attn] = impl_.run(a.ctx, q, k, v, heads, a.tensor(5), a.tensor(6), a.tensor(7), a.tensor(8),
-                                 a.optTensor(9), mask_type, constant_);
+                                 a.optTensor(9), mask_type, constant_, precision_);
     bool need_weights = a.num_in > 10 ? a.toBool(10) : true;
     bool average = a.num_in > 11 ? a.toBool(11) : true;
     Tensor weights = Tensor::empty(ScalarType::Float, {0});
@@ -122,12 +123,13 @@ class MhaKernel final : public Kernel {
 
  private:
   bool constant_;
+  Precision precision_;  // of the products (bf16: precision="bf16"); softmax fp32
   Attention impl_;
 };
 
 class EncoderLayerKernel final : public Kernel {
  public:
-  explicit EncoderLayerKernel(bool constant) : constant_(constant) {}
+  EncoderLayerKernel(bool constant, Precision precision) : constant_(constant), precision_(precision) {}
   void run(const KernelArgs& a) override {
     Tensor src = a.tensor(0);
     bool unbatched = src.dim() == 2;
@@ -141,14 +143,14 @@ class EncoderLayerKernel final : public Kernel {
     auto norm = [&](const Tensor& x, size_t w) { return layerNormOp(a.ctx, x, e, a.tensor(w), a.tensor(w + 1), eps, *ln_); };
     auto attention = [&](const Tensor& x) {
       return attn_.run(a.ctx, x, x, x, heads, a.tensor(3), a.tensor(4), a.tensor(5), a.tensor(6), a.optTensor(18),
-                       mask_type, constant_).first;
+                       mask_type, constant_, precision_).first;
     };
     auto ffn = [&](const Tensor& x) {
-      Tensor h = linearOp(a.ctx, x, a.tensor(14), a.tensor(15), *mm_, constant_);
+      Tensor h = linearOp(a.ctx, x, a.tensor(14), a.tensor(15), *mm_, constant_, precision_);
       float* p = h.data<float>();
       for (int64_t i = 0, n = h.numel(); i < n; ++i)
         p[i] = use_gelu ? static_cast<float>(0.5 * p[i] * (1.0 + std::erf(p[i] / std::sqrt(2.0)))) : std::max(p[i], 0.0f);
-      return linearOp(a.ctx, h, a.tensor(16), a.tensor(17), *mm_, constant_);
+      return linearOp(a.ctx, h, a.tensor(16), a.tensor(17), *mm_, constant_, precision_);
     };
     Tensor x = src.contiguous();
     Tensor out;
@@ -171,6 +173,7 @@ class EncoderLayerKernel final : public Kernel {
 
  private:
   bool constant_;
+  Precision precision_;  // of the products (bf16: precision="bf16"); norms and softmax fp32
   Attention attn_;
   std::shared_ptr<MatmulCache> mm_ = makeMatmulCache();
   std::shared_ptr<LayerNormCache> ln_ = makeLayerNormCache();
@@ -180,9 +183,10 @@ class EncoderLayerKernel final : public Kernel {
 
 void registerAttentionOps(OpRegistry& r) {
   r.add(OpDef{"aten::_native_multi_head_attention", 9, 13,
-              [](const Node& n) { return std::make_unique<MhaKernel>(constantInputs(n, {5, 6, 7, 8})); }});
+              [](const Node& n) { return std::make_unique<MhaKernel>(constantInputs(n, {5, 6, 7, 8}), precisionOf(n)); }});
   r.add(OpDef{"aten::_transformer_encoder_layer_fwd", 18, 20, [](const Node& n) {
-                return std::make_unique<EncoderLayerKernel>(constantInputs(n, {3, 4, 5, 6, 14, 15, 16, 17}));
+                return std::make_unique<EncoderLayerKernel>(constantInputs(n, {3, 4, 5, 6, 14, 15, 16, 17}),
+                                                            precisionOf(n));
               }});
 }
 LLGA_REGISTER_OPS(registerAttentionOps);

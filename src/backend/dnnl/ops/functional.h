@@ -29,7 +29,8 @@ struct MatmulCacheHolder {
 // x summed over `dims` (float32 on oneDNN's reduction).
 Tensor sumOp(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim);
 // numpy-style matmul
-Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache& cache);
+Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache& cache,
+                Precision precision = Precision::F32);
 // The indices of x's nonzero elements, [count, x.dim()] int64 (indexing.cpp).
 Tensor nonzero(const Tensor& x);
 Tensor softmaxOp(ExecContext& ctx, const Tensor& x, int64_t dim, SoftmaxCache& cache);

@@ -301,8 +301,8 @@ Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::o
   return out.view(lead);
 }
 
-Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache& cache) {
-  return matmul(ctx, a, b, &cache.variable_b, false);
+Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache& cache, Precision precision) {
+  return matmul(ctx, a, b, &cache.variable_b, false, nullptr, precision);
 }
 
 class LinearKernel final : public Kernel {
