@@ -28,7 +28,7 @@ struct Attention {
   std::pair<Tensor, Tensor> run(ExecContext& ctx, Tensor q_in, Tensor k_in, Tensor v_in, int64_t heads,
                                 const Tensor& qkv_w, const Tensor& qkv_b, const Tensor& proj_w, const Tensor& proj_b,
                                 const std::optional<Tensor>& mask, std::optional<int64_t> mask_type, bool constant,
-                                Precision precision) {
+                                Precision precision, const Tensor* residual = nullptr) {
     const int64_t e = qkv_w.size(1);
     if (qkv_w.size(0) != 3 * e || e % heads != 0)
       throw std::invalid_argument("attention: qkv_weight " + qkv_w.describe() + " does not fit " + std::to_string(heads) + " heads");
@@ -55,6 +55,10 @@ struct Attention {
     Tensor attn = softmaxOp(ctx, scores, -1, *softmax);
     Tensor ctxv = matmulOp(ctx, attn, split(v, s), *bmm, precision);  // [B, H, L, D]
     Tensor merged = ctxv.permute({0, 2, 1, 3}).reshape({b, l, e});
+    if (residual)  // the output projection with the residual added in the same primitive
+      return {linearChainOp(ctx, merged, proj_w, proj_b, *proj, constant, precision,
+                            {{PostOp::Kind::Binary, PostOpAlg::Add}}, {*residual}),
+              attn};
     return {linearOp(ctx, merged, proj_w, proj_b, *proj, constant, precision), attn};
   }
 
@@ -141,32 +145,25 @@ class EncoderLayerKernel final : public Kernel {
     std::optional<int64_t> mask_type;
     if (!a.isNone(19)) mask_type = a.toInt(19);
     auto norm = [&](const Tensor& x, size_t w) { return layerNormOp(a.ctx, x, e, a.tensor(w), a.tensor(w + 1), eps, *ln_); };
-    auto attention = [&](const Tensor& x) {
+    auto attentionPlus = [&](const Tensor& x, const Tensor& residual) {  // attention(x) + residual
       return attn_.run(a.ctx, x, x, x, heads, a.tensor(3), a.tensor(4), a.tensor(5), a.tensor(6), a.optTensor(18),
-                       mask_type, constant_, precision_).first;
+                       mask_type, constant_, precision_, &residual).first;
     };
-    auto ffn = [&](const Tensor& x) {
-      Tensor h = linearOp(a.ctx, x, a.tensor(14), a.tensor(15), *mm_, constant_, precision_);
-      float* p = h.data<float>();
-      for (int64_t i = 0, n = h.numel(); i < n; ++i)
-        p[i] = use_gelu ? static_cast<float>(0.5 * p[i] * (1.0 + std::erf(p[i] / std::sqrt(2.0)))) : std::max(p[i], 0.0f);
-      return linearOp(a.ctx, h, a.tensor(16), a.tensor(17), *mm_, constant_, precision_);
+    // FFN: linear -> gelu (erf) or relu as one primitive, then linear -> + residual as another
+    const std::vector<PostOp> act{{PostOp::Kind::Eltwise, use_gelu ? PostOpAlg::GeluErf : PostOpAlg::Relu}};
+    const std::vector<PostOp> plus{{PostOp::Kind::Binary, PostOpAlg::Add}};
+    auto ffnPlus = [&](const Tensor& x, const Tensor& residual) {
+      Tensor h = linearChainOp(a.ctx, x, a.tensor(14), a.tensor(15), *mm_, constant_, precision_, act, {});
+      return linearChainOp(a.ctx, h, a.tensor(16), a.tensor(17), *mm_, constant_, precision_, plus, {residual});
     };
     Tensor x = src.contiguous();
     Tensor out;
     if (norm_first) {
-      Tensor h = attention(norm(x, 10));
-      addInto(h, x);
-      Tensor f = ffn(norm(h, 12));
-      addInto(f, h);
-      out = f;
+      Tensor h = attentionPlus(norm(x, 10), x);
+      out = ffnPlus(norm(h, 12), h);
     } else {
-      Tensor h = attention(x);
-      addInto(h, x);
-      h = norm(h, 10);
-      Tensor f = ffn(h);
-      addInto(f, h);
-      out = norm(f, 12);
+      Tensor h = norm(attentionPlus(x, x), 10);
+      out = norm(ffnPlus(h, h), 12);
     }
     a.set(0, unbatched ? out.squeeze(0) : out);
   }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "backend/dnnl/dnnl_utils.h"
+#include "fuser/post_ops.h"
 #include "ir/precision.h"
 #include "runtime/tensor.h"
 
@@ -22,6 +23,11 @@ std::shared_ptr<LayerNormCache> makeLayerNormCache();
 // `precision` bf16: x and w rounded to bf16, fp32 accumulation and output.
 Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, MatmulCache& cache,
                 bool constant_w, Precision precision = Precision::F32);
+// linearOp followed by a post-op chain in the same primitive: eltwise ops,
+// and binary ops whose operands (in order) have the output's shape.
+Tensor linearChainOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b,
+                     MatmulCache& cache, bool constant_w, Precision precision, const std::vector<PostOp>& post,
+                     const std::vector<Tensor>& operands);
 // One matmul cache per kernel (addCached): made on construction.
 struct MatmulCacheHolder {
   std::shared_ptr<MatmulCache> cache = makeMatmulCache();

@@ -301,6 +301,26 @@ Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::o
   return out.view(lead);
 }
 
+Tensor linearChainOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b,
+                     MatmulCache& cache, bool constant_w, Precision precision, const std::vector<PostOp>& post,
+                     const std::vector<Tensor>& operands) {
+  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
+    throw std::invalid_argument("linear: input " + x.describe() + " does not match weight " + w.describe());
+  Shape lead(x.sizes().begin(), x.sizes().end() - 1);
+  int64_t m = 1;
+  for (int64_t s : lead) m *= s;
+  Shape full = lead;
+  full.push_back(w.size(0));
+  Chain chain{&post, {}, nullptr};
+  for (const Tensor& t : operands) {
+    if (t.sizes() != full) throw std::invalid_argument("linear chain: operand " + t.describe() + " is not the output's shape");
+    chain.operands.push_back(t.contiguous().reshape({m, w.size(0)}));
+  }
+  Tensor out = matmulCore(ctx, x.reshape({m, x.size(-1)}), w.transpose(0, 1), b,
+                          constant_w ? &cache.constant_b : &cache.variable_b, constant_w, &chain, precision);
+  return out.view(full);
+}
+
 Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache& cache, Precision precision) {
   return matmul(ctx, a, b, &cache.variable_b, false, nullptr, precision);
 }
