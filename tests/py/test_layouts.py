@@ -588,6 +588,49 @@ def test_concat_batchnorm_matches_pytorch(case):
     assert np.array_equal(np.isnan(out), np.isnan(ref.numpy()))
 
 
+class MixedCat(nn.Module):
+    """cat([x, conv3x3(x)]) -> batch_norm -> relu -> 1x1 conv: with x given
+    channels-last, the parts come in two layouts (x's strides and the conv's
+    blocked dst: Winograd's nChw16c on AVX-512, nChw8c on AVX2), as densenet's
+    init features and new maps do on AVX-512."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(12)
+        self.conv, self.bn, self.tail = nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(48), nn.Conv2d(48, 8, 1)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.2, 3)
+            self.bn.weight.uniform_(-2, 2)
+            self.bn.bias.uniform_(-1, 1)
+
+    def forward(self, x):
+        return self.tail(torch.relu(self.bn(torch.cat([x, self.conv(x)], 1))))
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_concat_batchnorm_of_parts_in_two_layouts(batch):
+    model = MixedCat().eval()
+    x = torch.randn(batch, 16, 16, 16)
+    c = llga.optimize(torch.jit.trace(model, x, check_trace=False))
+    x.view(-1)[::53] = float("nan")  # llga's kernel keeps PyTorch's NaN rule through the relu
+    xcl = x.contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        want = model(xcl).numpy()
+    for _ in range(2):
+        log = logged_call(c, xcl.numpy())
+        np.testing.assert_allclose(c(xcl.numpy()), want, rtol=1e-4, atol=1e-4, equal_nan=True)
+    parts = next(e for e in log if e["op"] == "prim::ListConstruct")["inputs"]
+    cat = next(e for e in log if e["pattern"] == "concat_batchnorm" and e["depth"] == 0)
+    blocked = [p.split()[-1] for p in parts if p.split()[-1] not in ("strided", "plain")]
+    if AVX2_UP and parts[0].endswith("strided") and len(blocked) == 1:  # the two layouts met: llga's kernel took them
+        assert cat["impl"] == "llga_cat_bnorm:avx2" and "mixed layouts" in cat["detail"], (parts, cat)
+    # and a plain x (a plain part among blocked ones): the concat's and batch_norm's own kernels
+    x = torch.randn(batch, 16, 16, 16)
+    with torch.no_grad():
+        np.testing.assert_allclose(c(x.numpy()), model(x).numpy(), rtol=1e-4, atol=1e-4)
+
+
 def test_concat_batchnorm_errors_name_the_op():
     model = CatBn("inputs").eval()  # 3 x 8 channels concatenated
     c = llga.optimize(torch.jit.trace(model, _input(4), check_trace=False))

@@ -322,3 +322,31 @@ def test_bf16_in_pytorchs_fused_transformer_ops(form):
     np.testing.assert_allclose(a, want, rtol=1e-4, atol=1e-4)
     assert cosine(b, want) > 0.9999 and np.abs(b - want).max() < 0.03 * np.abs(want).max()
     assert not np.array_equal(a, b)
+
+
+@needs_bf16
+def test_bf16_model_called_concurrently_from_threads():
+    # One bf16 compiled model (bf16 edges, weights converted once) called from
+    # several threads with two batch sizes at once: every result as alone.
+    import threading
+
+    model = Chain().eval()
+    xs = [np.random.default_rng(i).standard_normal((1 + i % 2, 8, 14, 14)).astype(np.float32) for i in range(4)]
+    c = llga.optimize(torch.jit.trace(model, torch.from_numpy(xs[0])), precision="bf16")
+    want = [c(x).copy() for x in xs]
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(20):
+                i = (k + _) % len(xs)
+                np.testing.assert_array_equal(c(xs[i]), want[i])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]

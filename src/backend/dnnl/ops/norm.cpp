@@ -226,26 +226,42 @@ class ConcatBatchNormKernel final : public Kernel {
     int64_t spatial = 1;
     for (int64_t d = 2; d < ref.dim(); ++d) spatial *= ref.size(d);
     if (n * c * spatial == 0) return false;
-    // The layout all parts share, and the result's.
-    const std::optional<ChannelBlocking> blocking = channelBlocking(ref);
+    // The result's layout. Parts in one channel-blocked layout, all plain or
+    // all channels-last give theirs. Mixed channel-blocked and channels-last
+    // parts (on AVX-512 a pool's or brgconv's nhwc among Winograd's nChw16c
+    // outputs: densenet's init features and new maps) give channels-last
+    // where the readers take strides (brgconv reads nhwc), else the blocked
+    // layout; each part is read in its own layout, no copy first.
     auto channelsLast = [](const Tensor& t) {
       std::vector<size_t> order = t.dimOrder();
       return !t.isBlocked() && t.isPermutedDense() && order.back() == 1 && order.front() == 0;
     };
-    int64_t period;  // as affine::Strip's; 0 here for channels-last
-    if (blocking) {
-      if (!keep_blocked_) return false;
-      for (const Tensor& t : parts) {
-        const std::optional<ChannelBlocking> b = channelBlocking(t);
-        if (!b || b->tag != blocking->tag) return false;
+    const Tensor* cl_ref = nullptr;  // a channels-last part: the result takes its dimension order
+    std::optional<ChannelBlocking> blocking;  // the first channel-blocked part's
+    bool mixed_ok = true;  // every part is channel-blocked (one tag) or channels-last (one order)
+    for (const Tensor& t : parts) {
+      if (std::optional<ChannelBlocking> b = channelBlocking(t)) {
+        if (blocking && b->tag != blocking->tag) mixed_ok = false;
+        if (!blocking) blocking = b;
+      } else if (channelsLast(t)) {
+        if (cl_ref && t.dimOrder() != cl_ref->dimOrder()) mixed_ok = false;
+        if (!cl_ref) cl_ref = &t;
+      } else {
+        mixed_ok = false;
       }
+    }
+    if (blocking && cl_ref)  // a channels-last part meets blocks whole: its channels come in multiples of the block
+      for (const Tensor& t : parts) mixed_ok = mixed_ok && t.size(1) % blocking->block == 0;
+    int64_t period;  // the result's, as affine::Strip's; 0 here for channels-last
+    if (blocking && !cl_ref && mixed_ok) {
+      if (!keep_blocked_) return false;
       period = blocking->block;
     } else if (std::all_of(parts.begin(), parts.end(), [](const Tensor& t) { return !t.isBlocked() && t.isContiguous(); })) {
       period = 1;
-    } else if (follow_ && std::all_of(parts.begin(), parts.end(), [&](const Tensor& t) {
-                 return channelsLast(t) && t.dimOrder() == ref.dimOrder();
-               })) {
+    } else if (cl_ref && mixed_ok && follow_) {
       period = 0;
+    } else if (cl_ref && blocking && mixed_ok && keep_blocked_) {
+      period = blocking->block;
     } else {
       return false;
     }
@@ -267,7 +283,7 @@ class ConcatBatchNormKernel final : public Kernel {
       const memory::desc md(shape, memory::data_type::f32, blocking->tag);
       out = Tensor::blocked(Storage::allocate(md.get_size()), ScalarType::Float, shape, makeLayout(md));
     } else {
-      out = period == 0 ? Tensor::emptyLike(ScalarType::Float, shape, ref) : Tensor::empty(ScalarType::Float, shape);
+      out = period == 0 ? Tensor::emptyLike(ScalarType::Float, shape, *cl_ref) : Tensor::empty(ScalarType::Float, shape);
     }
     affine::Job job{{}, scale.data(), shift.data(), relu_};
     float* dst = out.data<float>();
@@ -275,23 +291,37 @@ class ConcatBatchNormKernel final : public Kernel {
     for (const Tensor& t : parts) {
       const int64_t cp = t.size(1);
       const float* src = t.data<float>();
+      const std::optional<ChannelBlocking> pb = period == 1 ? std::nullopt : channelBlocking(t);
       for (int64_t i = 0; i < n; ++i) {
-        if (period > 1)  // per image, the part's blocks are one run of the result's
+        if (period > 1 && pb) {  // per image, the part's blocks are one run of the result's
           job.strips.push_back({src + i * cp * spatial, dst + (i * c + at) * spatial, cp / period, spatial * period,
                                 spatial * period, spatial * period, at, period, period});
-        else if (period == 1)
+        } else if (period > 1) {  // a channels-last part: per block, a row of `period` channels per pixel
+          for (int64_t j = 0; j < cp / period; ++j)
+            job.strips.push_back({src + i * cp * spatial + j * period, dst + (i * c + at + j * period) * spatial, spatial,
+                                  period, cp, period, at + j * period, 0, period});
+        } else if (period == 1) {
           job.strips.push_back({src + i * cp * spatial, dst + (i * c + at) * spatial, cp, spatial, spatial, spatial, at, 1, 1});
-        else  // a row per pixel: the part's channels into the pixel's slice of the result
+        } else if (pb) {  // a blocked part into channels-last: per block, its pixels' rows into their slices
+          const int64_t b = pb->block;
+          for (int64_t j = 0; j < cp / b; ++j)
+            job.strips.push_back({src + (i * cp + j * b) * spatial, dst + i * c * spatial + at + j * b, spatial, b, b, c,
+                                  at + j * b, 0, b});
+        } else {  // a row per pixel: the part's channels into the pixel's slice of the result
           job.strips.push_back({src + i * cp * spatial, dst + i * c * spatial + at, spatial, cp, cp, c, at, 0, cp});
+        }
       }
       at += cp;
     }
     affine::run(job);
-    if (last_key_.exchange(period * 8 + ref.dim(), std::memory_order_relaxed) != period * 8 + ref.dim()) {
-      const std::string layout = layoutName(period > 1 ? blockedDesc(ref) : plainDesc(ref));
+    const int64_t key = (period * 8 + ref.dim()) * 2 + (blocking && cl_ref ? 1 : 0);
+    if (last_key_.exchange(key, std::memory_order_relaxed) != key) {
+      const std::string layout = layoutName(period > 1 ? memory::desc(shape, memory::data_type::f32, blocking->tag)
+                                                       : plainDesc(period == 0 ? *cl_ref : ref));
       last_report_.store(std::make_shared<const KernelReport>(KernelReport{
           "llga_cat_bnorm:avx2", layout, "", layout, period == 1 ? "" : "kept",  // plain NCHW is nothing kept
-          std::string("parts normalised into the result") + (relu_ ? ", relu fused" : "")}));
+          std::string("parts normalised into the result") + (blocking && cl_ref ? " (mixed layouts)" : "") +
+              (relu_ ? ", relu fused" : "")}));
     }
     a.set(0, std::move(out));
     return true;
