@@ -304,6 +304,8 @@ def to_dot(obj, *, collapse: Optional[int] = None, expand: Sequence[str] = (), f
         v = pic.values.get(vname)
         label = _shape(v) if v is not None else ""
         if vname in layouts:
+            if ":bf16" in layouts[vname]:  # handed on in bf16 (out_dtype): the edge's dtype, not the IR's Float
+                label = label.replace(" f32", " bf16")
             label += f"\n{layouts[vname]}"
         style = ', style=dashed, color="#aaaaaa"' if pic.items[a]["kind"] == "weight" else ""
         lines.append(f"  {ta} -> {tb} [label={_q(label)}, tooltip={_q('%' + vname)}{style}];")

@@ -280,6 +280,9 @@ def test_bf16_between_convolutions_stays_bf16():
     assert got.dtype == np.float32
     assert cosine(got, want) > 0.9999
     np.testing.assert_allclose(got, want, rtol=0.05, atol=0.02 * np.abs(want).max())
+    # the graph drawing labels the bf16 edges so (dtype on every edge)
+    dot = llga.viz.to_dot(c)
+    assert dot.count(" bf16\\n") == 2, dot  # the two bf16 edges, drawn as bf16 (the IR types them Float)
     r = llga.accuracy_report(c, llga.optimize(torch.jit.trace(model, x)), [x.numpy()])
     assert [p.precision for p in r.partitions] == ["bf16"] * 3 and r.partitions[0].max_abs > 0
 
