@@ -230,8 +230,9 @@ class ConcatBatchNormKernel final : public Kernel {
     // all channels-last give theirs. Mixed channel-blocked and channels-last
     // parts (on AVX-512 a pool's or brgconv's nhwc among Winograd's nChw16c
     // outputs: densenet's init features and new maps) give channels-last
-    // where the readers take strides (brgconv reads nhwc), else the blocked
-    // layout; each part is read in its own layout, no copy first.
+    // where the readers take strides (brgconv reads nhwc; readers that take
+    // blocked tensors but not strided ones are left to the two kernels);
+    // each part is read in its own layout, no copy first.
     auto channelsLast = [](const Tensor& t) {
       std::vector<size_t> order = t.dimOrder();
       return !t.isBlocked() && t.isPermutedDense() && order.back() == 1 && order.front() == 0;
@@ -250,8 +251,6 @@ class ConcatBatchNormKernel final : public Kernel {
         mixed_ok = false;
       }
     }
-    if (blocking && cl_ref)  // a channels-last part meets blocks whole: its channels come in multiples of the block
-      for (const Tensor& t : parts) mixed_ok = mixed_ok && t.size(1) % blocking->block == 0;
     int64_t period;  // the result's, as affine::Strip's; 0 here for channels-last
     if (blocking && !cl_ref && mixed_ok) {
       if (!keep_blocked_) return false;
@@ -260,8 +259,6 @@ class ConcatBatchNormKernel final : public Kernel {
       period = 1;
     } else if (cl_ref && mixed_ok && follow_) {
       period = 0;
-    } else if (cl_ref && blocking && mixed_ok && keep_blocked_) {
-      period = blocking->block;
     } else {
       return false;
     }
@@ -291,15 +288,11 @@ class ConcatBatchNormKernel final : public Kernel {
     for (const Tensor& t : parts) {
       const int64_t cp = t.size(1);
       const float* src = t.data<float>();
-      const std::optional<ChannelBlocking> pb = period == 1 ? std::nullopt : channelBlocking(t);
+      const std::optional<ChannelBlocking> pb = period == 0 ? channelBlocking(t) : std::nullopt;
       for (int64_t i = 0; i < n; ++i) {
-        if (period > 1 && pb) {  // per image, the part's blocks are one run of the result's
+        if (period > 1) {  // per image, the part's blocks are one run of the result's
           job.strips.push_back({src + i * cp * spatial, dst + (i * c + at) * spatial, cp / period, spatial * period,
                                 spatial * period, spatial * period, at, period, period});
-        } else if (period > 1) {  // a channels-last part: per block, a row of `period` channels per pixel
-          for (int64_t j = 0; j < cp / period; ++j)
-            job.strips.push_back({src + i * cp * spatial + j * period, dst + (i * c + at + j * period) * spatial, spatial,
-                                  period, cp, period, at + j * period, 0, period});
         } else if (period == 1) {
           job.strips.push_back({src + i * cp * spatial, dst + (i * c + at) * spatial, cp, spatial, spatial, spatial, at, 1, 1});
         } else if (pb) {  // a blocked part into channels-last: per block, its pixels' rows into their slices
