@@ -23,6 +23,7 @@
 #include <unordered_set>
 
 #include "passes/pass.h"
+#include "passes/pass_utils.h"
 
 namespace llga {
 
@@ -125,12 +126,9 @@ class AssignPrecision final : public Pass {
 
   bool edges(Block* b) {
     bool changed = false;
-    std::unordered_set<const Value*> barred(b->outputs().begin(), b->outputs().end());
     for (Node* n : b->nodes())
-      for (Block* sub : n->blocks()) {
-        changed |= edges(sub);
-        usedInside(sub, barred);
-      }
+      for (Block* sub : n->blocks()) changed |= edges(sub);
+    const std::unordered_set<const Value*> barred = valuesLeavingOps(b);
     for (Node* n : b->nodes()) {
       if (!bf16Io(*n) || n->outputs().size() != 1 || !chainReadsNothingElse(*n)) continue;
       const Value* v = n->output(0);
@@ -140,13 +138,6 @@ class AssignPrecision final : public Pass {
       changed |= setBf16Output(*n, ok);
     }
     return changed;
-  }
-  static void usedInside(Block* b, std::unordered_set<const Value*>& used) {
-    for (const Value* v : b->outputs()) used.insert(v);
-    for (Node* n : b->nodes()) {
-      for (const Value* v : n->inputs()) used.insert(v);
-      for (Block* sub : n->blocks()) usedInside(sub, used);
-    }
   }
 
   bool visit(Block* b) {

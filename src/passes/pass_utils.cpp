@@ -125,4 +125,23 @@ void replaceKeepingName(Graph& g, Value* from, Value* to) {
   to->setDebugName(name);
 }
 
+namespace {
+
+void collectUsesInside(Block* b, std::unordered_set<const Value*>& used) {
+  for (const Value* v : b->outputs()) used.insert(v);
+  for (Node* n : b->nodes()) {
+    for (const Value* v : n->inputs()) used.insert(v);
+    for (Block* sub : n->blocks()) collectUsesInside(sub, used);
+  }
+}
+
+}  // namespace
+
+std::unordered_set<const Value*> valuesLeavingOps(Block* b) {
+  std::unordered_set<const Value*> out(b->outputs().begin(), b->outputs().end());
+  for (Node* n : b->nodes())
+    for (Block* sub : n->blocks()) collectUsesInside(sub, out);
+  return out;
+}
+
 }  // namespace llga

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <unordered_set>
 #include <string>
 #include <vector>
 
@@ -51,5 +52,9 @@ class Emitter {
 // Replaces every use of `from` by `to`, and lets `to` keep `from`'s name
 // when it has none of its own choosing (dumps stay readable).
 void replaceKeepingName(Graph& g, Value* from, Value* to);
+
+// Values of block `b` a pass deciding how they travel between b's ops must
+// leave alone: b's outputs and every value read inside b's nested blocks.
+std::unordered_set<const Value*> valuesLeavingOps(Block* b);
 
 }  // namespace llga

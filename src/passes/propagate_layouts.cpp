@@ -54,9 +54,7 @@ class PropagateLayouts final : public Pass {
       if (auto sub = n->subgraph()) changed |= visit(sub->block());
     }
     // Values the pass may not touch: block outputs and values read inside nested blocks.
-    std::unordered_set<const Value*> barred(b->outputs().begin(), b->outputs().end());
-    for (Node* n : nodes)
-      for (Block* sub : n->blocks()) collectUsesInside(sub, barred);
+    const std::unordered_set<const Value*> barred = valuesLeavingOps(b);
     std::unordered_map<const Node*, std::unique_ptr<LayoutQuery>> queries;
     for (Node* n : nodes)
       if (auto q = evaluator()->layoutQuery(*n)) queries.emplace(n, std::move(q));
@@ -84,13 +82,6 @@ class PropagateLayouts final : public Pass {
     return changed;
   }
 
-  static void collectUsesInside(Block* b, std::unordered_set<const Value*>& used) {
-    for (const Value* v : b->outputs()) used.insert(v);
-    for (Node* n : b->nodes()) {
-      for (const Value* v : n->inputs()) used.insert(v);
-      for (Block* sub : n->blocks()) collectUsesInside(sub, used);
-    }
-  }
 };
 
 }  // namespace

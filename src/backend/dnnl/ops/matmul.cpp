@@ -281,6 +281,22 @@ class MatmulKernel final : public Kernel {
   PrimitiveCache<MatmulEntry> cache_;
 };
 
+// x[..., K] . w[N, K]^T as the 2-D product it runs as: x's leading dims
+// flattened into m rows, and the output's shape [..., N].
+struct LinearRows {
+  int64_t m = 1;
+  Shape full;
+};
+LinearRows linearRows(const Tensor& x, const Tensor& w) {
+  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
+    throw std::invalid_argument("linear: input " + x.describe() + " does not match weight " + w.describe());
+  LinearRows r;
+  r.full.assign(x.sizes().begin(), x.sizes().end() - 1);
+  for (int64_t s : r.full) r.m *= s;
+  r.full.push_back(w.size(0));
+  return r;
+}
+
 }  // namespace
 
 struct MatmulCache {
@@ -290,27 +306,16 @@ std::shared_ptr<MatmulCache> makeMatmulCache() { return std::make_shared<MatmulC
 
 Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, MatmulCache& cache,
                 bool constant_w, Precision precision) {
-  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
-    throw std::invalid_argument("linear: input " + x.describe() + " does not match weight " + w.describe());
-  Shape lead(x.sizes().begin(), x.sizes().end() - 1);
-  int64_t m = 1;
-  for (int64_t s : lead) m *= s;
-  Tensor out = matmulCore(ctx, x.reshape({m, x.size(-1)}), w.transpose(0, 1), b,
+  const LinearRows r = linearRows(x, w);
+  Tensor out = matmulCore(ctx, x.reshape({r.m, x.size(-1)}), w.transpose(0, 1), b,
                           constant_w ? &cache.constant_b : &cache.variable_b, constant_w, nullptr, precision);
-  lead.push_back(w.size(0));
-  return out.view(lead);
+  return out.view(r.full);
 }
 
 Tensor linearChainOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b,
                      MatmulCache& cache, bool constant_w, Precision precision, const std::vector<PostOp>& post,
                      const std::vector<Tensor>& operands) {
-  if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
-    throw std::invalid_argument("linear: input " + x.describe() + " does not match weight " + w.describe());
-  Shape lead(x.sizes().begin(), x.sizes().end() - 1);
-  int64_t m = 1;
-  for (int64_t s : lead) m *= s;
-  Shape full = lead;
-  full.push_back(w.size(0));
+  const auto [m, full] = linearRows(x, w);
   Chain chain{&post, {}, nullptr};
   for (const Tensor& t : operands) {
     if (t.sizes() != full) throw std::invalid_argument("linear chain: operand " + t.describe() + " is not the output's shape");
@@ -369,13 +374,7 @@ class FusedMatmulKernel final : public Kernel {
     }
     const Tensor& x = a.tensor(0);
     const Tensor& w = a.tensor(1);
-    if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
-      throw std::invalid_argument("linear: input " + x.describe() + " does not match weight " + w.describe());
-    Shape lead(x.sizes().begin(), x.sizes().end() - 1);
-    int64_t m = 1;
-    for (int64_t s : lead) m *= s;
-    Shape full = lead;
-    full.push_back(w.size(0));
+    const auto [m, full] = linearRows(x, w);
     // The 2-D product sees each operand as [m, N] (or [1, N] when it only varies along N).
     for (const Tensor& t : chain.operands) checkOperandFits(t, full);  // else the group runs op by op
     for (Tensor& t : chain.operands) {
