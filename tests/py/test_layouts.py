@@ -354,13 +354,32 @@ class GlobalPool(nn.Module):
         return self.c2(p)
 
 
+def own_global_pool(src_tag):
+    """llga pools the whole plane itself where the input is channels-last or nChw8c/16c."""
+    return src_tag in ("nhwc", "acdb", "nChw8c", "nChw16c")
+
+
+def expected_chunks(batch, channels, hw, src_tag, threads=2):
+    """global_pool::chunks(): runs (image x channel block) fewer than the
+    threads are split into chunks of at least 16 positions, when the input
+    is worth waking the threads for (32768 floats)."""
+    block = {"nChw8c": 8, "nChw16c": 16}.get(src_tag, channels)
+    runs, positions = batch * (channels // block), hw[0] * hw[1]
+    if batch * channels * positions < 32768 or runs >= threads:
+        return 0
+    k = min(-(-threads // runs), positions // 16)
+    return k if k > 1 else 0
+
+
 @pytest.mark.parametrize("kind", ["adaptive_avg", "avg", "max"])
-@pytest.mark.parametrize("batch,hw,chunks", [(1, (14, 14), 2), (1, (13, 9), 13), (1, (7, 7), 0), (1, (56, 40), 2),
-                                            (3, (14, 14), 0)])
-def test_global_pool_split_into_row_chunks(kind, batch, hw, chunks):
-    """A batch smaller than the thread count pools rows in chunks and combines
-    them: same result as PyTorch, for primes, small planes (not split) and
-    batches that already fill the threads (not split)."""
+@pytest.mark.parametrize("batch,hw", [(1, (14, 14)), (1, (13, 9)), (1, (7, 7)), (1, (56, 40)), (1, (61, 37)),
+                                      (3, (14, 14)), (3, (56, 40))])
+def test_global_pool_is_one_pass_split_over_the_threads(kind, batch, hw):
+    """A pooling over the whole plane of a conv's channels-last or blocked
+    output is llga's own: one pass over it, the positions split into chunks
+    when there are fewer images (or channel blocks) than threads. Same result
+    as PyTorch for primes, small planes (not split) and batches that already
+    fill the threads (not split); and no reorder of the input before it."""
     threads = llga.get_num_threads()
     llga.set_num_threads(2)
     try:
@@ -370,21 +389,48 @@ def test_global_pool_split_into_row_chunks(kind, batch, hw, chunks):
     finally:
         llga.set_num_threads(threads)
     pool = [e for e in log if "pool" in e["op"]]
-    # The split applies to channels-last inputs: where the conv's dst is
-    # brgconv's nhwc; a blocked dst (AVX2's nChw8c) reaches the pool blocked.
     conv = next(e for e in log if e["pattern"] == "conv_post_ops")
-    strided = dense(conv["dst"]) and conv["dst"] != "nchw"
-    chunks = chunks if strided else 0
-    assert len(pool) == 1 and pool[0]["inputs"][0].endswith(
-        "strided" if strided else conv["dst"] if not dense(conv["dst"]) else "plain"), (pool, conv)
+    assert len(pool) == 1
+    own = own_global_pool(pool[0]["src"])
+    assert pool[0]["impl"].startswith("llga_global_pool") == own, (pool, conv)
+    # what oneDNN handed on reaches the pool as it is: strided channels-last or blocked, never copied
+    if dense(conv["dst"]) and conv["dst"] != "nchw":
+        assert own and pool[0]["inputs"][0].endswith("strided"), (pool, conv)
+    elif not dense(conv["dst"]):
+        assert pool[0]["src"] == conv["dst"], (pool, conv)
     said = re.search(r"global pool in (\d+) row chunks", pool[0]["layouts"] or "")
-    assert (int(said.group(1)) if said else 0) == chunks
-    # The partition table names the pooling's oneDNN implementation ("jit:avx512_core") and what it did.
+    want = expected_chunks(batch, 32, hw, pool[0]["src"]) if own else 0
+    assert (int(said.group(1)) if said else 0) == want, (pool, want)
     (part,) = [p for p in c.partitions if p.pattern == "pool_post_ops"]
-    assert ":" in part.impl and ("row chunks" in part.layouts) == bool(chunks), (part.impl, part.layouts)
-    # An average over the whole plane of nChw8c is llga's own (backend/dnnl/max_pool.h).
-    own = kind != "max" and pool[0]["src"] == pool[0]["dst"] == "nChw8c" and AVX2_UP
-    assert part.impl.startswith("llga_global_avg") == own, (part.impl, pool)
+    assert part.impl == pool[0]["impl"] and ("row chunks" in part.layouts) == bool(want), (part.impl, part.layouts)
+
+
+class NanGlobalMax(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(5)
+        self.c1 = nn.Conv2d(8, 32, 3, padding=1)
+
+    def forward(self, x):
+        return torch.nn.functional.adaptive_max_pool2d(self.c1(x), 1), torch.nn.functional.adaptive_avg_pool2d(self.c1(x), 1)
+
+
+@pytest.mark.parametrize("batch,hw", [(1, (56, 40)), (2, (9, 7)), (1, (5, 5))])
+def test_global_pool_propagates_nan_and_inf(batch, hw):
+    """A NaN anywhere in a plane gives NaN for max and mean (as PyTorch), in
+    split chunks too; +inf and -inf rows give the right infinities."""
+    x = torch.randn(batch, 8, *hw)
+    x[0, :, hw[0] // 2, hw[1] // 2] = float("nan")  # the conv spreads it over a 3x3 patch of every channel
+    if batch > 1:
+        x[1, :, 0, :] = float("inf")
+    model = NanGlobalMax().eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(model, x, check_trace=False)
+        want = model(x)
+    got = llga.optimize(traced)(x.numpy())
+    for g, w in zip(got, want):
+        assert np.isnan(w.numpy()).any()
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-4, equal_nan=True)
 
 
 class MeanAfterConv(nn.Module):
@@ -402,8 +448,8 @@ class MeanAfterConv(nn.Module):
         return self.c2(F.adaptive_avg_pool2d(self.c1(x), 1)), F.adaptive_avg_pool2d(self.c1(x) * 2, 1)
 
 
-# llga's global average over nChw8c against PyTorch: planes whose size is no
-# multiple of its 4 accumulators, a 1x1 plane, batches, a NaN row, and
+# llga's global average after a conv against PyTorch: planes whose size is
+# odd (its two-position steps), a 1x1 plane, batches, a NaN row, and
 # channels of -inf, +inf and both (NaN).
 @pytest.mark.parametrize("batch,hw", [(1, (7, 7)), (3, (13, 9)), (2, (1, 1)), (1, (56, 40)), (4, (3, 2))])
 def test_global_average_after_a_blocked_conv(batch, hw):
@@ -421,7 +467,8 @@ def test_global_average_after_a_blocked_conv(batch, hw):
     pools = [e for e in logged_call(c, x.numpy()) if e["depth"] == 0 and e["pattern"] == "pool_post_ops"]
     assert len(pools) == 2
     for p in pools:
-        assert p["impl"].startswith("llga_global_avg") == (p["src"] == "nChw8c" and AVX2_UP), p
+        # a 1x1 plane is channels-last whatever its tag
+        assert p["impl"].startswith("llga_global_pool") == (own_global_pool(p["src"]) or hw == (1, 1)), p
 
 
 class ScaleByGate(nn.Module):

@@ -34,21 +34,6 @@ LLGA_AVX2 void row(const Geometry& g, const float* src, float* dst, int64_t oy) 
   }
 }
 
-// The mean of `spatial` vectors of 8 floats at src.
-LLGA_AVX2 void meanOfBlock(const float* src, int64_t spatial, float* dst) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  int64_t p = 0;
-  for (; p + 4 <= spatial; p += 4) {
-    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(src + p * 8));
-    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(src + p * 8 + 8));
-    s2 = _mm256_add_ps(s2, _mm256_loadu_ps(src + p * 8 + 16));
-    s3 = _mm256_add_ps(s3, _mm256_loadu_ps(src + p * 8 + 24));
-  }
-  for (; p < spatial; ++p) s0 = _mm256_add_ps(s0, _mm256_loadu_ps(src + p * 8));
-  const __m256 sum = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
-  _mm256_storeu_ps(dst, _mm256_div_ps(sum, _mm256_set1_ps(static_cast<float>(spatial))));
-}
-
 }  // namespace
 
 bool available() { return cpuRunsAvx2Kernels(); }
@@ -62,12 +47,6 @@ void run(const Geometry& g, const float* src, float* dst) {
     const int64_t plane = r / g.oh, oy = r % g.oh;
     row(g, src + plane * g.h * g.w * 8, dst + plane * g.oh * g.ow * 8, oy);
   }
-}
-
-void globalAverage(int64_t blocks, int64_t spatial, const float* src, float* dst) {
-  const int threads = blocks * spatial * 8 < kParallelGrain ? 1 : getNumThreads();
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t b = 0; b < blocks; ++b) meanOfBlock(src + b * spatial * 8, spatial, dst + b * 8);
 }
 
 }  // namespace llga::pool8c

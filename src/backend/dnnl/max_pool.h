@@ -1,5 +1,5 @@
-// llga's own 2-D pooling over nChw8c (AVX2), where oneDNN's is slow: max
-// pooling, and global average pooling (squeeze-excite's).
+// llga's own 2-D max pooling over nChw8c (AVX2), where oneDNN's is slow
+// (global pooling: global_pool.h).
 //
 // Why: oneDNN 2.6's jit:avx2 max pooling took 390-430 us for resnet's stem
 // pool (1x64x112x112, 3x3 stride 2) on an AVX2 EPYC, where ONNX Runtime's
@@ -25,13 +25,5 @@ struct Geometry {
 // dst = max over each window of src (positions outside the input skipped;
 // every window holds at least one input position, as PyTorch sizes them).
 void run(const Geometry& g, const float* src, float* dst);
-
-// dst[b][0..8) = mean over `spatial` positions of src[b][p][0..8), for the
-// `blocks` (n * c / 8) channel blocks of an nChw8c tensor into a [n, c, 1, 1]
-// nChw8c one. Why: oneDNN's global average pooling took 27 us a call on
-// efficientnet_b0's squeeze-excite inputs (AVX2 EPYC), most of it fixed cost;
-// this is one pass with four accumulators per block, blocks split across
-// llga's threads when the input is large.
-void globalAverage(int64_t blocks, int64_t spatial, const float* src, float* dst);
 
 }  // namespace llga::pool8c

@@ -12,6 +12,7 @@
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/primitive_cache.h"
+#include "backend/dnnl/global_pool.h"
 #include "backend/dnnl/max_pool.h"
 #include "runtime/threads.h"
 
@@ -44,7 +45,7 @@ struct PoolEntry {
   std::string impl;  // "jit:avx512_core"
   bool own_max = false;  // llga's max pooling (backend/dnnl/max_pool.h) runs instead of the primitive
   pool8c::Geometry own_geometry;
-  bool own_global_avg = false;  // llga's global average pooling (same file) instead of the primitive
+  bool own_global = false;  // llga's global pooling (backend/dnnl/global_pool.h) instead of the primitive
   SharedBoundArgs bound;
 };
 
@@ -55,7 +56,7 @@ bool scalarKernel(const std::string& impl) { return isReference(impl) || impl.rf
 // What a pooling kernel ran on its latest call, for report().
 struct PoolTrace {
   SharedSlot<const PoolEntry> last;
-  std::atomic<int64_t> chunks{0};  // row chunks of a split global pool, or 0
+  std::atomic<int64_t> chunks{0};  // chunks of rows a global pool split each plane into, or 0
   KernelReport report() const {
     std::shared_ptr<const PoolEntry> e = last.load();
     if (!e) return {};
@@ -65,6 +66,28 @@ struct PoolTrace {
   }
 };
 
+// x as llga's global pooling reads it, where the pooling is over the whole
+// plane of a channels-last or nChw{8,16}c x (channels a multiple of the block).
+std::optional<global_pool::Geometry> globalPoolGeometry(const Tensor& x, const PoolGeom& g) {
+  if (x.dim() != 4) return std::nullopt;
+  for (size_t i = 0; i < 2; ++i)
+    if (g.out[i] != 1 || g.kernel[i] != x.size(static_cast<int64_t>(i) + 2) || g.pad_l[i] != 0 || g.pad_r[i] != 0 ||
+        g.dilation[i] != 1)
+      return std::nullopt;
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  if (x.isBlocked()) {
+    const memory::desc md = blockedDesc(x);
+    for (auto [tag, b] : {std::pair{memory::format_tag::nChw16c, int64_t{16}}, std::pair{memory::format_tag::nChw8c, int64_t{8}}})
+      if (c % b == 0 && md == memory::desc(x.sizes(), memory::data_type::f32, tag))
+        return global_pool::Geometry{n, c * h * w, c / b, h * w * b, h * w, b};
+    return std::nullopt;
+  }
+  // channels-last: every position's channels contiguous, positions C apart in (h, w) order
+  if ((c == 1 || x.stride(1) == 1) && (w == 1 || x.stride(3) == c) && (h == 1 || x.stride(2) == w * c))
+    return global_pool::Geometry{n, x.stride(0), 1, 0, h * w, c};
+  return std::nullopt;
+}
+
 // `follow`: the output may take x's dimension order (channels-last in, channels-last out);
 // `keep_blocked`: it may stay in a blocked layout.
 //
@@ -73,8 +96,10 @@ struct PoolTrace {
 // scalar simple_nchw or reference kernel (every AVX2 CPU: googlenet's
 // max-pools after its concats, 4-9 ms each), is reordered into a blocked
 // copy first: one pass over x instead of a scalar loop over every window.
-Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor& x, const PoolGeom& g,
-                   dnnl::algorithm alg, bool follow, bool keep_blocked, PoolTrace* trace = nullptr) {
+// A pooling over the whole plane of a channels-last or nChw{8,16}c x is
+// llga's own (global_pool.h), one pass over x split across the threads.
+Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor& x, const PoolGeom& g,
+               dnnl::algorithm alg, bool follow, bool keep_blocked, PoolTrace& trace) {
   Shape out_shape(x.sizes().begin(), x.sizes().begin() + 2);
   out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
   thread_local std::vector<int64_t> key;  // reused: no allocation per call
@@ -93,6 +118,14 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
                                        g.pad_l, g.pad_r);
       return dnnl::pooling_v2_forward::primitive_desc(d, scratchpadAttr(), cpuEngine());
     };
+    if (globalPoolGeometry(x, g)) {  // no padding: every average algorithm is the mean
+      pe.own_global = true;
+      pe.src_md = x.isBlocked() ? blockedDesc(x) : plainDesc(x);
+      pe.dst_md = memory::desc(out_shape, memory::data_type::f32, memory::format_tag::nchw);
+      pe.dst_strides = denseStrides(pe.dst_md);
+      pe.impl = "llga_global_pool";
+      return pe;
+    }
     const memory::desc any(out_shape, memory::data_type::f32, memory::format_tag::any);
     std::optional<dnnl::pooling_v2_forward::primitive_desc> pd;
     if (x.isBlocked()) {
@@ -128,16 +161,10 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
                          g.kernel[0], g.kernel[1], g.stride[0], g.stride[1], g.pad_l[0], g.pad_l[1]};
       pe.impl = "llga_max_pool:avx2";
     }
-    // A 2-D average over the whole plane (no padding) on nChw8c: llga's global average.
-    if ((alg == dnnl::algorithm::pooling_avg_exclude_padding || alg == dnnl::algorithm::pooling_avg_include_padding) &&
-        nchw8c && out_shape[2] == 1 && out_shape[3] == 1 && g.kernel[0] == x.size(2) && g.kernel[1] == x.size(3) &&
-        g.pad_l[0] == 0 && g.pad_l[1] == 0 && g.pad_r[0] == 0 && g.pad_r[1] == 0 && pool8c::available()) {
-      pe.own_global_avg = true;
-      pe.impl = "llga_global_avg:avx2";
-    }
     return pe;
   });
-  if (trace) trace->last.store(e);
+  trace.last.store(e);
+  trace.chunks.store(0, std::memory_order_relaxed);
   SharedBoundArgs::Lease args = e->bound.lease();
   Tensor src_buf;  // x in the blocked layout, for this call
   if (e->reorder_src) reorder(ctx, wrap(x, e->x_md), temporary(e->src_md, src_buf));
@@ -148,9 +175,11 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
                                                     e->dst_strides, 0);
   if (e->own_max) {
     pool8c::run(e->own_geometry, static_cast<const float*>(src), static_cast<float*>(out.data()));
-  } else if (e->own_global_avg) {
-    pool8c::globalAverage(x.size(0) * x.size(1) / 8, x.size(2) * x.size(3), static_cast<const float*>(src),
-                          static_cast<float*>(out.data()));
+  } else if (e->own_global) {
+    const global_pool::Geometry geom = *globalPoolGeometry(x, g);
+    global_pool::run(geom, alg == dnnl::algorithm::pooling_max, static_cast<const float*>(x.data()),
+                     static_cast<float*>(out.data()));
+    if (int64_t k = global_pool::chunks(geom); k > 1) trace.chunks.store(k, std::memory_order_relaxed);
   } else {
     args->bind(DNNL_ARG_SRC, e->src_md, const_cast<void*>(src));
     args->bind(DNNL_ARG_DST, e->dst_md, out.data());
@@ -158,49 +187,6 @@ Tensor runPoolOnce(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Ten
   }
   if (out.isBlocked()) return keep_blocked ? out : toPlain(ctx, out);
   return follow ? out : out.contiguous();
-}
-
-// Global pooling of a channels-last batch smaller than the thread count:
-// oneDNN splits such a pool over channel blocks, so every thread reads every
-// cache line of the input (written by a producer that split it by rows: 3-7x
-// slower than the split below, measured on efficientnet_b0's squeeze-excite
-// pools). Instead, rows are split into T equal chunks seen as a batch of N*T
-// (a channels-last view, no copy), pooled, and the T partial results pooled
-// again (the average of equal chunks' averages is the average; max of maxes).
-// Returns nullopt when the case does not apply.
-std::optional<Tensor> splitGlobalPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor& x,
-                                      const PoolGeom& g, dnnl::algorithm alg, bool follow, PoolTrace& trace) {
-  if (x.dim() != 4) return std::nullopt;
-  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
-  const int64_t threads = getNumThreads();
-  for (size_t i = 0; i < 2; ++i)
-    if (g.out[i] != 1 || g.kernel[i] != x.size(static_cast<int64_t>(i) + 2) || g.pad_l[i] != 0 || g.pad_r[i] != 0 ||
-        g.dilation[i] != 1)
-      return std::nullopt;
-  bool channels_last = x.stride(1) == 1 && x.stride(3) == c && x.stride(2) == w * c && x.stride(0) == h * w * c;
-  if (!channels_last || n >= threads || h * w < 64 || c < 16) return std::nullopt;
-  int64_t t = 2;
-  while (t <= h && (h % t != 0 || n * t < threads)) ++t;
-  if (t > h) return std::nullopt;
-  // Stage 1: [n*t, c, h/t, w] channels-last over the same memory.
-  Tensor pieces = x.asStrided({n * t, c, h / t, w}, {(h / t) * w * c, 1, w * c, c}, x.offset());
-  PoolGeom g1{{h / t, w}, {h / t, w}, {0, 0}, {0, 0}, {1, 1}, {1, 1}};
-  // [n*t, c, 1, 1], dense either way; the trace shows this stage (the one reading x)
-  Tensor partial = runPoolOnce(ctx, cache, pieces, g1, alg, true, false, &trace);
-  // Stage 2: the partials as [n, c, t, 1] channels-last.
-  Tensor rows = partial.asStrided({n, c, t, 1}, {t * c, 1, c, c}, partial.offset());
-  PoolGeom g2{{t, 1}, {t, 1}, {0, 0}, {0, 0}, {1, 1}, {1, 1}};
-  Tensor out = runPoolOnce(ctx, cache, rows, g2, alg, follow, false);
-  trace.chunks.store(t, std::memory_order_relaxed);
-  return out;
-}
-
-Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor& x, const PoolGeom& g, dnnl::algorithm alg,
-               bool follow, bool keep_blocked, PoolTrace& trace) {
-  if (!x.isBlocked())
-    if (std::optional<Tensor> r = splitGlobalPool(ctx, cache, x, g, alg, follow, trace)) return *r;
-  trace.chunks.store(0, std::memory_order_relaxed);
-  return runPoolOnce(ctx, cache, x, g, alg, follow, keep_blocked, &trace);
 }
 
 // Reference average pooling over [N, C, *spatial] (contiguous x), PyTorch's divisor rules.
