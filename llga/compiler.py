@@ -402,11 +402,20 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     run, :class:`llga.CompileError` for missing or malformed weights, and
     :class:`llga.PrecisionError` for a precision the CPU cannot run.
     """
-    from . import passes as _passes
     from . import precision as _precision
-    route_off = _profiler._route_off(route)
     prec = _precision.resolve(precision)
+    rebuild = lambda args: optimize(obj, args, params=params, passes=passes, module=module, route=route,  # noqa: E731
+                                    precision=precision)
+    return _build(obj, example_inputs, params, passes, module, route, prec, None, rebuild)
 
+
+def _build(obj, example_inputs, params, passes, module, route, prec, calibration, rebuild) -> CompiledGraph:
+    """optimize() and llga.quantize(): the driver on obj's graph with a
+    resolved precision (llga.precision.Resolved) and, for int8, the
+    calibration input sets (lists of numpy arrays). `rebuild(args)` compiles
+    the same again for other inputs (a new specialization)."""
+    from . import passes as _passes
+    route_off = _profiler._route_off(route)
     graph, weights, methods = _load(obj, params, module)
     graph = graph.copy()
     examples = None
@@ -418,7 +427,7 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     try:  # the driver: passes, then the plan (a graph still calling methods is a CompileError there)
         records, impl = _llga.compile(graph, _passes.pipeline_string(passes), dict(weights), dict(methods),
                                       None if examples is None else list(examples), list(route_off),
-                                      prec.bf16, dict(prec.overrides))
+                                      prec.used, dict(prec.overrides), calibration)
     except UnsupportedOpError as e:
         _profiler._note_unsupported(e)
         raise
@@ -431,8 +440,7 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     # is kept for that (only when the passes specialized: otherwise nothing
     # holds the caller's objects and weight arrays past compilation).
     if "llga::Guard" in graph.node_counts():
-        compiled._respecialize = lambda args: optimize(obj, args, params=params, passes=passes, module=module,
-                                                       route=route, precision=precision)
+        compiled._respecialize = rebuild
     if example_inputs is not None:
         compiled(*example_inputs)
     return compiled

@@ -34,7 +34,7 @@ NATIVE_BF16_ISAS = ("avx512_core_bf16", "avx512_core_amx")
 class Resolved:
     bf16: bool
     overrides: Dict[str, str]
-    used: str   # "fp32" or "bf16"
+    used: str   # "fp32", "bf16" or "int8" (llga.quantize)
     note: str   # why
 
 

@@ -15,13 +15,32 @@ const Symbol& outDtypeName() {
   return s;
 }
 
+const Symbol& actScaleName() {
+  static const Symbol s = Symbol::fromQualString("attr::act_scale");
+  return s;
+}
+
+const Symbol& actDtypeName() {
+  static const Symbol s = Symbol::fromQualString("attr::act_dtype");
+  return s;
+}
+
 }  // namespace
 
-std::string_view precisionName(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
+std::string_view precisionName(Precision p) {
+  switch (p) {
+    case Precision::BF16: return "bf16";
+    case Precision::INT8: return "int8";
+    case Precision::F32: break;
+  }
+  return "fp32";
+}
 
 Precision precisionOf(const Node& n) {
   const AttrValue* a = n.attributes().find(attrName());
-  return a && a->is<std::string>() && a->get<std::string>() == "bf16" ? Precision::BF16 : Precision::F32;
+  if (!a || !a->is<std::string>()) return Precision::F32;
+  const std::string& s = a->get<std::string>();
+  return s == "bf16" ? Precision::BF16 : s == "int8" ? Precision::INT8 : Precision::F32;
 }
 
 bool setPrecision(Node& n, Precision p) {
@@ -40,6 +59,28 @@ bool setBf16Output(Node& n, bool on) {
   if (!on) return n.attributes().remove(outDtypeName());
   if (bf16Output(n)) return false;
   n.setAttr(outDtypeName(), AttrValue(std::string("bf16")));
+  return true;
+}
+
+std::optional<ActivationQuant> activationQuantOf(const Node& n) {
+  const AttrValue* scale = n.attributes().find(actScaleName());
+  const AttrValue* dtype = n.attributes().find(actDtypeName());
+  if (!scale || !dtype || !dtype->is<std::string>()) return std::nullopt;
+  const double s = scale->is<double>() ? scale->get<double>() : scale->is<int64_t>() ? static_cast<double>(scale->get<int64_t>()) : 0.0;
+  const std::string& d = dtype->get<std::string>();
+  if (!(s > 0) || (d != "u8" && d != "s8")) return std::nullopt;
+  return ActivationQuant{s, d == "u8"};
+}
+
+bool setActivationQuant(Node& n, std::optional<ActivationQuant> q) {
+  if (!q) {
+    const bool a = n.attributes().remove(actScaleName());
+    return n.attributes().remove(actDtypeName()) || a;
+  }
+  std::optional<ActivationQuant> now = activationQuantOf(n);
+  if (now && now->scale == q->scale && now->is_unsigned == q->is_unsigned) return false;
+  n.setAttr(actScaleName(), AttrValue(q->scale));
+  n.setAttr(actDtypeName(), AttrValue(std::string(q->is_unsigned ? "u8" : "s8")));
   return true;
 }
 

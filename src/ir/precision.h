@@ -4,27 +4,44 @@
 //   precision="bf16"  the op's heavy inputs (activation, weights) are rounded
 //                     to bf16 and multiplied on the CPU's bf16 instructions,
 //                     accumulating in fp32; its output and post-ops are fp32
+//   precision="int8"  (llga.quantize) the op's activation is quantized to
+//                     8 bits with the scale calibration found (act_scale,
+//                     act_dtype below) and its weights to s8 with a scale per
+//                     output channel; it accumulates in int32 and its output
+//                     and post-ops are fp32
 //   (no attribute)    fp32
 // and the out_dtype attribute, on a bf16 partition whose one output only bf16
 // convolutions read as their activation:
 //   out_dtype="bf16"  the partition hands its output on in bf16 (its
 //                     primitive writes bf16), so the readers need no conversion
+// and on an int8 op, how its activation (input 0) is quantized:
+//   act_scale=0.0213  real value = scale * 8-bit value (zero point 0)
+//   act_dtype="u8"    "u8" where calibration saw no negative value, else "s8"
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "ir/ir.h"
 
 namespace llga {
 
-enum class Precision { F32, BF16 };
+enum class Precision { F32, BF16, INT8 };
 
-std::string_view precisionName(Precision p);  // "fp32", "bf16"
+std::string_view precisionName(Precision p);  // "fp32", "bf16", "int8"
 Precision precisionOf(const Node& n);
 // Writes p on n (removing the attribute for fp32); whether n changed.
 bool setPrecision(Node& n, Precision p);
 bool bf16Output(const Node& n);
 // Writes (or removes) out_dtype="bf16" on n; whether n changed.
 bool setBf16Output(Node& n, bool on);
+
+struct ActivationQuant {
+  double scale = 1.0;        // > 0
+  bool is_unsigned = false;  // u8 (else s8)
+};
+std::optional<ActivationQuant> activationQuantOf(const Node& n);
+// Writes (or, with nullopt, removes) act_scale and act_dtype; whether n changed.
+bool setActivationQuant(Node& n, std::optional<ActivationQuant> q);
 
 }  // namespace llga

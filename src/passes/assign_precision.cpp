@@ -5,6 +5,13 @@
 // kernels see it. Everything else stays fp32 and carries no attribute.
 // Without bf16 in the context it removes nothing and writes nothing.
 //
+// Under int8 (llga.quantize), it runs the graph on the context's calibration
+// inputs, takes the range of each activation read by an op of an int8 kind
+// (convolutions and linears with constant weights, in the graph's top block)
+// and writes precision="int8" with act_scale and act_dtype on the op and its
+// partition: u8 where no negative value was seen, else s8, the scale mapping
+// the largest magnitude seen to 255 or 127 (min-max calibration, zero point 0).
+//
 // Then the edges: a bf16 partition anchored by an op whose kernel reads and
 // writes bf16 activations (a convolution), whose chain reads nothing else
 // (no residual or other operand) and whose one output only such partitions
@@ -19,6 +26,9 @@
 //           with_subgraph: %c = aten::conv2d[precision="bf16"](%x, %w, ...); %r = aten::relu(%c)
 #include "passes/assign_precision.h"
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <map>
 #include <unordered_set>
 
@@ -33,10 +43,10 @@ const std::vector<PrecisionRule>& precisionPolicy() {
     const std::string conv = "a convolution: bf16 activation and weights, fp32 accumulation, fp32 output and post-ops";
     for (const char* k : {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::_convolution_mode",
                           "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"})
-      r.push_back({k, Precision::BF16, true, conv, true});
+      r.push_back({k, Precision::BF16, true, conv, true, std::string_view(k).find("transpose") == std::string_view::npos});
     const std::string mm = "a matrix product: bf16 operands, fp32 accumulation, fp32 output and post-ops";
     for (const char* k : {"aten::linear", "aten::matmul", "aten::mm", "aten::bmm"})
-      r.push_back({k, Precision::BF16, true, mm});
+      r.push_back({k, Precision::BF16, true, mm, false, std::string_view(k) == "aten::linear"});
     const std::string fused = "PyTorch's fused transformer ops: their products in bf16, softmax and layer norms fp32";
     for (const char* k : {"aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd"})
       r.push_back({k, Precision::BF16, true, fused});
@@ -69,6 +79,7 @@ class AssignPrecision final : public Pass {
   }
 
   bool run(Graph& g) override {
+    if (context().int8) return runInt8(g);
     if (!context().bf16) {
       note("fp32: no op runs in bf16 (llga.optimize(precision=\"bf16\") asks for it)");
       return false;
@@ -98,12 +109,97 @@ class AssignPrecision final : public Pass {
 
  private:
   // The group's anchor (its first op), or null for a node without a subgraph.
-  static const Node* anchorOf(const Node& group) {
+  static Node* anchorOf(const Node& group) {
     auto sub = group.subgraph();
     if (!sub) return nullptr;
-    for (const Node* m : sub->nodes())
+    for (Node* m : sub->nodes())
       if (m->kind() != prim::Constant) return m;
     return nullptr;
+  }
+
+  // The value in n's block that input i of op (n itself, or the anchor inside
+  // n's subgraph) reads; null when it is defined inside the subgraph.
+  static const Value* outerInput(const Node& n, const Node& op, size_t i) {
+    if (&n == &op) return n.input(i);
+    const Value* v = op.input(i);
+    const auto& ins = n.subgraph()->inputs();
+    for (size_t j = 0; j < ins.size(); ++j)
+      if (ins[j] == v) return n.input(j);
+    return nullptr;
+  }
+
+  bool runInt8(Graph& g) {
+    std::set<Symbol> int8;
+    for (const PrecisionRule& r : precisionPolicy()) {
+      auto o = context().precision_overrides.find(r.kind);
+      if (o != context().precision_overrides.end() && o->second == "int8" && !r.int8_kernel)
+        throw std::invalid_argument("precision override " + r.kind + ": \"int8\": llga has no int8 kernel for it");
+      if (r.int8_kernel && (o == context().precision_overrides.end() || o->second == "int8"))
+        int8.emplace(Symbol::fromQualString(r.kind));
+    }
+    for (const auto& [kind, p] : context().precision_overrides) {
+      if (p != "int8" && p != "fp32")
+        throw std::invalid_argument("precision override " + kind + ": \"" + p + "\" (expected \"int8\" or \"fp32\")");
+      bool known = false;
+      for (const PrecisionRule& r : precisionPolicy()) known = known || r.kind == kind;
+      if (!known) throw std::invalid_argument("precision override " + kind + ": not an op kind of the precision policy");
+    }
+    struct Candidate {
+      Node* node;    // the op, or its partition
+      Node* op;      // the op
+      const Value* activation;
+    };
+    std::vector<Candidate> found;
+    std::unordered_set<const Value*> wanted;
+    std::function<void(Block*)> walk = [&](Block* b) {
+      for (Node* n : b->nodes()) {
+        for (Block* sub : n->blocks()) walk(sub);
+        Node* op = n->subgraph() ? anchorOf(*n) : n;
+        if (!op || !int8.count(op->kind())) continue;
+        const std::string what = op->kind().toQualString() + std::string(" (%") + op->output(0)->debugName() + ")";
+        if (b != g.block()) {
+          note(what + ": inside a loop or branch, where calibration does not look: fp32");
+          continue;
+        }
+        const Value* w = op->inputs().size() > 1 ? outerInput(*n, *op, 1) : nullptr;
+        if (!w || (w->node()->kind() != prim::Constant && w->node()->kind() != prim::GetAttr)) {
+          note(what + ": its weight is not a constant: fp32");
+          continue;
+        }
+        const Value* act = outerInput(*n, *op, 0);
+        if (!act) continue;
+        found.push_back({n, op, act});
+        wanted.insert(act);
+      }
+    };
+    walk(g.block());
+    if (found.empty()) {
+      note("int8: no convolution or linear with constant weights to quantize");
+      return false;
+    }
+    if (!evaluator()) {
+      note("int8: no evaluator to calibrate with: everything fp32");
+      return false;
+    }
+    const std::unordered_map<const Value*, ValueRange> ranges = evaluator()->observeRanges(g, context(), wanted);
+    bool changed = false;
+    for (const Candidate& c : found) {
+      auto it = ranges.find(c.activation);
+      if (it == ranges.end() || it->second.elements == 0) {
+        note(c.op->kind().toQualString() + std::string(" (%") + c.op->output(0)->debugName() +
+             "): calibration never saw a finite float activation: fp32");
+        continue;
+      }
+      const ValueRange& r = it->second;
+      ActivationQuant q;
+      q.is_unsigned = r.min >= 0;
+      const double magnitude = std::max(std::abs(r.min), std::abs(r.max));
+      q.scale = magnitude > 0 ? magnitude / (q.is_unsigned ? 255.0 : 127.0) : 1.0;
+      changed |= setPrecision(*c.op, Precision::INT8);
+      changed |= setActivationQuant(*c.op, q);
+      if (c.node != c.op) changed |= setPrecision(*c.node, Precision::INT8);
+    }
+    return changed;
   }
   // A bf16 group whose anchor reads and writes bf16 activations.
   bool bf16Io(const Node& group) const {

@@ -1,6 +1,7 @@
 // The precision policy (an autocast-style table, data): which op kinds run
-// in bf16 when a model is compiled with precision="bf16", and which stay
-// fp32 and why. assign-precision reads it; llga.precision_policy() lists it.
+// in bf16 when a model is compiled with precision="bf16", which in int8 when
+// it is quantized (llga.quantize), and which stay fp32 and why.
+// assign-precision reads it; llga.precision.policy() lists it.
 #pragma once
 
 #include <string>
@@ -18,6 +19,9 @@ struct PrecisionRule {
   // Its kernel also takes its activation in bf16 and can write its output in
   // bf16 (convolutions): between two such ops the value may stay bf16.
   bool bf16_activations = false;
+  // llga.quantize runs it in int8: activation u8/s8 with a calibrated
+  // per-tensor scale, weights s8 per output channel, int32 accumulation.
+  bool int8_kernel = false;
 };
 
 const std::vector<PrecisionRule>& precisionPolicy();

@@ -6,9 +6,11 @@
 // no evaluator, the passes that need one change nothing and say so.
 #pragma once
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/ir.h"
@@ -32,6 +34,15 @@ class LayoutQuery {
   virtual void allowStridedOutput(size_t j) = 0;
 };
 
+// The smallest and largest finite value a tensor value took over the runs
+// observed (calibration); NaN and infinities are left out (counted).
+struct ValueRange {
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  int64_t elements = 0;      // finite values seen
+  int64_t non_finite = 0;    // NaN and infinities seen
+};
+
 class Evaluator {
  public:
   virtual ~Evaluator() = default;
@@ -52,6 +63,15 @@ class Evaluator {
   // was computed (inside loops); throws std::runtime_error saying why it
   // could not run.
   virtual std::unordered_map<const Value*, TensorInfo> observeTensors(const Graph& g, const PassContext& ctx) const = 0;
+  // Runs `g` on each of the context's calibration input sets (or, without
+  // any, its example inputs; without those, one set whose values spread
+  // evenly over [-1, 1], for graphs whose inputs have complete types: what
+  // llga-opt's golden tests calibrate on) and returns the range of
+  // each of `values` that is a float tensor (graph inputs, or outputs of
+  // nodes of g's top block); throws std::runtime_error saying why it could
+  // not run.
+  virtual std::unordered_map<const Value*, ValueRange> observeRanges(const Graph& g, const PassContext& ctx,
+                                                                     const std::unordered_set<const Value*>& values) const = 0;
   // The layout behaviour of n's kernel; null when n has none (a constant,
   // control flow, an op the library lacks, or one it cannot build).
   virtual std::unique_ptr<LayoutQuery> layoutQuery(const Node& n) const = 0;

@@ -55,6 +55,11 @@ struct PassContext {
   // "fp32"); false: everything fp32.
   bool bf16 = false;
   std::map<std::string, std::string> precision_overrides;
+  // llga.quantize: assign-precision runs the policy's int8 op kinds in int8
+  // (unless overridden to "fp32"), their activations quantized with scales
+  // from the ranges these input sets give (each set: the graph's inputs).
+  bool int8 = false;
+  std::vector<std::vector<TensorRef>> calibration;
 };
 
 // An op a pass left outside partitions, and why. Typed, so that Python,

@@ -17,8 +17,10 @@ namespace py = pybind11;
 // weights {name: array} (numpy views, no copy), methods {"<class>.<method>":
 // Graph}, example inputs (arrays or None), op kinds and patterns kept out of fusion.
 std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict methods, py::object example_inputs,
-                                                   const std::vector<std::string>& route_off, bool bf16 = false,
-                                                   const std::map<std::string, std::string>& precision_overrides = {});
+                                                   const std::vector<std::string>& route_off,
+                                                   const std::string& precision = "fp32",
+                                                   const std::map<std::string, std::string>& precision_overrides = {},
+                                                   py::object calibration = py::none());
 // llga.PassError carrying the records up to the failed pass.
 [[noreturn]] void raisePassError(const PassError& e);
 

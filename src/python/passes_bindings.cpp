@@ -19,8 +19,9 @@ using namespace llga;
 namespace llga::python {
 
 std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict methods, py::object example_inputs,
-                                                   const std::vector<std::string>& route_off, bool bf16,
-                                                   const std::map<std::string, std::string>& precision_overrides) {
+                                                   const std::vector<std::string>& route_off, const std::string& precision,
+                                                   const std::map<std::string, std::string>& precision_overrides,
+                                                   py::object calibration) {
   auto ctx = std::make_shared<PassContext>();
   ctx->evaluator = runtimeEvaluator();
   for (auto [k, v] : weights) {
@@ -29,8 +30,26 @@ std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict me
   }
   for (auto [k, v] : methods) ctx->methods.emplace(py::str(k), v.cast<std::shared_ptr<Graph>>());
   ctx->route_off.insert(route_off.begin(), route_off.end());
-  ctx->bf16 = bf16;
+  if (precision != "fp32" && precision != "bf16" && precision != "int8")
+    throw py::value_error("precision must be 'fp32', 'bf16' or 'int8', not '" + precision + "'");
+  ctx->bf16 = precision == "bf16";
+  ctx->int8 = precision == "int8";
   ctx->precision_overrides = precision_overrides;
+  if (!calibration.is_none()) {
+    size_t k = 0;
+    for (py::handle set : calibration) {
+      std::vector<TensorRef> inputs;
+      size_t i = 0;
+      for (py::handle x : set) {
+        const std::string what = "calibration set " + std::to_string(k) + ", input " + std::to_string(i++);
+        py::array arr = py::array::ensure(x);
+        if (!arr) throw py::type_error(what + " is not an array");
+        inputs.push_back(constantFromNumpy(arr, what));
+      }
+      ctx->calibration.push_back(std::move(inputs));
+      ++k;
+    }
+  }
   if (!example_inputs.is_none()) {
     size_t i = 0;
     for (py::handle x : example_inputs) {
@@ -96,9 +115,11 @@ void bindPasses(py::module_& m) {
       });
   m.def("run_passes", [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights, py::dict methods,
                          py::object example_inputs, std::vector<std::string> route_off, const std::string& shapes,
-                         bool bf16, std::map<std::string, std::string> precision_overrides) {
+                         const std::string& precision, std::map<std::string, std::string> precision_overrides,
+                         py::object calibration) {
         PassManagerOptions opts;
-        auto ctx = python::passContextFromPython(weights, methods, example_inputs, route_off, bf16, precision_overrides);
+        auto ctx = python::passContextFromPython(weights, methods, example_inputs, route_off, precision,
+                                                 precision_overrides, calibration);
         if (shapes == "functions") ctx->shapes = ShapeSource::Functions;
         else if (shapes == "execute") ctx->shapes = ShapeSource::Execute;
         else if (shapes != "infer")
@@ -114,12 +135,13 @@ void bindPasses(py::module_& m) {
       },
       py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(), py::arg("methods") = py::dict(),
       py::arg("example_inputs") = py::none(), py::arg("route_off") = std::vector<std::string>(),
-      py::arg("shapes") = "infer", py::arg("bf16") = false,
-      py::arg("precision_overrides") = std::map<std::string, std::string>(),
+      py::arg("shapes") = "infer", py::arg("precision") = "fp32",
+      py::arg("precision_overrides") = std::map<std::string, std::string>(), py::arg("calibration") = py::none(),
       "Runs a pass pipeline on graph in place (weights bind module attributes, methods feed inline, "
       "example_inputs feed propagate-shapes, route_off keeps op kinds or patterns out of fusion, shapes "
-      "says where propagate-shapes takes shapes from: 'infer', 'functions' or 'execute', bf16 and "
-      "precision_overrides feed assign-precision); returns the records.");
+      "says where propagate-shapes takes shapes from: 'infer', 'functions' or 'execute'; precision "
+      "('fp32', 'bf16' or 'int8'), precision_overrides and calibration (a list of input lists) feed "
+      "assign-precision); returns the records.");
   m.def("precision_policy", [] {
     py::list out;
     for (const PrecisionRule& r : precisionPolicy()) {
@@ -127,12 +149,13 @@ void bindPasses(py::module_& m) {
       d["kind"] = r.kind;
       d["precision"] = std::string(precisionName(r.precision));
       d["bf16_kernel"] = r.bf16_kernel;
+      d["int8_kernel"] = r.int8_kernel;
       d["why"] = r.why;
       out.append(d);
     }
     return out;
   }, "The precision policy (assign-precision's table): kind, precision under precision='bf16', "
-     "bf16_kernel (whether an override may choose bf16), why.");
+     "bf16_kernel (whether an override may choose bf16), int8_kernel (whether llga.quantize runs it in int8), why.");
   m.def("fusion_patterns", [] {
     py::list out;
     for (const FusionPattern& p : fusionPatterns()) {

@@ -271,11 +271,12 @@ void bindRuntime(py::module_& m) {
   m.def(
       "compile",
       [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights, py::dict methods,
-         py::object example_inputs, std::vector<std::string> route_off, bool bf16,
-         std::map<std::string, std::string> precision_overrides) {
+         py::object example_inputs, std::vector<std::string> route_off, const std::string& precision,
+         std::map<std::string, std::string> precision_overrides, py::object calibration) {
         CompileOptions opts;
         opts.pipeline = pipeline;
-        opts.context = python::passContextFromPython(weights, methods, example_inputs, route_off, bf16, precision_overrides);
+        opts.context = python::passContextFromPython(weights, methods, example_inputs, route_off, precision,
+                                                     precision_overrides, calibration);
         WeightMap w = weightsFromPython(weights);
         try {
           CompileResult r;
@@ -295,7 +296,8 @@ void bindRuntime(py::module_& m) {
       },
       py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(), py::arg("methods") = py::dict(),
       py::arg("example_inputs") = py::none(), py::arg("route_off") = std::vector<std::string>(),
-      py::arg("bf16") = false, py::arg("precision_overrides") = std::map<std::string, std::string>(),
+      py::arg("precision") = "fp32", py::arg("precision_overrides") = std::map<std::string, std::string>(),
+      py::arg("calibration") = py::none(),
       "The driver (src/driver/compile.h): runs the pipeline on graph in place and builds its plan; returns "
       "(pass records, CompiledGraphImpl).");
   m.def("set_memory_planning", &ArenaPlanner::setEnabled, py::arg("on"));

@@ -1,6 +1,8 @@
 #include "runtime/evaluator.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "passes/pass.h"
@@ -21,6 +23,47 @@ TensorInfo infoOf(const Tensor& t) {
   return info;
 }
 
+// Widens r by t's finite values.
+void accumulateRange(const Tensor& t_in, ValueRange& r) {
+  const Tensor t = t_in.contiguous();
+  const float* p = static_cast<const float*>(t.data());
+  const int64_t n = t.numel();
+  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+  int64_t bad = 0;
+#pragma omp simd reduction(min : lo) reduction(max : hi) reduction(+ : bad)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = p[i];
+    const bool finite = v - v == 0.0f;  // false for NaN and infinities
+    bad += !finite;
+    lo = finite && v < lo ? v : lo;
+    hi = finite && v > hi ? v : hi;
+  }
+  r.min = std::min(r.min, static_cast<double>(lo));
+  r.max = std::max(r.max, static_cast<double>(hi));
+  r.elements += n - bad;
+  r.non_finite += bad;
+}
+
+// One input set for a graph whose inputs have complete float types: each
+// tensor's values spread evenly over [-1, 1] in a fixed order, so that a
+// calibration without inputs (llga-opt's golden tests) has a range to see.
+std::vector<TensorRef> rampInputs(const Graph& g) {
+  std::vector<TensorRef> out;
+  for (const Value* in : g.inputs()) {
+    if (in->type()->kind() == TypeKind::Class) continue;
+    std::optional<std::vector<int64_t>> sizes;
+    if (in->type()->isTensor()) sizes = in->type()->tensorInfo().concreteSizes();
+    if (!sizes || in->type()->tensorInfo().dtype != ScalarType::Float)
+      throw std::runtime_error("no calibration inputs, and %" + in->debugName() + " has no complete float tensor type");
+    auto c = ConstantTensor::owned(ScalarType::Float, *sizes);
+    float* p = static_cast<float*>(c->data);
+    const int64_t n = c->numel();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>((i * 37) % 201 - 100) / 100.0f;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 // What two observations agree on.
 TensorInfo meet(TensorInfo a, const TensorInfo& b) {
   if (a.dtype != b.dtype) a.dtype.reset();
@@ -34,9 +77,10 @@ TensorInfo meet(TensorInfo a, const TensorInfo& b) {
   return a;
 }
 
-std::vector<RtValue> exampleInputs(const Graph& g, const PassContext& ctx) {
+std::vector<RtValue> exampleInputs(const Graph& g, const PassContext& ctx,
+                                   const std::vector<TensorRef>* inputs = nullptr) {
   std::vector<RtValue> out;
-  const auto& given = ctx.example_inputs;
+  const auto& given = inputs ? *inputs : ctx.example_inputs;
   if (!given.empty()) {
     size_t expected = 0;
     for (const Value* in : g.inputs()) expected += in->type()->kind() != TypeKind::Class;
@@ -169,6 +213,42 @@ class RuntimeEvaluator final : public Evaluator {
       throw std::runtime_error(std::string("the graph could not run on its example inputs: ") + e.what());
     }
     return seen;
+  }
+
+  std::unordered_map<const Value*, ValueRange> observeRanges(const Graph& g, const PassContext& ctx,
+                                                             const std::unordered_set<const Value*>& values) const override {
+    WeightMap weights;
+    for (const auto& [k, v] : ctx.weights) weights.emplace(k, tensorFromConstant(*v));
+    std::shared_ptr<const Graph> view(&g, [](const Graph*) {});
+    std::unordered_map<const Value*, ValueRange> ranges;
+    auto see = [&](const Value* v, const RtValue& rv) {
+      if (!values.count(v) || !rv.isTensor()) return;
+      const Tensor& t = rv.tensor();
+      if (t.dtype() != ScalarType::Float || t.isBlocked()) return;
+      accumulateRange(t, ranges[v]);
+    };
+    NodeObserver observe = [&](const Node& n, RtValue* const* outs, size_t count) {
+      if (n.owningBlock() != g.block()) return;
+      for (size_t i = 0; i < count && i < n.outputs().size(); ++i) see(n.output(i), *outs[i]);
+    };
+    std::vector<std::vector<TensorRef>> sets = ctx.calibration;
+    if (sets.empty() && !ctx.example_inputs.empty()) sets.push_back(ctx.example_inputs);
+    if (sets.empty()) sets.push_back(rampInputs(g));
+    PlainWeightsScope plain;
+    std::shared_ptr<const Plan> plan = Plan::build(view, weights);
+    for (size_t k = 0; k < sets.size(); ++k) {
+      try {
+        std::vector<RtValue> inputs = exampleInputs(g, ctx, &sets[k]);
+        size_t i = 0;
+        for (const Value* in : g.inputs())
+          if (in->type()->kind() != TypeKind::Class) see(in, inputs.at(i++));
+        plan->run(std::move(inputs), &observe);
+      } catch (const std::exception& e) {
+        throw std::runtime_error("calibration input set " + std::to_string(k) + ": the graph could not run on it: " +
+                                 e.what());
+      }
+    }
+    return ranges;
   }
 
   std::unique_ptr<LayoutQuery> layoutQuery(const Node& n) const override {

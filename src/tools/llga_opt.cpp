@@ -24,6 +24,9 @@
 //       are whatever the IR holds (tensor literals, or graph inputs).
 //   llga-opt --precision=bf16 ...
 //       what llga.optimize(precision="bf16") asks of assign-precision
+//   llga-opt --precision=int8 ...
+//       what llga.quantize asks of it, calibrated on one input set per case
+//       whose values spread evenly over [-1, 1] (the inputs need complete types)
 //
 // Method graphs for the inline pass: a line "# method: <class>.<name>" in
 // a case starts that method's graph; the text before the first such line is
@@ -51,7 +54,7 @@ constexpr std::string_view kSplitMarker = "# -----";
 void usage(std::ostream& os) {
   os << "usage: llga-opt [--passes=a,b,c] [--print-ir-after-all|--print-ir-after-change]\n"
         "                [--verify-each] [--split-input-file] [--list-passes] [--shapes=SOURCE] [--compile]\n"
-        "                [--precision=fp32|bf16] [FILE|-]\n"
+        "                [--precision=fp32|bf16|int8] [FILE|-]\n"
         "Parses TorchScript IR text, runs passes (verifying the result) and prints it.\n"
         "  --passes=LIST          comma-separated pass names (see --list-passes)\n"
         "  --print-ir-after-all   print the IR after every pass\n"
@@ -61,7 +64,8 @@ void usage(std::ostream& os) {
         "  --list-passes          list the registered passes\n"
         "  --shapes=SOURCE        propagate-shapes from 'functions' only or 'execute' only (default: both)\n"
         "  --compile              what llga.optimize runs: the default pipeline (or --passes), then the plan\n"
-        "  --precision=P          fp32 (default) or bf16: assign-precision runs the policy's op kinds in bf16\n";
+        "  --precision=P          fp32 (default), bf16 or int8: assign-precision runs the policy's op kinds\n"
+        "                         in bf16, or in int8 calibrated on inputs spread over [-1, 1]\n";
 }
 
 std::vector<std::string> splitCases(const std::string& text) {
@@ -108,7 +112,7 @@ int main(int argc, char** argv) {
        pipeline_given = false;
   std::string path = "-", pipeline;
   llga::ShapeSource shapes = llga::ShapeSource::Infer;
-  bool bf16 = false;
+  bool bf16 = false, int8 = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--split-input-file") {
@@ -122,8 +126,9 @@ int main(int argc, char** argv) {
       shapes = a == "--shapes=functions" ? llga::ShapeSource::Functions
                : a == "--shapes=execute" ? llga::ShapeSource::Execute
                                          : llga::ShapeSource::Infer;
-    } else if (a == "--precision=bf16" || a == "--precision=fp32") {
+    } else if (a == "--precision=bf16" || a == "--precision=fp32" || a == "--precision=int8") {
       bf16 = a == "--precision=bf16";
+      int8 = a == "--precision=int8";
     } else if (a == "--print-ir-after-all") {
       after_all = true;
     } else if (a == "--print-ir-after-change") {
@@ -163,6 +168,7 @@ int main(int argc, char** argv) {
   context->evaluator = llga::runtimeEvaluator();
   context->shapes = shapes;
   context->bf16 = bf16;
+  context->int8 = int8;
   std::unique_ptr<llga::PassManager> pm;
   try {
     llga::PassManagerOptions opts;

@@ -23,6 +23,7 @@
 #include "backend/dnnl/swish.h"
 #include "backend/dnnl/winograd.h"
 #include "backend/dnnl/ops/primitive_cache.h"
+#include "backend/dnnl/quantize.h"
 #include "ir/precision.h"
 
 namespace llga {
@@ -62,6 +63,8 @@ struct ConvEntry {
   bool swish_after = false; // the chain's final silu runs after the primitive (backend/dnnl/swish.h)
   bool winograd = false;    // weights in a Winograd format (oneDNN's or llga's): no reorder out of it
   bool bf16 = false;        // src and weights bf16 (the kernel's precision, where oneDNN had a kernel)
+  bool int8 = false;        // src u8/s8 (quantized per call), weights s8 per output channel, output scales
+  std::vector<float> int8_scales;  // per output channel: act_scale * weight scale (the bias is divided by it)
   ScalarType dst_dtype = ScalarType::Float;  // of a kept output: bf16 where the partition hands it on so
   // llga's own Winograd (backend/dnnl/winograd.h) runs instead of a primitive.
   std::shared_ptr<const winograd::Weights> own_wino;
@@ -94,10 +97,17 @@ class ConvKernel final : public Kernel {
   // In bf16 the input may arrive bf16 (a producer's out_dtype="bf16");
   // `bf16_out` (this partition's out_dtype) writes dst in bf16 where the
   // chain has no operand.
+  // int8 (with `quant`, the node's act_scale and act_dtype) quantizes the
+  // activation per call, the constant weights once (s8, a scale per output
+  // channel), and has oneDNN scale its int32 sums back (output scales, the
+  // bias divided by them) before fp32 post-ops and dst; a shape without an
+  // int8 kernel runs fp32 (the report says so).
   ConvKernel(Form form, bool constant_weight, bool constant_params, Precision precision, std::vector<PostOp> post = {},
-             size_t anchor_inputs = std::numeric_limits<size_t>::max(), bool bf16_out = false)
+             size_t anchor_inputs = std::numeric_limits<size_t>::max(), bool bf16_out = false,
+             std::optional<ActivationQuant> quant = std::nullopt)
       : form_(form), constant_weight_(constant_weight), constant_params_(constant_params), precision_(precision),
-        bf16_out_(bf16_out && precision == Precision::BF16), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
+        bf16_out_(bf16_out && precision == Precision::BF16), quant_(precision == Precision::INT8 ? quant : std::nullopt),
+        post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
   // The activation and the post-op operands may arrive blocked; weight and bias not.
   bool acceptsBlocked(size_t input) const override {
@@ -108,7 +118,8 @@ class ConvKernel final : public Kernel {
     // A Winograd-format copy cannot stand in for the weight: oneDNN reorders
     // into that format only, and another shape may need another layout.
     // Nor can a bf16 copy: it is rounded.
-    if (input != 1 || !constant_weight_ || !e || !e->weights_buf.defined() || e->winograd || e->bf16) return std::nullopt;
+    if (input != 1 || !constant_weight_ || !e || !e->weights_buf.defined() || e->winograd || e->bf16 || e->int8)
+      return std::nullopt;
     return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, e->w_sizes, makeLayout(e->wei_md, true));
   }
   void allowBlockedOutput(size_t output) override { blocked_output_ = blocked_output_ || output == 0; }
@@ -122,9 +133,14 @@ class ConvKernel final : public Kernel {
     std::shared_ptr<const ConvEntry> e = last_.load();
     if (!e) return {};
     const bool kept = e->dst_md != e->dst_plain && (blocked_output_ || (strided_output_ && e->dst_strided));
+    std::string detail;
+    if (precision_ == Precision::BF16 && !e->bf16) detail = "fp32: oneDNN has no bf16 kernel for this convolution";
+    if (precision_ == Precision::INT8 && !e->int8)
+      detail = !quant_ ? "fp32: no calibrated activation scale"
+               : !constant_weight_ ? "fp32: int8 needs constant weights"
+                                   : "fp32: oneDNN has no int8 kernel for this convolution";
     return {e->impl + (e->swish_after ? "+llga_swish" : ""), layoutName(e->src_md), layoutName(e->wei_md, true),
-            layoutName(e->dst_md), kept ? "kept" : "plain",
-            precision_ == Precision::BF16 && !e->bf16 ? "fp32: oneDNN has no bf16 kernel for this convolution" : ""};
+            layoutName(e->dst_md), kept ? "kept" : "plain", detail};
   }
 
   void run(const KernelArgs& a) override {
@@ -178,11 +194,17 @@ class ConvKernel final : public Kernel {
     auto e = cache_.get(key, [&] {
       if (precision_ == Precision::BF16) {
         try {
-          return prepare(x, w, b != nullptr, p, operands, true);
+          return prepare(x, w, b != nullptr, p, operands, Precision::BF16);
         } catch (const dnnl::error&) {  // no bf16 kernel for this shape or chain: fp32
         }
       }
-      return prepare(x, w, b != nullptr, p, operands, false);
+      if (quant_ && constant_weight_ && !p.transposed) {
+        try {
+          return prepare(x, w, b != nullptr, p, operands, Precision::INT8);
+        } catch (const dnnl::error&) {  // no int8 kernel for this shape or chain: fp32
+        }
+      }
+      return prepare(x, w, b != nullptr, p, operands, Precision::F32);
     });
 
     for (const Tensor& t : operands) checkOperandFits(t, e->out_shape);
@@ -190,7 +212,13 @@ class ConvKernel final : public Kernel {
     SharedBoundArgs::Lease args = e->bound.lease();
     Tensor src_buf, wei_buf, dst_buf;  // this call's blocked copies
     const void* src_data = nullptr;
-    if (x.isBlocked() && blockedDesc(x) == e->src_md) {  // from a producer that kept its layout
+    if (e->int8) {  // quantized into the primitive's layout
+      memory tmp = temporary(e->src_md, src_buf);
+      int8::quantizeActivation(ctx, x.isBlocked() ? memoryOf(x) : wrap(x, e->src_plain), tmp,
+                               static_cast<float>(quant_->scale));
+      src_data = src_buf.data();
+      args->bind(DNNL_ARG_SRC, e->src_md, src_buf.data());
+    } else if (x.isBlocked() && blockedDesc(x) == e->src_md) {  // from a producer that kept its layout
       src_data = x.data();
       args->bind(DNNL_ARG_SRC, blockedDesc(x), x.data(), x.blockedLayout());
     } else if (!x.isBlocked() && e->src_md == e->src_plain) {
@@ -270,7 +298,15 @@ class ConvKernel final : public Kernel {
       ++o;
     }
     Tensor bias_copy;
-    if (b && !b->isContiguous()) bias_copy = b->contiguous();
+    if (b && e->int8) {  // oneDNN adds the bias to the int32 sums before scaling them
+      bias_copy = Tensor::empty(ScalarType::Float, {b->numel()});
+      const Tensor given = b->contiguous();
+      const float* from = static_cast<const float*>(given.data());
+      float* to = static_cast<float*>(bias_copy.data());
+      for (size_t i = 0; i < e->int8_scales.size(); ++i) to[i] = from[i] / e->int8_scales[i];
+    } else if (b && !b->isContiguous()) {
+      bias_copy = b->contiguous();
+    }
     const Tensor* bias = b ? (bias_copy.defined() ? &bias_copy : b) : nullptr;
     if (e->own_wino) {  // the chain is sums (dst pre-filled above) and relus: winograd::Step
       float* scratch = static_cast<float*>(ctx.scratchpadData(winograd::scratchBytes(e->wino_geometry)));
@@ -554,7 +590,8 @@ class ConvKernel final : public Kernel {
   }
 
   ConvEntry prepare(const Tensor& x, const Tensor& w, bool has_bias, const ConvParams& p,
-                    const std::vector<Tensor>& operands, bool bf16) const {
+                    const std::vector<Tensor>& operands, Precision mode) const {
+    const bool bf16 = mode == Precision::BF16, int8 = mode == Precision::INT8;
     const size_t nsp = static_cast<size_t>(w.dim() - 2);
     const int64_t oc = p.transposed ? w.size(1) * p.groups : w.size(0);
     const Shape out = outShape(x, w, p);
@@ -570,14 +607,31 @@ class ConvKernel final : public Kernel {
     e.out_shape = out;
     e.transposed = p.transposed;
     e.bf16 = bf16;
+    e.int8 = int8;
     auto any = [](const Shape& dims, memory::data_type dt = memory::data_type::f32) { return memory::desc(dims, dt, tag::any); };
     const memory::data_type in_dt = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const memory::data_type src_dt = !int8 ? in_dt : quant_->is_unsigned ? memory::data_type::u8 : memory::data_type::s8;
+    const memory::data_type wei_dt = int8 ? memory::data_type::s8 : in_dt;
+    Tensor w_q;  // int8: the weight quantized (plain, s8), and its scales
+    std::vector<float> w_scales;
+    if (int8) {
+      ExecContext qctx;
+      const Tensor plain = (w.isBlocked() ? toPlain(qctx, w) : w).contiguous();
+      w_q = Tensor::empty(ScalarType::Char, plain.sizes());
+      w_scales = int8::quantizeRows(static_cast<const float*>(plain.data()), oc, plain.numel() / oc,
+                                    static_cast<int8_t*>(w_q.data()));
+      e.int8_scales.resize(static_cast<size_t>(oc));
+      for (int64_t c = 0; c < oc; ++c)
+        e.int8_scales[static_cast<size_t>(c)] = static_cast<float>(quant_->scale) * w_scales[static_cast<size_t>(c)];
+    }
     memory::desc wplain = weightsPlainDesc(w, p);
     // bf16 dst: this partition hands its output on in bf16 (out_dtype), and
     // nothing but the chain's own ops touches dst
     const bool dst_bf16 = bf16 && bf16_out_ && operands.empty();
-    memory::desc src_any = any(x.sizes(), in_dt), dst_any = any(out, dst_bf16 ? memory::data_type::bf16 : memory::data_type::f32),
-                 wei_any = PlainWeightsScope::active() && constant_weight_ && !bf16 ? wplain : any(wplain.dims(), in_dt);
+    memory::desc src_any = any(x.sizes(), src_dt), dst_any = any(out, dst_bf16 ? memory::data_type::bf16 : memory::data_type::f32),
+                 wei_any = PlainWeightsScope::active() && constant_weight_ && mode == Precision::F32
+                               ? wplain
+                               : any(wplain.dims(), wei_dt);
     e.bias_md = has_bias ? memory::desc({oc}, memory::data_type::f32, tag::a) : memory::desc();
     const memory::desc& bias_md = e.bias_md;
     auto prop = dnnl::prop_kind::forward_inference;
@@ -601,6 +655,7 @@ class ConvKernel final : public Kernel {
     for (int64_t d : out) out_elems *= d;
     e.swish_after = !dst_bf16 && takeFinalSwish(e.ops, out_elems);  // llga's swish is fp32
     dnnl::primitive_attr attr = postOpAttr(e.ops, e.operand_mds);
+    if (int8) attr.set_output_scales(1 << 1, e.int8_scales);  // per output channel (dst dim 1)
     auto take = [&e](const auto& pd, dnnl::primitive prim) {
       e.prim = std::move(prim);
       e.scratch_md = pd.scratchpad_desc();
@@ -631,7 +686,7 @@ class ConvKernel final : public Kernel {
       }
       build(src_any);
     };
-    if (!bf16 && !p.transposed && ownWinogradPays(x, w, p, oc, out, e)) {
+    if (mode == Precision::F32 && !p.transposed && ownWinogradPays(x, w, p, oc, out, e)) {
       e.own_wino = std::make_shared<const winograd::Weights>();  // filled with the weights below
       e.winograd = true;
       e.wino_geometry = {x.size(0), x.size(1), x.size(2), x.size(3), oc, out[2], out[3], p.padding_l[0], p.padding_l[1]};
@@ -642,7 +697,7 @@ class ConvKernel final : public Kernel {
       e.dst_md = memory::desc(out, memory::data_type::f32, tag::nChw8c);
       e.wei_md = wplain;
       e.impl = "llga_wino_2x3:avx2";
-    } else if (!bf16 && !p.transposed && winogradPays(x, w, p, oc, out) && !PlainWeightsScope::active()) {
+    } else if (mode == Precision::F32 && !p.transposed && winogradPays(x, w, p, oc, out) && !PlainWeightsScope::active()) {
       // Other shapes first try the Winograd weight layouts earlier ones made,
       // so that specializations share the transformed weights; oneDNN's
       // formats differ between its kernels (2x3 at batch 1, 4x3 above) and
@@ -671,6 +726,9 @@ class ConvKernel final : public Kernel {
       take(pd, dnnl::deconvolution_forward(pd));
     } else if (!e.winograd) {
       conv(dnnl::algorithm::convolution_direct, wei_any);
+      // int8 takes what oneDNN picked, unless that is its reference kernel:
+      // then fp32 (the fallbacks below build without output scales)
+      if (int8 && isReference(e.impl)) throw dnnl::error(dnnl_unimplemented, "int8: only oneDNN's reference kernel");
       // Every operand becomes a binary post-op given in the layout dst takes
       // without them (a reorder per call unless it arrives so), when:
       // - the chain leaves just the reference kernel: oneDNN's jit kernels
@@ -684,8 +742,8 @@ class ConvKernel final : public Kernel {
       //   channels onto a residual near 100: 50 ulp off, PyTorch 1; RAFT's
       //   coords + delta_flow went 25x further from float64 than PyTorch).
       //   A binary add comes after the whole reduction, as in PyTorch.
-      const bool sum_first = e.sum_operand >= 0 && e.impl.rfind("jit", 0) == 0;
-      if ((isReference(e.impl) && (!e.operand_mds.empty() || e.sum_operand >= 0)) || sum_first) {
+      const bool sum_first = !int8 && e.sum_operand >= 0 && e.impl.rfind("jit", 0) == 0;
+      if ((!int8 && isReference(e.impl) && (!e.operand_mds.empty() || e.sum_operand >= 0)) || sum_first) {
         std::vector<PostOp> eltwise_only, ops = post_;
         for (const PostOp& op : ops)
           if (op.kind == PostOp::Kind::Eltwise) eltwise_only.push_back(op);
@@ -725,6 +783,8 @@ class ConvKernel final : public Kernel {
         }
       }
     }
+    if (int8 && e.impl.find("gemm") != std::string::npos)  // the split below builds without output scales
+      throw dnnl::error(dnnl_unimplemented, "int8: only oneDNN's gemm kernel");
     if (!p.transposed && !e.winograd && !operands.empty() && (isReference(e.impl) || e.impl.find("gemm") != std::string::npos))
       trySplit(e, operands, out, [&](const std::vector<PostOp>& head, const std::vector<memory::desc>& head_mds) {
         dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, src_any, wei_any, bias_md, dst_any,
@@ -750,6 +810,13 @@ class ConvKernel final : public Kernel {
         e.own_wino = winograd::transformWeights(static_cast<const float*>(plain.data()), strides, oc, x.size(1));
         own_wino_weights_.store(e.own_wino);  // a race transforms twice at worst
       }
+    } else if (int8) {  // the quantized weight into the primitive's layout (and its compensation, where it has one)
+      e.weights_buf = allocateFor(e.wei_md, AllocPurpose::WeightCache);
+      ExecContext rctx;
+      memory::desc q_plain = wplain;
+      q_plain.data.data_type = dnnl_s8;
+      reorder(rctx, memory(q_plain, cpuEngine(), w_q.data()), memory(e.wei_md, cpuEngine(), e.weights_buf.data()));
+      e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
     } else if (constant_weight_) {  // from the original, or from a compacted copy in another layout
       Tensor from = w;
       // oneDNN reorders into Winograd only from plain contiguous OIHW: a
@@ -772,6 +839,7 @@ class ConvKernel final : public Kernel {
   bool constant_params_;
   Precision precision_;
   bool bf16_out_;
+  std::optional<ActivationQuant> quant_;
   SharedSlot<const ConvParams> fixed_params_;  // read once, when constant_params_
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
@@ -801,13 +869,16 @@ bool constantParams(const Node& n) {
 
 std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight, bool bf16_out) {
   return std::make_unique<ConvKernel>(convForm(anchor.kind().toQualString()), constant_weight, constantParams(anchor),
-                                      precisionOf(anchor), std::move(post), anchor.inputs().size(), bf16_out);
+                                      precisionOf(anchor), std::move(post), anchor.inputs().size(), bf16_out,
+                                      activationQuantOf(anchor));
 }
 
 void registerConvOps(OpRegistry& r) {
   auto add = [&](const char* name, ConvKernel::Form form, size_t lo, size_t hi) {
     r.add(OpDef{name, lo, hi, [form](const Node& n) {
-                  return std::make_unique<ConvKernel>(form, isConstantInput(n, 1), constantParams(n), precisionOf(n));
+                  return std::make_unique<ConvKernel>(form, isConstantInput(n, 1), constantParams(n), precisionOf(n),
+                                                      std::vector<PostOp>{}, std::numeric_limits<size_t>::max(), false,
+                                                      activationQuantOf(n));
                 }});
   };
   add("aten::_convolution", ConvKernel::Form::Internal, 12, 13);

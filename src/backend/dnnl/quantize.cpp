@@ -1,0 +1,40 @@
+#include "backend/dnnl/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/dnnl/dnnl_utils.h"
+#include "runtime/threads.h"
+
+namespace llga::int8 {
+
+std::vector<float> quantizeRows(const float* w, int64_t rows, int64_t cols, int8_t* out) {
+  std::vector<float> scales(static_cast<size_t>(rows));
+  const int threads = rows * cols < kParallelGrain ? 1 : getNumThreads();
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = w + r * cols;
+    float m = 0.0f;
+#pragma omp simd reduction(max : m)
+    for (int64_t c = 0; c < cols; ++c) m = std::max(m, std::fabs(row[c]));
+    const float scale = m > 0.0f ? m / 127.0f : 1.0f;
+    scales[static_cast<size_t>(r)] = scale;
+    const float inv = 1.0f / scale;
+    int8_t* q = out + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = std::nearbyint(row[c] * inv);
+      q[c] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+    }
+  }
+  return scales;
+}
+
+void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale) {
+  dnnl::primitive_attr attr = scratchpadAttr();
+  attr.set_output_scales(0, {1.0f / scale});
+  dnnl::reorder::primitive_desc pd(src, dst, attr);
+  execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+}
+
+}  // namespace llga::int8

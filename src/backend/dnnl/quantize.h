@@ -1,0 +1,27 @@
+// int8 helpers for the kernels that run precision="int8" (ir/precision.h):
+// weights quantized once, symmetric per output channel; activations
+// quantized per call by a oneDNN reorder with a scale.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <dnnl.hpp>
+
+#include "runtime/exec_context.h"
+#include "runtime/tensor.h"
+
+namespace llga::int8 {
+
+// `rows` rows of `cols` contiguous floats (a weight's output channels):
+// scale[r] = max |w[r, :]| / 127 (1 where the row is all zeros), and
+// out[r, c] = round-to-nearest-even(w[r, c] / scale[r]), in [-127, 127].
+// Rows are split across llga's threads; a row is one vectorised pass for
+// its maximum and one for its values.
+std::vector<float> quantizeRows(const float* w, int64_t rows, int64_t cols, int8_t* out);
+
+// dst (u8 or s8, any layout) = saturate(round(src / scale)): one oneDNN
+// reorder (src f32 in any layout).
+void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale);
+
+}  // namespace llga::int8
