@@ -135,6 +135,10 @@ std::shared_ptr<ConstantTensor> tryParseTensorLiteral(std::string_view text, siz
   }
   int64_t slice = -1, chunk_first = 0, chunk_width = cols, in_chunk = 0, filled = 0;
   double scale = 1.0;
+  // PyTorch prints a float tensor whose values are all whole numbers without
+  // a decimal point ("1 -2"): those values are exact, where the others carry
+  // ~4 significant digits.
+  bool whole = true;
   auto number = [&](std::string_view w, size_t at, double* d, int64_t* iv) {
     std::string s(w);
     bool neg = !s.empty() && s[0] == '-';
@@ -169,9 +173,11 @@ std::shared_ptr<ConstantTensor> tryParseTensorLiteral(std::string_view text, siz
     number(w, at, &d, &iv);
     if (i + 1 < words.size() && words[i + 1].first == "*") {  // scale factor
       scale = d;
+      whole = false;
       ++i;
       continue;
     }
+    whole = whole && w.find_first_not_of("-0123456789") == std::string_view::npos && std::fabs(d) <= 16777216.0;
     if (numel == 0 || chunk_width <= 0) error(at, "tensor literal has more values than its sizes allow");
     int64_t base = std::max<int64_t>(slice, 0) * rows * cols;
     int64_t row = in_chunk / chunk_width, col = chunk_first + in_chunk % chunk_width;
@@ -183,7 +189,7 @@ std::shared_ptr<ConstantTensor> tryParseTensorLiteral(std::string_view text, siz
   }
   if (filled != numel)
     error(pos, "tensor literal has " + std::to_string(filled) + " values, its sizes need " + std::to_string(numel));
-  t->approximate = isFloating(dtype);
+  t->approximate = isFloating(dtype) && !whole;
   t->literal = std::string(text.substr(pos, *end - pos));
   return t;
 }

@@ -53,6 +53,7 @@ TEST(Parser, TensorLiterals) {
   EXPECT_TRUE(a.approximate);
   const auto& b = constantOf(*g, "b");
   for (int i = 0; i < 8; ++i) EXPECT_EQ(b.scalarAsDouble(i), i + 1);
+  EXPECT_FALSE(b.approximate) << "whole numbers printed without a point are exact";
   const auto& c = constantOf(*g, "c");
   for (int i = 0; i < 6; ++i) EXPECT_EQ(c.scalarAsDouble(i), i + 1) << "chunked columns reassemble row-major";
   EXPECT_FALSE(c.approximate);
@@ -62,6 +63,7 @@ TEST(Parser, TensorLiterals) {
   EXPECT_TRUE(std::isnan(e.scalarAsDouble(0)));
   EXPECT_EQ(e.scalarAsDouble(1), -INFINITY);
   EXPECT_EQ(e.scalarAsDouble(2), 1000.0);
+  EXPECT_TRUE(e.approximate);
   EXPECT_EQ(constantOf(*g, "f").scalarAsDouble(1), 0);
   // Half constants store IEEE binary16 (found by the fuzzer: {..} of a Half value).
   auto h = parseGraph("graph():\n  %h : Half(requires_grad=0, device=cpu) = prim::Constant[value={-1.5}]()\n"

@@ -1,8 +1,10 @@
 """Real accuracy, not only error: a small CNN and a small transformer trained
 here on scikit-learn's bundled digits (1,797 real 8x8 images, 10 classes),
-then test accuracy in PyTorch, llga fp32 and llga bf16.
+then test accuracy in PyTorch, llga fp32, llga bf16 and llga int8
+(llga.quantize calibrated on 256 training images).
 
-bf16 must stay within 0.5 points of fp32 (the bf16 issue's bar). The
+bf16 must stay within 0.5 points of fp32 (the bf16 issue's bar), int8
+within 1 point (the int8 issue's). The
 transformer's attention is written with linear, matmul and softmax (not
 nn.MultiheadAttention, whose fused kernel llga runs in fp32), so its
 products really run in bf16."""
@@ -91,12 +93,18 @@ def train(model, x, y, epochs, lr):
     return model.eval()
 
 
-def accuracies(model, x_test, y_test, shape):
+def accuracies(model, x_test, y_test, shape, x_calibration):
     x = x_test.reshape(shape)
     with torch.no_grad():
         ref = model(torch.from_numpy(x)).numpy()
         traced = torch.jit.trace(model, torch.from_numpy(x[:64]))
     out = {"torch": ref}
+    calibration = [x_calibration.reshape(shape)[i:i + 64] for i in range(0, 256, 64)]
+    q = llga.quantize(traced, calibration=calibration)
+    assert q.precision == "int8" and all(p.precision == "int8" for p in q.partitions if p.pattern != "pool_post_ops"
+                                         and any(op in ("aten::conv2d", "aten::_convolution", "aten::linear")
+                                                 for op in p.ops[:1])), [(p.ops, p.precision) for p in q.partitions]
+    out["int8"] = np.concatenate([q(x[i:i + 64]) for i in range(0, len(x), 64)])
     for precision in ("fp32", "bf16") if BF16 else ("fp32",):
         c = llga.optimize(traced, precision=precision)
         out[precision] = np.concatenate([c(x[i:i + 64]) for i in range(0, len(x), 64)])
@@ -106,20 +114,22 @@ def accuracies(model, x_test, y_test, shape):
 
 
 @pytest.mark.parametrize("kind", ["cnn", "transformer"])
-def test_digits_accuracy_in_fp32_and_bf16(digits, kind):
+def test_digits_accuracy_in_fp32_bf16_and_int8(digits, kind):
     torch.set_num_threads(2)
     (x_train, y_train), (x_test, y_test) = digits
     if kind == "cnn":
         model = train(DigitsCNN(), x_train[:, None], y_train, epochs=12, lr=3e-3)
-        acc, outs = accuracies(model, x_test, y_test, (-1, 1, 8, 8))
+        acc, outs = accuracies(model, x_test, y_test, (-1, 1, 8, 8), x_train)
     else:
         torch.manual_seed(0)
         model = train(DigitsTransformer(), x_train, y_train, epochs=25, lr=3e-3)
-        acc, outs = accuracies(model, x_test, y_test, (-1, 8, 8))
+        acc, outs = accuracies(model, x_test, y_test, (-1, 8, 8), x_train)
     assert acc["torch"] >= 0.9, acc  # it learned: 500 held-out real images
     # llga fp32 gives PyTorch's predictions (a near tie may flip at most one)
     assert abs(acc["fp32"] - acc["torch"]) <= 1 / len(y_test), acc
     np.testing.assert_allclose(outs["fp32"], outs["torch"], rtol=1e-4, atol=1e-4)
+    assert abs(acc["int8"] - acc["fp32"]) <= 0.01, acc  # within 1 point
+    assert not np.array_equal(outs["int8"], outs["fp32"])  # and int8 did run
     if not BF16:
         pytest.skip(f"fp32 checked; oneDNN has no bf16 kernels on this CPU ({llga.cpu_capabilities()['isa']})")
     assert abs(acc["bf16"] - acc["fp32"]) <= 0.005, acc  # within 0.5 points

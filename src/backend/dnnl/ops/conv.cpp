@@ -783,8 +783,8 @@ class ConvKernel final : public Kernel {
         }
       }
     }
-    if (int8 && e.impl.find("gemm") != std::string::npos)  // the split below builds without output scales
-      throw dnnl::error(dnnl_unimplemented, "int8: only oneDNN's gemm kernel");
+    if (int8 && !operands.empty() && e.impl.find("gemm") != std::string::npos)  // the split below has no output scales
+      throw dnnl::error(dnnl_unimplemented, "int8: only oneDNN's gemm kernel, which would split the chain");
     if (!p.transposed && !e.winograd && !operands.empty() && (isReference(e.impl) || e.impl.find("gemm") != std::string::npos))
       trySplit(e, operands, out, [&](const std::vector<PostOp>& head, const std::vector<memory::desc>& head_mds) {
         dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, src_any, wei_any, bias_md, dst_any,

@@ -13,6 +13,7 @@
 #include "backend/dnnl/ops/functional.h"
 #include "backend/dnnl/ops/fused.h"
 #include "backend/dnnl/ops/primitive_cache.h"
+#include "backend/dnnl/quantize.h"
 #include "backend/dnnl/swish.h"
 #include "ir/precision.h"
 #include "runtime/threads.h"
@@ -30,6 +31,8 @@ struct MatmulEntry {
   Tensor weights_buf;
   std::string impl;
   bool bf16 = false;  // src and weights bf16 (converted per call; constant weights once), fp32 dst
+  bool int8 = false;  // src u8/s8 (quantized per call), constant weights s8 per column of b, fp32 dst
+  std::vector<float> int8_scales;  // per column of b: act_scale * weight scale (the bias is divided by it)
   bool swish_after = false;  // the chain's final silu runs after the primitive (backend/dnnl/swish.h)
   SharedBoundArgs bound;  // the primitive's arguments, re-pointed call after call
   // When oneDNN has only its reference kernel for the product with the whole
@@ -66,9 +69,14 @@ Tensor toBf16(ExecContext& ctx, const Tensor& t) {
 // In bf16 (`precision`), a and b are rounded to bf16 (a constant b once, into
 // the weight cache) and multiplied with fp32 accumulation into an fp32 dst;
 // where oneDNN has no bf16 kernel for the product, it runs fp32.
+// In int8 (`precision`, with `quant`: a 2-D product with a constant b), a is
+// quantized per call with quant's scale, b once to s8 with a scale per
+// column (per output feature of a linear), and oneDNN scales the int32 sums
+// back to fp32 (output scales; the bias divided by them) before the chain;
+// where it has no int8 kernel, the product runs fp32.
 Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tensor>& bias,
                   PrimitiveCache<MatmulEntry>* cache, bool constant_b, const Chain* chain = nullptr,
-                  Precision precision = Precision::F32) {
+                  Precision precision = Precision::F32, const std::optional<ActivationQuant>& quant = std::nullopt) {
   if (a.dtype() != ScalarType::Float || b.dtype() != ScalarType::Float)
     throw std::invalid_argument("matmul supports float32, got " + a.describe() + " and " + b.describe());
   if (a.size(-1) != b.size(-2))
@@ -107,19 +115,22 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   if (bb) addToKey(key, *bb);
   if (chain)
     for (const Tensor& t : chain->operands) addToKey(key, t);
-  auto make = [&](bool bf16) {
+  auto make = [&](Precision mode) {
     MatmulEntry e;
+    const bool bf16 = mode == Precision::BF16, int8 = mode == Precision::INT8;
     e.bf16 = bf16;
+    e.int8 = int8;
     const memory::data_type in_dt = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-    auto dense = [](const Tensor& t) {  // the bf16 copy toBf16 makes of t
-      return memory::desc(t.sizes(), memory::data_type::bf16, Tensor::contiguousStrides(t.sizes()));
+    auto dense = [](const Tensor& t, memory::data_type dt = memory::data_type::bf16) {  // the copy toBf16 makes of t
+      return memory::desc(t.sizes(), dt, Tensor::contiguousStrides(t.sizes()));
     };
     // size-1 dims as unitDimStrides: an einsum's (1, 4, 1) view failed to execute
-    e.src_md = bf16 ? dense(a) : plainDesc(a);
+    e.src_md = bf16 ? dense(a) : int8 ? dense(a, quant->is_unsigned ? memory::data_type::u8 : memory::data_type::s8)
+                                      : plainDesc(a);
     // blocked: a compacted constant; the bf16 copy of a variable b is dense
     e.wei_plain = b.isBlocked() ? blockedDesc(b) : bf16 && !constant_b ? dense(b) : plainDesc(b);
-    memory::desc wei_md = constant_b && (!PlainWeightsScope::active() || bf16)
-                              ? memory::desc(b.sizes(), in_dt, memory::format_tag::any)
+    memory::desc wei_md = constant_b && (!PlainWeightsScope::active() || mode != Precision::F32)
+                              ? memory::desc(b.sizes(), int8 ? memory::data_type::s8 : in_dt, memory::format_tag::any)
                               : e.wei_plain;
     e.dst_md = plainDesc(out);
     e.bias_md = bb ? plainDesc(*bb) : memory::desc();
@@ -128,13 +139,24 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       for (const Tensor& t : chain->operands) e.operand_mds.push_back(binaryOperandDesc(t, static_cast<size_t>(nd)));
     std::vector<PostOp> ops = chain ? *chain->ops : std::vector<PostOp>{};
     e.swish_after = takeFinalSwish(ops, out.numel());  // then llga's swish runs after the primitive
-    const dnnl::primitive_attr attr = chain ? postOpAttr(ops, e.operand_mds) : scratchpadAttr();
+    dnnl::primitive_attr attr = chain ? postOpAttr(ops, e.operand_mds) : scratchpadAttr();
+    Tensor w_q;  // int8: w = b^T quantized, rows of K (s8), and its scales
+    if (int8) {
+      ExecContext qctx;
+      const Tensor w = (b.isBlocked() ? toPlain(qctx, b) : b).transpose(0, 1).contiguous();
+      w_q = Tensor::empty(ScalarType::Char, w.sizes());
+      const std::vector<float> w_scales =
+          int8::quantizeRows(static_cast<const float*>(w.data()), w.size(0), w.size(1), static_cast<int8_t*>(w_q.data()));
+      for (float ws : w_scales) e.int8_scales.push_back(static_cast<float>(quant->scale) * ws);
+      attr.set_output_scales(1 << 1, e.int8_scales);  // per column of dst
+    }
     dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
+    if (int8 && isReference(pd)) throw dnnl::error(dnnl_unimplemented, "int8: only oneDNN's reference kernel");
     // oneDNN's gemm kernel (where it has no brgemm: AVX2 CPUs) packs the
     // weights on every call, and faster from the transposed layout (N x K,
     // PyTorch's own) than from the K x N it picks: vit's 768 -> 3072 linear
     // 82 -> 130 GFLOP/s on an AVX2 EPYC, the others the same or better.
-    if (!bf16 && constant_b && !PlainWeightsScope::active() && implName(pd).rfind("gemm:jit", 0) == 0) {
+    if (mode == Precision::F32 && constant_b && !PlainWeightsScope::active() && implName(pd).rfind("gemm:jit", 0) == 0) {
       Shape ts = Tensor::contiguousStrides(b.sizes());
       ts[static_cast<size_t>(nd) - 2] = 1;
       ts[static_cast<size_t>(nd) - 1] = b.size(nd - 2);
@@ -161,7 +183,13 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     e.scratch_md = pd.scratchpad_desc();
     e.wei_md = pd.weights_desc();
     if (e.split_at == SIZE_MAX) e.impl = pd.impl_info_str();
-    if (constant_b) {
+    if (int8) {  // w_q as b ([K, N], column-major) into the primitive's layout
+      e.weights_buf = allocateFor(e.wei_md, AllocPurpose::WeightCache);
+      const memory::desc q_plain({b.size(0), b.size(1)}, memory::data_type::s8, memory::dims{1, b.size(0)});
+      ExecContext rctx;
+      reorder(rctx, memory(q_plain, cpuEngine(), w_q.data()), memory(e.wei_md, cpuEngine(), e.weights_buf.data()));
+      e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
+    } else if (constant_b) {
       e.weights_buf = reorderedWeight(b, e.wei_plain, e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
     }
@@ -172,17 +200,27 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   e = (cache ? cache : &local)->get(key, [&] {
     if (precision == Precision::BF16) {
       try {
-        return make(true);
+        return make(Precision::BF16);
       } catch (const dnnl::error&) {  // no bf16 kernel for this product: fp32
       }
     }
-    return make(false);
+    if (precision == Precision::INT8 && quant && constant_b && nd == 2) {
+      try {
+        return make(Precision::INT8);
+      } catch (const dnnl::error&) {  // no int8 kernel for this product: fp32
+      }
+    }
+    return make(Precision::F32);
   });
   // The entry's descriptors fit this call's tensors: the key holds their sizes and strides.
   SharedBoundArgs::Lease args = e->bound.lease();
-  Tensor a16, b16;  // this call's bf16 copies
+  Tensor a16, b16;  // this call's bf16 (or int8) copies
   if (e->bf16) a16 = toBf16(ctx, a);
-  args->bind(DNNL_ARG_SRC, e->src_md, e->bf16 ? a16.data() : a.data());
+  if (e->int8) {
+    a16 = Tensor::empty(quant->is_unsigned ? ScalarType::Byte : ScalarType::Char, a.sizes());
+    int8::quantizeActivation(ctx, wrap(a), memory(e->src_md, cpuEngine(), a16.data()), static_cast<float>(quant->scale));
+  }
+  args->bind(DNNL_ARG_SRC, e->src_md, e->bf16 || e->int8 ? a16.data() : a.data());
   if (constant_b) {
     args->bind(DNNL_ARG_WEIGHTS, e->weights);
   } else {
@@ -190,6 +228,14 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     args->bind(DNNL_ARG_WEIGHTS, e->wei_plain, e->bf16 ? b16.data() : b.data());
   }
   args->bind(DNNL_ARG_DST, e->dst_md, out.data());
+  if (bb && e->int8) {  // oneDNN adds the bias to the int32 sums before scaling them
+    Tensor scaled = Tensor::empty(ScalarType::Float, bb->sizes());
+    const float* from = static_cast<const float*>(bb->data());
+    float* to = static_cast<float*>(scaled.data());
+    const int64_t n = static_cast<int64_t>(e->int8_scales.size()), total = scaled.numel();
+    for (int64_t i = 0; i < total; ++i) to[i] = from[i] / e->int8_scales[static_cast<size_t>(i % n)];
+    bb = scaled;
+  }
   if (bb) args->bind(DNNL_ARG_BIAS, e->bias_md, bb->data());
   if (chain && e->split_at == SIZE_MAX)
     for (size_t i = 0, o = 0; i < chain->ops->size(); ++i)
@@ -305,10 +351,10 @@ struct MatmulCache {
 std::shared_ptr<MatmulCache> makeMatmulCache() { return std::make_shared<MatmulCache>(); }
 
 Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, MatmulCache& cache,
-                bool constant_w, Precision precision) {
+                bool constant_w, Precision precision, const std::optional<ActivationQuant>& quant) {
   const LinearRows r = linearRows(x, w);
   Tensor out = matmulCore(ctx, x.reshape({r.m, x.size(-1)}), w.transpose(0, 1), b,
-                          constant_w ? &cache.constant_b : &cache.variable_b, constant_w, nullptr, precision);
+                          constant_w ? &cache.constant_b : &cache.variable_b, constant_w, nullptr, precision, quant);
   return out.view(r.full);
 }
 
@@ -332,14 +378,16 @@ Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache&
 
 class LinearKernel final : public Kernel {
  public:
-  LinearKernel(bool constant_weight, Precision precision) : constant_(constant_weight), precision_(precision) {}
+  LinearKernel(bool constant_weight, Precision precision, std::optional<ActivationQuant> quant)
+      : constant_(constant_weight), precision_(precision), quant_(quant) {}
   void run(const KernelArgs& a) override {
-    a.set(0, linearOp(a.ctx, a.tensor(0), a.tensor(1), a.optTensor(2), cache_, constant_, precision_));
+    a.set(0, linearOp(a.ctx, a.tensor(0), a.tensor(1), a.optTensor(2), cache_, constant_, precision_, quant_));
   }
 
  private:
   bool constant_;
   Precision precision_;
+  std::optional<ActivationQuant> quant_;
   MatmulCache cache_;
 };
 
@@ -359,9 +407,9 @@ std::vector<Tensor> chainOperands(const KernelArgs& a, size_t first) {
 class FusedMatmulKernel final : public Kernel {
  public:
   FusedMatmulKernel(bool linear, Form form, bool constant_b, Precision precision, std::vector<PostOp> post,
-                    size_t anchor_inputs)
-      : linear_(linear), form_(form), constant_(constant_b), precision_(precision), post_(std::move(post)),
-        anchor_inputs_(anchor_inputs) {}
+                    size_t anchor_inputs, std::optional<ActivationQuant> quant)
+      : linear_(linear), form_(form), constant_(constant_b), precision_(precision), quant_(quant),
+        post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
   void run(const KernelArgs& a) override {
     Chain chain{&post_, chainOperands(a, anchor_inputs_), nullptr};
@@ -387,7 +435,7 @@ class FusedMatmulKernel final : public Kernel {
     Tensor b = w.isBlocked() ? Tensor::blocked(w.storage(), ScalarType::Float, {w.size(1), w.size(0)}, w.blockedLayout())
                              : w.transpose(0, 1);
     Tensor out = matmulCore(a.ctx, x.reshape({m, x.size(-1)}), b, a.optTensor(2),
-                            constant_ ? &cache_.constant_b : &cache_.variable_b, constant_, &chain, precision_);
+                            constant_ ? &cache_.constant_b : &cache_.variable_b, constant_, &chain, precision_, quant_);
     if (chain.used) last_.store(chain.used);
     a.set(0, out.view(full));
   }
@@ -395,17 +443,21 @@ class FusedMatmulKernel final : public Kernel {
   bool acceptsBlocked(size_t input) const override { return linear_ && constant_ && input == 1; }  // a compacted weight
   std::optional<Tensor> compactedWeight(size_t input) const override {
     std::shared_ptr<const MatmulEntry> e = last_.load();
-    if (input != 1 || !linear_ || !constant_ || !e || !e->weights_buf.defined() || e->wei_md.data.ndims != 2 || e->bf16)
-      return std::nullopt;  // a bf16 copy is rounded: it cannot stand in for the weight
+    if (input != 1 || !linear_ || !constant_ || !e || !e->weights_buf.defined() || e->wei_md.data.ndims != 2 || e->bf16 ||
+        e->int8)
+      return std::nullopt;  // a bf16 or int8 copy is rounded: it cannot stand in for the weight
     const auto* d = e->wei_md.data.dims;  // [K, N] of b = w^T
     return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, {d[1], d[0]}, makeLayout(e->wei_md, true));
   }
   KernelReport report() const override {
     std::shared_ptr<const MatmulEntry> e = last_.load();
     if (!e) return {};
+    std::string detail;
+    if (precision_ == Precision::BF16 && !e->bf16) detail = "fp32: oneDNN has no bf16 kernel for this product";
+    if (precision_ == Precision::INT8 && !e->int8)
+      detail = !quant_ ? "fp32: no calibrated activation scale" : "fp32: oneDNN has no int8 kernel for this product";
     return {e->impl + (e->swish_after ? "+llga_swish" : ""), layoutName(e->src_md), layoutName(e->wei_md, true),
-            layoutName(e->dst_md), "",
-            precision_ == Precision::BF16 && !e->bf16 ? "fp32: oneDNN has no bf16 kernel for this product" : ""};
+            layoutName(e->dst_md), "", detail};
   }
 
  private:
@@ -413,6 +465,7 @@ class FusedMatmulKernel final : public Kernel {
   Form form_;
   bool constant_;
   Precision precision_;
+  std::optional<ActivationQuant> quant_;
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
   MatmulCache cache_;
@@ -424,12 +477,12 @@ class FusedMatmulKernel final : public Kernel {
 std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight) {
   bool linear = anchor.kind().toQualString() == "aten::linear";
   return std::make_unique<FusedMatmulKernel>(linear, formOf(anchor), linear && constant_weight, precisionOf(anchor),
-                                             std::move(post), anchor.inputs().size());
+                                             std::move(post), anchor.inputs().size(), activationQuantOf(anchor));
 }
 
 void registerMatmulOps(OpRegistry& r) {
   r.add(OpDef{"aten::linear", 2, 3, [](const Node& n) {
-                return std::make_unique<LinearKernel>(isConstantInput(n, 1), precisionOf(n));
+                return std::make_unique<LinearKernel>(isConstantInput(n, 1), precisionOf(n), activationQuantOf(n));
               }});
   for (const char* kind : {"aten::matmul", "aten::mm", "aten::bmm"})
     r.add(OpDef{kind, 2, 2, [](const Node& n) {

@@ -1,0 +1,251 @@
+"""llga.quantize: post-training static int8 (min-max calibration).
+
+What is checked here:
+- the decision on the IR: precision="int8" with act_scale and act_dtype on
+  each convolution and linear with constant weights, the scale the range of
+  the calibration activations gives (u8 after a relu, s8 otherwise);
+- the arithmetic: an int8 convolution or linear gives exactly what int8
+  arithmetic on the quantized operands gives (activation rounded to the
+  calibrated scale, weights to s8 per output channel), and differs from fp32;
+- the corpus CNNs with random weights keep a logit cosine >= 0.99 against
+  fp32 llga, and run their convolutions in int8;
+- errors: no or malformed calibration, unknown method, unknown kinds to skip;
+  skip keeps the named kind fp32."""
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import llga
+from llga import zoo
+
+
+def act_quant(compiled):
+    """[(kind, act_scale, act_dtype)] of every int8 op, in IR order."""
+    text = str(compiled.graph)
+    return [(m.group(1), float(m.group(2)), m.group(3)) for m in
+            re.finditer(r"(aten::\w+)\[precision=\"int8\", act_scale=([0-9.e+-]+), act_dtype=\"(u8|s8)\"[,\]]", text)]
+
+
+def fake_quant(x, scale, unsigned):
+    """x quantized and back, as oneDNN's reorder does it (round half to even, saturate)."""
+    lo, hi = (0, 255) if unsigned else (-128, 127)
+    return torch.clamp(torch.round(x / scale), lo, hi) * scale
+
+
+def fake_quant_weight(w):
+    """Symmetric s8 per output channel (dim 0), as llga quantizes weights."""
+    rows = w.reshape(w.shape[0], -1)
+    scale = rows.abs().amax(1).clamp_min(1e-30) / 127
+    scale = torch.where(rows.abs().amax(1) > 0, scale, torch.ones_like(scale))
+    q = torch.clamp(torch.round(rows / scale[:, None]), -127, 127) * scale[:, None]
+    return q.reshape(w.shape)
+
+
+class ConvRelu(nn.Module):
+    def __init__(self, groups=1):
+        super().__init__()
+        torch.manual_seed(0)
+        self.c = nn.Conv2d(8, 16, 3, padding=1, groups=groups)
+
+    def forward(self, x):
+        return torch.relu(self.c(x))
+
+
+class Lin(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.fc = nn.Linear(48, 24)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def calibration_batches(shape, n=4, seed=0, shift=0.0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(*shape, generator=g) + shift for _ in range(n)]
+
+
+@pytest.mark.parametrize("groups", [1, 2, 8])
+@pytest.mark.parametrize("shift", [0.0, 3.0])  # s8 (negatives seen), u8 (none: randn + 3 over 4 small batches)
+def test_int8_conv_is_int8_arithmetic_on_the_quantized_operands(groups, shift):
+    model = ConvRelu(groups).eval()
+    calib = calibration_batches((1, 8, 12, 12), shift=shift)
+    if shift:
+        calib = [c.clamp_min(0) for c in calib]
+    traced = torch.jit.trace(model, calib[0])
+    q = llga.quantize(traced, calibration=calib)
+    (kind, scale, dtype), = act_quant(q)
+    unsigned = dtype == "u8"
+    lo = min(float(c.min()) for c in calib)
+    hi = max(float(c.abs().max()) for c in calib)
+    assert unsigned == (lo >= 0)
+    np.testing.assert_allclose(scale, hi / (255 if unsigned else 127), rtol=1e-6)
+    assert [p.precision for p in q.partitions] == ["int8"] and not q.partitions[0].detail
+    x = (torch.randn(1, 8, 12, 12, generator=torch.Generator().manual_seed(9)) + shift)
+    if shift:
+        x = x.clamp_min(0)
+    with torch.no_grad():
+        want = torch.relu(nn.functional.conv2d(fake_quant(x, scale, unsigned).double(),
+                                               fake_quant_weight(model.c.weight).double(),
+                                               model.c.bias.double(), padding=1, groups=groups))
+        fp32 = model(x)
+    got = q(x.numpy())
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5)
+    assert np.abs(got - fp32.numpy()).max() > 1e-4  # not the fp32 result
+
+
+def test_int8_linear_is_int8_arithmetic_on_the_quantized_operands():
+    model = Lin().eval()
+    calib = calibration_batches((5, 48), n=3)
+    traced = torch.jit.trace(model, calib[0])
+    q = llga.quantize(traced, calibration=calib)
+    (kind, scale, dtype), = act_quant(q)
+    assert kind == "aten::linear" and dtype == "s8"
+    np.testing.assert_allclose(scale, max(float(c.abs().max()) for c in calib) / 127, rtol=1e-6)
+    x = torch.randn(5, 48, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = nn.functional.linear(fake_quant(x, scale, False).double(), fake_quant_weight(model.fc.weight).double(),
+                                    model.fc.bias.double())
+    got = q(x.numpy())
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5)
+    assert "int8" in q.partitions[0].precision and not q.partitions[0].detail
+
+
+def test_values_beyond_the_calibrated_range_saturate():
+    """An input larger than anything calibration saw saturates at the top step (as oneDNN's reorder)."""
+    model = Lin().eval()
+    calib = [torch.full((1, 48), 0.5), torch.full((1, 48), -0.5)]
+    q = llga.quantize(torch.jit.trace(model, calib[0]), calibration=calib)
+    (_, scale, dtype), = act_quant(q)
+    x = torch.full((1, 48), 10.0)
+    with torch.no_grad():
+        want = nn.functional.linear(fake_quant(x, scale, False).double(), fake_quant_weight(model.fc.weight).double(),
+                                    model.fc.bias.double())
+    np.testing.assert_allclose(q(x.numpy()), want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+class Net(nn.Module):
+    """conv -> relu -> conv (+ residual) -> relu -> pool -> linear: the second conv's activation is u8."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(2)
+        self.c1, self.c2 = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 16, 3, padding=1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        y = torch.relu(self.c2(y) + y)
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+
+def test_decisions_on_the_ir_and_in_partitions():
+    model = Net().eval()
+    calib = calibration_batches((2, 3, 16, 16))
+    q = llga.quantize(torch.jit.trace(model, calib[0]), calibration=calib)
+    assert q.precision == "int8" and "minmax calibration over 4 batch(es)" in q.precision_note
+    quant = act_quant(q)
+    assert [(k, d) for k, _, d in quant] == [("aten::_convolution", "s8"), ("aten::_convolution", "u8"),
+                                             ("aten::linear", "u8")], quant
+    by_op = {p.ops[0]: p for p in q.partitions}
+    assert by_op["aten::_convolution"].precision == "int8"
+    assert [p.precision for p in q.partitions if p.pattern == "pool_post_ops"] in ([], ["fp32"])
+    x = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        ref = model(x).numpy()
+    got = q(x.numpy())
+    # the int8 kernels ran (oneDNN's int8 implementations, never its reference one)
+    for p in q.partitions:
+        if p.precision == "int8":
+            assert p.impl and "ref" not in p.impl and not p.detail, (p.impl, p.detail)
+    cos = float((got * ref).sum() / np.linalg.norm(got) / np.linalg.norm(ref))
+    assert cos > 0.999, cos
+
+
+def test_skip_keeps_a_kind_fp32():
+    model = Net().eval()
+    calib = calibration_batches((2, 3, 16, 16))
+    q = llga.quantize(torch.jit.trace(model, calib[0]), calibration=calib, skip=["aten::linear"])
+    assert [k for k, _, _ in act_quant(q)] == ["aten::_convolution", "aten::_convolution"]
+    assert "aten::linear kept fp32" in q.precision_note
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "efficientnet_b0", "regnet_y_800mf"])
+def test_corpus_cnns_in_int8(name):
+    torch.set_num_threads(2)
+    model = zoo.torchvision_model(name)
+    calib = calibration_batches((1, 3, 224, 224), n=8, seed=1)
+    traced = torch.jit.trace(model, calib[0], check_trace=False)
+    f = llga.optimize(traced)
+    q = llga.quantize(traced, calibration=calib)
+    convs = [p for p in q.partitions if p.pattern == "conv_post_ops"]
+    assert convs and all(p.precision == "int8" for p in convs), [(p.ops, p.precision) for p in convs]
+    ran_int8 = [p for p in convs if not p.detail]
+    assert len(ran_int8) >= 0.9 * len(convs), [(p.impl, p.detail) for p in convs if p.detail]
+    g = torch.Generator().manual_seed(5)
+    for _ in range(2):
+        x = torch.randn(1, 3, 224, 224, generator=g).numpy()
+        a, b = f(x), q(x)
+        cos = float((a * b).sum() / np.linalg.norm(a) / np.linalg.norm(b))
+        assert cos >= 0.99, (name, cos)
+        assert not np.array_equal(a, b)
+
+
+def test_bad_calibration_and_arguments_are_clear_errors():
+    traced = torch.jit.trace(Lin().eval(), torch.randn(2, 48))
+    with pytest.raises(llga.PrecisionError, match="needs calibration"):
+        llga.quantize(traced, calibration=None)
+    with pytest.raises(llga.PrecisionError, match="calibration is empty"):
+        llga.quantize(traced, calibration=[])
+    with pytest.raises(llga.PrecisionError, match="calibration batch 1, input 0: expected an array"):
+        llga.quantize(traced, calibration=[np.zeros((2, 48), np.float32), "not an array"])
+    with pytest.raises(llga.PrecisionError, match="calibration method 'histogram'"):
+        llga.quantize(traced, calibration=[np.zeros((2, 48), np.float32)], method="histogram")
+    with pytest.raises(llga.PrecisionError, match="skip 'aten::softmax': not an op kind llga runs in int8"):
+        llga.quantize(traced, calibration=[np.zeros((2, 48), np.float32)], skip=["aten::softmax"])
+    # a batch the model cannot run on names the batch
+    with pytest.raises(llga.LlgaError, match="calibration input set 1"):
+        llga.quantize(traced, calibration=[np.zeros((2, 48), np.float32), np.zeros((2, 7), np.float32)])
+
+
+def test_all_zero_calibration_still_gives_a_valid_scale():
+    traced = torch.jit.trace(Lin().eval(), torch.randn(2, 48))
+    q = llga.quantize(traced, calibration=[np.zeros((2, 48), np.float32)])
+    (_, scale, dtype), = act_quant(q)
+    assert scale == 1.0 and dtype == "u8"
+    out = q(np.zeros((2, 48), np.float32))
+    np.testing.assert_allclose(out, np.broadcast_to(Lin().fc.bias.detach().numpy(), (2, 24)), rtol=1e-5, atol=1e-6)
+
+
+def test_int8_on_an_avx2_cpu():
+    """Under ONEDNN_MAX_CPU_ISA=AVX2 (no VNNI, no AMX) oneDNN still has int8
+    kernels: the model runs int8 and matches the int8 arithmetic."""
+    code = textwrap.dedent("""
+        import numpy as np, torch, llga
+        from torch import nn
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.ReLU()).eval()
+        g = torch.Generator().manual_seed(0)
+        calib = [torch.randn(1, 8, 10, 10, generator=g) for _ in range(3)]
+        q = llga.quantize(torch.jit.trace(m, calib[0]), calibration=calib)
+        x = torch.randn(1, 8, 10, 10, generator=g)
+        with torch.no_grad():
+            ref = m(x).numpy()
+        out = q(x.numpy())
+        p, = q.partitions
+        cos = float((out * ref).sum() / np.linalg.norm(out) / np.linalg.norm(ref))
+        print("|".join([llga.cpu_capabilities()["isa"], p.precision, p.impl, repr(p.detail), str(cos)]))
+    """)
+    env = dict(__import__("os").environ, ONEDNN_MAX_CPU_ISA="AVX2")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    isa, precision, impl, detail, cos = out.stdout.strip().split("|")
+    assert isa == "avx2" and precision == "int8" and detail == "''" and "avx2" in impl, out.stdout
+    assert float(cos) > 0.999, out.stdout
