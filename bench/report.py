@@ -10,7 +10,8 @@ from typing import List, Optional
 
 ORDER = ("llga", "ofi", "eager", "ort")
 LABELS = {"llga": "llga", "ofi": "PyTorch frozen+OFI", "eager": "PyTorch eager", "ort": "ONNX Runtime 1.30",
-          "llga-bf16": "llga bf16", "autocast": "PyTorch autocast bf16"}
+          "llga-bf16": "llga bf16", "autocast": "PyTorch autocast bf16", "llga-int8": "llga int8",
+          "torch-int8": "PyTorch int8 (FX)"}
 
 
 def _ms(entry: Optional[dict]) -> Optional[float]:
@@ -113,6 +114,35 @@ def bf16_table(run: dict) -> List[str]:
     return out
 
 
+def int8_table(run: dict) -> List[str]:
+    """With --precision int8: llga int8 (llga.quantize) next to llga fp32,
+    PyTorch's FX int8 and ONNX Runtime fp32, paired by round against llga int8."""
+    rows = [r for r in run["results"] if "llga-int8" in r.get("systems", {})]
+    if not rows:
+        return []
+    m = run["machine"]
+    out = ["", f"int8: oneDNN ISA {m.get('onednn_isa', '?')}; both int8 systems calibrated on the same 8 input sets "
+               "(drawn like the timed input, never it). Ratios: llga int8's time / the peer's, paired by round.",
+           "",
+           "| model | batch | threads | llga fp32 | llga int8 | PyTorch int8 (FX) | ONNX Runtime fp32 "
+           "| int8/llga fp32 | int8/PyTorch int8 | int8/ORT | llga int8 rel. err. | PyTorch int8 rel. err. |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    by = {"llga": [], "torch-int8": [], "ort": []}
+    for r in rows:
+        sy, p = r["systems"], r.get("paired_int8", {})
+        for k in by:
+            if p.get(k) is not None:
+                by[k].append(p[k])
+        errs = [sy.get(s, {}).get("rel_err") for s in ("llga-int8", "torch-int8")]
+        out.append(f"| {r['model']} | {r['batch']} | {_row_threads(run, r)} | {_cell(sy.get('llga'))} | "
+                   f"{_cell(sy.get('llga-int8'))} | {_cell(sy.get('torch-int8'))} | {_cell(sy.get('ort'))} | "
+                   f"{_fmt_ratio(p.get('llga'))} | {_fmt_ratio(p.get('torch-int8'))} | {_fmt_ratio(p.get('ort'))} | "
+                   + " | ".join('-' if e is None else f'{e:.1e}' for e in errs) + " |")
+    out.append(f"| geometric mean | | | | | | | {_fmt_ratio(_geomean(by['llga']))} | "
+               f"{_fmt_ratio(_geomean(by['torch-int8']))} | {_fmt_ratio(_geomean(by['ort']))} | | |")
+    return out
+
+
 def markdown(run: dict) -> str:
     lim = run["limit"]
     m = run["machine"]
@@ -170,6 +200,7 @@ def markdown(run: dict) -> str:
     lines.append(f"| geometric mean | | | | | | | | {_fmt_ratio(_geomean(r_ort))} | {_fmt_ratio(_geomean(r_ofi))} "
                  "| | | | | | |")
     lines += bf16_table(run)
+    lines += int8_table(run)
     lines += scaling(run)
     if notes:
         lines.append("")

@@ -38,13 +38,22 @@ SYSTEMS = ("llga", "ofi", "eager", "ort")
 # --precision bf16 adds these: llga.optimize(precision="bf16"), and PyTorch's
 # autocast bf16 (traced under torch.cpu.amp.autocast, then frozen)
 BF16_SYSTEMS = ("llga-bf16", "autocast")
+# --precision int8 adds these: llga.quantize, and PyTorch's FX post-training
+# static quantization (prepare_fx, calibrate, convert_fx on its x86 engine:
+# onednn in Debian's build, which has no fbgemm; traced and frozen), both calibrated on the same CALIBRATION_SETS input sets
+INT8_SYSTEMS = ("llga-int8", "torch-int8")
+CALIBRATION_SETS = 8
 LABELS = {"llga": "llga", "ofi": "PyTorch frozen+OFI", "eager": "PyTorch eager", "ort": "ONNX Runtime",
-          "llga-bf16": "llga bf16", "autocast": "PyTorch autocast bf16"}
+          "llga-bf16": "llga bf16", "autocast": "PyTorch autocast bf16", "llga-int8": "llga int8",
+          "torch-int8": "PyTorch int8 (FX)"}
 PAUSE_S = 0.2  # between timing blocks of different systems
 TOLERANCE = 1e-3  # relative to the output's largest magnitude; tests hold llga to 1e-4
 # bf16 systems against PyTorch's fp32 eager: bf16 keeps 8 bits of mantissa
 # (tests/py/test_precision.py: corpus models within 1.5% of fp32 llga)
 BF16_TOLERANCE = 3e-2
+# int8 systems: 8-bit activations and weights (tests/py/test_quantize.py:
+# corpus CNNs at logit cosine >= 0.99 against fp32)
+INT8_TOLERANCE = 1e-1
 
 
 # ----------------------------------------------------------------- set-up
@@ -213,12 +222,20 @@ def export(name: str, batch: int, workdir: str, want_onnx: bool, threads: int) -
     torch.set_num_threads(threads)
     model, inputs = bench_models.build(name, batch)
     spec = {"model": name, "batch": batch, "threads": threads, "inputs": []}
+    rng = np.random.default_rng(1)
     for i, x in enumerate(inputs):
         a = x.numpy()
         np.save(os.path.join(workdir, f"in{i}.npy"), a)
         a.tofile(os.path.join(workdir, f"in{i}.raw"))
+        # calibration sets for the int8 systems: float inputs drawn anew with the
+        # input's mean and spread (never the timed input itself), others as they are
+        calib = []
+        for k in range(CALIBRATION_SETS):
+            c = (rng.standard_normal(a.shape) * a.std() + a.mean()).astype(a.dtype) if a.dtype.kind == "f" else a
+            np.save(os.path.join(workdir, f"calib{k}-{i}.npy"), c)
+            calib.append(f"calib{k}-{i}.npy")
         spec["inputs"].append({"file": f"in{i}.npy", "raw": f"in{i}.raw", "dtype": str(a.dtype),
-                               "shape": list(a.shape)})
+                               "shape": list(a.shape), "calibration": calib})
     with torch.no_grad():
         ref = model(*inputs)
     refs = [r.numpy() for r in (ref if isinstance(ref, tuple) else (ref,))]
@@ -277,7 +294,7 @@ def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict,
                 result["systems"][s] = {"ok": False, "error": str(e)}
                 continue
             err = rel_error(read_outputs(s, ready, workdir), refs)
-            tol = BF16_TOLERANCE if s in BF16_SYSTEMS else TOLERANCE
+            tol = BF16_TOLERANCE if s in BF16_SYSTEMS else INT8_TOLERANCE if s in INT8_SYSTEMS else TOLERANCE
             entry = {"compile_s": ready["compile_s"], "first_call_ms": ready["first_call_s"] * 1e3, "rel_err": err,
                      "ok": err <= tol}
             if not entry["ok"]:
@@ -335,6 +352,8 @@ def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict,
     result["paired"] = paired_ratios(result["systems"])
     if "llga-bf16" in result["systems"]:
         result["paired_bf16"] = paired_ratios(result["systems"], "llga-bf16")
+    if "llga-int8" in result["systems"]:
+        result["paired_int8"] = paired_ratios(result["systems"], "llga-int8")
     flops = result.get("flops")
     for s, entry in result["systems"].items():
         if flops and entry.get("median_ms"):
@@ -374,8 +393,9 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", default="1", help="comma-separated batch sizes (16 for throughput)")
     ap.add_argument("--runs", type=int, default=20, help="timed rounds per system (each a block of about 100 ms of calls, or one call)")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
-    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
-                    help="bf16: also llga bf16 and PyTorch autocast bf16 (columns next to fp32 llga and ORT)")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "int8"),
+                    help="bf16: also llga bf16 and PyTorch autocast bf16; int8: also llga.quantize and PyTorch FX "
+                         "int8 (columns next to fp32 llga and ORT)")
     ap.add_argument("--threads", default="2",
                     help="comma-separated thread counts (1,2: each model at each, and the scaling from the first to the last)")
     ap.add_argument("--max-seconds", type=float, default=60.0,
@@ -403,9 +423,11 @@ def main(argv=None) -> int:
     args.systems = args.systems.split(",")
     if args.precision == "bf16":
         args.systems += [s for s in BF16_SYSTEMS if s not in args.systems]
+    if args.precision == "int8":
+        args.systems += [s for s in INT8_SYSTEMS if s not in args.systems]
     for s in args.systems:
-        if s not in SYSTEMS + BF16_SYSTEMS:
-            ap.error(f"unknown system {s!r}; known: {', '.join(SYSTEMS + BF16_SYSTEMS)}")
+        if s not in SYSTEMS + BF16_SYSTEMS + INT8_SYSTEMS:
+            ap.error(f"unknown system {s!r}; known: {', '.join(SYSTEMS + BF16_SYSTEMS + INT8_SYSTEMS)}")
 
     from tqdm import tqdm
 

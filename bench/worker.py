@@ -1,6 +1,6 @@
 """One benchmark runner in its own process (so its peak RSS is its own).
 
-    /usr/bin/python3 -m bench.worker {llga|llga-bf16|eager|ofi|autocast} WORKDIR
+    /usr/bin/python3 -m bench.worker {llga|llga-bf16|llga-int8|eager|ofi|autocast|torch-int8} WORKDIR
 
 Reads WORKDIR/spec.json, prepares the model, calls it once (writing its
 outputs for the driver's correctness check), then answers commands on stdin,
@@ -40,6 +40,14 @@ def load_inputs(workdir: str, spec):
     return [np.load(os.path.join(workdir, i["file"])) for i in spec["inputs"]]
 
 
+def load_calibration(workdir: str, spec):
+    """The int8 systems' calibration: a list of input sets (bench.suite writes them)."""
+    import numpy as np
+
+    n = len(spec["inputs"][0]["calibration"])
+    return [[np.load(os.path.join(workdir, i["calibration"][k])) for i in spec["inputs"]] for k in range(n)]
+
+
 def prepare_llga(workdir: str, spec, threads: int, precision: str = "fp32"):
     """IR text plus a weights file: the deployment path, no PyTorch imported."""
     import numpy as np
@@ -53,7 +61,10 @@ def prepare_llga(workdir: str, spec, threads: int, precision: str = "fp32"):
         weights = {k: z[k] for k in z.files}
     xs = load_inputs(workdir, spec)
     t0 = time.perf_counter()
-    compiled = llga.optimize(text, params=weights, precision=precision)
+    if precision == "int8":
+        compiled = llga.quantize(text, calibration=load_calibration(workdir, spec), params=weights)
+    else:
+        compiled = llga.optimize(text, params=weights, precision=precision)
     compile_s = time.perf_counter() - t0
     del weights  # the compiled graph holds what it needs
 
@@ -87,6 +98,20 @@ def prepare_torch(workdir: str, spec, threads: int, system: str):
             warnings.simplefilter("ignore")
             traced = torch.jit.trace(model, tuple(xs), check_trace=False)
             model = torch.jit.freeze(traced)
+    elif system == "torch-int8":  # PyTorch's FX post-training static quantization (its x86 engine), traced, frozen
+        from torch.ao.quantization import get_default_qconfig_mapping
+        from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+        # Debian's torch has no FBGEMM: its x86 engines are oneDNN's (then qnnpack)
+        engine = next(e for e in ("x86", "fbgemm", "onednn", "qnnpack") if e in torch.backends.quantized.supported_engines)
+        torch.backends.quantized.engine = engine
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            prepared = prepare_fx(model.eval(), get_default_qconfig_mapping(engine), tuple(xs))
+            for inputs in load_calibration(workdir, spec):
+                prepared(*[torch.from_numpy(c) for c in inputs])
+            quantized = convert_fx(prepared)
+            model = torch.jit.freeze(torch.jit.trace(quantized, tuple(xs), check_trace=False))
     compile_s = time.perf_counter() - t0
 
     def numpy(o):
@@ -105,9 +130,9 @@ def main(argv) -> int:
     with open(os.path.join(workdir, "spec.json")) as f:
         spec = json.load(f)
     threads = spec["threads"]
-    if system in ("llga", "llga-bf16"):
-        call, compile_s, extra = prepare_llga(workdir, spec, threads, "bf16" if system == "llga-bf16" else "fp32")
-    elif system in ("eager", "ofi", "autocast"):
+    if system in ("llga", "llga-bf16", "llga-int8"):
+        call, compile_s, extra = prepare_llga(workdir, spec, threads, {"llga-bf16": "bf16", "llga-int8": "int8"}.get(system, "fp32"))
+    elif system in ("eager", "ofi", "autocast", "torch-int8"):
         call, compile_s, extra = prepare_torch(workdir, spec, threads, system)
     else:
         raise SystemExit(f"unknown system {system!r}")

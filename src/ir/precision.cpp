@@ -25,6 +25,34 @@ const Symbol& actDtypeName() {
   return s;
 }
 
+const Symbol& outScaleName() {
+  static const Symbol s = Symbol::fromQualString("attr::out_scale");
+  return s;
+}
+
+// The (scale, dtype) attribute pair as a quantization, if both are there and valid.
+std::optional<ActivationQuant> quantPair(const Node& n, const Symbol& scale_name, const Symbol& dtype_name) {
+  const AttrValue* scale = n.attributes().find(scale_name);
+  const AttrValue* dtype = n.attributes().find(dtype_name);
+  if (!scale || !dtype || !dtype->is<std::string>()) return std::nullopt;
+  const double s = scale->is<double>() ? scale->get<double>() : scale->is<int64_t>() ? static_cast<double>(scale->get<int64_t>()) : 0.0;
+  const std::string& d = dtype->get<std::string>();
+  if (!(s > 0) || (d != "u8" && d != "s8")) return std::nullopt;
+  return ActivationQuant{s, d == "u8"};
+}
+
+bool setQuantPair(Node& n, const Symbol& scale_name, const Symbol& dtype_name, std::optional<ActivationQuant> q) {
+  if (!q) {
+    const bool a = n.attributes().remove(scale_name);
+    return n.attributes().remove(dtype_name) || a;
+  }
+  std::optional<ActivationQuant> now = quantPair(n, scale_name, dtype_name);
+  if (now && now->scale == q->scale && now->is_unsigned == q->is_unsigned) return false;
+  n.setAttr(scale_name, AttrValue(q->scale));
+  n.setAttr(dtype_name, AttrValue(std::string(q->is_unsigned ? "u8" : "s8")));
+  return true;
+}
+
 }  // namespace
 
 std::string_view precisionName(Precision p) {
@@ -62,26 +90,17 @@ bool setBf16Output(Node& n, bool on) {
   return true;
 }
 
-std::optional<ActivationQuant> activationQuantOf(const Node& n) {
-  const AttrValue* scale = n.attributes().find(actScaleName());
-  const AttrValue* dtype = n.attributes().find(actDtypeName());
-  if (!scale || !dtype || !dtype->is<std::string>()) return std::nullopt;
-  const double s = scale->is<double>() ? scale->get<double>() : scale->is<int64_t>() ? static_cast<double>(scale->get<int64_t>()) : 0.0;
-  const std::string& d = dtype->get<std::string>();
-  if (!(s > 0) || (d != "u8" && d != "s8")) return std::nullopt;
-  return ActivationQuant{s, d == "u8"};
-}
+std::optional<ActivationQuant> activationQuantOf(const Node& n) { return quantPair(n, actScaleName(), actDtypeName()); }
 
 bool setActivationQuant(Node& n, std::optional<ActivationQuant> q) {
-  if (!q) {
-    const bool a = n.attributes().remove(actScaleName());
-    return n.attributes().remove(actDtypeName()) || a;
-  }
-  std::optional<ActivationQuant> now = activationQuantOf(n);
-  if (now && now->scale == q->scale && now->is_unsigned == q->is_unsigned) return false;
-  n.setAttr(actScaleName(), AttrValue(q->scale));
-  n.setAttr(actDtypeName(), AttrValue(std::string(q->is_unsigned ? "u8" : "s8")));
-  return true;
+  return setQuantPair(n, actScaleName(), actDtypeName(), q);
+}
+
+std::optional<ActivationQuant> int8OutputOf(const Node& n) { return quantPair(n, outScaleName(), outDtypeName()); }
+
+bool setInt8Output(Node& n, std::optional<ActivationQuant> q) {
+  if (!q && !int8OutputOf(n)) return false;  // leaves a bf16 out_dtype alone
+  return setQuantPair(n, outScaleName(), outDtypeName(), q);
 }
 
 }  // namespace llga

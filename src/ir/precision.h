@@ -14,6 +14,11 @@
 // convolutions read as their activation:
 //   out_dtype="bf16"  the partition hands its output on in bf16 (its
 //                     primitive writes bf16), so the readers need no conversion
+// and on an int8 partition whose one output only int8 convolutions read as
+// their activation (all with the same quantization, that value's):
+//   out_scale=0.0213, out_dtype="u8"   the partition writes its output
+//                     quantized so (its primitive's dst), and the readers
+//                     take it without quantizing it again
 // and on an int8 op, how its activation (input 0) is quantized:
 //   act_scale=0.0213  real value = scale * 8-bit value (zero point 0)
 //   act_dtype="u8"    "u8" where calibration saw no negative value, else "s8"
@@ -43,5 +48,9 @@ struct ActivationQuant {
 std::optional<ActivationQuant> activationQuantOf(const Node& n);
 // Writes (or, with nullopt, removes) act_scale and act_dtype; whether n changed.
 bool setActivationQuant(Node& n, std::optional<ActivationQuant> q);
+// out_dtype="u8"/"s8" with out_scale, or nullopt.
+std::optional<ActivationQuant> int8OutputOf(const Node& n);
+// Writes (or, with nullopt, removes) out_dtype and out_scale; whether n changed.
+bool setInt8Output(Node& n, std::optional<ActivationQuant> q);
 
 }  // namespace llga

@@ -199,6 +199,32 @@ class AssignPrecision final : public Pass {
       changed |= setActivationQuant(*c.op, q);
       if (c.node != c.op) changed |= setPrecision(*c.node, Precision::INT8);
     }
+    return changed | int8Edges(g.block());
+  }
+
+  // An int8 convolution partition reading nothing but its activation and
+  // weights, whose one output only int8 convolution partitions read, each as
+  // its activation: it writes that value quantized as they read it
+  // (out_scale, out_dtype), so they need not quantize it again.
+  bool int8Edges(Block* b) {
+    auto int8Conv = [](const Node& n) {
+      const Node* a = anchorOf(n);
+      return a && precisionOf(n) == Precision::INT8 && precisionOf(*a) == Precision::INT8 &&
+             activationQuantOf(*a) && a->kind().toQualString().find("conv") != std::string::npos;
+    };
+    bool changed = false;
+    const std::unordered_set<const Value*> barred = valuesLeavingOps(b);
+    for (Node* n : b->nodes()) {
+      if (!int8Conv(*n) || n->outputs().size() != 1 || !chainReadsNothingElse(*n)) continue;
+      const Value* v = n->output(0);
+      bool ok = !barred.count(v) && v->hasUses();
+      std::optional<ActivationQuant> q;
+      for (const Use& u : v->uses()) {
+        ok = ok && u.user->owningBlock() == b && int8Conv(*u.user) && readAsActivation(*u.user, u.offset);
+        if (ok) q = activationQuantOf(*anchorOf(*u.user));  // the value's: the same for every reader
+      }
+      changed |= setInt8Output(*n, ok ? q : std::nullopt);
+    }
     return changed;
   }
   // A bf16 group whose anchor reads and writes bf16 activations.

@@ -242,7 +242,7 @@ std::unique_ptr<Kernel> makeAnchorChainKernel(const Node& group, bool conv) {
   // The weight is constant when the group reads it from a constant outside.
   bool constant_weight = chain.anchor->inputs().size() > 1 && sources[1].input >= 0 &&
                          isConstantInput(group, static_cast<size_t>(sources[1].input));
-  auto inner = conv ? makeFusedConv(*chain.anchor, chain.ops, constant_weight, bf16Output(group))
+  auto inner = conv ? makeFusedConv(*chain.anchor, chain.ops, constant_weight, bf16Output(group), int8OutputOf(group))
                     : makeFusedMatmul(*chain.anchor, chain.ops, constant_weight);
   auto k = std::make_unique<FusedAnchorKernel>(std::move(inner), std::move(sources), nullptr, nullptr,
                                                chain.ops.empty() ? nullptr : group.subgraph());

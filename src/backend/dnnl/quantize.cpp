@@ -37,4 +37,16 @@ void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::m
   execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
 }
 
+Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale) {
+  Tensor out = Tensor::empty(ScalarType::Float, x.sizes());
+  dnnl::primitive_attr attr = scratchpadAttr();
+  attr.set_output_scales(0, {scale});
+  const dnnl::memory src = x.isBlocked() ? memoryOf(x) : wrap(x), dst = wrap(out);
+  dnnl::reorder::primitive_desc pd(src, dst, attr);
+  execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+  return out;
+}
+
+bool isInt8(ScalarType t) { return t == ScalarType::Byte || t == ScalarType::Char; }
+
 }  // namespace llga::int8

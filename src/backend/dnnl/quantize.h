@@ -24,4 +24,10 @@ std::vector<float> quantizeRows(const float* w, int64_t rows, int64_t cols, int8
 // reorder (src f32 in any layout).
 void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale);
 
+// x (u8 or s8, plain, strided or blocked) back to fp32: a plain contiguous
+// tensor of x's sizes, x * scale (one oneDNN reorder).
+Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale);
+
+bool isInt8(ScalarType t);  // Byte (u8) or Char (s8)
+
 }  // namespace llga::int8

@@ -101,13 +101,16 @@ class ConvKernel final : public Kernel {
   // activation per call, the constant weights once (s8, a scale per output
   // channel), and has oneDNN scale its int32 sums back (output scales, the
   // bias divided by them) before fp32 post-ops and dst; a shape without an
-  // int8 kernel runs fp32 (the report says so).
+  // int8 kernel runs fp32 (the report says so). The activation may arrive
+  // quantized already (u8/s8, from a producer's out_dtype); `int8_out` (this
+  // partition's out_scale and out_dtype) writes dst quantized so, where the
+  // chain has no operand.
   ConvKernel(Form form, bool constant_weight, bool constant_params, Precision precision, std::vector<PostOp> post = {},
              size_t anchor_inputs = std::numeric_limits<size_t>::max(), bool bf16_out = false,
-             std::optional<ActivationQuant> quant = std::nullopt)
+             std::optional<ActivationQuant> quant = std::nullopt, std::optional<ActivationQuant> int8_out = std::nullopt)
       : form_(form), constant_weight_(constant_weight), constant_params_(constant_params), precision_(precision),
         bf16_out_(bf16_out && precision == Precision::BF16), quant_(precision == Precision::INT8 ? quant : std::nullopt),
-        post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
+        int8_out_(quant_ ? int8_out : std::nullopt), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
   // The activation and the post-op operands may arrive blocked; weight and bias not.
   bool acceptsBlocked(size_t input) const override {
@@ -147,7 +150,8 @@ class ConvKernel final : public Kernel {
     const Tensor& x_in = a.tensor(0);
     const Tensor& w = a.tensor(1);
     const Tensor* b = a.isNone(2) ? nullptr : &a.tensor(2);
-    const bool x_ok = x_in.dtype() == ScalarType::Float || (precision_ == Precision::BF16 && x_in.dtype() == ScalarType::BFloat16);
+    const bool x_ok = x_in.dtype() == ScalarType::Float || (precision_ == Precision::BF16 && x_in.dtype() == ScalarType::BFloat16) ||
+                      (quant_ && x_in.dtype() == (quant_->is_unsigned ? ScalarType::Byte : ScalarType::Char));
     if (!x_ok || w.dtype() != ScalarType::Float)
       throw std::invalid_argument("convolution supports float32, got " + x_in.describe() + " and " + w.describe());
     const int64_t nsp = w.dim() - 2;
@@ -204,29 +208,34 @@ class ConvKernel final : public Kernel {
         } catch (const dnnl::error&) {  // no int8 kernel for this shape or chain: fp32
         }
       }
+      if (int8::isInt8(x.dtype()))  // fp32 after all: from the activation dequantized (as below)
+        return prepare(Tensor::empty(ScalarType::Float, x.sizes()), w, b != nullptr, p, operands, Precision::F32);
       return prepare(x, w, b != nullptr, p, operands, Precision::F32);
     });
+    Tensor x_deq;  // a quantized activation, for a convolution that runs fp32 after all
+    if (!e->int8 && int8::isInt8(x.dtype())) x_deq = int8::dequantize(a.ctx, x, static_cast<float>(quant_->scale));
+    const Tensor& xr = x_deq.defined() ? x_deq : x;
 
     for (const Tensor& t : operands) checkOperandFits(t, e->out_shape);
     ExecContext& ctx = a.ctx;
     SharedBoundArgs::Lease args = e->bound.lease();
     Tensor src_buf, wei_buf, dst_buf;  // this call's blocked copies
     const void* src_data = nullptr;
-    if (e->int8) {  // quantized into the primitive's layout
+    if (e->int8 && !int8::isInt8(xr.dtype())) {  // quantized into the primitive's layout
       memory tmp = temporary(e->src_md, src_buf);
-      int8::quantizeActivation(ctx, x.isBlocked() ? memoryOf(x) : wrap(x, e->src_plain), tmp,
+      int8::quantizeActivation(ctx, xr.isBlocked() ? memoryOf(xr) : wrap(xr, e->src_plain), tmp,
                                static_cast<float>(quant_->scale));
       src_data = src_buf.data();
       args->bind(DNNL_ARG_SRC, e->src_md, src_buf.data());
-    } else if (x.isBlocked() && blockedDesc(x) == e->src_md) {  // from a producer that kept its layout
-      src_data = x.data();
-      args->bind(DNNL_ARG_SRC, blockedDesc(x), x.data(), x.blockedLayout());
-    } else if (!x.isBlocked() && e->src_md == e->src_plain) {
-      src_data = x.data();
-      args->bind(DNNL_ARG_SRC, e->src_plain, x.data());
+    } else if (xr.isBlocked() && blockedDesc(xr) == e->src_md) {  // from a producer that kept its layout
+      src_data = xr.data();
+      args->bind(DNNL_ARG_SRC, blockedDesc(xr), xr.data(), xr.blockedLayout());
+    } else if (!xr.isBlocked() && e->src_md == e->src_plain) {
+      src_data = xr.data();
+      args->bind(DNNL_ARG_SRC, e->src_plain, xr.data());
     } else {  // into the primitive's layout first
       memory tmp = temporary(e->src_md, src_buf);
-      reorder(ctx, x.isBlocked() ? memoryOf(x) : wrap(x, e->src_plain), tmp);
+      reorder(ctx, xr.isBlocked() ? memoryOf(xr) : wrap(xr, e->src_plain), tmp);
       src_data = src_buf.data();
       args->bind(DNNL_ARG_SRC, e->src_md, src_buf.data());
     }
@@ -252,7 +261,7 @@ class ConvKernel final : public Kernel {
     // The residual (sum) operand's buffer becomes the output when nobody else
     // holds it and this is its last reader: no copy of it into dst.
     const bool in_place =
-        e->sum_operand >= 0 && canWriteInto(a, x, e->sum_operand, operands, *e, keep_blocked, keep_strided);
+        e->sum_operand >= 0 && canWriteInto(a, xr, e->sum_operand, operands, *e, keep_blocked, keep_strided);
     if (in_place) {
       out = operands[static_cast<size_t>(e->sum_operand)];
     } else if (keep_strided) {
@@ -260,7 +269,7 @@ class ConvKernel final : public Kernel {
     } else if (keep_blocked) {
       out = Tensor::blocked(Storage::allocate(e->dst_md.get_size()), e->dst_dtype, e->out_shape, e->dst_layout);
     } else {
-      out = Tensor::empty(ScalarType::Float, e->out_shape);
+      out = Tensor::empty(int8::isInt8(e->dst_dtype) ? e->dst_dtype : ScalarType::Float, e->out_shape);
     }
     if (!direct) dst_buf = allocateFor(e->dst_md, AllocPurpose::Activation);
     const memory dst = args->bind(DNNL_ARG_DST, e->dst_md, direct ? out.data() : dst_buf.data());
@@ -611,6 +620,9 @@ class ConvKernel final : public Kernel {
     auto any = [](const Shape& dims, memory::data_type dt = memory::data_type::f32) { return memory::desc(dims, dt, tag::any); };
     const memory::data_type in_dt = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
     const memory::data_type src_dt = !int8 ? in_dt : quant_->is_unsigned ? memory::data_type::u8 : memory::data_type::s8;
+    // int8 dst: this partition hands its output on quantized (out_scale, out_dtype), and
+    // nothing but the chain's own eltwise ops touches dst
+    const bool dst_int8 = int8 && int8_out_ && operands.empty();
     const memory::data_type wei_dt = int8 ? memory::data_type::s8 : in_dt;
     Tensor w_q;  // int8: the weight quantized (plain, s8), and its scales
     std::vector<float> w_scales;
@@ -628,7 +640,10 @@ class ConvKernel final : public Kernel {
     // bf16 dst: this partition hands its output on in bf16 (out_dtype), and
     // nothing but the chain's own ops touches dst
     const bool dst_bf16 = bf16 && bf16_out_ && operands.empty();
-    memory::desc src_any = any(x.sizes(), src_dt), dst_any = any(out, dst_bf16 ? memory::data_type::bf16 : memory::data_type::f32),
+    const memory::data_type dst_dt = dst_bf16   ? memory::data_type::bf16
+                                     : dst_int8 ? (int8_out_->is_unsigned ? memory::data_type::u8 : memory::data_type::s8)
+                                                : memory::data_type::f32;
+    memory::desc src_any = any(x.sizes(), src_dt), dst_any = any(out, dst_dt),
                  wei_any = PlainWeightsScope::active() && constant_weight_ && mode == Precision::F32
                                ? wplain
                                : any(wplain.dims(), wei_dt);
@@ -653,7 +668,9 @@ class ConvKernel final : public Kernel {
     // cheaper than oneDNN's post-op (backend/dnnl/swish.h measures why).
     int64_t out_elems = 1;
     for (int64_t d : out) out_elems *= d;
-    e.swish_after = !dst_bf16 && takeFinalSwish(e.ops, out_elems);  // llga's swish is fp32
+    e.swish_after = !dst_bf16 && !dst_int8 && takeFinalSwish(e.ops, out_elems);  // llga's swish is fp32
+    // A quantized dst: the chain's result (real values) times 1 / out_scale, then rounded and saturated.
+    if (dst_int8) e.ops.push_back({PostOp::Kind::Eltwise, PostOpAlg::Linear, static_cast<float>(1.0 / int8_out_->scale), 0.0f});
     dnnl::primitive_attr attr = postOpAttr(e.ops, e.operand_mds);
     if (int8) attr.set_output_scales(1 << 1, e.int8_scales);  // per output channel (dst dim 1)
     auto take = [&e](const auto& pd, dnnl::primitive prim) {
@@ -792,9 +809,13 @@ class ConvKernel final : public Kernel {
         return dnnl::convolution_forward::primitive_desc(d, postOpAttr(head, head_mds), cpuEngine());
       }, take);
     e.src_plain = plainDesc(x);
-    e.dst_plain = memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out));
+    // a quantized dst stays quantized when it goes plain (its readers take it so)
+    e.dst_plain = memory::desc(out, dst_int8 ? dst_dt : memory::data_type::f32, Tensor::contiguousStrides(out));
     e.dst_layout = makeLayout(e.dst_md);
-    e.dst_dtype = e.dst_md.data_type() == memory::data_type::bf16 ? ScalarType::BFloat16 : ScalarType::Float;
+    e.dst_dtype = e.dst_md.data_type() == memory::data_type::bf16 ? ScalarType::BFloat16
+                  : e.dst_md.data_type() == memory::data_type::u8 ? ScalarType::Byte
+                  : e.dst_md.data_type() == memory::data_type::s8 ? ScalarType::Char
+                                                                    : ScalarType::Float;
     if (e.dst_md.data.format_kind == dnnl_blocked && e.dst_md.data.format_desc.blocking.inner_nblks == 0) {
       e.dst_strided = true;
       e.dst_strides.assign(e.dst_md.data.format_desc.blocking.strides,
@@ -840,6 +861,7 @@ class ConvKernel final : public Kernel {
   Precision precision_;
   bool bf16_out_;
   std::optional<ActivationQuant> quant_;
+  std::optional<ActivationQuant> int8_out_;
   SharedSlot<const ConvParams> fixed_params_;  // read once, when constant_params_
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
@@ -867,10 +889,11 @@ bool constantParams(const Node& n) {
 
 }  // namespace
 
-std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight, bool bf16_out) {
+std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight, bool bf16_out,
+                                      std::optional<ActivationQuant> int8_out) {
   return std::make_unique<ConvKernel>(convForm(anchor.kind().toQualString()), constant_weight, constantParams(anchor),
                                       precisionOf(anchor), std::move(post), anchor.inputs().size(), bf16_out,
-                                      activationQuantOf(anchor));
+                                      activationQuantOf(anchor), int8_out);
 }
 
 void registerConvOps(OpRegistry& r) {

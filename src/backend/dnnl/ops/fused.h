@@ -7,6 +7,9 @@
 #include <memory>
 #include <vector>
 
+#include <optional>
+
+#include "ir/precision.h"
 #include "runtime/kernel.h"
 #include "backend/dnnl/post_ops.h"
 
@@ -14,9 +17,10 @@ namespace llga {
 
 // `constant_weight`: the anchor's weight (input 1) never changes, so its
 // reorder into the primitive's layout is done once and kept.
-// `bf16_out`: the partition hands its output on in bf16 (out_dtype="bf16").
+// `bf16_out`: the partition hands its output on in bf16 (out_dtype="bf16");
+// `int8_out`: quantized so (out_scale, out_dtype="u8"/"s8").
 std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight,
-                                      bool bf16_out = false);
+                                      bool bf16_out = false, std::optional<ActivationQuant> int8_out = std::nullopt);
 std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight);
 // aten::batch_norm's kernel with relu in the same primitive (oneDNN's fuse_norm_relu).
 std::unique_ptr<Kernel> makeBatchNormRelu();
