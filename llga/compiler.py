@@ -211,10 +211,12 @@ class Partition:
     out_layouts: List[str] = field(default_factory=list)
     # llga's precision decision (assign-precision, written on the IR): "bf16"
     # (the anchor's activation and weights in bf16, fp32 accumulation and
-    # output) or "fp32".
+    # output), "int8" (llga.quantize: activation and weights in 8 bits, int32
+    # accumulation, fp32 output) or "fp32".
     precision: str = "fp32"
     # the dtype the partition hands its output on in: "bf16" where only bf16
-    # convolutions read it, as their activation (out_dtype on the IR), else "fp32"
+    # convolutions read it, as their activation (out_dtype on the IR); "u8" or
+    # "s8" where only int8 convolutions do (quantized as they read it); else "fp32"
     out_dtype: str = "fp32"
     # After a call (empty before it, and for partitions whose ops report
     # nothing): oneDNN's implementation ("brgconv:avx512_core"), the layouts
@@ -409,11 +411,13 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     return _build(obj, example_inputs, params, passes, module, route, prec, None, rebuild)
 
 
-def _build(obj, example_inputs, params, passes, module, route, prec, calibration, rebuild) -> CompiledGraph:
+def _build(obj, example_inputs, params, passes, module, route, prec, calibration, rebuild,
+           calibration_method="minmax", percentile=99.99) -> CompiledGraph:
     """optimize() and llga.quantize(): the driver on obj's graph with a
     resolved precision (llga.precision.Resolved) and, for int8, the
-    calibration input sets (lists of numpy arrays). `rebuild(args)` compiles
-    the same again for other inputs (a new specialization)."""
+    calibration input sets (lists of numpy arrays) and how ranges become
+    scales. `rebuild(args)` compiles the same again for other inputs (a new
+    specialization)."""
     from . import passes as _passes
     route_off = _profiler._route_off(route)
     graph, weights, methods = _load(obj, params, module)
@@ -427,7 +431,8 @@ def _build(obj, example_inputs, params, passes, module, route, prec, calibration
     try:  # the driver: passes, then the plan (a graph still calling methods is a CompileError there)
         records, impl = _llga.compile(graph, _passes.pipeline_string(passes), dict(weights), dict(methods),
                                       None if examples is None else list(examples), list(route_off),
-                                      prec.used, dict(prec.overrides), calibration)
+                                      prec.used, dict(prec.overrides), calibration, calibration_method,
+                                      float(percentile))
     except UnsupportedOpError as e:
         _profiler._note_unsupported(e)
         raise

@@ -6,7 +6,8 @@
 The model is compiled as :func:`llga.optimize` compiles it; then the
 assign-precision pass runs the graph on each calibration batch, records the
 range of every activation read by a convolution or a linear with constant
-weights (the policy's int8 kinds: ``llga.precision.policy()`` lists them),
+weights (and, for the percentile and histogram methods, a histogram of its
+magnitudes) (the policy's int8 kinds: ``llga.precision.policy()`` lists them),
 and writes its decision on the IR of each such op and its partition:
 
     precision="int8", act_scale=<scale>, act_dtype="u8" | "s8"
@@ -31,7 +32,11 @@ import numpy as np
 
 from .errors import PrecisionError
 
-METHODS = ("minmax",)
+# How a calibrated range becomes a scale (assign-precision): the largest
+# magnitude seen; the `percentile`-th percentile of the magnitudes; or the
+# clipping threshold with the least expected squared error (clipping plus
+# rounding) over their histogram.
+METHODS = ("minmax", "percentile", "histogram")
 
 
 def _calibration_sets(calibration) -> List[List[np.ndarray]]:
@@ -54,12 +59,17 @@ def _calibration_sets(calibration) -> List[List[np.ndarray]]:
     return sets
 
 
-def quantize(obj, calibration: Iterable[Any], *, method: str = "minmax", skip: Sequence[str] = (),
-             example_inputs: Optional[Sequence[Any]] = None, params=None, passes=None, module=None, route=None):
+def quantize(obj, calibration: Iterable[Any], *, method: str = "minmax", percentile: float = 99.99,
+             skip: Sequence[str] = (), example_inputs: Optional[Sequence[Any]] = None, params=None, passes=None,
+             module=None, route=None):
     """Compiles ``obj`` (what :func:`llga.optimize` takes) with int8
     convolutions and linears, calibrated on ``calibration``: a list of input
     batches (each an array or tensor for a one-input model, or a tuple of
-    them). ``method``: "minmax" (the range seen). ``skip``: op kinds kept in
+    them). ``method``: "minmax" (the largest magnitude seen maps to the
+    largest step), "percentile" (the ``percentile``-th percentile of the
+    magnitudes does; larger ones saturate) or "histogram" (the threshold with
+    the least expected squared error, clipping plus rounding, over a
+    2048-bin histogram of the magnitudes). ``skip``: op kinds kept in
     fp32 (``["aten::linear"]``). Returns a :class:`llga.CompiledGraph` whose
     ``precision`` is "int8".
 
@@ -69,6 +79,8 @@ def quantize(obj, calibration: Iterable[Any], *, method: str = "minmax", skip: S
     from .compiler import _build
     if method not in METHODS:
         raise PrecisionError(f"calibration method {method!r}: llga has {', '.join(METHODS)}")
+    if not isinstance(percentile, (int, float)) or not 0 < percentile <= 100:
+        raise PrecisionError(f"percentile {percentile!r}: expected a number in (0, 100]")
     rules = {r["kind"]: r for r in _precision.policy()}
     overrides = {}
     for kind in skip:
@@ -78,11 +90,12 @@ def quantize(obj, calibration: Iterable[Any], *, method: str = "minmax", skip: S
         overrides[kind] = "fp32"
     sets = _calibration_sets(calibration)
     prec = _precision.Resolved(False, overrides, "int8",
-                               f"int8: {method} calibration over {len(sets)} batch(es)"
+                               f"int8: {method}" + (f" ({percentile}th)" if method == "percentile" else "")
+                               + f" calibration over {len(sets)} batch(es)"
                                + (f", {', '.join(sorted(overrides))} kept fp32" if overrides else ""))
 
     def rebuild(args):
-        return quantize(obj, sets, method=method, skip=skip, example_inputs=args, params=params, passes=passes,
-                        module=module, route=route)
+        return quantize(obj, sets, method=method, percentile=percentile, skip=skip, example_inputs=args,
+                        params=params, passes=passes, module=module, route=route)
 
-    return _build(obj, example_inputs, params, passes, module, route, prec, sets, rebuild)
+    return _build(obj, example_inputs, params, passes, module, route, prec, sets, rebuild, method, percentile)

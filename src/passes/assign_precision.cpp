@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <unordered_set>
 
@@ -128,6 +129,43 @@ class AssignPrecision final : public Pass {
     return nullptr;
   }
 
+  static constexpr int kHistogramBins = 2048;
+
+  // The magnitude a calibrated range maps to the largest 8-bit step.
+  static double clipThreshold(const ValueRange& r, const std::string& method, double percentile, double steps) {
+    const double top = std::max(std::abs(r.min), std::abs(r.max));
+    if (method == "minmax" || r.histogram.empty() || !(top > 0)) return top;
+    const std::vector<int64_t>& h = r.histogram;
+    const size_t bins = h.size();
+    const double width = top / static_cast<double>(bins);
+    int64_t total = 0;
+    for (int64_t c : h) total += c;
+    if (total == 0) return top;
+    if (method == "percentile") {  // the upper edge of the bin where the percentile falls
+      const double want = percentile / 100.0 * static_cast<double>(total);
+      int64_t seen = 0;
+      for (size_t b = 0; b < bins; ++b) {
+        seen += h[b];
+        if (static_cast<double>(seen) >= want) return width * static_cast<double>(b + 1);
+      }
+      return top;
+    }
+    // "histogram": the threshold (a bin edge, from bins / 8 up) whose expected
+    // squared error is least: values past it are clipped to it, values under
+    // it are rounded to steps of threshold / steps (error step^2 / 12).
+    double best = top, best_err = std::numeric_limits<double>::infinity();
+    for (size_t e = bins / 8; e <= bins; ++e) {
+      const double t = width * static_cast<double>(e), step = t / steps;
+      double err = 0;
+      for (size_t b = 0; b < bins; ++b) {
+        const double center = width * (static_cast<double>(b) + 0.5);
+        err += static_cast<double>(h[b]) * (center > t ? (center - t) * (center - t) : step * step / 12.0);
+      }
+      if (err < best_err) best_err = err, best = t;
+    }
+    return best;
+  }
+
   bool runInt8(Graph& g) {
     std::set<Symbol> int8;
     for (const PrecisionRule& r : precisionPolicy()) {
@@ -181,7 +219,14 @@ class AssignPrecision final : public Pass {
       note("int8: no evaluator to calibrate with: everything fp32");
       return false;
     }
-    const std::unordered_map<const Value*, ValueRange> ranges = evaluator()->observeRanges(g, context(), wanted);
+    const std::string& method = context().calibration_method;
+    if (method != "minmax" && method != "percentile" && method != "histogram")
+      throw std::invalid_argument("calibration method \"" + method + "\" (expected minmax, percentile or histogram)");
+    if (method == "percentile" && !(context().percentile > 0 && context().percentile <= 100))
+      throw std::invalid_argument("calibration percentile " + std::to_string(context().percentile) +
+                                  " (expected a value in (0, 100])");
+    const std::unordered_map<const Value*, ValueRange> ranges =
+        evaluator()->observeRanges(g, context(), wanted, method == "minmax" ? 0 : kHistogramBins);
     bool changed = false;
     for (const Candidate& c : found) {
       auto it = ranges.find(c.activation);
@@ -193,8 +238,9 @@ class AssignPrecision final : public Pass {
       const ValueRange& r = it->second;
       ActivationQuant q;
       q.is_unsigned = r.min >= 0;
-      const double magnitude = std::max(std::abs(r.min), std::abs(r.max));
-      q.scale = magnitude > 0 ? magnitude / (q.is_unsigned ? 255.0 : 127.0) : 1.0;
+      const double steps = q.is_unsigned ? 255.0 : 127.0;
+      const double magnitude = clipThreshold(r, method, context().percentile, steps);
+      q.scale = magnitude > 0 ? magnitude / steps : 1.0;
       changed |= setPrecision(*c.op, Precision::INT8);
       changed |= setActivationQuant(*c.op, q);
       if (c.node != c.op) changed |= setPrecision(*c.node, Precision::INT8);

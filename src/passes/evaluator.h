@@ -41,6 +41,9 @@ struct ValueRange {
   double max = -std::numeric_limits<double>::infinity();
   int64_t elements = 0;      // finite values seen
   int64_t non_finite = 0;    // NaN and infinities seen
+  // When asked for: how many finite |x| fall in each of histogram.size()
+  // equal bins over [0, max(|min|, |max|)] (a second run over the sets).
+  std::vector<int64_t> histogram;
 };
 
 class Evaluator {
@@ -68,10 +71,12 @@ class Evaluator {
   // evenly over [-1, 1], for graphs whose inputs have complete types: what
   // llga-opt's golden tests calibrate on) and returns the range of
   // each of `values` that is a float tensor (graph inputs, or outputs of
-  // nodes of g's top block); throws std::runtime_error saying why it could
-  // not run.
+  // nodes of g's top block), with a histogram of `histogram_bins` bins of
+  // its magnitudes when that is > 0; throws std::runtime_error saying why it
+  // could not run.
   virtual std::unordered_map<const Value*, ValueRange> observeRanges(const Graph& g, const PassContext& ctx,
-                                                                     const std::unordered_set<const Value*>& values) const = 0;
+                                                                     const std::unordered_set<const Value*>& values,
+                                                                     int histogram_bins = 0) const = 0;
   // The layout behaviour of n's kernel; null when n has none (a constant,
   // control flow, an op the library lacks, or one it cannot build).
   virtual std::unique_ptr<LayoutQuery> layoutQuery(const Node& n) const = 0;

@@ -60,6 +60,12 @@ struct PassContext {
   // from the ranges these input sets give (each set: the graph's inputs).
   bool int8 = false;
   std::vector<std::vector<TensorRef>> calibration;
+  // How a range becomes a scale: "minmax" (the largest magnitude seen),
+  // "percentile" (the `percentile`-th percentile of the magnitudes) or
+  // "histogram" (the clipping threshold whose expected squared error,
+  // clipping plus rounding, over the magnitudes' histogram is least).
+  std::string calibration_method = "minmax";
+  double percentile = 99.99;
 };
 
 // An op a pass left outside partitions, and why. Typed, so that Python,

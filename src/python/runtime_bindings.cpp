@@ -3,6 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "ir/precision.h"
+
 #include "python/numpy_interop.h"
 #include "driver/compile.h"
 #include "passes/pass.h"
@@ -205,6 +207,14 @@ void bindRuntime(py::module_& m) {
           ExecContext ctx;
           Tensor copy = t.isBlocked() ? toPlain(ctx, t) : t.clone();
           if (copy.dtype() == ScalarType::BFloat16) copy = copy.to(ScalarType::Float);  // numpy has no bf16
+          // an int8 partition's output handed on quantized: its real values
+          if (std::optional<ActivationQuant> q = int8OutputOf(n);
+              q && (copy.dtype() == ScalarType::Byte || copy.dtype() == ScalarType::Char)) {
+            copy = copy.to(ScalarType::Float).contiguous();
+            float* p = static_cast<float*>(copy.data());
+            const float scale = static_cast<float>(q->scale);
+            for (int64_t i = 0, e = copy.numel(); i < e; ++i) p[i] *= scale;
+          }
           seen.emplace_back(n.output(0)->debugName(), std::move(copy));
         };
         takeWarnings();  // none left from an earlier call that failed
@@ -272,11 +282,12 @@ void bindRuntime(py::module_& m) {
       "compile",
       [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights, py::dict methods,
          py::object example_inputs, std::vector<std::string> route_off, const std::string& precision,
-         std::map<std::string, std::string> precision_overrides, py::object calibration) {
+         std::map<std::string, std::string> precision_overrides, py::object calibration,
+         const std::string& calibration_method, double percentile) {
         CompileOptions opts;
         opts.pipeline = pipeline;
         opts.context = python::passContextFromPython(weights, methods, example_inputs, route_off, precision,
-                                                     precision_overrides, calibration);
+                                                     precision_overrides, calibration, calibration_method, percentile);
         WeightMap w = weightsFromPython(weights);
         try {
           CompileResult r;
@@ -297,7 +308,7 @@ void bindRuntime(py::module_& m) {
       py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(), py::arg("methods") = py::dict(),
       py::arg("example_inputs") = py::none(), py::arg("route_off") = std::vector<std::string>(),
       py::arg("precision") = "fp32", py::arg("precision_overrides") = std::map<std::string, std::string>(),
-      py::arg("calibration") = py::none(),
+      py::arg("calibration") = py::none(), py::arg("calibration_method") = "minmax", py::arg("percentile") = 99.99,
       "The driver (src/driver/compile.h): runs the pipeline on graph in place and builds its plan; returns "
       "(pass records, CompiledGraphImpl).");
   m.def("set_memory_planning", &ArenaPlanner::setEnabled, py::arg("on"));

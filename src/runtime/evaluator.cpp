@@ -1,6 +1,7 @@
 #include "runtime/evaluator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -62,6 +63,26 @@ std::vector<TensorRef> rampInputs(const Graph& g) {
     out.push_back(std::move(c));
   }
   return out;
+}
+
+// Adds t's finite magnitudes to r's histogram (bins over [0, max |x| of r]).
+void accumulateHistogram(const Tensor& t_in, ValueRange& r) {
+  if (r.histogram.empty()) return;
+  const Tensor t = t_in.contiguous();
+  const float* p = static_cast<const float*>(t.data());
+  const int64_t n = t.numel(), bins = static_cast<int64_t>(r.histogram.size());
+  const double top = std::max(std::abs(r.min), std::abs(r.max));
+  if (!(top > 0)) {
+    r.histogram[0] += n;
+    return;
+  }
+  const float per = static_cast<float>(static_cast<double>(bins) / top);
+  int64_t* h = r.histogram.data();
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(p[i]);
+    if (!(a - a == 0.0f)) continue;  // NaN, infinities
+    h[std::min<int64_t>(static_cast<int64_t>(a * per), bins - 1)]++;
+  }
 }
 
 // What two observations agree on.
@@ -216,16 +237,19 @@ class RuntimeEvaluator final : public Evaluator {
   }
 
   std::unordered_map<const Value*, ValueRange> observeRanges(const Graph& g, const PassContext& ctx,
-                                                             const std::unordered_set<const Value*>& values) const override {
+                                                             const std::unordered_set<const Value*>& values,
+                                                             int histogram_bins) const override {
     WeightMap weights;
     for (const auto& [k, v] : ctx.weights) weights.emplace(k, tensorFromConstant(*v));
     std::shared_ptr<const Graph> view(&g, [](const Graph*) {});
     std::unordered_map<const Value*, ValueRange> ranges;
+    bool second = false;  // the run over the sets that fills histograms
     auto see = [&](const Value* v, const RtValue& rv) {
       if (!values.count(v) || !rv.isTensor()) return;
       const Tensor& t = rv.tensor();
       if (t.dtype() != ScalarType::Float || t.isBlocked()) return;
-      accumulateRange(t, ranges[v]);
+      if (second) accumulateHistogram(t, ranges[v]);
+      else accumulateRange(t, ranges[v]);
     };
     NodeObserver observe = [&](const Node& n, RtValue* const* outs, size_t count) {
       if (n.owningBlock() != g.block()) return;
@@ -236,17 +260,25 @@ class RuntimeEvaluator final : public Evaluator {
     if (sets.empty()) sets.push_back(rampInputs(g));
     PlainWeightsScope plain;
     std::shared_ptr<const Plan> plan = Plan::build(view, weights);
-    for (size_t k = 0; k < sets.size(); ++k) {
-      try {
-        std::vector<RtValue> inputs = exampleInputs(g, ctx, &sets[k]);
-        size_t i = 0;
-        for (const Value* in : g.inputs())
-          if (in->type()->kind() != TypeKind::Class) see(in, inputs.at(i++));
-        plan->run(std::move(inputs), &observe);
-      } catch (const std::exception& e) {
-        throw std::runtime_error("calibration input set " + std::to_string(k) + ": the graph could not run on it: " +
-                                 e.what());
+    auto runAll = [&] {
+      for (size_t k = 0; k < sets.size(); ++k) {
+        try {
+          std::vector<RtValue> inputs = exampleInputs(g, ctx, &sets[k]);
+          size_t i = 0;
+          for (const Value* in : g.inputs())
+            if (in->type()->kind() != TypeKind::Class) see(in, inputs.at(i++));
+          plan->run(std::move(inputs), &observe);
+        } catch (const std::exception& e) {
+          throw std::runtime_error("calibration input set " + std::to_string(k) + ": the graph could not run on it: " +
+                                   e.what());
+        }
       }
+    };
+    runAll();
+    if (histogram_bins > 0) {  // the bins span what the first run saw
+      for (auto& [v, r] : ranges) r.histogram.assign(static_cast<size_t>(histogram_bins), 0);
+      second = true;
+      runAll();
     }
     return ranges;
   }
