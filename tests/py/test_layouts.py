@@ -1335,3 +1335,34 @@ def test_post_op_operands_in_every_stride_form(form, anchor, binop):
             want = M()(torch.from_numpy(x), torch.from_numpy(y)).numpy()
         for _ in range(2):
             np.testing.assert_allclose(c(x, y), want, rtol=1e-4, atol=1e-5, err_msg=f"batch {b}")
+
+
+class GroupedBetween1x1(nn.Module):
+    """1x1 -> grouped 3x3 (4 groups of 16, regnet's shape of block) -> 1x1."""
+
+    def __init__(self, stride):
+        super().__init__()
+        torch.manual_seed(13)
+        self.c1, self.c2 = nn.Conv2d(16, 64, 1), nn.Conv2d(64, 32, 1)
+        self.g = nn.Conv2d(64, 64, 3, stride=stride, padding=1, groups=4)
+
+    def forward(self, x):
+        return self.c2(torch.relu(self.g(torch.relu(self.c1(x)))))
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_grouped_conv_follows_a_channels_last_input(stride):
+    """Where the 1x1 before it hands on channels-last (brgconv's nhwc, as
+    strides), a grouped convolution runs nhwc in and out: no reorder into
+    oneDNN's nChw16c and back. Elsewhere (AVX2's nChw8c) it takes what
+    oneDNN picks."""
+    x = torch.randn(1, 16, 28, 28)
+    c = compile_and_check(GroupedBetween1x1(stride), x)
+    log = [e for e in logged_call(c, x.numpy()) if e["pattern"] == "conv_post_ops" and e["depth"] == 0]
+    first, grouped, last = log
+    if dense(first["dst"]) and first["dst"] != "nchw":
+        assert grouped["inputs"][0].endswith("strided"), grouped
+        assert grouped["src"] == grouped["dst"] == "nhwc", grouped
+        assert last["inputs"][0].endswith("strided") and last["src"] == "nhwc", last
+    else:
+        assert not dense(grouped["src"]) or grouped["src"] == "nchw", grouped
