@@ -31,7 +31,7 @@ from . import _llga
 from ._llga import Block, Graph, Node, TensorConstant, Type, Value
 from .accuracy import AccuracyReport, accuracy_report
 from .compiler import CompiledGraph, Partition, optimize
-from .quantize import quantize
+from .quantize import quantization_sensitivity, quantize
 from .errors import (CompileError, ExecutionError, InputError, LlgaError, OutOfMemoryError, ParseError, PassError,
                      UnsupportedOpError, VerifyError, PrecisionError)
 from .passes import PassRecord, list_passes
@@ -51,7 +51,7 @@ __all__ = [
     "Block", "Graph", "Node", "TensorConstant", "Type", "Value",
     "CompiledGraph", "CompileError", "PrecisionError", "ExecutionError", "InputError", "PassError", "PassRecord", "list_passes",
     "LlgaError", "OutOfMemoryError", "ParseError", "UnsupportedOpError", "VerifyError",
-    "accuracy_report", "AccuracyReport", "quantize", "parse", "parse_type", "import_torch", "optimize", "cpu_capabilities", "set_num_threads", "get_num_threads",
+    "accuracy_report", "AccuracyReport", "quantize", "quantization_sensitivity", "parse", "parse_type", "import_torch", "optimize", "cpu_capabilities", "set_num_threads", "get_num_threads",
     "set_memory_planning", "memory_planning", "Partition",
     "fusion_patterns", "precision", "profiler", "flops", "viz", "OpSupport", "supported_ops",
 ]

@@ -411,13 +411,12 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     return _build(obj, example_inputs, params, passes, module, route, prec, None, rebuild)
 
 
-def _build(obj, example_inputs, params, passes, module, route, prec, calibration, rebuild,
-           calibration_method="minmax", percentile=99.99) -> CompiledGraph:
+def _build(obj, example_inputs, params, passes, module, route, prec, quantization, rebuild) -> CompiledGraph:
     """optimize() and llga.quantize(): the driver on obj's graph with a
-    resolved precision (llga.precision.Resolved) and, for int8, the
-    calibration input sets (lists of numpy arrays) and how ranges become
-    scales. `rebuild(args)` compiles the same again for other inputs (a new
-    specialization)."""
+    resolved precision (llga.precision.Resolved) and, for int8,
+    llga.quantize's options (a dict: calibration input sets, method,
+    percentile, skip, only). `rebuild(args)` compiles the same again for
+    other inputs (a new specialization)."""
     from . import passes as _passes
     route_off = _profiler._route_off(route)
     graph, weights, methods = _load(obj, params, module)
@@ -431,8 +430,7 @@ def _build(obj, example_inputs, params, passes, module, route, prec, calibration
     try:  # the driver: passes, then the plan (a graph still calling methods is a CompileError there)
         records, impl = _llga.compile(graph, _passes.pipeline_string(passes), dict(weights), dict(methods),
                                       None if examples is None else list(examples), list(route_off),
-                                      prec.used, dict(prec.overrides), calibration, calibration_method,
-                                      float(percentile))
+                                      prec.used, dict(prec.overrides), quantization)
     except UnsupportedOpError as e:
         _profiler._note_unsupported(e)
         raise

@@ -26,6 +26,7 @@ column); :func:`llga.accuracy_report` compares the result with fp32.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable, List, Optional, Sequence
 
 import numpy as np
@@ -61,7 +62,7 @@ def _calibration_sets(calibration) -> List[List[np.ndarray]]:
 
 def quantize(obj, calibration: Iterable[Any], *, method: str = "minmax", percentile: float = 99.99,
              skip: Sequence[str] = (), example_inputs: Optional[Sequence[Any]] = None, params=None, passes=None,
-             module=None, route=None):
+             module=None, route=None, _only: Optional[Sequence[str]] = None):
     """Compiles ``obj`` (what :func:`llga.optimize` takes) with int8
     convolutions and linears, calibrated on ``calibration``: a list of input
     batches (each an array or tensor for a one-input model, or a tuple of
@@ -69,33 +70,114 @@ def quantize(obj, calibration: Iterable[Any], *, method: str = "minmax", percent
     largest step), "percentile" (the ``percentile``-th percentile of the
     magnitudes does; larger ones saturate) or "histogram" (the threshold with
     the least expected squared error, clipping plus rounding, over a
-    2048-bin histogram of the magnitudes). ``skip``: op kinds kept in
-    fp32 (``["aten::linear"]``). Returns a :class:`llga.CompiledGraph` whose
-    ``precision`` is "int8".
+    2048-bin histogram of the magnitudes). ``skip`` keeps ops in fp32: an
+    op kind (``"aten::linear"``) keeps every op of that kind; any other name
+    keeps the partition whose output has that name
+    (``compiled.partitions[i].output_name``, as
+    :func:`quantization_sensitivity` lists them). Returns a
+    :class:`llga.CompiledGraph` whose ``precision`` is "int8".
 
     Raises :class:`llga.PrecisionError` for missing or malformed calibration,
-    an unknown method or an unknown kind in ``skip``."""
+    an unknown method, or a kind or partition name in ``skip`` that is no
+    int8 candidate."""
     from . import precision as _precision
     from .compiler import _build
     if method not in METHODS:
         raise PrecisionError(f"calibration method {method!r}: llga has {', '.join(METHODS)}")
     if not isinstance(percentile, (int, float)) or not 0 < percentile <= 100:
         raise PrecisionError(f"percentile {percentile!r}: expected a number in (0, 100]")
+    if isinstance(skip, str):
+        skip = [skip]
     rules = {r["kind"]: r for r in _precision.policy()}
-    overrides = {}
-    for kind in skip:
-        if kind not in rules or not rules[kind]["int8_kernel"]:
-            int8 = sorted(k for k, r in rules.items() if r["int8_kernel"])
-            raise PrecisionError(f"skip {kind!r}: not an op kind llga runs in int8 ({', '.join(int8)})")
-        overrides[kind] = "fp32"
+    overrides, names = {}, []
+    for item in skip:
+        if not isinstance(item, str):
+            raise PrecisionError(f"skip {item!r}: expected an op kind or a partition's output name (a str)")
+        if "::" in item:
+            if item not in rules or not rules[item]["int8_kernel"]:
+                int8 = sorted(k for k, r in rules.items() if r["int8_kernel"])
+                raise PrecisionError(f"skip {item!r}: not an op kind llga runs in int8 ({', '.join(int8)})")
+            overrides[item] = "fp32"
+        else:
+            names.append(item)
     sets = _calibration_sets(calibration)
+    kept = sorted(overrides) + [f"%{n}" for n in names]
     prec = _precision.Resolved(False, overrides, "int8",
                                f"int8: {method}" + (f" ({percentile}th)" if method == "percentile" else "")
                                + f" calibration over {len(sets)} batch(es)"
-                               + (f", {', '.join(sorted(overrides))} kept fp32" if overrides else ""))
+                               + (f", {', '.join(kept)} kept fp32" if kept else ""))
+    options = {"calibration": sets, "method": method, "percentile": float(percentile), "skip": names,
+               "only": None if _only is None else list(_only)}
 
     def rebuild(args):
         return quantize(obj, sets, method=method, percentile=percentile, skip=skip, example_inputs=args,
-                        params=params, passes=passes, module=module, route=route)
+                        params=params, passes=passes, module=module, route=route, _only=_only)
 
-    return _build(obj, example_inputs, params, passes, module, route, prec, sets, rebuild, method, percentile)
+    compiled = _build(obj, example_inputs, params, passes, module, route, prec, options, rebuild)
+    if names:  # a name must be a partition whose anchor is of an int8 kind
+        int8_kinds = {k for k, r in rules.items() if r["int8_kernel"]}
+        known = {p.output_name for p in compiled.partitions if p.ops and p.ops[0] in int8_kinds}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise PrecisionError(f"skip {unknown[0]!r}: no convolution or linear partition has that output name "
+                                 "(llga.quantization_sensitivity lists them)")
+    return compiled
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """How far the model's outputs move from fp32 with one partition in int8."""
+    output_name: str   # what llga.quantize(skip=[...]) takes
+    ops: tuple
+    max_rel: float     # largest output difference over the largest fp32 magnitude
+    cosine: float
+
+
+@dataclass
+class SensitivityReport:
+    rows: List[Sensitivity]   # most sensitive first
+    all_int8: Sensitivity     # every candidate in int8 at once
+
+    def __repr__(self) -> str:
+        head = f"{'partition output':<24} {'ops':<40} {'max_rel':>10} {'cosine':>10}"
+        lines = ["int8 sensitivity: one partition in int8 at a time, against fp32 (most sensitive first)", head]
+        for r in self.rows + [self.all_int8]:
+            lines.append(f"{r.output_name:<24} {','.join(r.ops)[:40]:<40} {r.max_rel:>10.3g} {r.cosine:>10.6f}")
+        return "\n".join(lines)
+
+
+def _difference(got, want) -> tuple:
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    worst, cos = 0.0, 1.0
+    for g, w in zip(got, want):
+        g, w = np.asarray(g, np.float64).ravel(), np.asarray(w, np.float64).ravel()
+        scale = max(float(np.abs(w).max()), 1e-30)
+        worst = max(worst, float(np.abs(g - w).max()) / scale)
+        denom = float(np.linalg.norm(g) * np.linalg.norm(w))
+        cos = min(cos, float(g @ w) / denom if denom > 0 else 1.0)
+    return worst, cos
+
+
+def quantization_sensitivity(obj, calibration: Iterable[Any], inputs: Sequence[Any], **options) -> SensitivityReport:
+    """Per-layer sensitivity: for each partition :func:`quantize` would run
+    in int8, the model quantized with only that partition in int8, its
+    outputs on ``inputs`` (one input batch: an array, or a tuple of them)
+    compared with fp32's. The rows come most sensitive first; their
+    ``output_name`` is what ``llga.quantize(skip=[...])`` takes to keep a
+    partition fp32. ``options`` are quantize's (method, percentile, params,
+    ...). Compiles and calibrates once per partition."""
+    from .compiler import optimize
+    sets = _calibration_sets(calibration)
+    args = [inputs] if not isinstance(inputs, (tuple, list)) else list(inputs)
+    compile_options = {k: options[k] for k in ("params", "passes", "module", "route") if k in options}
+    reference = optimize(obj, **compile_options)(*args)
+    everything = quantize(obj, sets, **options)
+    candidates = [p for p in everything.partitions if p.precision == "int8"]
+    rows = []
+    for p in candidates:
+        one = quantize(obj, sets, _only=[p.output_name], **options)
+        rows.append(Sensitivity(p.output_name, tuple(p.ops), *_difference(one(*args), reference)))
+    rows.sort(key=lambda r: -r.max_rel)
+    return SensitivityReport(rows, Sensitivity("(all int8)", ("every candidate",),
+                                               *_difference(everything(*args), reference)))

@@ -204,6 +204,11 @@ class AssignPrecision final : public Pass {
           note(what + ": its weight is not a constant: fp32");
           continue;
         }
+        const std::string& name = n->output(0)->debugName();
+        if (context().int8_skip.count(name) || (context().int8_only && !context().int8_only->count(name))) {
+          note(what + ": kept fp32 as asked (%" + name + ")");
+          continue;
+        }
         const Value* act = outerInput(*n, *op, 0);
         if (!act) continue;
         found.push_back({n, op, act});

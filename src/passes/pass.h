@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <memory>
 #include <stdexcept>
@@ -66,6 +67,12 @@ struct PassContext {
   // clipping plus rounding, over the magnitudes' histogram is least).
   std::string calibration_method = "minmax";
   double percentile = 99.99;
+  // Partitions (or lone ops) kept fp32 by the name of their first output
+  // (llga.quantize(skip=[...]), compiled.partitions[i].output_name); and,
+  // when `int8_only` is set, every int8 candidate not named in it
+  // (llga.quantization_sensitivity quantizes one at a time).
+  std::set<std::string> int8_skip;
+  std::optional<std::set<std::string>> int8_only;
 };
 
 // An op a pass left outside partitions, and why. Typed, so that Python,

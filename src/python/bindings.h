@@ -20,9 +20,7 @@ std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict me
                                                    const std::vector<std::string>& route_off,
                                                    const std::string& precision = "fp32",
                                                    const std::map<std::string, std::string>& precision_overrides = {},
-                                                   py::object calibration = py::none(),
-                                                   const std::string& calibration_method = "minmax",
-                                                   double percentile = 99.99);
+                                                   py::object quantization = py::none());
 // llga.PassError carrying the records up to the failed pass.
 [[noreturn]] void raisePassError(const PassError& e);
 

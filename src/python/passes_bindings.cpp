@@ -21,8 +21,7 @@ namespace llga::python {
 std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict methods, py::object example_inputs,
                                                    const std::vector<std::string>& route_off, const std::string& precision,
                                                    const std::map<std::string, std::string>& precision_overrides,
-                                                   py::object calibration, const std::string& calibration_method,
-                                                   double percentile) {
+                                                   py::object quantization) {
   auto ctx = std::make_shared<PassContext>();
   ctx->evaluator = runtimeEvaluator();
   for (auto [k, v] : weights) {
@@ -36,11 +35,21 @@ std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict me
   ctx->bf16 = precision == "bf16";
   ctx->int8 = precision == "int8";
   ctx->precision_overrides = precision_overrides;
-  ctx->calibration_method = calibration_method;
-  ctx->percentile = percentile;
-  if (!calibration.is_none()) {
+  // llga.quantize's options: {"calibration": [[array, ...], ...], "method": str,
+  // "percentile": float, "skip": [name, ...], "only": [name, ...] or None}
+  if (!quantization.is_none()) {
+    py::dict q = quantization.cast<py::dict>();
+    if (q.contains("method")) ctx->calibration_method = q["method"].cast<std::string>();
+    if (q.contains("percentile")) ctx->percentile = q["percentile"].cast<double>();
+    if (q.contains("skip"))
+      for (py::handle name : q["skip"]) ctx->int8_skip.insert(name.cast<std::string>());
+    if (q.contains("only") && !q["only"].is_none()) {
+      std::set<std::string> only;
+      for (py::handle name : q["only"]) only.insert(name.cast<std::string>());
+      ctx->int8_only = std::move(only);
+    }
     size_t k = 0;
-    for (py::handle set : calibration) {
+    for (py::handle set : q.contains("calibration") ? py::iterable(q["calibration"]) : py::iterable(py::list())) {
       std::vector<TensorRef> inputs;
       size_t i = 0;
       for (py::handle x : set) {
@@ -119,10 +128,10 @@ void bindPasses(py::module_& m) {
   m.def("run_passes", [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights, py::dict methods,
                          py::object example_inputs, std::vector<std::string> route_off, const std::string& shapes,
                          const std::string& precision, std::map<std::string, std::string> precision_overrides,
-                         py::object calibration, const std::string& calibration_method, double percentile) {
+                         py::object quantization) {
         PassManagerOptions opts;
         auto ctx = python::passContextFromPython(weights, methods, example_inputs, route_off, precision,
-                                                 precision_overrides, calibration, calibration_method, percentile);
+                                                 precision_overrides, quantization);
         if (shapes == "functions") ctx->shapes = ShapeSource::Functions;
         else if (shapes == "execute") ctx->shapes = ShapeSource::Execute;
         else if (shapes != "infer")
@@ -139,13 +148,12 @@ void bindPasses(py::module_& m) {
       py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(), py::arg("methods") = py::dict(),
       py::arg("example_inputs") = py::none(), py::arg("route_off") = std::vector<std::string>(),
       py::arg("shapes") = "infer", py::arg("precision") = "fp32",
-      py::arg("precision_overrides") = std::map<std::string, std::string>(), py::arg("calibration") = py::none(),
-      py::arg("calibration_method") = "minmax", py::arg("percentile") = 99.99,
+      py::arg("precision_overrides") = std::map<std::string, std::string>(), py::arg("quantization") = py::none(),
       "Runs a pass pipeline on graph in place (weights bind module attributes, methods feed inline, "
       "example_inputs feed propagate-shapes, route_off keeps op kinds or patterns out of fusion, shapes "
       "says where propagate-shapes takes shapes from: 'infer', 'functions' or 'execute'; precision "
-      "('fp32', 'bf16' or 'int8'), precision_overrides, calibration (a list of input lists), "
-      "calibration_method and percentile feed assign-precision); returns the records.");
+      "('fp32', 'bf16' or 'int8'), precision_overrides and quantization (llga.quantize's options: "
+      "calibration, method, percentile, skip, only) feed assign-precision); returns the records.");
   m.def("precision_policy", [] {
     py::list out;
     for (const PrecisionRule& r : precisionPolicy()) {

@@ -282,12 +282,11 @@ void bindRuntime(py::module_& m) {
       "compile",
       [](std::shared_ptr<Graph> g, const std::string& pipeline, py::dict weights, py::dict methods,
          py::object example_inputs, std::vector<std::string> route_off, const std::string& precision,
-         std::map<std::string, std::string> precision_overrides, py::object calibration,
-         const std::string& calibration_method, double percentile) {
+         std::map<std::string, std::string> precision_overrides, py::object quantization) {
         CompileOptions opts;
         opts.pipeline = pipeline;
         opts.context = python::passContextFromPython(weights, methods, example_inputs, route_off, precision,
-                                                     precision_overrides, calibration, calibration_method, percentile);
+                                                     precision_overrides, quantization);
         WeightMap w = weightsFromPython(weights);
         try {
           CompileResult r;
@@ -308,7 +307,7 @@ void bindRuntime(py::module_& m) {
       py::arg("graph"), py::arg("pipeline"), py::arg("weights") = py::dict(), py::arg("methods") = py::dict(),
       py::arg("example_inputs") = py::none(), py::arg("route_off") = std::vector<std::string>(),
       py::arg("precision") = "fp32", py::arg("precision_overrides") = std::map<std::string, std::string>(),
-      py::arg("calibration") = py::none(), py::arg("calibration_method") = "minmax", py::arg("percentile") = 99.99,
+      py::arg("quantization") = py::none(),
       "The driver (src/driver/compile.h): runs the pipeline on graph in place and builds its plan; returns "
       "(pass records, CompiledGraphImpl).");
   m.def("set_memory_planning", &ArenaPlanner::setEnabled, py::arg("on"));

@@ -341,3 +341,26 @@ def test_histogram_calibration_minimises_the_squared_error():
     assert mse(s_h) <= best * 1.05, (mse(s_h), best)
     assert mse(s_h) < mse(s_mm)
     assert "histogram calibration" in q.precision_note
+
+
+def test_sensitivity_report_and_skip_by_partition():
+    """quantization_sensitivity quantizes one partition at a time; its rows
+    name partitions by output, most sensitive first, and quantize(skip=...)
+    takes those names to keep them fp32 (an unknown name is an error)."""
+    model = Net().eval()
+    calib = calibration_batches((2, 3, 16, 16))
+    traced = torch.jit.trace(model, calib[0])
+    x = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(21)).numpy()
+    report = llga.quantization_sensitivity(traced, calib, x)
+    assert len(report.rows) == 3 and "int8 sensitivity" in repr(report)
+    assert [r.max_rel for r in report.rows] == sorted((r.max_rel for r in report.rows), reverse=True)
+    assert all(0 < r.max_rel < 0.1 and r.cosine > 0.999 for r in report.rows), report
+    assert report.all_int8.max_rel >= max(r.max_rel for r in report.rows) * 0.5
+    worst = report.rows[0]
+    q = llga.quantize(traced, calib, skip=[worst.output_name])
+    by_name = {p.output_name: p for p in q.partitions}
+    assert by_name[worst.output_name].precision == "fp32"
+    assert sum(p.precision == "int8" for p in q.partitions) == 2
+    assert f"%{worst.output_name} kept fp32" in q.precision_note
+    with pytest.raises(llga.PrecisionError, match="skip 'no_such_value': no convolution or linear partition"):
+        llga.quantize(traced, calib, skip=["no_such_value"])
