@@ -60,9 +60,9 @@ def _calibration_sets(calibration) -> List[List[np.ndarray]]:
     return sets
 
 
-def quantize(obj, calibration: Iterable[Any], *, method: str = "minmax", percentile: float = 99.99,
-             skip: Sequence[str] = (), example_inputs: Optional[Sequence[Any]] = None, params=None, passes=None,
-             module=None, route=None, _only: Optional[Sequence[str]] = None):
+def quantize(obj, calibration: Optional[Iterable[Any]] = None, *, mode: str = "static", method: str = "minmax",
+             percentile: float = 99.99, skip: Sequence[str] = (), example_inputs: Optional[Sequence[Any]] = None,
+             params=None, passes=None, module=None, route=None, _only: Optional[Sequence[str]] = None):
     """Compiles ``obj`` (what :func:`llga.optimize` takes) with int8
     convolutions and linears, calibrated on ``calibration``: a list of input
     batches (each an array or tensor for a one-input model, or a tuple of
@@ -77,11 +77,20 @@ def quantize(obj, calibration: Iterable[Any], *, method: str = "minmax", percent
     :func:`quantization_sensitivity` lists them). Returns a
     :class:`llga.CompiledGraph` whose ``precision`` is "int8".
 
+    ``mode="dynamic"`` (as ONNX Runtime's ``quantize_dynamic``): the linears
+    alone, each activation quantized per call to s8 with the scale its
+    largest magnitude gives; no calibration (pass none).
+
     Raises :class:`llga.PrecisionError` for missing or malformed calibration,
     an unknown method, or a kind or partition name in ``skip`` that is no
     int8 candidate."""
     from . import precision as _precision
     from .compiler import _build
+    if mode not in ("static", "dynamic"):
+        raise PrecisionError(f"mode {mode!r}: expected 'static' or 'dynamic'")
+    if mode == "dynamic" and calibration is not None:
+        raise PrecisionError("mode='dynamic' quantizes each call's activations with their own scale: "
+                             "it takes no calibration")
     if method not in METHODS:
         raise PrecisionError(f"calibration method {method!r}: llga has {', '.join(METHODS)}")
     if not isinstance(percentile, (int, float)) or not 0 < percentile <= 100:
@@ -100,18 +109,19 @@ def quantize(obj, calibration: Iterable[Any], *, method: str = "minmax", percent
             overrides[item] = "fp32"
         else:
             names.append(item)
-    sets = _calibration_sets(calibration)
+    sets = _calibration_sets(calibration) if mode == "static" else []
     kept = sorted(overrides) + [f"%{n}" for n in names]
-    prec = _precision.Resolved(False, overrides, "int8",
-                               f"int8: {method}" + (f" ({percentile}th)" if method == "percentile" else "")
-                               + f" calibration over {len(sets)} batch(es)"
-                               + (f", {', '.join(kept)} kept fp32" if kept else ""))
+    how = ("dynamic: linears, activations quantized per call" if mode == "dynamic" else
+           f"{method}" + (f" ({percentile}th)" if method == "percentile" else "")
+           + f" calibration over {len(sets)} batch(es)")
+    prec = _precision.Resolved(False, overrides, "int8", f"int8: {how}" + (f", {', '.join(kept)} kept fp32" if kept else ""))
     options = {"calibration": sets, "method": method, "percentile": float(percentile), "skip": names,
-               "only": None if _only is None else list(_only)}
+               "only": None if _only is None else list(_only), "mode": mode}
 
     def rebuild(args):
-        return quantize(obj, sets, method=method, percentile=percentile, skip=skip, example_inputs=args,
-                        params=params, passes=passes, module=module, route=route, _only=_only)
+        return quantize(obj, sets if mode == "static" else None, mode=mode, method=method, percentile=percentile,
+                        skip=skip, example_inputs=args, params=params, passes=passes, module=module, route=route,
+                        _only=_only)
 
     compiled = _build(obj, example_inputs, params, passes, module, route, prec, options, rebuild)
     if names:  # a name must be a partition whose anchor is of an int8 kind

@@ -96,6 +96,18 @@ bool setActivationQuant(Node& n, std::optional<ActivationQuant> q) {
   return setQuantPair(n, actScaleName(), actDtypeName(), q);
 }
 
+bool dynamicActivation(const Node& n) {
+  const AttrValue* scale = n.attributes().find(actScaleName());
+  return scale && scale->is<std::string>() && scale->get<std::string>() == "dynamic";
+}
+
+bool setDynamicActivation(Node& n) {
+  if (dynamicActivation(n)) return false;
+  n.setAttr(actScaleName(), AttrValue(std::string("dynamic")));
+  n.setAttr(actDtypeName(), AttrValue(std::string("s8")));
+  return true;
+}
+
 std::optional<ActivationQuant> int8OutputOf(const Node& n) { return quantPair(n, outScaleName(), outDtypeName()); }
 
 bool setInt8Output(Node& n, std::optional<ActivationQuant> q) {

@@ -22,6 +22,9 @@
 // and on an int8 op, how its activation (input 0) is quantized:
 //   act_scale=0.0213  real value = scale * 8-bit value (zero point 0)
 //   act_dtype="u8"    "u8" where calibration saw no negative value, else "s8"
+// or, under llga.quantize(mode="dynamic"):
+//   act_scale="dynamic", act_dtype="s8"   the scale is taken per call from
+//                     the activation's largest magnitude (no calibration)
 #pragma once
 
 #include <optional>
@@ -48,6 +51,9 @@ struct ActivationQuant {
 std::optional<ActivationQuant> activationQuantOf(const Node& n);
 // Writes (or, with nullopt, removes) act_scale and act_dtype; whether n changed.
 bool setActivationQuant(Node& n, std::optional<ActivationQuant> q);
+// act_scale="dynamic" (with act_dtype="s8"): quantized per call.
+bool dynamicActivation(const Node& n);
+bool setDynamicActivation(Node& n);
 // out_dtype="u8"/"s8" with out_scale, or nullopt.
 std::optional<ActivationQuant> int8OutputOf(const Node& n);
 // Writes (or, with nullopt, removes) out_dtype and out_scale; whether n changed.

@@ -216,6 +216,20 @@ class AssignPrecision final : public Pass {
       }
     };
     walk(g.block());
+    if (context().int8_dynamic) {  // linears only, their activations quantized per call: nothing to calibrate
+      bool changed = false;
+      for (const Candidate& c : found) {
+        if (c.op->kind().toQualString() != "aten::linear") {
+          note(c.op->kind().toQualString() + std::string(" (%") + c.op->output(0)->debugName() +
+               "): dynamic int8 quantizes linears only: fp32");
+          continue;
+        }
+        changed |= setPrecision(*c.op, Precision::INT8);
+        changed |= setDynamicActivation(*c.op);
+        if (c.node != c.op) changed |= setPrecision(*c.node, Precision::INT8);
+      }
+      return changed;
+    }
     if (found.empty()) {
       note("int8: no convolution or linear with constant weights to quantize");
       return false;

@@ -73,6 +73,9 @@ struct PassContext {
   // (llga.quantization_sensitivity quantizes one at a time).
   std::set<std::string> int8_skip;
   std::optional<std::set<std::string>> int8_only;
+  // llga.quantize(mode="dynamic"): the int8 linears quantize their
+  // activation per call (act_scale="dynamic"); no calibration runs.
+  bool int8_dynamic = false;
 };
 
 // An op a pass left outside partitions, and why. Typed, so that Python,

@@ -41,6 +41,12 @@ std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict me
     py::dict q = quantization.cast<py::dict>();
     if (q.contains("method")) ctx->calibration_method = q["method"].cast<std::string>();
     if (q.contains("percentile")) ctx->percentile = q["percentile"].cast<double>();
+    if (q.contains("mode")) {
+      const std::string mode = q["mode"].cast<std::string>();
+      if (mode != "static" && mode != "dynamic")
+        throw py::value_error("quantization mode must be 'static' or 'dynamic', not '" + mode + "'");
+      ctx->int8_dynamic = mode == "dynamic";
+    }
     if (q.contains("skip"))
       for (py::handle name : q["skip"]) ctx->int8_skip.insert(name.cast<std::string>());
     if (q.contains("only") && !q["only"].is_none()) {

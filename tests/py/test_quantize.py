@@ -364,3 +364,43 @@ def test_sensitivity_report_and_skip_by_partition():
     assert f"%{worst.output_name} kept fp32" in q.precision_note
     with pytest.raises(llga.PrecisionError, match="skip 'no_such_value': no convolution or linear partition"):
         llga.quantize(traced, calib, skip=["no_such_value"])
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(17)
+        self.a, self.b = nn.Linear(32, 64), nn.Linear(64, 16)
+        self.c = nn.Conv1d(4, 4, 1)
+
+    def forward(self, x):  # [4, 8, 32]
+        return self.b(torch.nn.functional.gelu(self.a(x))), self.c(x[:, :, :4].transpose(1, 2))
+
+
+def test_dynamic_int8_quantizes_each_call_with_its_own_scale():
+    """mode="dynamic": linears only (the conv stays fp32), no calibration;
+    each call's activation is quantized with the scale its own largest
+    magnitude gives, so an input 100x larger is quantized as finely."""
+    model = Mlp().eval()
+    x = torch.randn(4, 8, 32, generator=torch.Generator().manual_seed(2))
+    traced = torch.jit.trace(model, x)
+    q = llga.quantize(traced, mode="dynamic")
+    assert "dynamic" in q.precision_note
+    text = str(q.graph)
+    assert text.count('act_scale="dynamic", act_dtype="s8"') == 2 and "aten::conv1d[precision" not in text
+    for k in (1.0, 100.0):
+        xi = x * k
+        with torch.no_grad():
+            h = nn.functional.linear(fake_quant(xi.double(), float(xi.abs().max()) / 127, False),
+                                     fake_quant_weight(model.a.weight).double(), model.a.bias.double())
+            h = nn.functional.gelu(h)
+            want = nn.functional.linear(fake_quant(h, float(h.abs().max()) / 127, False),
+                                        fake_quant_weight(model.b.weight).double(), model.b.bias.double())
+            conv_want = model(xi)[1]
+        got, conv_got = q(xi.numpy())
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-3, atol=1e-4 * k)
+        np.testing.assert_allclose(conv_got, conv_want.numpy(), rtol=1e-5, atol=1e-5 * k)  # fp32
+    with pytest.raises(llga.PrecisionError, match="takes no calibration"):
+        llga.quantize(traced, [x], mode="dynamic")
+    with pytest.raises(llga.PrecisionError, match="mode 'weights'"):
+        llga.quantize(traced, [x], mode="weights")

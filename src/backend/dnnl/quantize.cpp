@@ -49,4 +49,23 @@ Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale) {
 
 bool isInt8(ScalarType t) { return t == ScalarType::Byte || t == ScalarType::Char; }
 
+float dynamicScale(const float* x, int64_t n) {
+  const int threads = n < kParallelGrain ? 1 : getNumThreads();
+  float m = 0.0f;
+#pragma omp parallel for simd schedule(static) num_threads(threads) reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    m = a - a == 0.0f && a > m ? a : m;  // infinities and NaN left out
+  }
+  return m > 0.0f ? m / 127.0f : 1.0f;
+}
+
+void quantizeS8(const float* x, int64_t n, float scale, int8_t* out) {
+  const int threads = n < kParallelGrain ? 1 : getNumThreads();
+  const float inv = 1.0f / scale;
+#pragma omp parallel for simd schedule(static) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = x[i] != x[i] ? int8_t{0} : static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inv), -128.0f, 127.0f));
+}
+
 }  // namespace llga::int8

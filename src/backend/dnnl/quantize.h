@@ -30,4 +30,11 @@ Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale);
 
 bool isInt8(ScalarType t);  // Byte (u8) or Char (s8)
 
+// Dynamic quantization of a contiguous float array: the scale its largest
+// finite magnitude maps to 127 at (1 where all are 0), and out = round(x /
+// scale) saturated to [-128, 127]. Two vectorised passes, split across
+// llga's threads when large.
+float dynamicScale(const float* x, int64_t n);
+void quantizeS8(const float* x, int64_t n, float scale, int8_t* out);
+
 }  // namespace llga::int8

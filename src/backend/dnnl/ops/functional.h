@@ -22,10 +22,11 @@ std::shared_ptr<LayerNormCache> makeLayerNormCache();
 // x[..., K] . w[N, K]^T + b; `constant_w`: w never changes (its reorder is cached);
 // `precision` bf16: x and w rounded to bf16, fp32 accumulation and output;
 // int8 with `quant` (and a constant w): x quantized with its scale, w to s8
-// per output feature, int32 accumulation, fp32 output.
+// per output feature, int32 accumulation, fp32 output; with `dynamic_act`
+// instead, x's scale taken per call from its largest magnitude.
 Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, MatmulCache& cache,
                 bool constant_w, Precision precision = Precision::F32,
-                const std::optional<ActivationQuant>& quant = std::nullopt);
+                const std::optional<ActivationQuant>& quant = std::nullopt, bool dynamic_act = false);
 // linearOp followed by a post-op chain in the same primitive: eltwise ops,
 // and binary ops whose operands (in order) have the output's shape.
 Tensor linearChainOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b,

@@ -33,6 +33,8 @@ struct MatmulEntry {
   bool bf16 = false;  // src and weights bf16 (converted per call; constant weights once), fp32 dst
   bool int8 = false;  // src u8/s8 (quantized per call), constant weights s8 per column of b, fp32 dst
   std::vector<float> int8_scales;  // per column of b: act_scale * weight scale (the bias is divided by it)
+  bool dynamic = false;  // int8 with the activation's scale taken per call: int8_scales holds the weights' alone
+  size_t pre_ops = 0;    // dynamic: post-ops before the chain's (times this call's scale, plus the bias)
   bool swish_after = false;  // the chain's final silu runs after the primitive (backend/dnnl/swish.h)
   SharedBoundArgs bound;  // the primitive's arguments, re-pointed call after call
   // When oneDNN has only its reference kernel for the product with the whole
@@ -76,7 +78,8 @@ Tensor toBf16(ExecContext& ctx, const Tensor& t) {
 // where it has no int8 kernel, the product runs fp32.
 Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tensor>& bias,
                   PrimitiveCache<MatmulEntry>* cache, bool constant_b, const Chain* chain = nullptr,
-                  Precision precision = Precision::F32, const std::optional<ActivationQuant>& quant = std::nullopt) {
+                  Precision precision = Precision::F32, const std::optional<ActivationQuant>& quant = std::nullopt,
+                  bool dynamic_act = false) {
   if (a.dtype() != ScalarType::Float || b.dtype() != ScalarType::Float)
     throw std::invalid_argument("matmul supports float32, got " + a.describe() + " and " + b.describe());
   if (a.size(-1) != b.size(-2))
@@ -125,8 +128,10 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       return memory::desc(t.sizes(), dt, Tensor::contiguousStrides(t.sizes()));
     };
     // size-1 dims as unitDimStrides: an einsum's (1, 4, 1) view failed to execute
-    e.src_md = bf16 ? dense(a) : int8 ? dense(a, quant->is_unsigned ? memory::data_type::u8 : memory::data_type::s8)
-                                      : plainDesc(a);
+    e.dynamic = int8 && !quant;
+    e.src_md = bf16 ? dense(a)
+               : int8 ? dense(a, quant && quant->is_unsigned ? memory::data_type::u8 : memory::data_type::s8)
+                      : plainDesc(a);
     // blocked: a compacted constant; the bf16 copy of a variable b is dense
     e.wei_plain = b.isBlocked() ? blockedDesc(b) : bf16 && !constant_b ? dense(b) : plainDesc(b);
     memory::desc wei_md = constant_b && (!PlainWeightsScope::active() || mode != Precision::F32)
@@ -134,12 +139,29 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
                               : e.wei_plain;
     e.dst_md = plainDesc(out);
     e.bias_md = bb ? plainDesc(*bb) : memory::desc();
-    dnnl::matmul::desc d(e.src_md, wei_md, e.bias_md, e.dst_md);
     if (chain)
       for (const Tensor& t : chain->operands) e.operand_mds.push_back(binaryOperandDesc(t, static_cast<size_t>(nd)));
     std::vector<PostOp> ops = chain ? *chain->ops : std::vector<PostOp>{};
     e.swish_after = takeFinalSwish(ops, out.numel());  // then llga's swish runs after the primitive
-    dnnl::primitive_attr attr = chain ? postOpAttr(ops, e.operand_mds) : scratchpadAttr();
+    if (e.dynamic) {
+      // The activation's scale changes every call: runtime output scales
+      // would leave oneDNN only its gemm kernel (no AMX), so the weights'
+      // scales are the output scales and this call's activation scale is a
+      // binary post-op operand (a 1x1 tensor), with the bias added after it.
+      std::vector<PostOp> front{{PostOp::Kind::Binary, PostOpAlg::Mul}};
+      std::vector<memory::desc> front_mds{memory::desc(memory::dims(static_cast<size_t>(nd), 1), memory::data_type::f32,
+                                                       memory::dims(static_cast<size_t>(nd), 1))};
+      if (bb) {
+        front.push_back({PostOp::Kind::Binary, PostOpAlg::Add});
+        front_mds.push_back(e.bias_md);
+        e.bias_md = memory::desc();
+      }
+      e.pre_ops = front.size();
+      ops.insert(ops.begin(), front.begin(), front.end());
+      e.operand_mds.insert(e.operand_mds.begin(), front_mds.begin(), front_mds.end());
+    }
+    dnnl::matmul::desc d(e.src_md, wei_md, e.bias_md, e.dst_md);
+    dnnl::primitive_attr attr = chain || e.dynamic ? postOpAttr(ops, e.operand_mds) : scratchpadAttr();
     Tensor w_q;  // int8: w = b^T quantized, rows of K (s8), and its scales
     if (int8) {
       ExecContext qctx;
@@ -147,7 +169,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       w_q = Tensor::empty(ScalarType::Char, w.sizes());
       const std::vector<float> w_scales =
           int8::quantizeRows(static_cast<const float*>(w.data()), w.size(0), w.size(1), static_cast<int8_t*>(w_q.data()));
-      for (float ws : w_scales) e.int8_scales.push_back(static_cast<float>(quant->scale) * ws);
+      for (float ws : w_scales) e.int8_scales.push_back(e.dynamic ? ws : static_cast<float>(quant->scale) * ws);
       attr.set_output_scales(1 << 1, e.int8_scales);  // per column of dst
     }
     dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
@@ -167,7 +189,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     }
     const auto first_binary = std::find_if(ops.begin(), ops.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Binary; });
     const bool has_sum = std::any_of(ops.begin(), ops.end(), [](const PostOp& p) { return p.kind == PostOp::Kind::Sum; });
-    if (isReference(pd) && first_binary != ops.end() && !has_sum) {
+    if (isReference(pd) && first_binary != ops.end() && !has_sum && !e.dynamic) {
       e.split_at = static_cast<size_t>(first_binary - ops.begin());
       std::vector<PostOp> head(ops.begin(), first_binary), rest(first_binary + 1, ops.end());
       std::vector<memory::desc> rest_mds(e.operand_mds.begin() + 1, e.operand_mds.end());
@@ -204,7 +226,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       } catch (const dnnl::error&) {  // no bf16 kernel for this product: fp32
       }
     }
-    if (precision == Precision::INT8 && quant && constant_b && nd == 2) {
+    if (precision == Precision::INT8 && (quant || dynamic_act) && constant_b && nd == 2) {
       try {
         return make(Precision::INT8);
       } catch (const dnnl::error&) {  // no int8 kernel for this product: fp32
@@ -216,7 +238,16 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   SharedBoundArgs::Lease args = e->bound.lease();
   Tensor a16, b16;  // this call's bf16 (or int8) copies
   if (e->bf16) a16 = toBf16(ctx, a);
-  if (e->int8) {
+  float call_scale = 1.0f;  // dynamic int8: this call's activation scale (post-op 0's operand)
+  if (e->int8 && e->dynamic) {
+    const Tensor dense_a = a.contiguous();
+    call_scale = int8::dynamicScale(static_cast<const float*>(dense_a.data()), dense_a.numel());
+    a16 = Tensor::empty(ScalarType::Char, a.sizes());
+    int8::quantizeS8(static_cast<const float*>(dense_a.data()), dense_a.numel(), call_scale,
+                     static_cast<int8_t*>(a16.data()));
+    args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, e->operand_mds[0], &call_scale);
+    if (bb) args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, e->operand_mds[1], bb->data());
+  } else if (e->int8) {
     a16 = Tensor::empty(quant->is_unsigned ? ScalarType::Byte : ScalarType::Char, a.sizes());
     int8::quantizeActivation(ctx, wrap(a), memory(e->src_md, cpuEngine(), a16.data()), static_cast<float>(quant->scale));
   }
@@ -228,7 +259,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     args->bind(DNNL_ARG_WEIGHTS, e->wei_plain, e->bf16 ? b16.data() : b.data());
   }
   args->bind(DNNL_ARG_DST, e->dst_md, out.data());
-  if (bb && e->int8) {  // oneDNN adds the bias to the int32 sums before scaling them
+  if (bb && e->int8 && !e->dynamic) {  // oneDNN adds the bias to the int32 sums before scaling them
     Tensor scaled = Tensor::empty(ScalarType::Float, bb->sizes());
     const float* from = static_cast<const float*>(bb->data());
     float* to = static_cast<float*>(scaled.data());
@@ -236,13 +267,13 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     for (int64_t i = 0; i < total; ++i) to[i] = from[i] / e->int8_scales[static_cast<size_t>(i % n)];
     bb = scaled;
   }
-  if (bb) args->bind(DNNL_ARG_BIAS, e->bias_md, bb->data());
+  if (bb && !e->dynamic) args->bind(DNNL_ARG_BIAS, e->bias_md, bb->data());
   if (chain && e->split_at == SIZE_MAX)
     for (size_t i = 0, o = 0; i < chain->ops->size(); ++i)
       if ((*chain->ops)[i].kind != PostOp::Kind::Eltwise) {
         const size_t k = o++;
-        args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k],
-                   chain->operands[k].data());
+        args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i + e->pre_ops)) | DNNL_ARG_SRC_1,
+                   e->operand_mds[k + e->pre_ops], chain->operands[k].data());
       }
   {
     SerialScope serial(out.numel() * a.size(-1) < kSerialMacs);
@@ -351,10 +382,11 @@ struct MatmulCache {
 std::shared_ptr<MatmulCache> makeMatmulCache() { return std::make_shared<MatmulCache>(); }
 
 Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, MatmulCache& cache,
-                bool constant_w, Precision precision, const std::optional<ActivationQuant>& quant) {
+                bool constant_w, Precision precision, const std::optional<ActivationQuant>& quant, bool dynamic_act) {
   const LinearRows r = linearRows(x, w);
   Tensor out = matmulCore(ctx, x.reshape({r.m, x.size(-1)}), w.transpose(0, 1), b,
-                          constant_w ? &cache.constant_b : &cache.variable_b, constant_w, nullptr, precision, quant);
+                          constant_w ? &cache.constant_b : &cache.variable_b, constant_w, nullptr, precision, quant,
+                          dynamic_act);
   return out.view(r.full);
 }
 
@@ -378,16 +410,17 @@ Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache&
 
 class LinearKernel final : public Kernel {
  public:
-  LinearKernel(bool constant_weight, Precision precision, std::optional<ActivationQuant> quant)
-      : constant_(constant_weight), precision_(precision), quant_(quant) {}
+  LinearKernel(bool constant_weight, Precision precision, std::optional<ActivationQuant> quant, bool dynamic_act)
+      : constant_(constant_weight), precision_(precision), quant_(quant), dynamic_(dynamic_act) {}
   void run(const KernelArgs& a) override {
-    a.set(0, linearOp(a.ctx, a.tensor(0), a.tensor(1), a.optTensor(2), cache_, constant_, precision_, quant_));
+    a.set(0, linearOp(a.ctx, a.tensor(0), a.tensor(1), a.optTensor(2), cache_, constant_, precision_, quant_, dynamic_));
   }
 
  private:
   bool constant_;
   Precision precision_;
   std::optional<ActivationQuant> quant_;
+  bool dynamic_;
   MatmulCache cache_;
 };
 
@@ -407,8 +440,8 @@ std::vector<Tensor> chainOperands(const KernelArgs& a, size_t first) {
 class FusedMatmulKernel final : public Kernel {
  public:
   FusedMatmulKernel(bool linear, Form form, bool constant_b, Precision precision, std::vector<PostOp> post,
-                    size_t anchor_inputs, std::optional<ActivationQuant> quant)
-      : linear_(linear), form_(form), constant_(constant_b), precision_(precision), quant_(quant),
+                    size_t anchor_inputs, std::optional<ActivationQuant> quant, bool dynamic_act)
+      : linear_(linear), form_(form), constant_(constant_b), precision_(precision), quant_(quant), dynamic_(dynamic_act),
         post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
   void run(const KernelArgs& a) override {
@@ -435,7 +468,8 @@ class FusedMatmulKernel final : public Kernel {
     Tensor b = w.isBlocked() ? Tensor::blocked(w.storage(), ScalarType::Float, {w.size(1), w.size(0)}, w.blockedLayout())
                              : w.transpose(0, 1);
     Tensor out = matmulCore(a.ctx, x.reshape({m, x.size(-1)}), b, a.optTensor(2),
-                            constant_ ? &cache_.constant_b : &cache_.variable_b, constant_, &chain, precision_, quant_);
+                            constant_ ? &cache_.constant_b : &cache_.variable_b, constant_, &chain, precision_, quant_,
+                            dynamic_);
     if (chain.used) last_.store(chain.used);
     a.set(0, out.view(full));
   }
@@ -455,7 +489,8 @@ class FusedMatmulKernel final : public Kernel {
     std::string detail;
     if (precision_ == Precision::BF16 && !e->bf16) detail = "fp32: oneDNN has no bf16 kernel for this product";
     if (precision_ == Precision::INT8 && !e->int8)
-      detail = !quant_ ? "fp32: no calibrated activation scale" : "fp32: oneDNN has no int8 kernel for this product";
+      detail = !quant_ && !dynamic_ ? "fp32: no calibrated activation scale"
+                                    : "fp32: oneDNN has no int8 kernel for this product";
     return {e->impl + (e->swish_after ? "+llga_swish" : ""), layoutName(e->src_md), layoutName(e->wei_md, true),
             layoutName(e->dst_md), "", detail};
   }
@@ -466,6 +501,7 @@ class FusedMatmulKernel final : public Kernel {
   bool constant_;
   Precision precision_;
   std::optional<ActivationQuant> quant_;
+  bool dynamic_;
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
   MatmulCache cache_;
@@ -477,12 +513,14 @@ class FusedMatmulKernel final : public Kernel {
 std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight) {
   bool linear = anchor.kind().toQualString() == "aten::linear";
   return std::make_unique<FusedMatmulKernel>(linear, formOf(anchor), linear && constant_weight, precisionOf(anchor),
-                                             std::move(post), anchor.inputs().size(), activationQuantOf(anchor));
+                                             std::move(post), anchor.inputs().size(), activationQuantOf(anchor),
+                                             dynamicActivation(anchor));
 }
 
 void registerMatmulOps(OpRegistry& r) {
   r.add(OpDef{"aten::linear", 2, 3, [](const Node& n) {
-                return std::make_unique<LinearKernel>(isConstantInput(n, 1), precisionOf(n), activationQuantOf(n));
+                return std::make_unique<LinearKernel>(isConstantInput(n, 1), precisionOf(n), activationQuantOf(n),
+                                                      dynamicActivation(n));
               }});
   for (const char* kind : {"aten::matmul", "aten::mm", "aten::bmm"})
     r.add(OpDef{kind, 2, 2, [](const Node& n) {
