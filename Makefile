@@ -50,7 +50,8 @@ test-asan: bootstrap
 # call one compiled model from several threads, with OpenMP teams of one thread.
 TSAN ?= build-tsan
 TSAN_PY_TESTS ?= tests/py/test_stress.py tests/py/test_runtime.py tests/py/test_memory_plan.py \
-	tests/py/test_fuser.py tests/py/test_fuzz_graphs.py tests/py/test_precision.py -k "thread or concurren or fuzzed_program or found_a_bug"
+	tests/py/test_fuser.py tests/py/test_fuzz_graphs.py tests/py/test_precision.py tests/py/test_quantize.py \
+	-k "thread or concurren or fuzzed_program or found_a_bug"
 test-tsan: bootstrap
 	@cmake -S . -B $(TSAN) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLGA_TSAN=ON -DLLGA_BUILD_TESTS=OFF \
 	  -DLLGA_PY_OUTPUT_DIR=$(CURDIR)/$(TSAN) >/dev/null

@@ -404,3 +404,29 @@ def test_dynamic_int8_quantizes_each_call_with_its_own_scale():
         llga.quantize(traced, [x], mode="dynamic")
     with pytest.raises(llga.PrecisionError, match="mode 'weights'"):
         llga.quantize(traced, [x], mode="weights")
+
+
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_int8_model_called_concurrently_from_threads(mode):
+    """One int8 model (static: int8 edges and quantized weights made once;
+    dynamic: a scale per call) called from four threads with two batch sizes
+    at once: every result as when called alone."""
+    from concurrency import run_concurrently
+
+    xs = [np.random.default_rng(i).standard_normal((1 + i % 2, 3, 14, 14)).astype(np.float32) for i in range(4)]
+    if mode == "static":
+        model = Chain().eval()
+        q = llga.quantize(torch.jit.trace(model, torch.from_numpy(xs[0])), calibration=xs[:2])
+    else:
+        model = Mlp().eval()
+        xs = [np.random.default_rng(i).standard_normal((1 + i % 2, 8, 32)).astype(np.float32) * (i + 1) for i in range(4)]
+        q = llga.quantize(torch.jit.trace(model, torch.from_numpy(xs[0])), mode="dynamic")
+    first = lambda out: out[0] if isinstance(out, tuple) else out  # noqa: E731
+    want = [first(q(x)).copy() for x in xs]
+
+    def work(k):
+        for j in range(20):
+            i = (k + j) % len(xs)
+            np.testing.assert_array_equal(first(q(xs[i])), want[i])
+
+    run_concurrently(work, 4)
