@@ -31,7 +31,7 @@ from . import _llga
 from ._llga import Block, Graph, Node, TensorConstant, Type, Value
 from .accuracy import AccuracyReport, accuracy_report
 from .compiler import CompiledGraph, Partition, optimize
-from .quantize import quantization_sensitivity, quantize
+from .quantization import quantization_sensitivity, quantize
 from .errors import (CompileError, ExecutionError, InputError, LlgaError, OutOfMemoryError, ParseError, PassError,
                      UnsupportedOpError, VerifyError, PrecisionError)
 from .passes import PassRecord, list_passes

@@ -38,6 +38,12 @@ from .errors import PrecisionError
 # clipping threshold with the least expected squared error (clipping plus
 # rounding) over their histogram.
 METHODS = ("minmax", "percentile", "histogram")
+# oneDNN's ISAs with VNNI (AMX includes it). Without it, oneDNN's int8
+# kernels multiply u8 by s8 into saturating 16-bit sums and halve the
+# weights to make room: measured up to 0.3 off the int8 arithmetic (of
+# outputs near 1) under ONEDNN_MAX_CPU_ISA=AVX2, so llga.quantize refuses
+# there rather than give such results.
+VNNI_ISAS = ("avx2_vnni", "avx512_core_vnni", "avx512_core_bf16", "avx512_core_amx")
 
 
 def _calibration_sets(calibration) -> List[List[np.ndarray]]:
@@ -81,11 +87,16 @@ def quantize(obj, calibration: Optional[Iterable[Any]] = None, *, mode: str = "s
     alone, each activation quantized per call to s8 with the scale its
     largest magnitude gives; no calibration (pass none).
 
-    Raises :class:`llga.PrecisionError` for missing or malformed calibration,
-    an unknown method, or a kind or partition name in ``skip`` that is no
-    int8 candidate."""
+    Raises :class:`llga.PrecisionError` on a CPU without VNNI (as oneDNN sees
+    it: ``ONEDNN_MAX_CPU_ISA`` counts), for missing or malformed
+    calibration, an unknown method, or a kind or partition name in ``skip``
+    that is no int8 candidate."""
     from . import precision as _precision
     from .compiler import _build
+    isa = _precision._capabilities()["isa"]
+    if isa not in VNNI_ISAS:
+        raise PrecisionError(f"int8 needs a CPU with VNNI (AVX512-VNNI, AVX-VNNI or AMX); oneDNN's ISA here is {isa}: "
+                             "its int8 kernels without VNNI saturate 16-bit sums and halve the weights")
     if mode not in ("static", "dynamic"):
         raise PrecisionError(f"mode {mode!r}: expected 'static' or 'dynamic'")
     if mode == "dynamic" and calibration is not None:
