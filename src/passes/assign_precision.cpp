@@ -94,13 +94,7 @@ class AssignPrecision final : public Pass {
         throw std::invalid_argument("precision override " + r.kind + ": \"bf16\": llga has no bf16 kernel for it");
       if (p == Precision::BF16) bf16_.emplace(Symbol::fromQualString(r.kind));
     }
-    for (const auto& [kind, p] : context().precision_overrides) {
-      if (p != "bf16" && p != "fp32")
-        throw std::invalid_argument("precision override " + kind + ": \"" + p + "\" (expected \"bf16\" or \"fp32\")");
-      bool known = false;
-      for (const PrecisionRule& r : precisionPolicy()) known = known || r.kind == kind;
-      if (!known) throw std::invalid_argument("precision override " + kind + ": not an op kind of the precision policy");
-    }
+    checkOverrides("bf16");
     for (const PrecisionRule& r : precisionPolicy())
       if (r.bf16_activations) bf16_io_.emplace(Symbol::fromQualString(r.kind));
     bool changed = visit(g.block());
@@ -109,6 +103,18 @@ class AssignPrecision final : public Pass {
   }
 
  private:
+  // Every per-kind override names a kind of the policy and asks for `lowered` or "fp32".
+  void checkOverrides(const std::string& lowered) const {
+    for (const auto& [kind, p] : context().precision_overrides) {
+      if (p != lowered && p != "fp32")
+        throw std::invalid_argument("precision override " + kind + ": \"" + p + "\" (expected \"" + lowered +
+                                    "\" or \"fp32\")");
+      bool known = false;
+      for (const PrecisionRule& r : precisionPolicy()) known = known || r.kind == kind;
+      if (!known) throw std::invalid_argument("precision override " + kind + ": not an op kind of the precision policy");
+    }
+  }
+
   // The group's anchor (its first op), or null for a node without a subgraph.
   static Node* anchorOf(const Node& group) {
     auto sub = group.subgraph();
@@ -175,13 +181,7 @@ class AssignPrecision final : public Pass {
       if (r.int8_kernel && (o == context().precision_overrides.end() || o->second == "int8"))
         int8.emplace(Symbol::fromQualString(r.kind));
     }
-    for (const auto& [kind, p] : context().precision_overrides) {
-      if (p != "int8" && p != "fp32")
-        throw std::invalid_argument("precision override " + kind + ": \"" + p + "\" (expected \"int8\" or \"fp32\")");
-      bool known = false;
-      for (const PrecisionRule& r : precisionPolicy()) known = known || r.kind == kind;
-      if (!known) throw std::invalid_argument("precision override " + kind + ": not an op kind of the precision policy");
-    }
+    checkOverrides("int8");
     struct Candidate {
       Node* node;    // the op, or its partition
       Node* op;      // the op

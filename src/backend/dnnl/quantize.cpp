@@ -49,6 +49,16 @@ Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale) {
 
 bool isInt8(ScalarType t) { return t == ScalarType::Byte || t == ScalarType::Char; }
 
+Tensor biasForInt8(const Tensor& bias, const std::vector<float>& scales) {
+  const Tensor given = bias.contiguous();
+  Tensor out = Tensor::empty(ScalarType::Float, given.sizes());
+  const float* from = static_cast<const float*>(given.data());
+  float* to = static_cast<float*>(out.data());
+  const int64_t n = static_cast<int64_t>(scales.size()), total = out.numel();
+  for (int64_t i = 0; i < total; ++i) to[i] = from[i] / scales[static_cast<size_t>(i % n)];
+  return out;
+}
+
 float dynamicScale(const float* x, int64_t n) {
   const int threads = n < kParallelGrain ? 1 : getNumThreads();
   float m = 0.0f;

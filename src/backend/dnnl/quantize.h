@@ -30,6 +30,11 @@ Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale);
 
 bool isInt8(ScalarType t);  // Byte (u8) or Char (s8)
 
+// The bias as an int8 primitive takes it: oneDNN adds it to the int32 sums
+// before the output scales, so each element (the last dim cycling through
+// `scales`) is divided by its channel's scale. A contiguous copy of bias's shape.
+Tensor biasForInt8(const Tensor& bias, const std::vector<float>& scales);
+
 // Dynamic quantization of a contiguous float array: the scale its largest
 // finite magnitude maps to 127 at (1 where all are 0), and out = round(x /
 // scale) saturated to [-128, 127]. Two vectorised passes, split across

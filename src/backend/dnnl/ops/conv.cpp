@@ -308,11 +308,7 @@ class ConvKernel final : public Kernel {
     }
     Tensor bias_copy;
     if (b && e->int8) {  // oneDNN adds the bias to the int32 sums before scaling them
-      bias_copy = Tensor::empty(ScalarType::Float, {b->numel()});
-      const Tensor given = b->contiguous();
-      const float* from = static_cast<const float*>(given.data());
-      float* to = static_cast<float*>(bias_copy.data());
-      for (size_t i = 0; i < e->int8_scales.size(); ++i) to[i] = from[i] / e->int8_scales[i];
+      bias_copy = int8::biasForInt8(*b, e->int8_scales);
     } else if (b && !b->isContiguous()) {
       bias_copy = b->contiguous();
     }

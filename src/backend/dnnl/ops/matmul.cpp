@@ -260,12 +260,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   }
   args->bind(DNNL_ARG_DST, e->dst_md, out.data());
   if (bb && e->int8 && !e->dynamic) {  // oneDNN adds the bias to the int32 sums before scaling them
-    Tensor scaled = Tensor::empty(ScalarType::Float, bb->sizes());
-    const float* from = static_cast<const float*>(bb->data());
-    float* to = static_cast<float*>(scaled.data());
-    const int64_t n = static_cast<int64_t>(e->int8_scales.size()), total = scaled.numel();
-    for (int64_t i = 0; i < total; ++i) to[i] = from[i] / e->int8_scales[static_cast<size_t>(i % n)];
-    bb = scaled;
+    bb = int8::biasForInt8(*bb, e->int8_scales);
   }
   if (bb && !e->dynamic) args->bind(DNNL_ARG_BIAS, e->bias_md, bb->data());
   if (chain && e->split_at == SIZE_MAX)
