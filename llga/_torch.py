@@ -133,6 +133,9 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
                 node.output().replaceAllUsesWith(const)
                 node.destroy()
     _expand_tensor_list_constants(tgraph)
+    if any(_is_quantized_constant(n) for n in _walk(tgraph)):
+        tgraph = tgraph.copy() if tgraph is obj else tgraph  # the caller's graph is never changed
+        _unquantize_constants(tgraph)
     _reject_python_ops(tgraph)
     graph = parse(tgraph.str(), filename="<torchscript>")
 
@@ -141,6 +144,46 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
             name = node.output().debugName()
             weights[name] = tensor_to_numpy(node.t("value"), name)
     return graph, weights
+
+
+# PyTorch's ScalarType codes of its quantized dtypes (the `dtype` operand of quantize_per_tensor).
+_QUANTIZED_DTYPE_CODES = {"torch.qint8": 12, "torch.quint8": 13, "torch.qint32": 14}
+
+
+def _is_quantized_constant(node) -> bool:
+    return (node.kind() == "prim::Constant" and node.hasAttribute("value") and node.kindOf("value") == "t"
+            and node.t("value").is_quantized)
+
+
+def _unquantize_constants(tgraph) -> None:
+    """A frozen quantized model's weights are quantized tensors, which numpy
+    cannot hold: each becomes its float values (exactly scale * (q - zero
+    point)) quantized again by aten::quantize_per_channel or
+    quantize_per_tensor with its own parameters, so the graph computes the
+    same and import-quantization reads the parameters from it."""
+    torch = _torch()
+    for node in [n for n in _walk(tgraph) if _is_quantized_constant(n)]:
+        t = node.t("value")
+        code = _QUANTIZED_DTYPE_CODES.get(str(t.dtype))
+        if code is None:
+            raise TypeError(f"constant {node.output().debugName()!r} has quantized dtype {t.dtype}, which llga cannot read")
+        with tgraph.insert_point_guard(node):
+            values = tgraph.insertConstant(t.dequantize())
+            if t.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+                args = [values, tgraph.insertConstant(float(t.q_scale())), tgraph.insertConstant(int(t.q_zero_point()))]
+                kind = "aten::quantize_per_tensor"
+            elif t.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric):
+                args = [values, tgraph.insertConstant(t.q_per_channel_scales().double()),
+                        tgraph.insertConstant(t.q_per_channel_zero_points().long()),
+                        tgraph.insertConstant(int(t.q_per_channel_axis()))]
+                kind = "aten::quantize_per_channel"
+            else:
+                raise TypeError(f"constant {node.output().debugName()!r} is quantized with {t.qscheme()}, "
+                                "which llga cannot read")
+            q = tgraph.insertNode(tgraph.create(kind, args + [tgraph.insertConstant(code)]))
+            q.output().setType(torch._C.TensorType.get())
+        node.output().replaceAllUsesWith(q.output())
+        node.destroy()
 
 
 def _set_initial_values(tgraph, module, named, self_value, mutated, path_types) -> None:

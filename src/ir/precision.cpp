@@ -1,5 +1,7 @@
 #include "ir/precision.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace llga {
@@ -30,26 +32,57 @@ const Symbol& outScaleName() {
   return s;
 }
 
-// The (scale, dtype) attribute pair as a quantization, if both are there and valid.
-std::optional<ActivationQuant> quantPair(const Node& n, const Symbol& scale_name, const Symbol& dtype_name) {
+const Symbol& actZeroPointName() {
+  static const Symbol s = Symbol::fromQualString("attr::act_zero_point");
+  return s;
+}
+
+const Symbol& outZeroPointName() {
+  static const Symbol s = Symbol::fromQualString("attr::out_zero_point");
+  return s;
+}
+
+const Symbol& weightScaleName() {
+  static const Symbol s = Symbol::fromQualString("attr::w_scale");
+  return s;
+}
+
+// The (scale, dtype[, zero point]) attributes as a quantization, if scale
+// and dtype are there and valid (a missing zero point is 0; one outside the
+// dtype's range makes the whole invalid).
+std::optional<ActivationQuant> quantPair(const Node& n, const Symbol& scale_name, const Symbol& dtype_name,
+                                         const Symbol& zp_name) {
   const AttrValue* scale = n.attributes().find(scale_name);
   const AttrValue* dtype = n.attributes().find(dtype_name);
   if (!scale || !dtype || !dtype->is<std::string>()) return std::nullopt;
   const double s = scale->is<double>() ? scale->get<double>() : scale->is<int64_t>() ? static_cast<double>(scale->get<int64_t>()) : 0.0;
   const std::string& d = dtype->get<std::string>();
   if (!(s > 0) || (d != "u8" && d != "s8")) return std::nullopt;
-  return ActivationQuant{s, d == "u8"};
+  ActivationQuant q{s, d == "u8"};
+  if (const AttrValue* zp = n.attributes().find(zp_name)) {
+    if (!zp->is<int64_t>()) return std::nullopt;
+    const int64_t z = zp->get<int64_t>();
+    if (q.is_unsigned ? (z < 0 || z > 255) : (z < -128 || z > 127)) return std::nullopt;
+    q.zero_point = static_cast<int32_t>(z);
+  }
+  return q;
 }
 
-bool setQuantPair(Node& n, const Symbol& scale_name, const Symbol& dtype_name, std::optional<ActivationQuant> q) {
+bool setQuantPair(Node& n, const Symbol& scale_name, const Symbol& dtype_name, const Symbol& zp_name,
+                  std::optional<ActivationQuant> q) {
   if (!q) {
     const bool a = n.attributes().remove(scale_name);
-    return n.attributes().remove(dtype_name) || a;
+    const bool b = n.attributes().remove(zp_name);
+    return n.attributes().remove(dtype_name) || a || b;
   }
-  std::optional<ActivationQuant> now = quantPair(n, scale_name, dtype_name);
-  if (now && now->scale == q->scale && now->is_unsigned == q->is_unsigned) return false;
+  std::optional<ActivationQuant> now = quantPair(n, scale_name, dtype_name, zp_name);
+  if (now && *now == *q) return false;
   n.setAttr(scale_name, AttrValue(q->scale));
   n.setAttr(dtype_name, AttrValue(std::string(q->is_unsigned ? "u8" : "s8")));
+  if (q->zero_point != 0)
+    n.setAttr(zp_name, AttrValue(int64_t{q->zero_point}));
+  else
+    n.attributes().remove(zp_name);
   return true;
 }
 
@@ -90,10 +123,12 @@ bool setBf16Output(Node& n, bool on) {
   return true;
 }
 
-std::optional<ActivationQuant> activationQuantOf(const Node& n) { return quantPair(n, actScaleName(), actDtypeName()); }
+std::optional<ActivationQuant> activationQuantOf(const Node& n) {
+  return quantPair(n, actScaleName(), actDtypeName(), actZeroPointName());
+}
 
 bool setActivationQuant(Node& n, std::optional<ActivationQuant> q) {
-  return setQuantPair(n, actScaleName(), actDtypeName(), q);
+  return setQuantPair(n, actScaleName(), actDtypeName(), actZeroPointName(), q);
 }
 
 bool dynamicActivation(const Node& n) {
@@ -108,11 +143,35 @@ bool setDynamicActivation(Node& n) {
   return true;
 }
 
-std::optional<ActivationQuant> int8OutputOf(const Node& n) { return quantPair(n, outScaleName(), outDtypeName()); }
+std::optional<ActivationQuant> int8OutputOf(const Node& n) {
+  return quantPair(n, outScaleName(), outDtypeName(), outZeroPointName());
+}
 
 bool setInt8Output(Node& n, std::optional<ActivationQuant> q) {
   if (!q && !int8OutputOf(n)) return false;  // leaves a bf16 out_dtype alone
-  return setQuantPair(n, outScaleName(), outDtypeName(), q);
+  return setQuantPair(n, outScaleName(), outDtypeName(), outZeroPointName(), q);
+}
+
+std::optional<std::vector<float>> weightScalesOf(const Node& n) {
+  const AttrValue* a = n.attributes().find(weightScaleName());
+  if (!a || !a->is<TensorRef>()) return std::nullopt;
+  const TensorRef& t = a->get<TensorRef>();
+  if (!t || !t->hasData() || t->sizes.size() != 1 || t->sizes[0] < 1) return std::nullopt;
+  std::vector<float> out(static_cast<size_t>(t->sizes[0]));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double s = t->scalarAsDouble(i);
+    if (!(s > 0) || !std::isfinite(s)) return std::nullopt;
+    out[i] = static_cast<float>(s);
+  }
+  return out;
+}
+
+bool setWeightScales(Node& n, const std::vector<float>& scales) {
+  if (weightScalesOf(n) == scales) return false;
+  auto t = ConstantTensor::owned(ScalarType::Float, {static_cast<int64_t>(scales.size())});
+  std::copy(scales.begin(), scales.end(), static_cast<float*>(t->data));
+  n.setAttr(weightScaleName(), AttrValue(TensorRef(t)));
+  return true;
 }
 
 }  // namespace llga

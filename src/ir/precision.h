@@ -20,15 +20,23 @@
 //                     quantized so (its primitive's dst), and the readers
 //                     take it without quantizing it again
 // and on an int8 op, how its activation (input 0) is quantized:
-//   act_scale=0.0213  real value = scale * 8-bit value (zero point 0)
+//   act_scale=0.0213  real value = scale * (8-bit value - zero point)
 //   act_dtype="u8"    "u8" where calibration saw no negative value, else "s8"
+//   act_zero_point=125  (absent: 0) written only from a graph's own
+//                     quantization (import-quantization); llga.quantize's
+//                     are symmetric
+//   w_scale=<Tensor>  (import-quantization) the weight's scale per output
+//                     channel as the graph quantized it (s8, zero point 0);
+//                     without it the kernel picks max |w| / 127 per channel
 // or, under llga.quantize(mode="dynamic"):
 //   act_scale="dynamic", act_dtype="s8"   the scale is taken per call from
 //                     the activation's largest magnitude (no calibration)
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "ir/ir.h"
 
@@ -47,6 +55,8 @@ bool setBf16Output(Node& n, bool on);
 struct ActivationQuant {
   double scale = 1.0;        // > 0
   bool is_unsigned = false;  // u8 (else s8)
+  int32_t zero_point = 0;    // in the dtype's range
+  bool operator==(const ActivationQuant&) const = default;
 };
 std::optional<ActivationQuant> activationQuantOf(const Node& n);
 // Writes (or, with nullopt, removes) act_scale and act_dtype; whether n changed.
@@ -58,5 +68,8 @@ bool setDynamicActivation(Node& n);
 std::optional<ActivationQuant> int8OutputOf(const Node& n);
 // Writes (or, with nullopt, removes) out_dtype and out_scale; whether n changed.
 bool setInt8Output(Node& n, std::optional<ActivationQuant> q);
+// w_scale: one positive finite scale per output channel, or nullopt.
+std::optional<std::vector<float>> weightScalesOf(const Node& n);
+bool setWeightScales(Node& n, const std::vector<float>& scales);
 
 }  // namespace llga

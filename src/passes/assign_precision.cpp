@@ -82,8 +82,11 @@ class AssignPrecision final : public Pass {
   bool run(Graph& g) override {
     if (context().int8) return runInt8(g);
     if (!context().bf16) {
-      note("fp32: no op runs in bf16 (llga.optimize(precision=\"bf16\") asks for it)");
-      return false;
+      // The graph's own int8 ops (import-quantization) still give their
+      // partitions their precision and edges.
+      const bool changed = visit(g.block());
+      if (!changed) note("fp32: no op runs in bf16 (llga.optimize(precision=\"bf16\") asks for it)");
+      return changed | int8Edges(g.block());
     }
     for (const PrecisionRule& r : precisionPolicy()) {
       auto o = context().precision_overrides.find(r.kind);
@@ -99,7 +102,7 @@ class AssignPrecision final : public Pass {
       if (r.bf16_activations) bf16_io_.emplace(Symbol::fromQualString(r.kind));
     bool changed = visit(g.block());
     changed |= edges(g.block());
-    return changed;
+    return changed | int8Edges(g.block());
   }
 
  private:
@@ -189,11 +192,16 @@ class AssignPrecision final : public Pass {
     };
     std::vector<Candidate> found;
     std::unordered_set<const Value*> wanted;
+    bool imported = false;  // a partition of an op the graph quantized got its precision
     std::function<void(Block*)> walk = [&](Block* b) {
       for (Node* n : b->nodes()) {
         for (Block* sub : n->blocks()) walk(sub);
         Node* op = n->subgraph() ? anchorOf(*n) : n;
         if (!op || !int8.count(op->kind())) continue;
+        if (precisionOf(*op) == Precision::INT8) {  // the graph's own quantization (import-quantization)
+          if (n != op) imported |= setPrecision(*n, Precision::INT8);
+          continue;
+        }
         const std::string what = op->kind().toQualString() + std::string(" (%") + op->output(0)->debugName() + ")";
         if (b != g.block()) {
           note(what + ": inside a loop or branch, where calibration does not look: fp32");
@@ -217,7 +225,7 @@ class AssignPrecision final : public Pass {
     };
     walk(g.block());
     if (context().int8_dynamic) {  // linears only, their activations quantized per call: nothing to calibrate
-      bool changed = false;
+      bool changed = imported;
       for (const Candidate& c : found) {
         if (c.op->kind().toQualString() != "aten::linear") {
           note(c.op->kind().toQualString() + std::string(" (%") + c.op->output(0)->debugName() +
@@ -232,11 +240,11 @@ class AssignPrecision final : public Pass {
     }
     if (found.empty()) {
       note("int8: no convolution or linear with constant weights to quantize");
-      return false;
+      return imported | int8Edges(g.block());
     }
     if (!evaluator()) {
       note("int8: no evaluator to calibrate with: everything fp32");
-      return false;
+      return imported | int8Edges(g.block());
     }
     const std::string& method = context().calibration_method;
     if (method != "minmax" && method != "percentile" && method != "histogram")
@@ -246,7 +254,7 @@ class AssignPrecision final : public Pass {
                                   " (expected a value in (0, 100])");
     const std::unordered_map<const Value*, ValueRange> ranges =
         evaluator()->observeRanges(g, context(), wanted, method == "minmax" ? 0 : kHistogramBins);
-    bool changed = false;
+    bool changed = imported;
     for (const Candidate& c : found) {
       auto it = ranges.find(c.activation);
       if (it == ranges.end() || it->second.elements == 0) {
@@ -286,7 +294,10 @@ class AssignPrecision final : public Pass {
       std::optional<ActivationQuant> q;
       for (const Use& u : v->uses()) {
         ok = ok && u.user->owningBlock() == b && int8Conv(*u.user) && readAsActivation(*u.user, u.offset);
-        if (ok) q = activationQuantOf(*anchorOf(*u.user));  // the value's: the same for every reader
+        if (!ok) break;
+        const std::optional<ActivationQuant> r = activationQuantOf(*anchorOf(*u.user));
+        ok = (!q || *q == *r) && r->zero_point == 0;  // one quantization for all; oneDNN's dst here has no zero point
+        q = r;
       }
       changed |= setInt8Output(*n, ok ? q : std::nullopt);
     }
@@ -342,7 +353,8 @@ class AssignPrecision final : public Pass {
         if (anchor) changed |= setPrecision(*n, precisionOf(*anchor));
         continue;
       }
-      if (bf16_.count(n->kind())) changed |= setPrecision(*n, Precision::BF16);
+      if (bf16_.count(n->kind()) && precisionOf(*n) != Precision::INT8)  // the graph's own int8 stays
+        changed |= setPrecision(*n, Precision::BF16);
     }
     return changed;
   }

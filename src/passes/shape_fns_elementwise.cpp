@@ -50,7 +50,8 @@ LLGA_SHAPE_FN("aten::alias", identity);
   for (const char* k : {"aten::celu", "aten::selu", "aten::softplus", "aten::hardshrink", "aten::softshrink",
                         "aten::threshold", "aten::rrelu", "aten::log_sigmoid", "aten::prelu", "aten::erf", "aten::erfinv", "aten::rsqrt",
                         "aten::sin", "aten::cos", "aten::reciprocal", "aten::log2", "aten::log10", "aten::log1p",
-                        "aten::expm1", "aten::floor", "aten::ceil", "aten::trunc", "aten::frac", "aten::sign"})
+                        "aten::expm1", "aten::floor", "aten::ceil", "aten::trunc", "aten::frac", "aten::sign",
+                        "aten::fake_quantize_per_tensor_affine", "aten::fake_quantize_per_channel_affine"})
     registerShapeFn(k, sameShape);
   return true;
 }();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "backend/dnnl/dnnl_utils.h"
 #include "runtime/threads.h"
@@ -30,9 +32,34 @@ std::vector<float> quantizeRows(const float* w, int64_t rows, int64_t cols, int8
   return scales;
 }
 
-void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale) {
+std::optional<OpQuant> opQuantOf(const Node& n) {
+  std::optional<ActivationQuant> act = activationQuantOf(n);
+  if (!act) return std::nullopt;
+  return OpQuant{*act, weightScalesOf(n).value_or(std::vector<float>{})};
+}
+
+std::vector<float> quantizeWeights(const float* w, int64_t rows, int64_t cols, const OpQuant& q, int8_t* out) {
+  if (q.weight_scales.empty()) return quantizeRows(w, rows, cols, out);
+  if (static_cast<int64_t>(q.weight_scales.size()) != rows)
+    throw std::invalid_argument("int8 weight: " + std::to_string(q.weight_scales.size()) + " scales (w_scale) for " +
+                                std::to_string(rows) + " output channels");
+  const int threads = rows * cols < kParallelGrain ? 1 : getNumThreads();
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float inv = 1.0f / q.weight_scales[static_cast<size_t>(r)];
+    const float* row = w + r * cols;
+    int8_t* to = out + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) to[c] = static_cast<int8_t>(std::clamp(std::nearbyint(row[c] * inv), -128.0f, 127.0f));
+  }
+  return q.weight_scales;
+}
+
+void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale,
+                        int32_t zero_point) {
   dnnl::primitive_attr attr = scratchpadAttr();
   attr.set_output_scales(0, {1.0f / scale});
+  if (zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {zero_point});
   dnnl::reorder::primitive_desc pd(src, dst, attr);
   execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
 }

@@ -8,6 +8,7 @@
 
 #include <dnnl.hpp>
 
+#include "ir/precision.h"
 #include "runtime/exec_context.h"
 #include "runtime/tensor.h"
 
@@ -20,9 +21,25 @@ namespace llga::int8 {
 // its maximum and one for its values.
 std::vector<float> quantizeRows(const float* w, int64_t rows, int64_t cols, int8_t* out);
 
-// dst (u8 or s8, any layout) = saturate(round(src / scale)): one oneDNN
-// reorder (src f32 in any layout).
-void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale);
+// How an int8 op quantizes: its activation (act_scale, act_dtype,
+// act_zero_point) and, where the graph gave them (w_scale, from
+// import-quantization), its weight's scales per output channel.
+struct OpQuant {
+  ActivationQuant act;
+  std::vector<float> weight_scales;  // empty: quantizeRows picks max |w| / 127 per channel
+};
+std::optional<OpQuant> opQuantOf(const Node& n);
+
+// The weight's rows quantized as q says: with its given scales
+// (out = saturate(round-half-even(w / scale[r])) in [-128, 127], PyTorch's
+// rounding) or, without, by quantizeRows. The scales used. Throws
+// std::invalid_argument when the given scales are not one per row.
+std::vector<float> quantizeWeights(const float* w, int64_t rows, int64_t cols, const OpQuant& q, int8_t* out);
+
+// dst (u8 or s8, any layout) = saturate(round(src / scale) + zero_point):
+// one oneDNN reorder (src f32 in any layout).
+void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale,
+                        int32_t zero_point = 0);
 
 // x (u8 or s8, plain, strided or blocked) back to fp32: a plain contiguous
 // tensor of x's sizes, x * scale (one oneDNN reorder).

@@ -107,7 +107,7 @@ class ConvKernel final : public Kernel {
   // chain has no operand.
   ConvKernel(Form form, bool constant_weight, bool constant_params, Precision precision, std::vector<PostOp> post = {},
              size_t anchor_inputs = std::numeric_limits<size_t>::max(), bool bf16_out = false,
-             std::optional<ActivationQuant> quant = std::nullopt, std::optional<ActivationQuant> int8_out = std::nullopt)
+             std::optional<int8::OpQuant> quant = std::nullopt, std::optional<ActivationQuant> int8_out = std::nullopt)
       : form_(form), constant_weight_(constant_weight), constant_params_(constant_params), precision_(precision),
         bf16_out_(bf16_out && precision == Precision::BF16), quant_(precision == Precision::INT8 ? quant : std::nullopt),
         int8_out_(quant_ ? int8_out : std::nullopt), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
@@ -151,7 +151,7 @@ class ConvKernel final : public Kernel {
     const Tensor& w = a.tensor(1);
     const Tensor* b = a.isNone(2) ? nullptr : &a.tensor(2);
     const bool x_ok = x_in.dtype() == ScalarType::Float || (precision_ == Precision::BF16 && x_in.dtype() == ScalarType::BFloat16) ||
-                      (quant_ && x_in.dtype() == (quant_->is_unsigned ? ScalarType::Byte : ScalarType::Char));
+                      (quant_ && x_in.dtype() == (quant_->act.is_unsigned ? ScalarType::Byte : ScalarType::Char));
     if (!x_ok || w.dtype() != ScalarType::Float)
       throw std::invalid_argument("convolution supports float32, got " + x_in.describe() + " and " + w.describe());
     const int64_t nsp = w.dim() - 2;
@@ -213,7 +213,7 @@ class ConvKernel final : public Kernel {
       return prepare(x, w, b != nullptr, p, operands, Precision::F32);
     });
     Tensor x_deq;  // a quantized activation, for a convolution that runs fp32 after all
-    if (!e->int8 && int8::isInt8(x.dtype())) x_deq = int8::dequantize(a.ctx, x, static_cast<float>(quant_->scale));
+    if (!e->int8 && int8::isInt8(x.dtype())) x_deq = int8::dequantize(a.ctx, x, static_cast<float>(quant_->act.scale));
     const Tensor& xr = x_deq.defined() ? x_deq : x;
 
     for (const Tensor& t : operands) checkOperandFits(t, e->out_shape);
@@ -224,7 +224,7 @@ class ConvKernel final : public Kernel {
     if (e->int8 && !int8::isInt8(xr.dtype())) {  // quantized into the primitive's layout
       memory tmp = temporary(e->src_md, src_buf);
       int8::quantizeActivation(ctx, xr.isBlocked() ? memoryOf(xr) : wrap(xr, e->src_plain), tmp,
-                               static_cast<float>(quant_->scale));
+                               static_cast<float>(quant_->act.scale), quant_->act.zero_point);
       src_data = src_buf.data();
       args->bind(DNNL_ARG_SRC, e->src_md, src_buf.data());
     } else if (xr.isBlocked() && blockedDesc(xr) == e->src_md) {  // from a producer that kept its layout
@@ -320,6 +320,9 @@ class ConvKernel final : public Kernel {
                     e->wino_steps, scratch);
     } else {
       if (bias) args->bind(DNNL_ARG_BIAS, e->bias_md, bias->data());
+      if (e->int8 && quant_->act.zero_point != 0)  // the activation's zero point, as oneDNN takes it at run time
+        args->bind(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory::desc({1}, memory::data_type::s32, tag::x),
+                   const_cast<int32_t*>(&quant_->act.zero_point));
       args->execute(ctx, e->prim, e->scratch_md);
     }
     for (const ConvEntry::Tail& t : e->tails) {  // dst <- dst (op) operand, then its post-ops, in place
@@ -615,7 +618,7 @@ class ConvKernel final : public Kernel {
     e.int8 = int8;
     auto any = [](const Shape& dims, memory::data_type dt = memory::data_type::f32) { return memory::desc(dims, dt, tag::any); };
     const memory::data_type in_dt = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-    const memory::data_type src_dt = !int8 ? in_dt : quant_->is_unsigned ? memory::data_type::u8 : memory::data_type::s8;
+    const memory::data_type src_dt = !int8 ? in_dt : quant_->act.is_unsigned ? memory::data_type::u8 : memory::data_type::s8;
     // int8 dst: this partition hands its output on quantized (out_scale, out_dtype), and
     // nothing but the chain's own eltwise ops touches dst
     const bool dst_int8 = int8 && int8_out_ && operands.empty();
@@ -626,11 +629,11 @@ class ConvKernel final : public Kernel {
       ExecContext qctx;
       const Tensor plain = (w.isBlocked() ? toPlain(qctx, w) : w).contiguous();
       w_q = Tensor::empty(ScalarType::Char, plain.sizes());
-      w_scales = int8::quantizeRows(static_cast<const float*>(plain.data()), oc, plain.numel() / oc,
-                                    static_cast<int8_t*>(w_q.data()));
+      w_scales = int8::quantizeWeights(static_cast<const float*>(plain.data()), oc, plain.numel() / oc, *quant_,
+                                       static_cast<int8_t*>(w_q.data()));
       e.int8_scales.resize(static_cast<size_t>(oc));
       for (int64_t c = 0; c < oc; ++c)
-        e.int8_scales[static_cast<size_t>(c)] = static_cast<float>(quant_->scale) * w_scales[static_cast<size_t>(c)];
+        e.int8_scales[static_cast<size_t>(c)] = static_cast<float>(quant_->act.scale) * w_scales[static_cast<size_t>(c)];
     }
     memory::desc wplain = weightsPlainDesc(w, p);
     // bf16 dst: this partition hands its output on in bf16 (out_dtype), and
@@ -669,6 +672,7 @@ class ConvKernel final : public Kernel {
     if (dst_int8) e.ops.push_back({PostOp::Kind::Eltwise, PostOpAlg::Linear, static_cast<float>(1.0 / int8_out_->scale), 0.0f});
     dnnl::primitive_attr attr = postOpAttr(e.ops, e.operand_mds);
     if (int8) attr.set_output_scales(1 << 1, e.int8_scales);  // per output channel (dst dim 1)
+    if (int8 && quant_->act.zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     auto take = [&e](const auto& pd, dnnl::primitive prim) {
       e.prim = std::move(prim);
       e.scratch_md = pd.scratchpad_desc();
@@ -871,7 +875,7 @@ class ConvKernel final : public Kernel {
   bool constant_params_;
   Precision precision_;
   bool bf16_out_;
-  std::optional<ActivationQuant> quant_;
+  std::optional<int8::OpQuant> quant_;
   std::optional<ActivationQuant> int8_out_;
   SharedSlot<const ConvParams> fixed_params_;  // read once, when constant_params_
   std::vector<PostOp> post_;
@@ -904,7 +908,7 @@ std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> po
                                       std::optional<ActivationQuant> int8_out) {
   return std::make_unique<ConvKernel>(convForm(anchor.kind().toQualString()), constant_weight, constantParams(anchor),
                                       precisionOf(anchor), std::move(post), anchor.inputs().size(), bf16_out,
-                                      activationQuantOf(anchor), int8_out);
+                                      int8::opQuantOf(anchor), int8_out);
 }
 
 void registerConvOps(OpRegistry& r) {
@@ -912,7 +916,7 @@ void registerConvOps(OpRegistry& r) {
     r.add(OpDef{name, lo, hi, [form](const Node& n) {
                   return std::make_unique<ConvKernel>(form, isConstantInput(n, 1), constantParams(n), precisionOf(n),
                                                       std::vector<PostOp>{}, std::numeric_limits<size_t>::max(), false,
-                                                      activationQuantOf(n));
+                                                      int8::opQuantOf(n));
                 }});
   };
   add("aten::_convolution", ConvKernel::Form::Internal, 12, 13);

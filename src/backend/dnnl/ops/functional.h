@@ -7,6 +7,7 @@
 
 #include "backend/dnnl/dnnl_utils.h"
 #include "fuser/post_ops.h"
+#include "backend/dnnl/quantize.h"
 #include "ir/precision.h"
 #include "runtime/tensor.h"
 
@@ -26,7 +27,7 @@ std::shared_ptr<LayerNormCache> makeLayerNormCache();
 // instead, x's scale taken per call from its largest magnitude.
 Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, MatmulCache& cache,
                 bool constant_w, Precision precision = Precision::F32,
-                const std::optional<ActivationQuant>& quant = std::nullopt, bool dynamic_act = false);
+                const std::optional<int8::OpQuant>& quant = std::nullopt, bool dynamic_act = false);
 // linearOp followed by a post-op chain in the same primitive: eltwise ops,
 // and binary ops whose operands (in order) have the output's shape.
 Tensor linearChainOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b,

@@ -78,7 +78,7 @@ Tensor toBf16(ExecContext& ctx, const Tensor& t) {
 // where it has no int8 kernel, the product runs fp32.
 Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tensor>& bias,
                   PrimitiveCache<MatmulEntry>* cache, bool constant_b, const Chain* chain = nullptr,
-                  Precision precision = Precision::F32, const std::optional<ActivationQuant>& quant = std::nullopt,
+                  Precision precision = Precision::F32, const std::optional<int8::OpQuant>& quant = std::nullopt,
                   bool dynamic_act = false) {
   if (a.dtype() != ScalarType::Float || b.dtype() != ScalarType::Float)
     throw std::invalid_argument("matmul supports float32, got " + a.describe() + " and " + b.describe());
@@ -130,7 +130,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     // size-1 dims as unitDimStrides: an einsum's (1, 4, 1) view failed to execute
     e.dynamic = int8 && !quant;
     e.src_md = bf16 ? dense(a)
-               : int8 ? dense(a, quant && quant->is_unsigned ? memory::data_type::u8 : memory::data_type::s8)
+               : int8 ? dense(a, quant && quant->act.is_unsigned ? memory::data_type::u8 : memory::data_type::s8)
                       : plainDesc(a);
     // blocked: a compacted constant; the bf16 copy of a variable b is dense
     e.wei_plain = b.isBlocked() ? blockedDesc(b) : bf16 && !constant_b ? dense(b) : plainDesc(b);
@@ -168,9 +168,12 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       const Tensor w = (b.isBlocked() ? toPlain(qctx, b) : b).transpose(0, 1).contiguous();
       w_q = Tensor::empty(ScalarType::Char, w.sizes());
       const std::vector<float> w_scales =
-          int8::quantizeRows(static_cast<const float*>(w.data()), w.size(0), w.size(1), static_cast<int8_t*>(w_q.data()));
-      for (float ws : w_scales) e.int8_scales.push_back(e.dynamic ? ws : static_cast<float>(quant->scale) * ws);
+          quant ? int8::quantizeWeights(static_cast<const float*>(w.data()), w.size(0), w.size(1), *quant,
+                                        static_cast<int8_t*>(w_q.data()))
+                : int8::quantizeRows(static_cast<const float*>(w.data()), w.size(0), w.size(1), static_cast<int8_t*>(w_q.data()));
+      for (float ws : w_scales) e.int8_scales.push_back(e.dynamic ? ws : static_cast<float>(quant->act.scale) * ws);
       attr.set_output_scales(1 << 1, e.int8_scales);  // per column of dst
+      if (quant && quant->act.zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     }
     dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
     if (int8 && isReference(pd)) throw dnnl::error(dnnl_unimplemented, "int8: only oneDNN's reference kernel");
@@ -248,8 +251,12 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, e->operand_mds[0], &call_scale);
     if (bb) args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, e->operand_mds[1], bb->data());
   } else if (e->int8) {
-    a16 = Tensor::empty(quant->is_unsigned ? ScalarType::Byte : ScalarType::Char, a.sizes());
-    int8::quantizeActivation(ctx, wrap(a), memory(e->src_md, cpuEngine(), a16.data()), static_cast<float>(quant->scale));
+    a16 = Tensor::empty(quant->act.is_unsigned ? ScalarType::Byte : ScalarType::Char, a.sizes());
+    int8::quantizeActivation(ctx, wrap(a), memory(e->src_md, cpuEngine(), a16.data()), static_cast<float>(quant->act.scale),
+                             quant->act.zero_point);
+    if (quant->act.zero_point != 0)  // the activation's zero point, as oneDNN takes it at run time
+      args->bind(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory::desc({1}, memory::data_type::s32, memory::format_tag::x),
+                 const_cast<int32_t*>(&quant->act.zero_point));
   }
   args->bind(DNNL_ARG_SRC, e->src_md, e->bf16 || e->int8 ? a16.data() : a.data());
   if (constant_b) {
@@ -377,7 +384,7 @@ struct MatmulCache {
 std::shared_ptr<MatmulCache> makeMatmulCache() { return std::make_shared<MatmulCache>(); }
 
 Tensor linearOp(ExecContext& ctx, const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, MatmulCache& cache,
-                bool constant_w, Precision precision, const std::optional<ActivationQuant>& quant, bool dynamic_act) {
+                bool constant_w, Precision precision, const std::optional<int8::OpQuant>& quant, bool dynamic_act) {
   const LinearRows r = linearRows(x, w);
   Tensor out = matmulCore(ctx, x.reshape({r.m, x.size(-1)}), w.transpose(0, 1), b,
                           constant_w ? &cache.constant_b : &cache.variable_b, constant_w, nullptr, precision, quant,
@@ -405,7 +412,7 @@ Tensor matmulOp(ExecContext& ctx, const Tensor& a, const Tensor& b, MatmulCache&
 
 class LinearKernel final : public Kernel {
  public:
-  LinearKernel(bool constant_weight, Precision precision, std::optional<ActivationQuant> quant, bool dynamic_act)
+  LinearKernel(bool constant_weight, Precision precision, std::optional<int8::OpQuant> quant, bool dynamic_act)
       : constant_(constant_weight), precision_(precision), quant_(quant), dynamic_(dynamic_act) {}
   void run(const KernelArgs& a) override {
     a.set(0, linearOp(a.ctx, a.tensor(0), a.tensor(1), a.optTensor(2), cache_, constant_, precision_, quant_, dynamic_));
@@ -414,7 +421,7 @@ class LinearKernel final : public Kernel {
  private:
   bool constant_;
   Precision precision_;
-  std::optional<ActivationQuant> quant_;
+  std::optional<int8::OpQuant> quant_;
   bool dynamic_;
   MatmulCache cache_;
 };
@@ -435,7 +442,7 @@ std::vector<Tensor> chainOperands(const KernelArgs& a, size_t first) {
 class FusedMatmulKernel final : public Kernel {
  public:
   FusedMatmulKernel(bool linear, Form form, bool constant_b, Precision precision, std::vector<PostOp> post,
-                    size_t anchor_inputs, std::optional<ActivationQuant> quant, bool dynamic_act)
+                    size_t anchor_inputs, std::optional<int8::OpQuant> quant, bool dynamic_act)
       : linear_(linear), form_(form), constant_(constant_b), precision_(precision), quant_(quant), dynamic_(dynamic_act),
         post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
@@ -495,7 +502,7 @@ class FusedMatmulKernel final : public Kernel {
   Form form_;
   bool constant_;
   Precision precision_;
-  std::optional<ActivationQuant> quant_;
+  std::optional<int8::OpQuant> quant_;
   bool dynamic_;
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
@@ -508,13 +515,13 @@ class FusedMatmulKernel final : public Kernel {
 std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight) {
   bool linear = anchor.kind().toQualString() == "aten::linear";
   return std::make_unique<FusedMatmulKernel>(linear, formOf(anchor), linear && constant_weight, precisionOf(anchor),
-                                             std::move(post), anchor.inputs().size(), activationQuantOf(anchor),
+                                             std::move(post), anchor.inputs().size(), int8::opQuantOf(anchor),
                                              dynamicActivation(anchor));
 }
 
 void registerMatmulOps(OpRegistry& r) {
   r.add(OpDef{"aten::linear", 2, 3, [](const Node& n) {
-                return std::make_unique<LinearKernel>(isConstantInput(n, 1), precisionOf(n), activationQuantOf(n),
+                return std::make_unique<LinearKernel>(isConstantInput(n, 1), precisionOf(n), int8::opQuantOf(n),
                                                       dynamicActivation(n));
               }});
   for (const char* kind : {"aten::matmul", "aten::mm", "aten::bmm"})

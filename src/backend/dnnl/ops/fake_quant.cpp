@@ -1,0 +1,135 @@
+// Fake quantization: x rounded to the grid of an 8-bit (or 32-bit)
+// quantization and back to float, as PyTorch's quantization-aware training
+// and its FX reference graphs compute it (import-quantization turns a
+// quantize_per_tensor/quantize_per_channel -> dequantize pair into these):
+//
+//   fake_quantize_per_tensor_affine(x, scale, zero_point, qmin, qmax)
+//       scale and zero_point numbers or one-element tensors
+//   fake_quantize_per_channel_affine(x, scales, zero_points, axis, qmin, qmax)
+//       scales and zero_points one per index of x's dimension `axis`
+//
+//   y = (clamp(zero_point + round_half_even(x * (1 / scale)), qmin, qmax) - zero_point) * scale
+//
+// in float32, as PyTorch 1.13's CPU kernel: x times the float reciprocal,
+// then rounded; a NaN or a value beyond int64 (an infinity) maps to qmin
+// (PyTorch's cast to int64 gives INT64_MIN on x86 there). Float tensors only.
+// One pass, split over llga's threads in chunks the compiler vectorises.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+
+#include "runtime/kernel.h"
+#include "runtime/threads.h"
+
+namespace llga {
+namespace {
+
+struct Grid {
+  float scale, inv;
+  float zp;
+  float lo, hi;  // qmin, qmax
+};
+
+inline float fakeQuant(float x, const Grid& g) {
+  const float v = x * g.inv;
+  // round half to even without a libm call (vectorises): below 2^23 in
+  // magnitude, adding and taking away 2^23 leaves the nearest integer
+  const float c = std::copysign(8388608.0f, v);
+  const float r = std::fabs(v) < 8388608.0f ? (v + c) - c : v;
+  const float z = g.zp + r;
+  // NaN and values beyond int64 go to qmin (PyTorch's int64 cast on x86); others clamp.
+  const float q = !(std::fabs(z) < 9.2e18f) ? g.lo : z < g.lo ? g.lo : z > g.hi ? g.hi : z;
+  return (q - g.zp) * g.scale;
+}
+
+Grid gridOf(const char* op, double scale, int64_t zp, int64_t qmin, int64_t qmax) {
+  if (!(qmin <= qmax)) throw std::invalid_argument(std::string(op) + ": quant_min " + std::to_string(qmin) +
+                                                   " is above quant_max " + std::to_string(qmax));
+  if (!(scale > 0) || !std::isfinite(scale))
+    throw std::invalid_argument(std::string(op) + ": scale " + std::to_string(scale) + " (expected a positive finite number)");
+  if (zp < qmin || zp > qmax)
+    throw std::invalid_argument(std::string(op) + ": zero_point " + std::to_string(zp) + " is outside [quant_min, quant_max] = [" +
+                                std::to_string(qmin) + ", " + std::to_string(qmax) + "]");
+  const float s = static_cast<float>(scale);
+  return {s, 1.0f / s, static_cast<float>(zp), static_cast<float>(qmin), static_cast<float>(qmax)};
+}
+
+Tensor floatInput(const char* op, const KernelArgs& a) {
+  const Tensor& x = a.tensor(0);
+  if (x.dtype() != ScalarType::Float) throw std::invalid_argument(std::string(op) + " expects a float32 tensor, got " + x.describe());
+  return x.contiguous();
+}
+
+// A scale or zero point given as a number or as a one-element tensor.
+double scalarArg(const KernelArgs& a, size_t i, const char* op, const char* what) {
+  if (!a.input(i).isTensor()) return a.toDouble(i);
+  const Tensor& t = a.tensor(i);
+  if (t.numel() != 1) throw std::invalid_argument(std::string(op) + ": " + what + " has " + std::to_string(t.numel()) + " elements (expected 1)");
+  return t.item();
+}
+
+void perTensor(const KernelArgs& a) {
+  static const char* op = "fake_quantize_per_tensor_affine";
+  const Tensor x = floatInput(op, a);
+  const double zp = scalarArg(a, 2, op, "zero_point");
+  if (zp != std::nearbyint(zp)) throw std::invalid_argument(std::string(op) + ": zero_point " + std::to_string(zp) + " is not an integer");
+  const Grid g = gridOf(op, scalarArg(a, 1, op, "scale"), static_cast<int64_t>(zp), a.toInt(3), a.toInt(4));
+  Tensor out = Tensor::empty(ScalarType::Float, x.sizes());
+  const float* s = x.data<float>();
+  float* d = out.data<float>();
+  const int64_t n = x.numel();
+  const int threads = n < kParallelGrain ? 1 : getNumThreads();
+#pragma omp parallel for simd schedule(static) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i) d[i] = fakeQuant(s[i], g);
+  a.set(0, out);
+}
+
+void perChannel(const KernelArgs& a) {
+  static const char* op = "fake_quantize_per_channel_affine";
+  const Tensor x = floatInput(op, a);
+  const Tensor& scales = a.tensor(1);
+  const Tensor& zps = a.tensor(2);
+  const int64_t rank = static_cast<int64_t>(x.sizes().size());
+  int64_t axis = a.toInt(3);
+  if (axis < -rank || axis >= rank || rank == 0)
+    throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for " + x.describe());
+  if (axis < 0) axis += rank;
+  const int64_t c = x.sizes()[static_cast<size_t>(axis)];
+  if (scales.numel() != c || zps.numel() != c)
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(scales.numel()) + " scales and " +
+                                std::to_string(zps.numel()) + " zero points for dimension " + std::to_string(axis) +
+                                " of size " + std::to_string(c));
+  if (isFloatingType(zps.dtype()))
+    throw std::invalid_argument(std::string(op) + ": floating zero points are not supported (llga takes integer ones)");
+  const Tensor sc = scales.to(ScalarType::Double).contiguous(), z = zps.to(ScalarType::Long).contiguous();
+  std::vector<Grid> grids;
+  grids.reserve(static_cast<size_t>(c));
+  for (int64_t i = 0; i < c; ++i)
+    grids.push_back(gridOf(op, sc.data<double>()[i], z.data<int64_t>()[i], a.toInt(4), a.toInt(5)));
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= x.sizes()[static_cast<size_t>(d)];
+  const int64_t rows = c == 0 ? 0 : x.numel() / (c * std::max<int64_t>(inner, 1));
+  Tensor out = Tensor::empty(ScalarType::Float, x.sizes());
+  const float* s = x.data<float>();
+  float* dst = out.data<float>();
+  const int threads = x.numel() < kParallelGrain ? 1 : getNumThreads();
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t r = 0; r < rows * c; ++r) {
+    const Grid g = grids[static_cast<size_t>(r % c)];
+    const float* from = s + r * inner;
+    float* to = dst + r * inner;
+#pragma omp simd
+    for (int64_t i = 0; i < inner; ++i) to[i] = fakeQuant(from[i], g);
+  }
+  a.set(0, out);
+}
+
+void registerFakeQuant(OpRegistry& r) {
+  r.add("aten::fake_quantize_per_tensor_affine", 5, 5, perTensor);
+  r.add("aten::fake_quantize_per_channel_affine", 6, 6, perChannel);
+}
+LLGA_REGISTER_OPS(registerFakeQuant);
+
+}  // namespace
+}  // namespace llga

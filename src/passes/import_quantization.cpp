@@ -1,0 +1,243 @@
+// import-quantization: a graph's own quantization as llga's int8. PyTorch's
+// FX reference graphs (convert_to_reference_fx, traced) carry it as
+// quantize -> dequantize pairs around float ops; the torch adapter writes
+// frozen quantized weights and packed quantized ops in the same form.
+//
+// 1. Each pair becomes the fake quantization it computes (float in, float
+//    out; kernels in backend/dnnl/ops/fake_quant.cpp):
+//      dequantize(quantize_per_tensor(x, scale, zp, dtype))
+//          -> fake_quantize_per_tensor_affine(x, scale, zp, qmin, qmax)
+//      dequantize(quantize_per_channel(x, scales, zps, axis, dtype))
+//          -> fake_quantize_per_channel_affine(x, scales, zps, axis, qmin, qmax)
+//    with [qmin, qmax] = [0, 255] for quint8, [-128, 127] for qint8 and
+//    int32's range for qint32. A quantize read by anything but dequantize
+//    stays (and is reported as an op llga cannot run).
+//
+// 2. A convolution or linear whose activation is fake-quantized per tensor
+//    to u8 ([0, 255]) or s8 ([-128, 127]) with constant parameters, and whose
+//    constant weight is fake-quantized symmetrically to s8 (zero point 0,
+//    [-128, 127]; per output channel or per tensor), becomes an int8 op:
+//      %a = fake_quantize_per_tensor_affine(%x, 0.02, 3, 0, 255)
+//      %w = fake_quantize_per_channel_affine(%W, %ws, %zeros, 0, -128, 127)
+//      %y = aten::conv2d(%a, %w, ...)
+//    ->
+//      %y = aten::conv2d[precision="int8", act_scale=0.02, act_dtype="u8",
+//                        act_zero_point=3, w_scale=<Tensor>](%x, %w, ...)
+//    Its kernel quantizes %a as the graph did; the weight's fake
+//    quantization is folded here (to scale * q, which w_scale maps back to
+//    q exactly): the int8 kernel multiplies the integers PyTorch's
+//    reference computes with. Where only int8 ops read %a, they read %x
+//    instead and the fake quantization goes; where others read it too (a
+//    residual add), it stays, and quantizing its values again gives the
+//    same integers.
+//
+// Left in float, running the fake quantization as written: non-constant
+// parameters, other ranges (reduce_range's [0, 127]), weights with a zero
+// point, transposed convolutions, ops inside loops or branches.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_set>
+
+#include "ir/precision.h"
+#include "passes/pass.h"
+#include "passes/pass_utils.h"
+
+namespace llga {
+namespace {
+
+bool is(const Node& n, const char* kind) { return n.kind().toQualString() == std::string_view(kind); }
+
+// PyTorch's ScalarType codes of the quantized dtypes, and their ranges.
+std::optional<std::pair<int64_t, int64_t>> quantRange(const Value* dtype) {
+  auto code = constantInt(dtype);
+  if (!code) return std::nullopt;
+  switch (*code) {
+    case 12: return std::pair<int64_t, int64_t>{-128, 127};  // qint8
+    case 13: return std::pair<int64_t, int64_t>{0, 255};     // quint8
+    case 14: return std::pair<int64_t, int64_t>{std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    default: return std::nullopt;
+  }
+}
+
+// Step 1 on block b (and the blocks inside it).
+bool toFakeQuant(Graph& g, Block* b) {
+  bool changed = false;
+  for (Node* n = b->paramNode()->next(); n != b->returnNode();) {
+    Node* next = n->next();
+    for (Block* sub : n->blocks()) changed |= toFakeQuant(g, sub);
+    if (is(*n, "aten::dequantize") && n->inputs().size() == 1) {
+      Node* q = n->input(0)->node();
+      const bool per_tensor = is(*q, "aten::quantize_per_tensor") && q->inputs().size() == 4;
+      const bool per_channel = is(*q, "aten::quantize_per_channel") && q->inputs().size() == 5;
+      auto range = per_tensor || per_channel ? quantRange(q->inputs().back()) : std::nullopt;
+      if (range) {
+        Emitter e(g, n, q);
+        std::vector<Value*> in(q->inputs().begin(), q->inputs().end() - 1);
+        in.push_back(e.i(range->first));
+        in.push_back(e.i(range->second));
+        // of a constant (a weight): the constant's type, so that constant-propagation
+        // knows its size and folds it without example inputs
+        const Value* x = q->input(0);
+        TypePtr type = x->node()->kind() == prim::Constant && x->type()->isTensor() ? x->type() : n->output(0)->type();
+        Value* fq = e.op(per_tensor ? "aten::fake_quantize_per_tensor_affine" : "aten::fake_quantize_per_channel_affine", in,
+                         type);
+        replaceKeepingName(g, n->output(0), fq);
+        n->destroy();
+        if (!q->output(0)->hasUses()) q->destroy();
+        changed = true;
+      }
+    }
+    n = next;
+  }
+  return changed;
+}
+
+struct Fq {  // a fake quantization with constant parameters
+  const Node* node;
+  std::vector<double> scales;
+  std::vector<int64_t> zero_points;
+  int64_t axis = -1;  // -1: per tensor
+  int64_t qmin = 0, qmax = 0;
+};
+
+// Numbers held by a constant: an int or float, or a tensor's elements.
+std::optional<std::vector<double>> numbers(const Value* v) {
+  if (auto x = constantNumber(v)) return std::vector<double>{*x};
+  const ConstantTensor* t = boundTensor(v);
+  if (!t || t->numel() < 1) return std::nullopt;
+  std::vector<double> out(static_cast<size_t>(t->numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = t->scalarAsDouble(i);
+  return out;
+}
+
+std::optional<Fq> fakeQuantOf(const Value* v) {
+  const Node* n = v->node();
+  const bool per_tensor = is(*n, "aten::fake_quantize_per_tensor_affine") && n->inputs().size() == 5;
+  const bool per_channel = is(*n, "aten::fake_quantize_per_channel_affine") && n->inputs().size() == 6;
+  if (!per_tensor && !per_channel) return std::nullopt;
+  auto scales = numbers(n->input(1)), zps = numbers(n->input(2));
+  auto qmin = constantInt(n->inputs()[n->inputs().size() - 2]), qmax = constantInt(n->inputs().back());
+  auto axis = per_channel ? constantInt(n->input(3)) : std::optional<int64_t>(-1);
+  if (!scales || !zps || !qmin || !qmax || !axis || scales->size() != zps->size()) return std::nullopt;
+  if (per_tensor && scales->size() != 1) return std::nullopt;
+  Fq f{n, *scales, {}, *axis, *qmin, *qmax};
+  for (size_t i = 0; i < scales->size(); ++i) {
+    const double z = (*zps)[i], s = (*scales)[i];
+    if (z != std::nearbyint(z) || !(s > 0) || !std::isfinite(s)) return std::nullopt;
+    f.zero_points.push_back(static_cast<int64_t>(z));
+  }
+  return f;
+}
+
+bool isConstant(const Value* v) { return v->node()->kind() == prim::Constant && boundTensor(v); }
+
+// Step 2 for one op; whether it became int8.
+bool absorb(Node& op, std::string& why) {
+  const bool linear = is(op, "aten::linear");
+  const bool conv = is(op, "aten::conv1d") || is(op, "aten::conv2d") || is(op, "aten::conv3d") ||
+                    is(op, "aten::_convolution") || is(op, "aten::_convolution_mode");
+  if ((!linear && !conv) || op.inputs().size() < 2) return false;
+  auto act = fakeQuantOf(op.input(0));
+  auto w = fakeQuantOf(op.input(1));
+  if (!act && !w) return false;
+  if (is(op, "aten::_convolution") && (op.inputs().size() < 7 || constantInt(op.input(6)).value_or(1) != 0)) {
+    why = "a transposed convolution (llga's int8 convolution is not)";
+    return false;
+  }
+  if (!act || act->axis != -1) {
+    why = "its activation is not fake-quantized per tensor with constant parameters";
+    return false;
+  }
+  const bool u8 = act->qmin == 0 && act->qmax == 255, s8 = act->qmin == -128 && act->qmax == 127;
+  if (!u8 && !s8) {
+    why = "its activation's range [" + std::to_string(act->qmin) + ", " + std::to_string(act->qmax) +
+          "] is neither u8's [0, 255] nor s8's [-128, 127] (reduce_range)";
+    return false;
+  }
+  if (!w || w->qmin != -128 || w->qmax != 127 || !isConstant(w->node->input(0))) {
+    why = "its weight is not a constant fake-quantized to s8 with constant parameters";
+    return false;
+  }
+  for (int64_t z : w->zero_points)
+    if (z != 0) {
+      why = "its weight's quantization has a zero point (llga's int8 weights are symmetric)";
+      return false;
+    }
+  const ConstantTensor* weight = boundTensor(w->node->input(0));
+  const int64_t oc = weight->sizes.empty() ? 0 : weight->sizes[0];
+  if (oc < 1 || (w->axis != -1 && (w->axis != 0 || static_cast<int64_t>(w->scales.size()) != oc))) {
+    why = "its weight is quantized along another axis than the output channels";
+    return false;
+  }
+  std::vector<float> w_scale(static_cast<size_t>(oc));
+  for (size_t c = 0; c < w_scale.size(); ++c) w_scale[c] = static_cast<float>(w->axis == -1 ? w->scales[0] : w->scales[c]);
+  setPrecision(op, Precision::INT8);
+  setActivationQuant(op, ActivationQuant{act->scales[0], u8, static_cast<int32_t>(act->zero_points[0])});
+  setWeightScales(op, w_scale);
+  return true;
+}
+
+class ImportQuantization final : public Pass {
+ public:
+  std::string_view name() const override { return "import-quantization"; }
+  std::string_view description() const override {
+    return "a graph's quantize/dequantize pairs as fake quantization, and the convolutions and linears between them "
+           "as int8 ops with the graph's scales and zero points";
+  }
+  bool run(Graph& g) override {
+    bool changed = toFakeQuant(g, g.block());
+    std::unordered_set<const Node*> absorbed;
+    for (Node* n : g.block()->nodes()) {  // the top block only: a loop's or branch's op keeps its fake quantization
+      std::string why;
+      if (absorb(*n, why)) {
+        absorbed.insert(n);
+        changed = true;
+      } else if (!why.empty()) {
+        note(where(*n) + ": fake quantization kept, fp32: " + why);
+      }
+    }
+    // The weights' fake quantizations fold here, whatever their size
+    // (constant-propagation folds small tensors only): the kernels quantize
+    // constant weights once. The constant keeps the fake quantization's type
+    // (the weight's: dtype, sizes, contiguous) and name.
+    std::vector<Node*> weight_fqs;
+    for (const Node* op : absorbed) weight_fqs.push_back(op->input(1)->node());
+    std::sort(weight_fqs.begin(), weight_fqs.end());
+    weight_fqs.erase(std::unique(weight_fqs.begin(), weight_fqs.end()), weight_fqs.end());
+    for (Node* fq : weight_fqs) {
+      if (!evaluator()) break;  // llga-opt without one: the kernels see a variable weight and run fp32
+      std::optional<std::vector<AttrValue>> outs = evaluator()->evaluateConstant(*fq, std::numeric_limits<size_t>::max());
+      if (!outs || outs->size() != 1 || !(*outs)[0].is<TensorRef>()) continue;
+      Node* c = g.create(prim::Constant, 1);
+      c->output()->setType(constantTensorType(*(*outs)[0].get<TensorRef>()));
+      c->setAttr(attr::value, std::move((*outs)[0]));
+      c->setScope(fq->scope());
+      c->setSource(fq->source());
+      c->insertBefore(fq);
+      replaceKeepingName(g, fq->output(0), c->output());
+      fq->destroy();
+    }
+    // An activation's fake quantization that only int8 ops read goes: they
+    // read its input and quantize it as it did. One with other readers stays
+    // (it joins its producer's chain as post-ops) and the int8 ops read it:
+    // quantizing its values again gives the same integers.
+    std::vector<Node*> fqs;
+    for (Node* n : g.block()->nodes())
+      if (is(*n, "aten::fake_quantize_per_tensor_affine") && n->output(0)->hasUses()) fqs.push_back(n);
+    for (Node* fq : fqs) {
+      bool only_int8 = true;
+      for (const Use& u : fq->output(0)->uses()) only_int8 = only_int8 && absorbed.count(u.user) && u.offset == 0;
+      if (!only_int8) continue;
+      fq->output(0)->replaceAllUsesWith(fq->input(0));
+      fq->destroy();
+    }
+    return changed;
+  }
+};
+
+}  // namespace
+
+LLGA_REGISTER_PASS(ImportQuantization);
+
+}  // namespace llga
