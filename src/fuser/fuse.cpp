@@ -195,9 +195,12 @@ class Fuse final : public Pass {
   // primitive's post-ops: a second op of an algorithm already in the chain
   // with other parameters (relu6 then clamp: two clips) must not join it.
   static std::string sameAlgorithmTwice(const std::vector<PostOp>& chain_ops, const PostOpMatch& m) {
-    for (const PostOp& op : m.ops) {
+    for (size_t i = 0; i < m.ops.size(); ++i) {
+      const PostOp& op = m.ops[i];
       if (op.kind != PostOp::Kind::Eltwise) continue;
-      for (const PostOp& had : chain_ops)
+      std::vector<PostOp> before(chain_ops);
+      before.insert(before.end(), m.ops.begin(), m.ops.begin() + static_cast<std::ptrdiff_t>(i));
+      for (const PostOp& had : before)
         if (had.kind == PostOp::Kind::Eltwise && had.alg == op.alg && (had.alpha != op.alpha || had.beta != op.beta))
           return op.name + " would be a second " + had.name + "-like post-op with other parameters (oneDNN 2.6 "
                  "applies one set per algorithm)";

@@ -85,6 +85,30 @@ PostOpMatch unary(const Node& n) {
     if (!bound(n, 1, dlo, lo) || !bound(n, 2, dhi, hi)) return fail("bounds are not constant numbers");
     return {{eltwise(k == "aten::clamp" ? "clamp" : "hardtanh", PostOpAlg::Clip, lo, hi)}, ""};
   }
+  if (k == "aten::fake_quantize_per_tensor_affine") {
+    // (clamp(zp + round(x * (1 / s)), qmin, qmax) - zp) * s as four eltwise
+    // post-ops: x * (1 / s) (as pow(x, 1) times 1 / s: a second linear in
+    // the chain would take the first's parameters in oneDNN 2.6), round half
+    // to even, clip to [qmin - zp, qmax - zp], times s. The same float
+    // arithmetic as PyTorch's for finite x; a NaN stays NaN here, where
+    // PyTorch writes qmin's value.
+    auto scalar = [](const Value* v) -> std::optional<double> {
+      if (auto x = number(v)) return x;
+      const ConstantTensor* t = boundTensor(v);
+      if (t && t->numel() == 1) return t->scalarAsDouble(0);
+      return std::nullopt;
+    };
+    auto s = n.inputs().size() == 5 ? scalar(n.input(1)) : std::nullopt, zp = n.inputs().size() == 5 ? scalar(n.input(2)) : std::nullopt;
+    auto qmin = n.inputs().size() == 5 ? number(n.input(3)) : std::nullopt, qmax = n.inputs().size() == 5 ? number(n.input(4)) : std::nullopt;
+    if (!s || !zp || !qmin || !qmax) return fail("fake quantization with parameters that are not constants");
+    const float scale = static_cast<float>(*s);
+    if (!(scale > 0) || !std::isfinite(scale) || *zp != std::nearbyint(*zp) || *zp < *qmin || *zp > *qmax)
+      return fail("fake quantization with parameters its kernel rejects");
+    return {{eltwise("fake_quant", PostOpAlg::Pow, 1.0f / scale, 1), eltwise("fake_quant", PostOpAlg::Round),
+             eltwise("fake_quant", PostOpAlg::Clip, static_cast<float>(*qmin - *zp), static_cast<float>(*qmax - *zp)),
+             eltwise("fake_quant", PostOpAlg::Linear, scale, 0)},
+            ""};
+  }
   return fail("no post-op for " + k);
 }
 

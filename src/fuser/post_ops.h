@@ -22,6 +22,8 @@ enum class PostOpAlg : uint8_t {
   Swish,     // x * sigmoid(alpha * x)
   Hardswish,
   Linear,    // alpha * x + beta
+  Pow,       // alpha * x^beta (beta = 1: a scale that is not Linear, as oneDNN 2.6 keeps
+             // one set of parameters per algorithm in a chain)
   Clip,      // min(max(x, alpha), beta)
   GeluErf, GeluTanh,
   Elu,

@@ -74,6 +74,12 @@ bool toFakeQuant(Graph& g, Block* b) {
       if (range) {
         Emitter e(g, n, q);
         std::vector<Value*> in(q->inputs().begin(), q->inputs().end() - 1);
+        if (per_tensor) {  // a constant scale and zero point as numbers (FX holds them in 0-dim tensors):
+          const ConstantTensor* s = boundTensor(in[1]);  // the fuser and the kernels read them inside partitions
+          const ConstantTensor* z = boundTensor(in[2]);
+          if (s && s->numel() == 1) in[1] = e.f(s->scalarAsDouble(0));
+          if (z && z->numel() == 1 && !isFloatingType(z->dtype)) in[2] = e.i(static_cast<int64_t>(z->scalarAsDouble(0)));
+        }
         in.push_back(e.i(range->first));
         in.push_back(e.i(range->second));
         // of a constant (a weight): the constant's type, so that constant-propagation

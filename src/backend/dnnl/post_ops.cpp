@@ -23,6 +23,7 @@ dnnl::algorithm dnnlAlgorithm(PostOpAlg a) {
     case PostOpAlg::Swish: return alg::eltwise_swish;
     case PostOpAlg::Hardswish: return alg::eltwise_hardswish;
     case PostOpAlg::Linear: return alg::eltwise_linear;
+    case PostOpAlg::Pow: return alg::eltwise_pow;
     case PostOpAlg::Clip: return alg::eltwise_clip_v2;
     case PostOpAlg::GeluErf: return alg::eltwise_gelu_erf;
     case PostOpAlg::GeluTanh: return alg::eltwise_gelu_tanh;

@@ -13,7 +13,8 @@
 // in float32, as PyTorch 1.13's CPU kernel: x times the float reciprocal,
 // then rounded; a NaN or a value beyond int64 (an infinity) maps to qmin
 // (PyTorch's cast to int64 gives INT64_MIN on x86 there). Float tensors only.
-// One pass, split over llga's threads in chunks the compiler vectorises.
+// One pass, split over llga's threads in chunks the compiler vectorises;
+// per tensor, a channels-last input stays channels-last.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -71,11 +72,14 @@ double scalarArg(const KernelArgs& a, size_t i, const char* op, const char* what
 
 void perTensor(const KernelArgs& a) {
   static const char* op = "fake_quantize_per_tensor_affine";
-  const Tensor x = floatInput(op, a);
+  // A dense input in another dimension order (channels-last) is read and
+  // written in its memory order where the readers take that (no copies).
+  const bool keep_order = a.tensor(0).dtype() == ScalarType::Float && a.tensor(0).isPermutedDense() && a.stridedOutputOk(0);
+  const Tensor x = keep_order ? a.tensor(0) : floatInput(op, a);
   const double zp = scalarArg(a, 2, op, "zero_point");
   if (zp != std::nearbyint(zp)) throw std::invalid_argument(std::string(op) + ": zero_point " + std::to_string(zp) + " is not an integer");
   const Grid g = gridOf(op, scalarArg(a, 1, op, "scale"), static_cast<int64_t>(zp), a.toInt(3), a.toInt(4));
-  Tensor out = Tensor::empty(ScalarType::Float, x.sizes());
+  Tensor out = keep_order ? Tensor::emptyLike(ScalarType::Float, x.sizes(), x) : Tensor::empty(ScalarType::Float, x.sizes());
   const float* s = x.data<float>();
   float* d = out.data<float>();
   const int64_t n = x.numel();
@@ -126,7 +130,8 @@ void perChannel(const KernelArgs& a) {
 }
 
 void registerFakeQuant(OpRegistry& r) {
-  r.add("aten::fake_quantize_per_tensor_affine", 5, 5, perTensor);
+  r.add(OpDef{"aten::fake_quantize_per_tensor_affine", 5, 5,
+              [](const Node&) { return std::make_unique<FnKernel>(perTensor, /*strided_inputs=*/true); }});
   r.add("aten::fake_quantize_per_channel_affine", 6, 6, perChannel);
 }
 LLGA_REGISTER_OPS(registerFakeQuant);
