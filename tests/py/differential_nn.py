@@ -627,6 +627,14 @@ CASES = {
     "aten::glu": Case(lambda x: (F.glu(x, -1), F.glu(x, 0)), lambda dt: glu_args()),
     "aten::rrelu": unary(lambda x: (F.rrelu(x, 0.1, 0.3, False), torch.rrelu(x), F.rrelu(x.clone(), inplace=True))),
     "aten::dropout": unary(lambda x: (F.dropout(x, 0.3, False), torch.dropout(x, 0.5, False) * 2)),
+    # quantization-aware training's fake quantization (and what llga makes of FX's quantize -> dequantize)
+    "aten::fake_quantize_per_tensor_affine": unary(lambda x: (
+        torch.fake_quantize_per_tensor_affine(x, 0.037, 5, 0, 255),
+        torch.fake_quantize_per_tensor_affine(x, 0.01, 0, -128, 127))),
+    "aten::fake_quantize_per_channel_affine": Case(
+        lambda x: torch.fake_quantize_per_channel_affine(
+            x, torch.tensor([0.02, 0.05, 0.1]), torch.tensor([0, 3, -2], dtype=torch.int32), 1, -128, 127),
+        lambda dt: st.tuples(st.lists(st.integers(0, 4), max_size=2).flatmap(lambda rest: tensors(dt, [2, 3] + rest)))),
     "aten::feature_dropout": unary(lambda x: torch.feature_dropout(x, 0.3, False) * 2),
     "aten::alpha_dropout": unary(lambda x: F.alpha_dropout(x, 0.3, False) * 2),
     "aten::feature_alpha_dropout": unary(lambda x: F.feature_alpha_dropout(x, 0.3, False) * 2),

@@ -621,7 +621,27 @@ class ConvKernel final : public Kernel {
     const memory::data_type src_dt = !int8 ? in_dt : quant_->act.is_unsigned ? memory::data_type::u8 : memory::data_type::s8;
     // int8 dst: this partition hands its output on quantized (out_scale, out_dtype), and
     // nothing but the chain's own eltwise ops touches dst
-    const bool dst_int8 = int8 && int8_out_ && operands.empty();
+    bool dst_int8 = int8 && int8_out_ && operands.empty();
+    // oneDNN 2.6 gives every linear post-op of a chain the first one's
+    // parameters: where the chain has a linear (a fake quantization's last
+    // step), the quantizing 1 / out_scale joins the last one when only relus
+    // follow it (they commute with a positive scale), else dst stays fp32
+    // (its readers quantize it themselves).
+    size_t scale_into = post_.size();
+    if (dst_int8) {
+      for (size_t i = post_.size(); i-- > 0;) {
+        const PostOp& op = post_[i];
+        if (op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Linear) {
+          scale_into = i;
+          break;
+        }
+        if (op.kind != PostOp::Kind::Eltwise || op.alg != PostOpAlg::Relu || op.alpha != 0) break;
+      }
+      const bool has_linear = std::any_of(post_.begin(), post_.end(), [](const PostOp& op) {
+        return op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Linear;
+      });
+      if (has_linear && scale_into == post_.size()) dst_int8 = false;
+    }
     const memory::data_type wei_dt = int8 ? memory::data_type::s8 : in_dt;
     Tensor w_q;  // int8: the weight quantized (plain, s8), and its scales
     std::vector<float> w_scales;
@@ -669,7 +689,12 @@ class ConvKernel final : public Kernel {
     for (int64_t d : out) out_elems *= d;
     e.swish_after = !dst_bf16 && !dst_int8 && takeFinalSwish(e.ops, out_elems);  // llga's swish is fp32
     // A quantized dst: the chain's result (real values) times 1 / out_scale, then rounded and saturated.
-    if (dst_int8) e.ops.push_back({PostOp::Kind::Eltwise, PostOpAlg::Linear, static_cast<float>(1.0 / int8_out_->scale), 0.0f});
+    if (dst_int8 && scale_into < post_.size()) {
+      e.ops[scale_into].alpha = static_cast<float>(e.ops[scale_into].alpha / int8_out_->scale);
+      e.ops[scale_into].beta = static_cast<float>(e.ops[scale_into].beta / int8_out_->scale);
+    } else if (dst_int8) {
+      e.ops.push_back({PostOp::Kind::Eltwise, PostOpAlg::Linear, static_cast<float>(1.0 / int8_out_->scale), 0.0f});
+    }
     dnnl::primitive_attr attr = postOpAttr(e.ops, e.operand_mds);
     if (int8) attr.set_output_scales(1 << 1, e.int8_scales);  // per output channel (dst dim 1)
     if (int8 && quant_->act.zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
