@@ -133,8 +133,9 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
                 node.output().replaceAllUsesWith(const)
                 node.destroy()
     _expand_tensor_list_constants(tgraph)
-    if any(_is_quantized_constant(n) for n in _walk(tgraph)):
+    if any(n.kind().startswith("quantized::") or _is_quantized_constant(n) for n in _walk(tgraph)):
         tgraph = tgraph.copy() if tgraph is obj else tgraph  # the caller's graph is never changed
+        _lower_quantized_ops(tgraph)
         _unquantize_constants(tgraph)
     _reject_python_ops(tgraph)
     graph = parse(tgraph.str(), filename="<torchscript>")
@@ -184,6 +185,137 @@ def _unquantize_constants(tgraph) -> None:
             q.output().setType(torch._C.TensorType.get())
         node.output().replaceAllUsesWith(q.output())
         node.destroy()
+
+
+# Ops that PyTorch runs on quantized tensors keeping the input's scale and
+# zero point: they run on the dequantized values and quantize again alike.
+_SAME_QPARAMS_OPS = {
+    "aten::flatten", "aten::reshape", "aten::view", "aten::relu", "aten::relu_", "aten::hardtanh", "aten::hardtanh_",
+    "aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d",
+    "aten::adaptive_avg_pool3d", "aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d", "aten::contiguous",
+    "aten::permute", "aten::transpose", "aten::squeeze", "aten::unsqueeze", "aten::clamp", "aten::clamp_",
+    "aten::dropout", "aten::upsample_nearest2d", "aten::chunk", "aten::__getitem__", "aten::slice", "aten::select",
+    "aten::mean", "aten::size",
+}
+
+
+def _lower_quantized_ops(tgraph) -> None:
+    """PyTorch's int8 graph (convert_fx without is_reference, or eager
+    quantization), frozen: quantized::conv*/linear (with packed weights),
+    quantized::add/mul/cat (with their output's scale and zero point) and
+    the ops PyTorch runs on quantized tensors, rewritten in reference form:
+    each reads its quantized inputs dequantized, computes in float and
+    quantizes its output (with the scale and zero point PyTorch's op writes).
+    The packed weights are unpacked into quantized constants (which
+    _unquantize_constants turns into float values and their parameters)."""
+    torch = _torch()
+    from .errors import UnsupportedOpError
+
+    tensor_t = torch._C.TensorType.get()
+    qparams = {}  # quantized value (by unique id) -> (scale, zero point, dtype) values
+
+    def made(kind, inputs):
+        n = tgraph.insertNode(tgraph.create(kind, inputs))
+        n.output().setType(tensor_t)
+        return n.output()
+
+    def dequantized(v):
+        if v.unique() not in qparams:
+            return v
+        return made("aten::dequantize", [v])
+
+    def quantize(v, scale, zp, dtype):
+        q = made("aten::quantize_per_tensor", [v, scale, zp, dtype])
+        qparams[q.unique()] = (scale, zp, dtype)
+        return q
+
+    unsupported: Dict[str, list] = {}
+    for node in list(tgraph.nodes()):
+        kind = node.kind()
+        ins = list(node.inputs())
+        if kind in ("aten::quantize_per_tensor", "aten::quantize_per_channel"):
+            qparams[node.output().unique()] = tuple(ins[1:4]) if kind == "aten::quantize_per_tensor" else None
+            continue
+        quantized_in = [v for v in ins if v.unique() in qparams]
+        lowered = None
+        with tgraph.insert_point_guard(node):
+            base = kind.split("::")[-1]
+            if kind.startswith("quantized::conv") or kind.startswith("quantized::linear"):
+                packed_node = ins[1].node()
+                if packed_node.kind() != "prim::Constant":
+                    raise TypeError(f"{kind}: its packed weights are not a constant; freeze the quantized model first "
+                                    "(torch.jit.freeze(traced.eval()))")
+                packed = ins[1].toIValue()
+                linear = kind.startswith("quantized::linear")
+                relu = base.endswith("_relu")
+                if base not in ("conv1d", "conv2d", "conv3d", "conv1d_relu", "conv2d_relu", "conv3d_relu", "linear",
+                                "linear_relu"):
+                    unsupported.setdefault(kind, []).append(node.output().debugName())
+                    continue
+                w_q, bias = torch.ops.quantized.linear_unpack(packed) if linear else packed.unpack()
+                w = made("aten::dequantize", [tgraph.insertConstant(w_q)])
+                b = tgraph.insertConstant(bias.detach()) if bias is not None else tgraph.insertConstant(None)
+                x = dequantized(ins[0])
+                if linear:
+                    y = made("aten::linear", [x, w, b])
+                else:
+                    if packed.transpose():
+                        unsupported.setdefault(kind + " (transposed)", []).append(node.output().debugName())
+                        continue
+                    args = [x, w, b] + [tgraph.insertConstant(list(v)) for v in (packed.stride(), packed.padding(),
+                                                                                  packed.dilation())]
+                    y = made(f"aten::conv{w_q.dim() - 2}d", args + [tgraph.insertConstant(int(packed.groups()))])
+                if relu:
+                    y = made("aten::relu", [y])
+                lowered = quantize(y, ins[2], ins[3], tgraph.insertConstant(13))
+            elif kind in ("quantized::add", "quantized::add_relu", "quantized::mul", "quantized::mul_relu"):
+                a_, b_ = dequantized(ins[0]), dequantized(ins[1])
+                y = made("aten::add", [a_, b_, tgraph.insertConstant(1)]) if "add" in base else made("aten::mul", [a_, b_])
+                if base.endswith("_relu"):
+                    y = made("aten::relu", [y])
+                lowered = quantize(y, ins[2], ins[3], tgraph.insertConstant(13))
+            elif kind == "quantized::cat":
+                parts = ins[0].node()
+                if parts.kind() != "prim::ListConstruct":
+                    unsupported.setdefault(kind, []).append(node.output().debugName())
+                    continue
+                lst = tgraph.insertNode(tgraph.create("prim::ListConstruct", [dequantized(v) for v in parts.inputs()]))
+                lst.output().setType(torch._C.ListType.ofTensors())
+                y = made("aten::cat", [lst.output(), ins[1]])
+                lowered = quantize(y, ins[2], ins[3], tgraph.insertConstant(13))
+            elif kind.startswith("quantized::"):
+                unsupported.setdefault(kind, []).append(node.output().debugName() if node.outputs() else "")
+                continue
+            elif quantized_in and kind != "aten::dequantize":
+                if kind not in _SAME_QPARAMS_OPS or len(quantized_in) != 1 or node.outputsSize() != 1:
+                    unsupported.setdefault(f"{kind} on a quantized tensor", []).append(node.output().debugName())
+                    continue
+                src = quantized_in[0]
+                params = qparams[src.unique()]
+                if params is None:
+                    unsupported.setdefault(f"{kind} on a per-channel quantized tensor", []).append(
+                        node.output().debugName())
+                    continue
+                args = [dequantized(v) if v is src else v for v in ins]
+                out_kind = kind[:-1] if kind.endswith("_") else kind  # on a float copy: no aliasing to keep
+                y = made(out_kind, args)
+                if str(node.output().type()) in ("int", "int[]", "List[int]"):  # size(): a number, not a tensor
+                    y.setType(node.output().type())
+                    lowered = y
+                else:
+                    lowered = quantize(y, *params)
+        if lowered is not None:
+            node.output().replaceAllUsesWith(lowered)
+            node.destroy()
+    for node in list(tgraph.nodes()):  # the packed weights, unpacked above
+        if node.kind() == "prim::Constant" and "PackedParams" in str(node.output().type()) and not node.output().uses():
+            node.destroy()
+    if unsupported:
+        lines = [f"  {k} ({len(v)}x), first at %{v[0]}" for k, v in unsupported.items()]
+        raise UnsupportedOpError(
+            f"llga cannot import {len(unsupported)} quantized op kind(s) of this int8 graph; "
+            "quantize with convert_to_reference_fx instead, or leave these ops in float\n" + "\n".join(lines),
+            unsupported)
 
 
 def _set_initial_values(tgraph, module, named, self_value, mutated, path_types) -> None:
