@@ -155,10 +155,11 @@ bool absorb(Node& op, std::string& why) {
     why = "its activation is not fake-quantized per tensor with constant parameters";
     return false;
   }
-  const bool u8 = act->qmin == 0 && act->qmax == 255, s8 = act->qmin == -128 && act->qmax == 127;
+  // u8 or s8: a range within theirs (reduce_range's [0, 127], a merged clamp's)
+  const bool u8 = act->qmin >= 0 && act->qmax <= 255, s8 = act->qmin >= -128 && act->qmax <= 127;
   if (!u8 && !s8) {
     why = "its activation's range [" + std::to_string(act->qmin) + ", " + std::to_string(act->qmax) +
-          "] is neither u8's [0, 255] nor s8's [-128, 127] (reduce_range)";
+          "] fits neither u8 nor s8";
     return false;
   }
   if (!w || w->qmin != -128 || w->qmax != 127 || !isConstant(w->node->input(0))) {
@@ -184,6 +185,61 @@ bool absorb(Node& op, std::string& why) {
   return true;
 }
 
+// Two fake quantizations on one grid (scale and zero point), with at most a
+// clamp between them, are one with the narrower range: the second rounds
+// values already on the grid, so it only clamps (conv -> quantize -> relu6
+// -> quantize with the same parameters, as PyTorch's int8 graphs run
+// hardtanh on quantized tensors):
+//   fq(fq(x, s, z, a, b), s, z, c, d)                 -> fq(x, s, z, max(a, c), min(b, d))
+//   fq(clamp(f, lo, hi), s, z, c, d), f on that grid  -> fq(f, s, z, max(c, z + round(lo / s)), min(d, z + round(hi / s)))
+// (relu is a clamp at 0, hardtanh and relu6 at their bounds).
+bool mergeFakeQuants(Graph& g) {
+  bool changed = false;
+  auto sameGrid = [](const Fq& a, const Fq& b) {
+    return a.axis == -1 && b.axis == -1 && static_cast<float>(a.scales[0]) == static_cast<float>(b.scales[0]) &&
+           a.zero_points[0] == b.zero_points[0];
+  };
+  for (bool again = true; again;) {
+    again = false;
+    for (Node* n : g.block()->nodes()) {
+      auto outer = fakeQuantOf(n->output(0));
+      if (!outer || outer->axis != -1 || n->inputs().empty()) continue;
+      const Node* in = n->input(0)->node();
+      Value* source = nullptr;
+      int64_t lo = outer->qmin, hi = outer->qmax;
+      if (auto inner = fakeQuantOf(n->input(0)); inner && sameGrid(*inner, *outer)) {
+        source = in->input(0);
+        lo = std::max(lo, inner->qmin);
+        hi = std::min(hi, inner->qmax);
+      } else if ((is(*in, "aten::relu") || is(*in, "aten::hardtanh") || is(*in, "aten::clamp") || is(*in, "aten::relu6")) &&
+                 !in->inputs().empty()) {
+        auto inner = fakeQuantOf(in->input(0));
+        if (!inner || !sameGrid(*inner, *outer)) continue;
+        std::optional<double> bound_lo = 0.0, bound_hi;  // relu
+        if (is(*in, "aten::relu6")) bound_hi = 6.0;
+        if (is(*in, "aten::hardtanh") || is(*in, "aten::clamp")) {
+          if (in->inputs().size() != 3) continue;
+          bound_lo = isNone(in->input(1)) ? std::nullopt : constantNumber(in->input(1));
+          bound_hi = isNone(in->input(2)) ? std::nullopt : constantNumber(in->input(2));
+          if ((!isNone(in->input(1)) && !bound_lo) || (!isNone(in->input(2)) && !bound_hi)) continue;
+        }
+        const float inv = 1.0f / static_cast<float>(outer->scales[0]);
+        const int64_t z = outer->zero_points[0];
+        if (bound_lo) lo = std::max(lo, z + static_cast<int64_t>(std::nearbyint(static_cast<float>(*bound_lo) * inv)));
+        if (bound_hi) hi = std::min(hi, z + static_cast<int64_t>(std::nearbyint(static_cast<float>(*bound_hi) * inv)));
+        source = in->input(0);
+      }
+      if (!source || lo > hi) continue;
+      Emitter e(g, n, n);
+      n->replaceInput(0, source);
+      n->replaceInput(3, e.i(lo));
+      n->replaceInput(4, e.i(hi));
+      changed = again = true;
+    }
+  }
+  return changed;
+}
+
 class ImportQuantization final : public Pass {
  public:
   std::string_view name() const override { return "import-quantization"; }
@@ -193,6 +249,7 @@ class ImportQuantization final : public Pass {
   }
   bool run(Graph& g) override {
     bool changed = toFakeQuant(g, g.block());
+    changed |= mergeFakeQuants(g);
     std::unordered_set<const Node*> absorbed;
     for (Node* n : g.block()->nodes()) {  // the top block only: a loop's or branch's op keeps its fake quantization
       std::string why;
@@ -232,6 +289,8 @@ class ImportQuantization final : public Pass {
     for (Node* n : g.block()->nodes())
       if (is(*n, "aten::fake_quantize_per_tensor_affine") && n->output(0)->hasUses()) fqs.push_back(n);
     for (Node* fq : fqs) {
+      auto params = fakeQuantOf(fq->output(0));  // a narrower range than u8's or s8's clamps: it stays
+      if (!params || !((params->qmin == 0 && params->qmax == 255) || (params->qmin == -128 && params->qmax == 127))) continue;
       bool only_int8 = true;
       for (const Use& u : fq->output(0)->uses()) only_int8 = only_int8 && absorbed.count(u.user) && u.offset == 0;
       if (!only_int8) continue;

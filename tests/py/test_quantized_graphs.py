@@ -56,9 +56,10 @@ def quantized(model, shape, *, batches=4, frozen=True, seed=0, reference=True):
 
 
 def output_step(traced):
-    """The scale of the graph's last quantize_per_tensor (its output's step)."""
-    qs = [n for n in traced.graph.nodes() if n.kind() == "aten::quantize_per_tensor"]
-    return float(qs[-1].inputsAt(1).toIValue())
+    """The scale the graph's output is quantized with (its step): of its last
+    quantize_per_tensor, or of its last quantized:: op (PyTorch's int8 form)."""
+    qs = [n for n in traced.graph.nodes() if n.kind() == "aten::quantize_per_tensor" or n.kind().startswith("quantized::")]
+    return float(qs[-1].inputsAt(1 if qs[-1].kind() == "aten::quantize_per_tensor" else 2).toIValue())
 
 
 def int8_ops(compiled):
@@ -147,6 +148,63 @@ def test_quantized_resnet18_within_one_step_of_pytorch():
             assert np.mean(off > 0.5) < 0.5  # most are exact
     if VNNI:
         assert all(p.impl and not p.detail for p in compiled.partitions if p.precision == "int8")
+
+
+@pytest.mark.parametrize("make", [ConvNet, mlp], ids=["convnet", "mlp"])
+def test_pytorch_int8_graph_matches_pytorch(make):
+    """convert_fx's own int8 form: quantized::conv2d/linear with packed
+    weights, ops on quantized tensors; the same integers as PyTorch's."""
+    model = make()
+    shape = (2, 3, 8, 8) if make is ConvNet else (4, 16)
+    int8 = quantized(model, shape, reference=False)
+    assert any(n.kind().startswith("quantized::") for n in int8.graph.nodes())
+    compiled = llga.optimize(int8)
+    assert len(int8_ops(compiled)) == 3
+    torch.manual_seed(3)
+    for scale in (1.0, 3.0):
+        x = torch.randn(*shape) * scale
+        with torch.no_grad():
+            want = int8(x).numpy()
+        np.testing.assert_allclose(compiled(x.numpy()), want, rtol=0, atol=1e-6)
+
+
+def test_pytorch_int8_mobilenet_v2_matches_pytorch():
+    """quantized::add, hardtanh on quantized tensors (a clamp between two
+    fake quantizations on one grid: merged into one), depthwise convolutions."""
+    shape = (1, 3, 224, 224)  # (PyTorch 1.13 crashes tracing its int8 mobilenet_v2 at 96 x 96)
+    int8 = quantized(torchvision.models.mobilenet_v2(), shape, batches=2, reference=False)
+    step = output_step(int8)
+    compiled = llga.optimize(int8, [np.zeros(shape, np.float32)])
+    assert len(int8_ops(compiled)) == 53
+    assert "aten::hardtanh" not in str(compiled.graph)  # merged into the fake quantizations' ranges
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        want = int8(x).numpy()
+    off = np.abs(compiled(x.numpy()) - want) / step
+    assert off.max() <= 2.001 and np.mean(off > 1.001) <= 0.01, off.max()
+
+
+def test_pytorch_int8_graph_needs_freezing():
+    traced = quantized(ConvNet(), (2, 3, 8, 8), reference=False, frozen=False)
+    with pytest.raises(TypeError, match=r"freeze"):
+        llga.optimize(traced)
+
+
+def test_pytorch_int8_op_without_lowering_is_named():
+    class Norm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.ln = nn.Linear(8, 8), nn.LayerNorm(8)
+
+        def forward(self, x):
+            return self.ln(self.fc(x))
+
+    int8 = quantized(Norm(), (4, 8), reference=False)
+    kinds = {n.kind() for n in int8.graph.nodes()}
+    assert "quantized::layer_norm" in kinds, kinds
+    with pytest.raises(llga.UnsupportedOpError, match=r"quantized::layer_norm.*convert_to_reference_fx|"
+                                                        r"convert_to_reference_fx[\s\S]*quantized::layer_norm"):
+        llga.optimize(int8)
 
 
 def test_quantize_read_by_another_op_is_reported():
