@@ -22,7 +22,12 @@ What is checked here:
 - errors: a quantize whose result is read by anything but dequantize is an
   op llga cannot run, named."""
 import copy
+import os
 import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -217,3 +222,61 @@ def test_quantize_read_by_another_op_is_reported():
   return (%r)""")
     with pytest.raises(llga.UnsupportedOpError, match="quantize_per_tensor"):
         llga.optimize(g)
+
+
+class ExplicitQuant(nn.Module):
+    """quantize -> dequantize around a padded convolution written out by
+    hand: an odd zero point and inputs on exact halves of the grid."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(2)
+        w = torch.randn(6, 4, 3, 3) * 0.2
+        scales = w.abs().amax((1, 2, 3)) / 127.5
+        self.wq = torch.quantize_per_channel(w, scales.double(), torch.zeros(6, dtype=torch.long), 0, torch.qint8)
+        self.bias = nn.Parameter(torch.randn(6) * 0.1)
+
+    def forward(self, x):
+        a = torch.quantize_per_tensor(x, 0.5, 3, torch.quint8).dequantize()
+        y = nn.functional.conv2d(a, self.wq.dequantize(), self.bias, padding=1)
+        return torch.quantize_per_tensor(y, 0.125, 1, torch.quint8).dequantize()
+
+
+def exact_halves(shape, seed=0):
+    """x / 0.5 is k + 1/2 exactly: ties, where rounding before or after the zero point's shift differs."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(-12, 12, shape, generator=g).float() + 0.5) * 0.5
+
+
+def test_exact_halves_round_as_pytorch():
+    traced = torch.jit.trace(ExplicitQuant().eval(), exact_halves((2, 4, 6, 6)))
+    compiled = llga.optimize(traced)
+    assert int8_ops(compiled) == [("conv2d", "u8", "3")] or int8_ops(compiled) == [("_convolution", "u8", "3")]
+    x = exact_halves((2, 4, 6, 6), seed=1)
+    with torch.no_grad():
+        want = traced(x).numpy()
+    np.testing.assert_allclose(compiled(x.numpy()), want, rtol=0, atol=1e-6)
+
+
+def test_without_vnni_the_graphs_int8_ops_run_fp32_and_match():
+    """Under ONEDNN_MAX_CPU_ISA=AVX2 (no VNNI: oneDNN's int8 kernels would
+    saturate 16-bit sums) the same ops run fp32 on the fake-quantized
+    activations, say so, and give the same results."""
+    code = textwrap.dedent("""
+        import sys; sys.path.insert(0, %r)
+        import numpy as np, torch, llga
+        from test_quantized_graphs import ExplicitQuant, exact_halves, quantized, mlp
+        for model, x in [(ExplicitQuant().eval(), exact_halves((2, 4, 6, 6), seed=1)), (quantized(mlp(), (4, 16)), torch.randn(8, 16))]:
+            traced = torch.jit.trace(model, x) if isinstance(model, ExplicitQuant) else model
+            compiled = llga.optimize(traced)
+            got = compiled(x.numpy())
+            with torch.no_grad():
+                want = traced(x).numpy()
+            assert np.abs(got - want).max() <= 1e-6, np.abs(got - want).max()
+            details = {p.detail for p in compiled.partitions if p.precision == "int8"}
+            assert details == {"fp32: oneDNN's int8 kernels here have no VNNI"}, details
+        print("ok")
+    """ % str(Path(__file__).parent))
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr

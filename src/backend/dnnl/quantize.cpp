@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -55,19 +56,77 @@ std::vector<float> quantizeWeights(const float* w, int64_t rows, int64_t cols, c
   return q.weight_scales;
 }
 
+namespace {
+
+// out = saturate(zero_point + round-half-even(x * (1 / scale))), PyTorch's
+// order: rounding first, then the shift (oneDNN's reorder rounds the shifted
+// value, one step apart at exact halves with an odd zero point). Vectorised
+// (the 2^23 trick for rounding), split over llga's threads.
+template <typename T>
+void quantizeAffine(const float* x, int64_t n, float scale, int32_t zero_point, T* out) {
+  const float inv = 1.0f / scale, z = static_cast<float>(zero_point);
+  const float lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  const int threads = n < kParallelGrain ? 1 : getNumThreads();
+#pragma omp parallel for simd schedule(static) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] * inv;
+    const float c = std::copysign(8388608.0f, v);
+    const float r = z + (std::fabs(v) < 8388608.0f ? (v + c) - c : v);
+    out[i] = static_cast<T>(!(r == r) ? lo : r < lo ? lo : r > hi ? hi : r);  // NaN: the lowest, as PyTorch's
+  }
+}
+
+}  // namespace
+
 void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale,
                         int32_t zero_point) {
+  if (zero_point != 0) {  // in dst's layout as float first (unless src is), then llga's loop
+    dnnl::memory::desc f32 = dst.get_desc();
+    f32.data.data_type = dnnl_f32;
+    Tensor keep;
+    dnnl::memory from = src;
+    if (src.get_desc() != f32) {
+      from = temporary(f32, keep);
+      reorder(ctx, src, from);
+    }
+    const int64_t n = static_cast<int64_t>(f32.get_size() / sizeof(float));
+    const float* x = static_cast<const float*>(from.get_data_handle());
+    if (dst.get_desc().data_type() == dnnl::memory::data_type::u8)
+      quantizeAffine(x, n, scale, zero_point, static_cast<uint8_t*>(dst.get_data_handle()));
+    else
+      quantizeAffine(x, n, scale, zero_point, static_cast<int8_t*>(dst.get_data_handle()));
+    return;
+  }
   dnnl::primitive_attr attr = scratchpadAttr();
   attr.set_output_scales(0, {1.0f / scale});
-  if (zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {zero_point});
   dnnl::reorder::primitive_desc pd(src, dst, attr);
   execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
 }
 
-Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale) {
+bool hasVnni() {
+  static const bool vnni = [] {
+    switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::avx2_vnni:
+      case dnnl::cpu_isa::avx512_core_vnni:
+      case dnnl::cpu_isa::avx512_core_bf16:
+      case dnnl::cpu_isa::avx512_core_amx: return true;
+      default: return false;
+    }
+  }();
+  return vnni;
+}
+
+Tensor fakeQuantize(ExecContext& ctx, const Tensor& x, const ActivationQuant& q) {
+  Tensor xq = Tensor::empty(q.is_unsigned ? ScalarType::Byte : ScalarType::Char, x.sizes());
+  quantizeActivation(ctx, x.isBlocked() ? memoryOf(x) : wrap(x), wrap(xq), static_cast<float>(q.scale), q.zero_point);
+  return dequantize(ctx, xq, static_cast<float>(q.scale), q.zero_point);
+}
+
+Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale, int32_t zero_point) {
   Tensor out = Tensor::empty(ScalarType::Float, x.sizes());
   dnnl::primitive_attr attr = scratchpadAttr();
   attr.set_output_scales(0, {scale});
+  if (zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {zero_point});
   const dnnl::memory src = x.isBlocked() ? memoryOf(x) : wrap(x), dst = wrap(out);
   dnnl::reorder::primitive_desc pd(src, dst, attr);
   execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});

@@ -27,8 +27,20 @@ std::vector<float> quantizeRows(const float* w, int64_t rows, int64_t cols, int8
 struct OpQuant {
   ActivationQuant act;
   std::vector<float> weight_scales;  // empty: quantizeRows picks max |w| / 127 per channel
+  // The graph's own quantization (import-quantization): an op that runs fp32
+  // after all still rounds its activation as the graph does (fakeQuantize).
+  bool fromGraph() const { return !weight_scales.empty(); }
 };
 std::optional<OpQuant> opQuantOf(const Node& n);
+
+// Whether oneDNN's int8 kernels here multiply with VNNI (AVX512-VNNI,
+// AVX-VNNI or AMX, as oneDNN sees it: ONEDNN_MAX_CPU_ISA counts). Without,
+// they saturate 16-bit sums (llga.quantize refuses; the graph's own int8 ops
+// run fp32 on the fake-quantized values).
+bool hasVnni();
+
+// x (f32, any layout) rounded to q's grid and back: plain contiguous f32.
+Tensor fakeQuantize(ExecContext& ctx, const Tensor& x, const ActivationQuant& q);
 
 // The weight's rows quantized as q says: with its given scales
 // (out = saturate(round-half-even(w / scale[r])) in [-128, 127], PyTorch's
@@ -36,14 +48,16 @@ std::optional<OpQuant> opQuantOf(const Node& n);
 // std::invalid_argument when the given scales are not one per row.
 std::vector<float> quantizeWeights(const float* w, int64_t rows, int64_t cols, const OpQuant& q, int8_t* out);
 
-// dst (u8 or s8, any layout) = saturate(round(src / scale) + zero_point):
-// one oneDNN reorder (src f32 in any layout).
+// dst (u8 or s8, any layout) = saturate(round(src / scale) + zero_point),
+// rounding half to even before the shift (PyTorch's order): one oneDNN
+// reorder (src f32 in any layout) without a zero point; with one, src in
+// dst's layout (a reorder first where it is not) and llga's loop.
 void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale,
                         int32_t zero_point = 0);
 
 // x (u8 or s8, plain, strided or blocked) back to fp32: a plain contiguous
-// tensor of x's sizes, x * scale (one oneDNN reorder).
-Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale);
+// tensor of x's sizes, (x - zero_point) * scale (one oneDNN reorder).
+Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale, int32_t zero_point = 0);
 
 bool isInt8(ScalarType t);  // Byte (u8) or Char (s8)
 

@@ -141,6 +141,7 @@ class ConvKernel final : public Kernel {
     if (precision_ == Precision::INT8 && !e->int8)
       detail = !quant_ ? "fp32: no calibrated activation scale"
                : !constant_weight_ ? "fp32: int8 needs constant weights"
+               : !int8::hasVnni()  ? "fp32: oneDNN's int8 kernels here have no VNNI"
                                    : "fp32: oneDNN has no int8 kernel for this convolution";
     return {e->impl + (e->swish_after ? "+llga_swish" : ""), layoutName(e->src_md), layoutName(e->wei_md, true),
             layoutName(e->dst_md), kept ? "kept" : "plain", detail};
@@ -202,18 +203,22 @@ class ConvKernel final : public Kernel {
         } catch (const dnnl::error&) {  // no bf16 kernel for this shape or chain: fp32
         }
       }
-      if (quant_ && constant_weight_ && !p.transposed) {
+      if (quant_ && constant_weight_ && !p.transposed && int8::hasVnni()) {
         try {
           return prepare(x, w, b != nullptr, p, operands, Precision::INT8);
         } catch (const dnnl::error&) {  // no int8 kernel for this shape or chain: fp32
         }
       }
-      if (int8::isInt8(x.dtype()))  // fp32 after all: from the activation dequantized (as below)
+      if (int8::isInt8(x.dtype()) || (quant_ && quant_->fromGraph()))  // fp32 after all: from the activation
+                                                                        // dequantized or fake-quantized (as below)
         return prepare(Tensor::empty(ScalarType::Float, x.sizes()), w, b != nullptr, p, operands, Precision::F32);
       return prepare(x, w, b != nullptr, p, operands, Precision::F32);
     });
     Tensor x_deq;  // a quantized activation, for a convolution that runs fp32 after all
-    if (!e->int8 && int8::isInt8(x.dtype())) x_deq = int8::dequantize(a.ctx, x, static_cast<float>(quant_->act.scale));
+    if (!e->int8 && int8::isInt8(x.dtype()))
+      x_deq = int8::dequantize(a.ctx, x, static_cast<float>(quant_->act.scale), quant_->act.zero_point);
+    else if (!e->int8 && quant_ && quant_->fromGraph())  // fp32 after all, on the values the graph's int8 op reads
+      x_deq = int8::fakeQuantize(a.ctx, x, quant_->act);
     const Tensor& xr = x_deq.defined() ? x_deq : x;
 
     for (const Tensor& t : operands) checkOperandFits(t, e->out_shape);

@@ -86,6 +86,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     throw std::invalid_argument("matmul: shapes " + a.describe() + " and " + b.describe() + " cannot be multiplied");
   if (!stridesOk(a)) a = a.contiguous();
   if (!stridesOk(b)) b = b.contiguous();
+  if (precision == Precision::INT8 && quant && quant->fromGraph()) a = a.contiguous();  // as fakeQuantize gives it
   const int64_t nd = a.dim();
   Shape out_shape(a.sizes().begin(), a.sizes().end() - 2);
   for (int64_t d = 0; d + 2 < nd; ++d) out_shape[d] = a.size(d) == 1 ? b.size(d) : a.size(d);  // 1 broadcasts, 0 stays
@@ -229,7 +230,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       } catch (const dnnl::error&) {  // no bf16 kernel for this product: fp32
       }
     }
-    if (precision == Precision::INT8 && (quant || dynamic_act) && constant_b && nd == 2) {
+    if (precision == Precision::INT8 && (quant || dynamic_act) && constant_b && nd == 2 && int8::hasVnni()) {
       try {
         return make(Precision::INT8);
       } catch (const dnnl::error&) {  // no int8 kernel for this product: fp32
@@ -237,6 +238,8 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     }
     return make(Precision::F32);
   });
+  // fp32 after all, on the values the graph's own int8 op reads
+  if (!e->int8 && precision == Precision::INT8 && quant && quant->fromGraph()) a = int8::fakeQuantize(ctx, a, quant->act);
   // The entry's descriptors fit this call's tensors: the key holds their sizes and strides.
   SharedBoundArgs::Lease args = e->bound.lease();
   Tensor a16, b16;  // this call's bf16 (or int8) copies
@@ -492,7 +495,8 @@ class FusedMatmulKernel final : public Kernel {
     if (precision_ == Precision::BF16 && !e->bf16) detail = "fp32: oneDNN has no bf16 kernel for this product";
     if (precision_ == Precision::INT8 && !e->int8)
       detail = !quant_ && !dynamic_ ? "fp32: no calibrated activation scale"
-                                    : "fp32: oneDNN has no int8 kernel for this product";
+               : !int8::hasVnni()     ? "fp32: oneDNN's int8 kernels here have no VNNI"
+                                      : "fp32: oneDNN has no int8 kernel for this product";
     return {e->impl + (e->swish_after ? "+llga_swish" : ""), layoutName(e->src_md), layoutName(e->wei_md, true),
             layoutName(e->dst_md), "", detail};
   }
