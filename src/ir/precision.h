@@ -19,6 +19,8 @@
 //   out_scale=0.0213, out_dtype="u8"   the partition writes its output
 //                     quantized so (its primitive's dst), and the readers
 //                     take it without quantizing it again
+//   out_zero_point=3  (absent: 0) the readers' zero point, where the graph
+//                     gave them one (import-quantization)
 // and on an int8 op, how its activation (input 0) is quantized:
 //   act_scale=0.0213  real value = scale * (8-bit value - zero point)
 //   act_dtype="u8"    "u8" where calibration saw no negative value, else "s8"

@@ -296,7 +296,7 @@ class AssignPrecision final : public Pass {
         ok = ok && u.user->owningBlock() == b && int8Conv(*u.user) && readAsActivation(*u.user, u.offset);
         if (!ok) break;
         const std::optional<ActivationQuant> r = activationQuantOf(*anchorOf(*u.user));
-        ok = (!q || *q == *r) && r->zero_point == 0;  // one quantization for all; oneDNN's dst here has no zero point
+        ok = !q || *q == *r;  // one quantization for all readers
         q = r;
       }
       changed |= setInt8Output(*n, ok ? q : std::nullopt);

@@ -646,6 +646,8 @@ class ConvKernel final : public Kernel {
         return op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Linear;
       });
       if (has_linear && scale_into == post_.size()) dst_int8 = false;
+      // a zero point (out + zp) joins only a linear that ends the chain: a relu after it would see the shift
+      if (int8_out_->zero_point != 0 && scale_into < post_.size() && scale_into + 1 != post_.size()) dst_int8 = false;
     }
     const memory::data_type wei_dt = int8 ? memory::data_type::s8 : in_dt;
     Tensor w_q;  // int8: the weight quantized (plain, s8), and its scales
@@ -694,11 +696,16 @@ class ConvKernel final : public Kernel {
     for (int64_t d : out) out_elems *= d;
     e.swish_after = !dst_bf16 && !dst_int8 && takeFinalSwish(e.ops, out_elems);  // llga's swish is fp32
     // A quantized dst: the chain's result (real values) times 1 / out_scale, then rounded and saturated.
+    // (a fake quantization's last linear gives whole numbers here, so adding
+    // the zero point before the dst's rounding is exact; an appended one
+    // rounds y / scale + zp, PyTorch round(y / scale) + zp: they differ only
+    // where y / scale is exactly a half)
+    const float out_zp = dst_int8 ? static_cast<float>(int8_out_->zero_point) : 0.0f;
     if (dst_int8 && scale_into < post_.size()) {
       e.ops[scale_into].alpha = static_cast<float>(e.ops[scale_into].alpha / int8_out_->scale);
-      e.ops[scale_into].beta = static_cast<float>(e.ops[scale_into].beta / int8_out_->scale);
+      e.ops[scale_into].beta = static_cast<float>(e.ops[scale_into].beta / int8_out_->scale) + out_zp;
     } else if (dst_int8) {
-      e.ops.push_back({PostOp::Kind::Eltwise, PostOpAlg::Linear, static_cast<float>(1.0 / int8_out_->scale), 0.0f});
+      e.ops.push_back({PostOp::Kind::Eltwise, PostOpAlg::Linear, static_cast<float>(1.0 / int8_out_->scale), out_zp});
     }
     dnnl::primitive_attr attr = postOpAttr(e.ops, e.operand_mds);
     if (int8) attr.set_output_scales(1 << 1, e.int8_scales);  // per output channel (dst dim 1)
