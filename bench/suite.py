@@ -41,11 +41,12 @@ BF16_SYSTEMS = ("llga-bf16", "autocast")
 # --precision int8 adds these: llga.quantize, and PyTorch's FX post-training
 # static quantization (prepare_fx, calibrate, convert_fx on its x86 engine:
 # onednn in Debian's build, which has no fbgemm; traced and frozen), both calibrated on the same CALIBRATION_SETS input sets
-INT8_SYSTEMS = ("llga-int8", "torch-int8")
+# and llga-fx-int8: that PyTorch int8 graph itself, compiled by llga.optimize (import-quantization)
+INT8_SYSTEMS = ("llga-int8", "torch-int8", "llga-fx-int8")
 CALIBRATION_SETS = 8
 LABELS = {"llga": "llga", "ofi": "PyTorch frozen+OFI", "eager": "PyTorch eager", "ort": "ONNX Runtime",
           "llga-bf16": "llga bf16", "autocast": "PyTorch autocast bf16", "llga-int8": "llga int8",
-          "torch-int8": "PyTorch int8 (FX)"}
+          "torch-int8": "PyTorch int8 (FX)", "llga-fx-int8": "llga on PyTorch's int8 graph"}
 PAUSE_S = 0.2  # between timing blocks of different systems
 TOLERANCE = 1e-3  # relative to the output's largest magnitude; tests hold llga to 1e-4
 # bf16 systems against PyTorch's fp32 eager: bf16 keeps 8 bits of mantissa

@@ -1,6 +1,6 @@
 """One benchmark runner in its own process (so its peak RSS is its own).
 
-    /usr/bin/python3 -m bench.worker {llga|llga-bf16|llga-int8|eager|ofi|autocast|torch-int8} WORKDIR
+    /usr/bin/python3 -m bench.worker {llga|llga-bf16|llga-int8|eager|ofi|autocast|torch-int8|llga-fx-int8} WORKDIR
 
 Reads WORKDIR/spec.json, prepares the model, calls it once (writing its
 outputs for the driver's correctness check), then answers commands on stdin,
@@ -98,7 +98,7 @@ def prepare_torch(workdir: str, spec, threads: int, system: str):
             warnings.simplefilter("ignore")
             traced = torch.jit.trace(model, tuple(xs), check_trace=False)
             model = torch.jit.freeze(traced)
-    elif system == "torch-int8":  # PyTorch's FX post-training static quantization (its x86 engine), traced, frozen
+    elif system in ("torch-int8", "llga-fx-int8"):  # PyTorch's FX post-training static quantization (its x86 engine), traced, frozen
         from torch.ao.quantization import get_default_qconfig_mapping
         from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
@@ -112,6 +112,13 @@ def prepare_torch(workdir: str, spec, threads: int, system: str):
                 prepared(*[torch.from_numpy(c) for c in inputs])
             quantized = convert_fx(prepared)
             model = torch.jit.freeze(torch.jit.trace(quantized, tuple(xs), check_trace=False))
+        if system == "llga-fx-int8":  # that graph, compiled by llga (import-quantization)
+            import llga
+
+            compiled = llga.optimize(model, [x.numpy() for x in xs])
+            compile_s = time.perf_counter() - t0
+            arrays = [x.numpy() for x in xs]
+            return (lambda: compiled(*arrays)), compile_s, lambda: {"partitions": len(compiled.partitions)}
     compile_s = time.perf_counter() - t0
 
     def numpy(o):
@@ -132,7 +139,7 @@ def main(argv) -> int:
     threads = spec["threads"]
     if system in ("llga", "llga-bf16", "llga-int8"):
         call, compile_s, extra = prepare_llga(workdir, spec, threads, {"llga-bf16": "bf16", "llga-int8": "int8"}.get(system, "fp32"))
-    elif system in ("eager", "ofi", "autocast", "torch-int8"):
+    elif system in ("eager", "ofi", "autocast", "torch-int8", "llga-fx-int8"):
         call, compile_s, extra = prepare_torch(workdir, spec, threads, system)
     else:
         raise SystemExit(f"unknown system {system!r}")

@@ -14,12 +14,13 @@
 // then rounded; a NaN or a value beyond int64 (an infinity) maps to qmin
 // (PyTorch's cast to int64 gives INT64_MIN on x86 there). Float tensors only.
 // One pass, split over llga's threads in chunks the compiler vectorises;
-// per tensor, a channels-last input stays channels-last.
+// per tensor, a channels-last or blocked input keeps its layout.
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
 
+#include "backend/dnnl/dnnl_utils.h"
 #include "runtime/kernel.h"
 #include "runtime/threads.h"
 
@@ -70,24 +71,50 @@ double scalarArg(const KernelArgs& a, size_t i, const char* op, const char* what
   return t.item();
 }
 
-void perTensor(const KernelArgs& a) {
-  static const char* op = "fake_quantize_per_tensor_affine";
-  // A dense input in another dimension order (channels-last) is read and
-  // written in its memory order where the readers take that (no copies).
-  const bool keep_order = a.tensor(0).dtype() == ScalarType::Float && a.tensor(0).isPermutedDense() && a.stridedOutputOk(0);
-  const Tensor x = keep_order ? a.tensor(0) : floatInput(op, a);
-  const double zp = scalarArg(a, 2, op, "zero_point");
-  if (zp != std::nearbyint(zp)) throw std::invalid_argument(std::string(op) + ": zero_point " + std::to_string(zp) + " is not an integer");
-  const Grid g = gridOf(op, scalarArg(a, 1, op, "scale"), static_cast<int64_t>(zp), a.toInt(3), a.toInt(4));
-  Tensor out = keep_order ? Tensor::emptyLike(ScalarType::Float, x.sizes(), x) : Tensor::empty(ScalarType::Float, x.sizes());
-  const float* s = x.data<float>();
-  float* d = out.data<float>();
-  const int64_t n = x.numel();
-  const int threads = n < kParallelGrain ? 1 : getNumThreads();
+// Per tensor: an input that arrives channels-last or in oneDNN's blocked
+// layout (the convolution before it kept its own) is read and written in
+// its memory order, where every reader takes that (no reorders); padding
+// elements of a blocked buffer are rounded too (harmless: nothing reads them).
+class PerTensorKernel final : public Kernel {
+ public:
+  bool acceptsBlocked(size_t input) const override { return input == 0; }
+  bool acceptsStrided(size_t input) const override { return input == 0; }
+  void allowBlockedOutput(size_t output) override { blocked_out_ = blocked_out_ || output == 0; }
+  void allowStridedOutput(size_t output) override { strided_out_ = strided_out_ || output == 0; }
+
+  void run(const KernelArgs& a) override {
+    static const char* op = "fake_quantize_per_tensor_affine";
+    Tensor x = a.tensor(0);
+    if (x.dtype() != ScalarType::Float) throw std::invalid_argument(std::string(op) + " expects a float32 tensor, got " + x.describe());
+    const double zp = scalarArg(a, 2, op, "zero_point");
+    if (zp != std::nearbyint(zp)) throw std::invalid_argument(std::string(op) + ": zero_point " + std::to_string(zp) + " is not an integer");
+    const Grid g = gridOf(op, scalarArg(a, 1, op, "scale"), static_cast<int64_t>(zp), a.toInt(3), a.toInt(4));
+    Tensor out;
+    int64_t n = x.numel();
+    if (x.isBlocked() && blocked_out_) {
+      const size_t bytes = blockedDesc(x).get_size();
+      n = static_cast<int64_t>(bytes / sizeof(float));
+      out = Tensor::blocked(Storage::allocate(bytes), ScalarType::Float, x.sizes(), x.blockedLayout());
+    } else {
+      if (x.isBlocked()) {
+        ExecContext& ctx = a.ctx;
+        x = x.blockedLayout()->toPlain(ctx, x);
+      }
+      if (!(x.isPermutedDense() && strided_out_)) x = x.contiguous();
+      out = x.isContiguous() ? Tensor::empty(ScalarType::Float, x.sizes()) : Tensor::emptyLike(ScalarType::Float, x.sizes(), x);
+    }
+    const float* s = static_cast<const float*>(x.data());
+    float* d = static_cast<float*>(out.data());
+    const int threads = n < kParallelGrain ? 1 : getNumThreads();
 #pragma omp parallel for simd schedule(static) num_threads(threads)
-  for (int64_t i = 0; i < n; ++i) d[i] = fakeQuant(s[i], g);
-  a.set(0, out);
-}
+    for (int64_t i = 0; i < n; ++i) d[i] = fakeQuant(s[i], g);
+    a.set(0, out);
+  }
+
+ private:
+  bool blocked_out_ = false;
+  bool strided_out_ = false;
+};
 
 void perChannel(const KernelArgs& a) {
   static const char* op = "fake_quantize_per_channel_affine";
@@ -130,8 +157,7 @@ void perChannel(const KernelArgs& a) {
 }
 
 void registerFakeQuant(OpRegistry& r) {
-  r.add(OpDef{"aten::fake_quantize_per_tensor_affine", 5, 5,
-              [](const Node&) { return std::make_unique<FnKernel>(perTensor, /*strided_inputs=*/true); }});
+  r.add(OpDef{"aten::fake_quantize_per_tensor_affine", 5, 5, [](const Node&) { return std::make_unique<PerTensorKernel>(); }});
   r.add("aten::fake_quantize_per_channel_affine", 6, 6, perChannel);
 }
 LLGA_REGISTER_OPS(registerFakeQuant);
