@@ -288,7 +288,7 @@ def test_without_vnni_the_graphs_int8_ops_run_fp32_and_match():
         # fp32 on fake-quantized values sums in another order than PyTorch's
         # convolutions (Winograd here): a value near a rounding boundary lands a
         # step over and that carries on through 20 layers (measured: 2 steps at
-        # most, 2.7% of elements beyond one); a layout mistake would be far off
+        # most, 2.7 percent of elements beyond one); a layout mistake would be far off
         assert off.max() <= 3.001 and np.mean(off > 1.001) <= 0.05, (off.max(), np.mean(off > 1.001))
         print("ok")
     """ % str(Path(__file__).parent))
