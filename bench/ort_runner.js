@@ -1,7 +1,8 @@
 // ONNX Runtime (onnxruntime-node) as one benchmark runner, in its own Node
 // process. Same protocol as bench/worker.py:
-//   node bench/ort_runner.js WORKDIR MODULE_DIR
-// reads WORKDIR/spec.json and WORKDIR/model.onnx, runs once (writing its
+//   node bench/ort_runner.js WORKDIR MODULE_DIR [MODEL [TAG]]
+// reads WORKDIR/spec.json and WORKDIR/MODEL (model.onnx; model-int8.onnx for
+// the QDQ export of PyTorch's int8 model, TAG ort-int8), runs once (writing its
 // outputs as raw little-endian files), then answers JSON lines on stdin:
 // {"cmd":"run","n":k} -> per-call seconds, {"cmd":"quit"} -> peak RSS.
 'use strict';
@@ -9,7 +10,7 @@ const fs = require('fs');
 const path = require('path');
 const readline = require('readline');
 
-const [workdir, moduleDir] = process.argv.slice(2);
+const [workdir, moduleDir, modelFile = 'model.onnx', tag = 'ort'] = process.argv.slice(2);
 const ort = require(path.join(moduleDir, 'onnxruntime-node'));
 const spec = JSON.parse(fs.readFileSync(path.join(workdir, 'spec.json'), 'utf8'));
 
@@ -24,7 +25,7 @@ function loadInput(inp) {
 
 async function main() {
   const t0 = process.hrtime.bigint();
-  const session = await ort.InferenceSession.create(path.join(workdir, 'model.onnx'), {
+  const session = await ort.InferenceSession.create(path.join(workdir, modelFile), {
     intraOpNumThreads: spec.threads, interOpNumThreads: 1, graphOptimizationLevel: 'all',
     executionMode: 'sequential',
   });
@@ -37,7 +38,7 @@ async function main() {
   const files = [];
   session.outputNames.forEach((name, i) => {
     const d = out[name].data;
-    const file = `out-ort-${i}.raw`;
+    const file = `out-${tag}-${i}.raw`;
     fs.writeFileSync(path.join(workdir, file), Buffer.from(d.buffer, d.byteOffset, d.byteLength));
     files.push({ file, dtype: out[name].type, shape: out[name].dims });
   });

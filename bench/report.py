@@ -11,7 +11,8 @@ from typing import List, Optional
 ORDER = ("llga", "ofi", "eager", "ort")
 LABELS = {"llga": "llga", "ofi": "PyTorch frozen+OFI", "eager": "PyTorch eager", "ort": "ONNX Runtime 1.30",
           "llga-bf16": "llga bf16", "autocast": "PyTorch autocast bf16", "llga-int8": "llga int8",
-          "torch-int8": "PyTorch int8 (FX)", "llga-fx-int8": "llga on PyTorch's int8 graph"}
+          "torch-int8": "PyTorch int8 (FX)", "llga-fx-int8": "llga on PyTorch's int8 graph",
+          "ort-int8": "ONNX Runtime int8 (QDQ export)"}
 
 
 def _ms(entry: Optional[dict]) -> Optional[float]:
@@ -125,10 +126,11 @@ def int8_table(run: dict) -> List[str]:
                "(drawn like the timed input, never it). Ratios: llga int8's time / the peer's, paired by round.",
            "",
            "| model | batch | threads | llga fp32 | llga int8 | PyTorch int8 (FX) | llga on PyTorch's int8 graph "
-           "| ONNX Runtime fp32 | int8/llga fp32 | int8/PyTorch int8 | int8/ORT | llga on PyTorch's graph/PyTorch int8 "
-           "| llga int8 rel. err. | PyTorch int8 rel. err. | llga on PyTorch's graph rel. err. |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    by = {"llga": [], "torch-int8": [], "ort": [], "fx": []}
+           "| ONNX Runtime fp32 | ONNX Runtime int8 (QDQ) | int8/llga fp32 | int8/PyTorch int8 | int8/ORT fp32 "
+           "| int8/ORT int8 | llga on PyTorch's graph/PyTorch int8 | rel. err.: llga int8, PyTorch int8, "
+           "llga on PyTorch's graph, ORT int8 |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    by = {"llga": [], "torch-int8": [], "ort": [], "ort-int8": [], "fx": []}
     for r in rows:
         sy, p = r["systems"], dict(r.get("paired_int8", {}))
         # llga on PyTorch's graph / PyTorch int8, from the same rounds' ratios against llga int8
@@ -137,15 +139,16 @@ def int8_table(run: dict) -> List[str]:
         for k in by:
             if p.get(k) is not None:
                 by[k].append(p[k])
-        errs = [sy.get(s, {}).get("rel_err") for s in ("llga-int8", "torch-int8", "llga-fx-int8")]
+        errs = [sy.get(s, {}).get("rel_err") for s in ("llga-int8", "torch-int8", "llga-fx-int8", "ort-int8")]
         out.append(f"| {r['model']} | {r['batch']} | {_row_threads(run, r)} | {_cell(sy.get('llga'))} | "
                    f"{_cell(sy.get('llga-int8'))} | {_cell(sy.get('torch-int8'))} | {_cell(sy.get('llga-fx-int8'))} | "
-                   f"{_cell(sy.get('ort'))} | {_fmt_ratio(p.get('llga'))} | {_fmt_ratio(p.get('torch-int8'))} | "
-                   f"{_fmt_ratio(p.get('ort'))} | {_fmt_ratio(p.get('fx'))} | "
-                   + " | ".join('-' if e is None else f'{e:.1e}' for e in errs) + " |")
-    out.append(f"| geometric mean | | | | | | | | {_fmt_ratio(_geomean(by['llga']))} | "
+                   f"{_cell(sy.get('ort'))} | {_cell(sy.get('ort-int8'))} | {_fmt_ratio(p.get('llga'))} | "
+                   f"{_fmt_ratio(p.get('torch-int8'))} | {_fmt_ratio(p.get('ort'))} | {_fmt_ratio(p.get('ort-int8'))} | "
+                   f"{_fmt_ratio(p.get('fx'))} | "
+                   + ", ".join('-' if e is None else f'{e:.1e}' for e in errs) + " |")
+    out.append(f"| geometric mean | | | | | | | | | {_fmt_ratio(_geomean(by['llga']))} | "
                f"{_fmt_ratio(_geomean(by['torch-int8']))} | {_fmt_ratio(_geomean(by['ort']))} | "
-               f"{_fmt_ratio(_geomean(by['fx']))} | | | |")
+               f"{_fmt_ratio(_geomean(by['ort-int8']))} | {_fmt_ratio(_geomean(by['fx']))} | |")
     return out
 
 

@@ -41,12 +41,16 @@ BF16_SYSTEMS = ("llga-bf16", "autocast")
 # --precision int8 adds these: llga.quantize, and PyTorch's FX post-training
 # static quantization (prepare_fx, calibrate, convert_fx on its x86 engine:
 # onednn in Debian's build, which has no fbgemm; traced and frozen), both calibrated on the same CALIBRATION_SETS input sets
-# and llga-fx-int8: that PyTorch int8 graph itself, compiled by llga.optimize (import-quantization)
-INT8_SYSTEMS = ("llga-int8", "torch-int8", "llga-fx-int8")
+# and llga-fx-int8: that PyTorch int8 graph itself, compiled by llga.optimize
+# (import-quantization); ort-int8: ONNX Runtime on its ONNX export (QDQ:
+# QuantizeLinear/DequantizeLinear around float ops, which ORT fuses)
+INT8_SYSTEMS = ("llga-int8", "torch-int8", "llga-fx-int8", "ort-int8")
+ORT_SYSTEMS = ("ort", "ort-int8")
 CALIBRATION_SETS = 8
 LABELS = {"llga": "llga", "ofi": "PyTorch frozen+OFI", "eager": "PyTorch eager", "ort": "ONNX Runtime",
           "llga-bf16": "llga bf16", "autocast": "PyTorch autocast bf16", "llga-int8": "llga int8",
-          "torch-int8": "PyTorch int8 (FX)", "llga-fx-int8": "llga on PyTorch's int8 graph"}
+          "torch-int8": "PyTorch int8 (FX)", "llga-fx-int8": "llga on PyTorch's int8 graph",
+          "ort-int8": "ONNX Runtime int8 (QDQ export)"}
 PAUSE_S = 0.2  # between timing blocks of different systems
 TOLERANCE = 1e-3  # relative to the output's largest magnitude; tests hold llga to 1e-4
 # bf16 systems against PyTorch's fp32 eager: bf16 keeps 8 bits of mantissa
@@ -191,7 +195,7 @@ def runner_env(threads: int):
 def read_outputs(system: str, ready: dict, workdir: str) -> List[np.ndarray]:
     outs = []
     for o in ready["outputs"]:
-        if system == "ort":
+        if system in ORT_SYSTEMS:
             dt = {"float32": np.float32, "int64": np.int64}[o["dtype"]]
             outs.append(np.fromfile(os.path.join(workdir, o["file"]), dtype=dt).reshape(o["shape"]))
         else:
@@ -213,7 +217,7 @@ def rel_error(outs: List[np.ndarray], refs: List[np.ndarray]) -> float:
 
 # ----------------------------------------------------------------- one model
 
-def export(name: str, batch: int, workdir: str, want_onnx: bool, threads: int) -> dict:
+def export(name: str, batch: int, workdir: str, want_onnx: bool, threads: int, want_int8_onnx: bool = False) -> dict:
     """Builds the model, writes inputs, IR text + weights and the ONNX file;
     returns the spec plus PyTorch's reference outputs."""
     import torch
@@ -256,6 +260,19 @@ def export(name: str, batch: int, workdir: str, want_onnx: bool, threads: int) -
                                   do_constant_folding=True)
         except Exception as e:  # noqa: BLE001 - reported in the results, the others still run
             spec["onnx_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    spec["onnx_int8_error"] = None
+    if want_int8_onnx:  # PyTorch's int8 model (as torch-int8 builds it) exported as QDQ ONNX
+        from bench.worker import fx_int8
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                calibration = [[np.load(os.path.join(workdir, inp["calibration"][k])) for inp in spec["inputs"]]
+                               for k in range(CALIBRATION_SETS)]
+                quantized = fx_int8(bench_models.build(name, batch)[0], inputs, calibration)
+                torch.onnx.export(quantized, tuple(inputs), os.path.join(workdir, "model-int8.onnx"), opset_version=13)
+        except Exception as e:  # noqa: BLE001 - reported in the results, the others still run
+            spec["onnx_int8_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
     with open(os.path.join(workdir, "spec.json"), "w") as f:
         json.dump(spec, f)
     return {"spec": spec, "refs": refs}
@@ -265,18 +282,23 @@ def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict,
     workdir = os.path.join(CACHE, "work", f"{name}-b{batch}-t{threads}")
     shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(workdir)
-    systems = [s for s in args.systems if s != "ort" or "module_dir" in ort]
+    systems = [s for s in args.systems if s not in ORT_SYSTEMS or "module_dir" in ort]
     tag = f"{name} b{batch} t{threads}"
     bar.set_description(f"{tag}: export")
-    exported = export(name, batch, workdir, "ort" in systems, threads)
+    exported = export(name, batch, workdir, "ort" in systems, threads, "ort-int8" in systems)
     spec, refs = exported["spec"], exported["refs"]
     result: dict = {"model": name, "batch": batch, "threads": threads,
                     "description": bench_models.DESCRIPTIONS.get(name, name), "systems": {}}
-    if "ort" in args.systems and "module_dir" not in ort:
-        result["systems"]["ort"] = {"ok": False, "error": ort.get("error")}
-    if spec["onnx_error"]:
+    for s in ORT_SYSTEMS:
+        if s in args.systems and "module_dir" not in ort:
+            result["systems"][s] = {"ok": False, "error": ort.get("error")}
+    if spec["onnx_error"] and "ort" in systems:
         systems.remove("ort")
         result["systems"]["ort"] = {"ok": False, "error": "torch.onnx.export failed: " + spec["onnx_error"]}
+    if spec["onnx_int8_error"] and "ort-int8" in systems:
+        systems.remove("ort-int8")
+        result["systems"]["ort-int8"] = {"ok": False, "error": "torch.onnx.export of PyTorch's int8 model failed: " +
+                                         spec["onnx_int8_error"]}
     bar.update(1)
 
     env = runner_env(threads)
@@ -286,6 +308,9 @@ def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict,
             bar.set_description(f"{tag}: start {s}")
             if s == "ort":
                 argv = ["node", os.path.join(ROOT, "bench", "ort_runner.js"), workdir, ort["module_dir"]]
+            elif s == "ort-int8":
+                argv = ["node", os.path.join(ROOT, "bench", "ort_runner.js"), workdir, ort["module_dir"], "model-int8.onnx",
+                        "ort-int8"]
             else:
                 argv = [args.python, "-m", "bench.worker", s, workdir]
             r = Runner(s, argv, workdir, env)
@@ -434,8 +459,8 @@ def main(argv=None) -> int:
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     started = datetime.datetime.now()
-    ort = setup_ort(log) if "ort" in args.systems else {"error": "not asked for"}
-    if "error" in ort and "ort" in args.systems:
+    ort = setup_ort(log) if any(s in args.systems for s in ORT_SYSTEMS) else {"error": "not asked for"}
+    if "error" in ort and any(s in args.systems for s in ORT_SYSTEMS):
         log(f"ONNX Runtime unavailable: {ort['error']}")
     log("measuring the machine's limit (oneDNN convolution, f32 and bf16) ...")
     limit = machine_limit(max(threads), 20)

@@ -78,6 +78,25 @@ def prepare_llga(workdir: str, spec, threads: int, precision: str = "fp32"):
     return call, compile_s, extra
 
 
+def fx_int8(model, xs, calibration):
+    """PyTorch's FX post-training static quantization of `model` (prepare_fx,
+    calibrate on `calibration`, a list of input tuples of arrays, convert_fx)
+    on its x86 engine: Debian's torch has no FBGEMM, so oneDNN's (then
+    qnnpack). The torch-int8 and llga-fx-int8 systems run it traced and
+    frozen; ort-int8 runs its ONNX export (QDQ)."""
+    import torch
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    engine = next(e for e in ("x86", "fbgemm", "onednn", "qnnpack") if e in torch.backends.quantized.supported_engines)
+    torch.backends.quantized.engine = engine
+    with torch.no_grad():
+        prepared = prepare_fx(model.eval(), get_default_qconfig_mapping(engine), tuple(xs))
+        for inputs in calibration:
+            prepared(*[torch.from_numpy(c) for c in inputs])
+        return convert_fx(prepared)
+
+
 def prepare_torch(workdir: str, spec, threads: int, system: str):
     import numpy as np
     import torch
@@ -99,18 +118,9 @@ def prepare_torch(workdir: str, spec, threads: int, system: str):
             traced = torch.jit.trace(model, tuple(xs), check_trace=False)
             model = torch.jit.freeze(traced)
     elif system in ("torch-int8", "llga-fx-int8"):  # PyTorch's FX post-training static quantization (its x86 engine), traced, frozen
-        from torch.ao.quantization import get_default_qconfig_mapping
-        from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
-
-        # Debian's torch has no FBGEMM: its x86 engines are oneDNN's (then qnnpack)
-        engine = next(e for e in ("x86", "fbgemm", "onednn", "qnnpack") if e in torch.backends.quantized.supported_engines)
-        torch.backends.quantized.engine = engine
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
-            prepared = prepare_fx(model.eval(), get_default_qconfig_mapping(engine), tuple(xs))
-            for inputs in load_calibration(workdir, spec):
-                prepared(*[torch.from_numpy(c) for c in inputs])
-            quantized = convert_fx(prepared)
+            quantized = fx_int8(model, xs, load_calibration(workdir, spec))
             model = torch.jit.freeze(torch.jit.trace(quantized, tuple(xs), check_trace=False))
         if system == "llga-fx-int8":  # that graph, compiled by llga (import-quantization)
             import llga

@@ -13,8 +13,12 @@
 //    int32's range for qint32. A quantize read by anything but dequantize
 //    stays (and is reported as an op llga cannot run).
 //
-// 2. A convolution or linear whose activation is fake-quantized per tensor
-//    to u8 ([0, 255]) or s8 ([-128, 127]) with constant parameters, and whose
+// 2. Two fake quantizations on one grid, with at most a clamp between them,
+//    become one with the narrower range (mergeFakeQuants, below).
+//
+// 3. A convolution or linear whose activation is fake-quantized per tensor
+//    within u8's [0, 255] or s8's [-128, 127] (reduce_range's [0, 127] and
+//    merged clamps' narrower ranges too) with constant parameters, and whose
 //    constant weight is fake-quantized symmetrically to s8 (zero point 0,
 //    [-128, 127]; per output channel or per tensor), becomes an int8 op:
 //      %a = fake_quantize_per_tensor_affine(%x, 0.02, 3, 0, 255)
@@ -26,14 +30,15 @@
 //    Its kernel quantizes %a as the graph did; the weight's fake
 //    quantization is folded here (to scale * q, which w_scale maps back to
 //    q exactly): the int8 kernel multiplies the integers PyTorch's
-//    reference computes with. Where only int8 ops read %a, they read %x
-//    instead and the fake quantization goes; where others read it too (a
-//    residual add), it stays, and quantizing its values again gives the
-//    same integers.
+//    reference computes with. Where only int8 ops read %a and its range is
+//    the whole of u8's or s8's, they read %x instead and the fake
+//    quantization goes; otherwise it stays (a residual add reads it, or it
+//    clamps to a narrower range), and quantizing its values again gives
+//    the same integers.
 //
-// Left in float, running the fake quantization as written: non-constant
-// parameters, other ranges (reduce_range's [0, 127]), weights with a zero
-// point, transposed convolutions, ops inside loops or branches.
+// Left in float, running the fake quantization as written (with a note):
+// non-constant parameters, ranges beyond 8 bits, weights with a zero
+// point, transposed convolutions; ops inside loops or branches.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -119,6 +124,7 @@ std::optional<std::vector<double>> numbers(const Value* v) {
 
 std::optional<Fq> fakeQuantOf(const Value* v) {
   const Node* n = v->node();
+  if (n->outputs().size() != 1) return std::nullopt;
   const bool per_tensor = is(*n, "aten::fake_quantize_per_tensor_affine") && n->inputs().size() == 5;
   const bool per_channel = is(*n, "aten::fake_quantize_per_channel_affine") && n->inputs().size() == 6;
   if (!per_tensor && !per_channel) return std::nullopt;
@@ -202,6 +208,7 @@ bool mergeFakeQuants(Graph& g) {
   for (bool again = true; again;) {
     again = false;
     for (Node* n : g.block()->nodes()) {
+      if (n->outputs().size() != 1) continue;
       auto outer = fakeQuantOf(n->output(0));
       if (!outer || outer->axis != -1 || n->inputs().empty()) continue;
       const Node* in = n->input(0)->node();

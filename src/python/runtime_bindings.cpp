@@ -212,8 +212,8 @@ void bindRuntime(py::module_& m) {
               q && (copy.dtype() == ScalarType::Byte || copy.dtype() == ScalarType::Char)) {
             copy = copy.to(ScalarType::Float).contiguous();
             float* p = static_cast<float*>(copy.data());
-            const float scale = static_cast<float>(q->scale);
-            for (int64_t i = 0, e = copy.numel(); i < e; ++i) p[i] *= scale;
+            const float scale = static_cast<float>(q->scale), zero = static_cast<float>(q->zero_point);
+            for (int64_t i = 0, e = copy.numel(); i < e; ++i) p[i] = (p[i] - zero) * scale;
           }
           seen.emplace_back(n.output(0)->debugName(), std::move(copy));
         };
