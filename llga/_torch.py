@@ -199,6 +199,15 @@ _SAME_QPARAMS_OPS = {
 }
 
 
+# Ops PyTorch runs on quantized tensors writing fixed parameters: (scale,
+# zero point) by the input's dtype code (13 quint8, 12 qint8).
+_FIXED_QPARAMS_OPS = {
+    "aten::sigmoid": {13: (1 / 256, 0), 12: (1 / 256, -128)},
+    "aten::hardsigmoid": {13: (1 / 256, 0), 12: (1 / 256, -128)},
+    "aten::tanh": {13: (1 / 128, 128), 12: (1 / 128, 0)},
+}
+
+
 def _lower_quantized_ops(tgraph) -> None:
     """PyTorch's int8 graph (convert_fx without is_reference, or eager
     quantization), frozen: quantized::conv*/linear (with packed weights),
@@ -286,6 +295,16 @@ def _lower_quantized_ops(tgraph) -> None:
             elif kind.startswith("quantized::"):
                 unsupported.setdefault(kind, []).append(node.output().debugName() if node.outputs() else "")
                 continue
+            elif quantized_in and kind.rstrip("_") in _FIXED_QPARAMS_OPS and len(ins) == 1:
+                params = qparams[ins[0].unique()]
+                code = params[2].toIValue() if params is not None else None
+                fixed = _FIXED_QPARAMS_OPS[kind.rstrip("_")].get(code)
+                if fixed is None:
+                    unsupported.setdefault(f"{kind} on a quantized tensor of this dtype", []).append(
+                        node.output().debugName())
+                    continue
+                y = made(kind.rstrip("_"), [dequantized(ins[0])])
+                lowered = quantize(y, tgraph.insertConstant(fixed[0]), tgraph.insertConstant(fixed[1]), params[2])
             elif quantized_in and kind != "aten::dequantize":
                 if kind not in _SAME_QPARAMS_OPS or len(quantized_in) != 1 or node.outputsSize() != 1:
                     unsupported.setdefault(f"{kind} on a quantized tensor", []).append(node.output().debugName())

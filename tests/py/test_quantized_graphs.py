@@ -83,6 +83,22 @@ class ConvNet(nn.Module):
         return self.fc(torch.flatten(self.c2(torch.relu(self.c1(x))), 1))
 
 
+class Gates(nn.Module):
+    """sigmoid, tanh and hardsigmoid: PyTorch writes them with fixed parameters
+    (1/256 and 1/128 scales) whatever their input's."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = nn.Conv2d(8, 8, 1)
+        self.fc = nn.Linear(8 * 8 * 8, 6)
+
+    def forward(self, x):
+        y = self.c1(x)
+        y = torch.sigmoid(y) * torch.tanh(self.c2(y)) + nn.functional.hardsigmoid(y)
+        return self.fc(torch.flatten(y, 1))
+
+
 def mlp():
     torch.manual_seed(1)
     return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.Linear(32, 5))
@@ -155,14 +171,17 @@ def test_quantized_resnet18_within_one_step_of_pytorch():
         assert all(p.impl and not p.detail for p in compiled.partitions if p.precision == "int8")
 
 
-@pytest.mark.parametrize("make", [ConvNet, mlp], ids=["convnet", "mlp"])
+@pytest.mark.parametrize("make", [ConvNet, mlp, Gates], ids=["convnet", "mlp", "gates"])
 def test_pytorch_int8_graph_matches_pytorch(make):
     """convert_fx's own int8 form: quantized::conv2d/linear with packed
     weights, ops on quantized tensors; the same integers as PyTorch's."""
     model = make()
-    shape = (2, 3, 8, 8) if make is ConvNet else (4, 16)
+    shape = (4, 16) if make is mlp else (2, 3, 8, 8)
     int8 = quantized(model, shape, reference=False)
-    assert any(n.kind().startswith("quantized::") for n in int8.graph.nodes())
+    kinds = {n.kind() for n in int8.graph.nodes()}
+    assert any(k.startswith("quantized::") for k in kinds)
+    if make is Gates:  # run by PyTorch on quantized tensors, with fixed output parameters
+        assert {"aten::sigmoid", "aten::tanh", "aten::hardsigmoid"} <= kinds, kinds
     compiled = llga.optimize(int8)
     assert len(int8_ops(compiled)) == 3
     torch.manual_seed(3)
