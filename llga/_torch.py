@@ -208,6 +208,15 @@ _FIXED_QPARAMS_OPS = {
 }
 
 
+# Ops splitting a quantized tensor into a list of parts with its parameters.
+_LIST_QPARAMS_OPS = {"aten::chunk", "aten::split", "aten::unbind", "aten::split_with_sizes"}
+_SAME_QPARAMS_OPS |= _LIST_QPARAMS_OPS
+
+# quantized:: ops of one quantized input with their output's scale and zero point: the float op.
+_QUANTIZED_UNARY = {"quantized::hardswish": "aten::hardswish", "quantized::sigmoid": "aten::sigmoid",
+                    "quantized::relu6": "aten::relu6"}
+
+
 def _lower_quantized_ops(tgraph) -> None:
     """PyTorch's int8 graph (convert_fx without is_reference, or eager
     quantization), frozen: quantized::conv*/linear (with packed weights),
@@ -238,10 +247,29 @@ def _lower_quantized_ops(tgraph) -> None:
         qparams[q.unique()] = (scale, zp, dtype)
         return q
 
+    def where(node):
+        outs = list(node.outputs())
+        return outs[0].debugName() if outs else node.kind()
+
+    list_qparams = {}  # a list of a quantized tensor's parts (chunk, split) -> its parameters
     unsupported: Dict[str, list] = {}
     for node in list(tgraph.nodes()):
         kind = node.kind()
         ins = list(node.inputs())
+        if kind in ("prim::ListConstruct", "prim::TupleConstruct"):
+            continue  # quantized::cat reads its list's items dequantized; anything else stays, and llga names it
+        if kind == "prim::ListUnpack" and ins and ins[0].unique() in list_qparams:
+            # the parts of a quantized tensor (chunk, split): each quantized again as it was
+            params = list_qparams[ins[0].unique()]
+            after = node
+            for o in list(node.outputs()):
+                qn = tgraph.create("aten::quantize_per_tensor", [o, *params])
+                qn.output().setType(tensor_t)
+                qn.insertAfter(after)
+                after = qn
+                qparams[qn.output().unique()] = params
+                o.replaceAllUsesAfterNodeWith(qn, qn.output())
+            continue
         if kind in ("aten::quantize_per_tensor", "aten::quantize_per_channel"):
             qparams[node.output().unique()] = tuple(ins[1:4]) if kind == "aten::quantize_per_tensor" else None
             continue
@@ -259,7 +287,7 @@ def _lower_quantized_ops(tgraph) -> None:
                 relu = base.endswith("_relu")
                 if base not in ("conv1d", "conv2d", "conv3d", "conv1d_relu", "conv2d_relu", "conv3d_relu", "linear",
                                 "linear_relu"):
-                    unsupported.setdefault(kind, []).append(node.output().debugName())
+                    unsupported.setdefault(kind, []).append(where(node))
                     continue
                 w_q, bias = torch.ops.quantized.linear_unpack(packed) if linear else packed.unpack()
                 w = made("aten::dequantize", [tgraph.insertConstant(w_q)])
@@ -269,7 +297,7 @@ def _lower_quantized_ops(tgraph) -> None:
                     y = made("aten::linear", [x, w, b])
                 else:
                     if packed.transpose():
-                        unsupported.setdefault(kind + " (transposed)", []).append(node.output().debugName())
+                        unsupported.setdefault(kind + " (transposed)", []).append(where(node))
                         continue
                     args = [x, w, b] + [tgraph.insertConstant(list(v)) for v in (packed.stride(), packed.padding(),
                                                                                   packed.dilation())]
@@ -283,43 +311,48 @@ def _lower_quantized_ops(tgraph) -> None:
                 if base.endswith("_relu"):
                     y = made("aten::relu", [y])
                 lowered = quantize(y, ins[2], ins[3], tgraph.insertConstant(13))
+            elif kind in _QUANTIZED_UNARY and len(ins) == 3:  # (x, output scale, output zero point)
+                y = made(_QUANTIZED_UNARY[kind], [dequantized(ins[0])])
+                lowered = quantize(y, ins[1], ins[2], tgraph.insertConstant(13))
             elif kind == "quantized::cat":
                 parts = ins[0].node()
                 if parts.kind() != "prim::ListConstruct":
-                    unsupported.setdefault(kind, []).append(node.output().debugName())
+                    unsupported.setdefault(kind, []).append(where(node))
                     continue
                 lst = tgraph.insertNode(tgraph.create("prim::ListConstruct", [dequantized(v) for v in parts.inputs()]))
                 lst.output().setType(torch._C.ListType.ofTensors())
                 y = made("aten::cat", [lst.output(), ins[1]])
                 lowered = quantize(y, ins[2], ins[3], tgraph.insertConstant(13))
             elif kind.startswith("quantized::"):
-                unsupported.setdefault(kind, []).append(node.output().debugName() if node.outputs() else "")
+                unsupported.setdefault(kind, []).append(where(node))
                 continue
             elif quantized_in and kind.rstrip("_") in _FIXED_QPARAMS_OPS and len(ins) == 1:
                 params = qparams[ins[0].unique()]
                 code = params[2].toIValue() if params is not None else None
                 fixed = _FIXED_QPARAMS_OPS[kind.rstrip("_")].get(code)
                 if fixed is None:
-                    unsupported.setdefault(f"{kind} on a quantized tensor of this dtype", []).append(
-                        node.output().debugName())
+                    unsupported.setdefault(f"{kind} on a quantized tensor of this dtype", []).append(where(node))
                     continue
                 y = made(kind.rstrip("_"), [dequantized(ins[0])])
                 lowered = quantize(y, tgraph.insertConstant(fixed[0]), tgraph.insertConstant(fixed[1]), params[2])
             elif quantized_in and kind != "aten::dequantize":
                 if kind not in _SAME_QPARAMS_OPS or len(quantized_in) != 1 or node.outputsSize() != 1:
-                    unsupported.setdefault(f"{kind} on a quantized tensor", []).append(node.output().debugName())
+                    unsupported.setdefault(f"{kind} on a quantized tensor", []).append(where(node))
                     continue
                 src = quantized_in[0]
                 params = qparams[src.unique()]
                 if params is None:
-                    unsupported.setdefault(f"{kind} on a per-channel quantized tensor", []).append(
-                        node.output().debugName())
+                    unsupported.setdefault(f"{kind} on a per-channel quantized tensor", []).append(where(node))
                     continue
                 args = [dequantized(v) if v is src else v for v in ins]
                 out_kind = kind[:-1] if kind.endswith("_") else kind  # on a float copy: no aliasing to keep
                 y = made(out_kind, args)
                 if str(node.output().type()) in ("int", "int[]", "List[int]"):  # size(): a number, not a tensor
                     y.setType(node.output().type())
+                    lowered = y
+                elif kind in _LIST_QPARAMS_OPS:  # float parts; prim::ListUnpack quantizes each again
+                    y.setType(node.output().type())
+                    list_qparams[y.unique()] = params
                     lowered = y
                 else:
                     lowered = quantize(y, *params)

@@ -314,3 +314,30 @@ def test_without_vnni_the_graphs_int8_ops_run_fp32_and_match():
     env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("name", ["shufflenet_v2_x0_5", "mobilenet_v3_large"])
+def test_eager_mode_quantized_torchvision_model_matches_pytorch(name):
+    """torchvision's quantizable models through PyTorch's eager-mode flow
+    (fuse_model, prepare, calibrate, convert), traced and frozen: chunk and
+    its unpacked parts (shufflenet), quantized::cat, quantized::hardswish,
+    squeeze-excite's quantized::mul with hardsigmoid (mobilenet_v3). Measured
+    on resnet18, mobilenet_v2, googlenet and inception_v3 too (docs/int8.md)."""
+    torch.manual_seed(0)
+    torch.backends.quantized.engine = "onednn"
+    model = getattr(torchvision.models.quantization, name)(quantize=False).eval()
+    model.fuse_model()
+    model.qconfig = torch.ao.quantization.get_default_qconfig("onednn")
+    torch.ao.quantization.prepare(model, inplace=True)
+    with torch.no_grad():
+        for _ in range(2):
+            model(torch.randn(1, 3, 224, 224))
+    torch.ao.quantization.convert(model, inplace=True)
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        traced = torch.jit.freeze(torch.jit.trace(model, x).eval())
+        want = traced(x).numpy()
+    compiled = llga.optimize(traced, [x.numpy()])
+    assert len(int8_ops(compiled)) == {"shufflenet_v2_x0_5": 57, "mobilenet_v3_large": 64}[name]
+    off = np.abs(compiled(x.numpy()) - want) / output_step(traced)
+    assert off.max() <= 2.001 and np.mean(off > 1.001) <= 0.01, (off.max(), np.mean(off > 1.001))
