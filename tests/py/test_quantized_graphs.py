@@ -341,3 +341,21 @@ def test_eager_mode_quantized_torchvision_model_matches_pytorch(name):
     assert len(int8_ops(compiled)) == {"shufflenet_v2_x0_5": 57, "mobilenet_v3_large": 64}[name]
     off = np.abs(compiled(x.numpy()) - want) / output_step(traced)
     assert off.max() <= 2.001 and np.mean(off > 1.001) <= 0.01, (off.max(), np.mean(off > 1.001))
+
+
+def test_quantized_graph_called_concurrently_from_threads():
+    """PyTorch's int8 convnet (zero point on the image, int8 edges, fake
+    quantization post-ops) called from four threads with two batch sizes at
+    once: every result as when called alone."""
+    from concurrency import run_concurrently
+
+    compiled = llga.optimize(quantized(ConvNet(), (2, 3, 8, 8), reference=False))
+    xs = [np.random.default_rng(i).standard_normal((1 + i % 2, 3, 8, 8)).astype(np.float32) * (1 + i) for i in range(4)]
+    want = [compiled(x).copy() for x in xs]
+
+    def work(k):
+        for j in range(20):
+            i = (k + j) % len(xs)
+            np.testing.assert_array_equal(compiled(xs[i]), want[i])
+
+    run_concurrently(work, 4)
