@@ -64,6 +64,14 @@ def _is_plain_constant(value) -> bool:
 def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarray]]:
     torch = _torch()
     module = None
+    if isinstance(obj, torch.jit.ScriptModule) and _reads_packed_weights(obj):
+        # PyTorch's int8 modules keep their weights packed in attributes: a
+        # frozen copy has them as constants, which the adapter unpacks (the
+        # caller's module stays as it is)
+        if obj.training:
+            raise TypeError("llga.import_torch: this int8 module is in training mode; call .eval() first "
+                            "(llga freezes a copy of it to read its packed weights)")
+        obj = torch.jit.freeze(obj)
     if isinstance(obj, torch.jit.ScriptModule):
         module = obj
         if not obj._c._has_method("forward"):
@@ -145,6 +153,15 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
             name = node.output().debugName()
             weights[name] = tensor_to_numpy(node.t("value"), name)
     return graph, weights
+
+
+def _reads_packed_weights(module) -> bool:
+    """Whether the module's forward reads packed quantized weights from its
+    attributes (PyTorch's int8 modules before torch.jit.freeze)."""
+    if not module._c._has_method("forward"):
+        return False
+    return any(n.kind() == "prim::GetAttr" and "PackedParams" in str(n.output().type())
+               for n in _walk(module.inlined_graph))
 
 
 # PyTorch's ScalarType codes of its quantized dtypes (the `dtype` operand of quantize_per_tensor).
@@ -501,6 +518,9 @@ def import_with_methods(graph, module) -> Tuple[Graph, Dict[str, np.ndarray], Di
         raise TypeError(f"module= must be the torch.jit.ScriptModule the graph belongs to, got {type(module).__name__}")
     if not isinstance(graph, torch._C.Graph):
         raise TypeError(f"with module=, the graph must be a torch._C.Graph, got {type(graph).__name__}")
+    if graph is module.graph and _reads_packed_weights(module):  # an int8 module: its frozen copy (import_torch)
+        llga_graph, weights = import_torch(module)
+        return llga_graph, weights, {}
     text = graph.str()
     llga_graph = parse(text, filename="<torchscript>")
     weights: Dict[str, np.ndarray] = {}

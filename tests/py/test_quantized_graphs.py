@@ -208,9 +208,20 @@ def test_pytorch_int8_mobilenet_v2_matches_pytorch():
     assert off.max() <= 2.001 and np.mean(off > 1.001) <= 0.01, off.max()
 
 
-def test_pytorch_int8_graph_needs_freezing():
+def test_pytorch_int8_module_not_frozen_is_frozen_by_llga():
+    """Its packed weights sit in attributes: llga reads a frozen copy; the
+    caller's module stays as it was. In training mode: a clear error."""
     traced = quantized(ConvNet(), (2, 3, 8, 8), reference=False, frozen=False)
-    with pytest.raises(TypeError, match=r"freeze"):
+    before = str(traced.graph)
+    compiled = llga.optimize(traced)
+    assert str(traced.graph) == before
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        want = traced(x).numpy()
+    np.testing.assert_allclose(compiled(x.numpy()), want, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(llga.optimize(traced.graph)(x.numpy()), want, rtol=0, atol=1e-6)  # its graph alike
+    traced.train()
+    with pytest.raises(TypeError, match=r"training mode.*eval"):
         llga.optimize(traced)
 
 
