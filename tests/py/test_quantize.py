@@ -316,6 +316,35 @@ def test_int8_edges_and_the_accuracy_report():
         assert row.cosine > 0.999 and row.max_rel < 0.1, row
 
 
+class ScaledChain(nn.Module):
+    """conv -> hardsigmoid (a linear and a clip post-op) -> conv: the first
+    hands its output on quantized through a chain that has a linear post-op
+    already (oneDNN 2.6 would give an appended one that one's parameters)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(6)
+        self.c1, self.c2 = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 8, 1)
+
+    def forward(self, x):
+        return self.c2(nn.functional.hardsigmoid(self.c1(x)) * 1.0)
+
+
+def test_int8_edge_through_a_chain_with_a_linear_post_op():
+    model = ScaledChain().eval()
+    calib = calibration_batches((1, 3, 20, 20), n=4, seed=5)
+    traced = torch.jit.trace(model, calib[0])
+    q = llga.quantize(traced, calibration=calib)
+    parts = list(q.partitions)
+    assert parts[0].ops[:2] == ["aten::_convolution", "aten::hardsigmoid"] and parts[0].out_dtype == "u8", parts
+    x = torch.randn(1, 3, 20, 20, generator=torch.Generator().manual_seed(12)).numpy()
+    with torch.no_grad():
+        want = model(torch.from_numpy(x)).numpy()
+    got = q(x)
+    # 8-bit activations and weights: within a few percent of fp32 (a wrong scale is far off)
+    assert np.abs(got - want).max() <= 0.05 * np.abs(want).max(), np.abs(got - want).max() / np.abs(want).max()
+
+
 def test_percentile_calibration_clips_an_outlier():
     """One huge outlier among 19,200 values: min-max spends the 8 bits on it;
     the 99.9th percentile follows the bulk (to a histogram bin's width), so
