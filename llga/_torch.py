@@ -71,7 +71,10 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
         if obj.training:
             raise TypeError("llga.import_torch: this int8 module is in training mode; call .eval() first "
                             "(llga freezes a copy of it to read its packed weights)")
+        traced_types = [v.type() for v in list(obj.graph.inputs())[1:]]  # freezing drops the traced input types
         obj = torch.jit.freeze(obj)
+    else:
+        traced_types = None
     if isinstance(obj, torch.jit.ScriptModule):
         module = obj
         if not obj._c._has_method("forward"):
@@ -140,6 +143,10 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
                         const = tgraph.insertConstant(value)
                 node.output().replaceAllUsesWith(const)
                 node.destroy()
+    if traced_types is not None:  # the frozen copy's inputs typed as traced (shapes: the fuser needs them)
+        for v, t in zip(list(tgraph.inputs())[1:], traced_types):
+            if isinstance(t, torch._C.TensorType) and t.sizes() is not None:
+                v.setType(t)
     _expand_tensor_list_constants(tgraph)
     if any(n.kind().startswith("quantized::") or _is_quantized_constant(n) for n in _walk(tgraph)):
         tgraph = tgraph.copy() if tgraph is obj else tgraph  # the caller's graph is never changed

@@ -215,6 +215,8 @@ def test_pytorch_int8_module_not_frozen_is_frozen_by_llga():
     before = str(traced.graph)
     compiled = llga.optimize(traced)
     assert str(traced.graph) == before
+    # the traced input types survive the freezing (the fuser needs shapes)
+    assert "%x : Float(2, 3, 8, 8" in str(compiled.graph).splitlines()[1]
     x = torch.randn(2, 3, 8, 8)
     with torch.no_grad():
         want = traced(x).numpy()
