@@ -84,14 +84,22 @@ class PerTensorKernel final : public Kernel {
 
   void run(const KernelArgs& a) override {
     static const char* op = "fake_quantize_per_tensor_affine";
-    Tensor x = a.tensor(0);
-    if (x.dtype() != ScalarType::Float) throw std::invalid_argument(std::string(op) + " expects a float32 tensor, got " + x.describe());
+    const Tensor& in = a.tensor(0);
+    if (in.dtype() != ScalarType::Float) throw std::invalid_argument(std::string(op) + " expects a float32 tensor, got " + in.describe());
     const double zp = scalarArg(a, 2, op, "zero_point");
     if (zp != std::nearbyint(zp)) throw std::invalid_argument(std::string(op) + ": zero_point " + std::to_string(zp) + " is not an integer");
     const Grid g = gridOf(op, scalarArg(a, 1, op, "scale"), static_cast<int64_t>(zp), a.toInt(3), a.toInt(4));
+    // The input's buffer becomes the result when this is its last reader,
+    // nobody else holds it and its layout may go on as it is.
+    const bool layout_kept = in.isBlocked() ? blocked_out_ : in.isContiguous() || (in.isPermutedDense() && strided_out_);
+    const bool in_place = layout_kept && a.inputDies(0) && in.storage() && in.storage()->owned && in.storage().use_count() == 1;
+    Tensor x = in;
     Tensor out;
     int64_t n = x.numel();
-    if (x.isBlocked() && blocked_out_) {
+    if (in_place) {
+      out = x;
+      if (x.isBlocked()) n = static_cast<int64_t>(blockedDesc(x).get_size() / sizeof(float));
+    } else if (x.isBlocked() && blocked_out_) {
       const size_t bytes = blockedDesc(x).get_size();
       n = static_cast<int64_t>(bytes / sizeof(float));
       out = Tensor::blocked(Storage::allocate(bytes), ScalarType::Float, x.sizes(), x.blockedLayout());
