@@ -92,13 +92,9 @@ PostOpMatch unary(const Node& n) {
     // to even, clip to [qmin - zp, qmax - zp], times s. The same float
     // arithmetic as PyTorch's for finite x; a NaN stays NaN here, where
     // PyTorch writes qmin's value.
-    auto scalar = [](const Value* v) -> std::optional<double> {
-      if (auto x = number(v)) return x;
-      const ConstantTensor* t = boundTensor(v);
-      if (t && t->numel() == 1) return t->scalarAsDouble(0);
-      return std::nullopt;
-    };
-    auto s = n.inputs().size() == 5 ? scalar(n.input(1)) : std::nullopt, zp = n.inputs().size() == 5 ? scalar(n.input(2)) : std::nullopt;
+    // numbers only (import-quantization makes one-element tensors numbers):
+    // a tensor constant reaches a partition as an input, where this cannot read it
+    auto s = n.inputs().size() == 5 ? number(n.input(1)) : std::nullopt, zp = n.inputs().size() == 5 ? number(n.input(2)) : std::nullopt;
     auto qmin = n.inputs().size() == 5 ? number(n.input(3)) : std::nullopt, qmax = n.inputs().size() == 5 ? number(n.input(4)) : std::nullopt;
     if (!s || !zp || !qmin || !qmax) return fail("fake quantization with parameters that are not constants");
     const float scale = static_cast<float>(*s);

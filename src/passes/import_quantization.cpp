@@ -11,7 +11,9 @@
 //          -> fake_quantize_per_channel_affine(x, scales, zps, axis, qmin, qmax)
 //    with [qmin, qmax] = [0, 255] for quint8, [-128, 127] for qint8 and
 //    int32's range for qint32. A quantize read by anything but dequantize
-//    stays (and is reported as an op llga cannot run).
+//    stays (and is reported as an op llga cannot run). Quantization-aware
+//    training's fused_moving_avg_obs_fake_quant with its observer off is the
+//    plain fake quantization too (per channel where per_row_fake_quant).
 //
 // 2. Two fake quantizations on one grid, with at most a clamp between them,
 //    become one with the narrower range (mergeFakeQuants, below).
@@ -65,12 +67,53 @@ std::optional<std::pair<int64_t, int64_t>> quantRange(const Value* dtype) {
   }
 }
 
+// A per-tensor fake quantization's constant scale and zero point (in[1],
+// in[2]) as numbers where they are one-element tensors (FX and QAT hold them
+// so): the fuser and the kernels read numbers inside partitions.
+void asNumbers(Emitter& e, std::vector<Value*>& in) {
+  const ConstantTensor* s = boundTensor(in[1]);
+  const ConstantTensor* z = boundTensor(in[2]);
+  if (s && s->numel() == 1) in[1] = e.f(s->scalarAsDouble(0));
+  if (z && z->numel() == 1 && !isFloatingType(z->dtype)) in[2] = e.i(static_cast<int64_t>(z->scalarAsDouble(0)));
+}
+
 // Step 1 on block b (and the blocks inside it).
-bool toFakeQuant(Graph& g, Block* b) {
+bool toFakeQuant(Graph& g, Block* b, std::vector<std::string>& notes) {
   bool changed = false;
   for (Node* n = b->paramNode()->next(); n != b->returnNode();) {
     Node* next = n->next();
-    for (Block* sub : n->blocks()) changed |= toFakeQuant(g, sub);
+    for (Block* sub : n->blocks()) changed |= toFakeQuant(g, sub, notes);
+    if (is(*n, "aten::fused_moving_avg_obs_fake_quant") && n->inputs().size() >= 11) {
+      // quantization-aware training's fake quantization (its FakeQuantize
+      // modules in 1.13), with the observer off and the fake quantization on
+      // (eval mode, disable_observer): the plain fake quantization it then is
+      // (per channel along ch_axis where per_row_fake_quant); off: x itself.
+      // An observer that is on updates running statistics: left as it is.
+      const ConstantTensor* observer = boundTensor(n->input(1));
+      const ConstantTensor* on = boundTensor(n->input(2));
+      const bool per_row = n->inputs().size() > 11 && constantNumber(n->input(11)).value_or(0) != 0;
+      if (observer && on && observer->numel() == 1 && on->numel() == 1 && observer->scalarAsDouble(0) == 0) {
+        Emitter e(g, n, n);
+        Value* out = n->input(0);
+        if (on->scalarAsDouble(0) != 0) {
+          std::vector<Value*> in{n->input(0), n->input(5), n->input(6)};
+          if (per_row) in.push_back(n->input(10));
+          else asNumbers(e, in);
+          in.push_back(n->input(8));
+          in.push_back(n->input(9));
+          out = e.op(per_row ? "aten::fake_quantize_per_channel_affine" : "aten::fake_quantize_per_tensor_affine", in,
+                     n->input(0)->node()->kind() == prim::Constant ? n->input(0)->type() : n->output(0)->type());
+        }
+        replaceKeepingName(g, n->output(0), out);
+        n->destroy();
+        changed = true;
+      } else {
+        notes.push_back(where(*n) + ": its observer is on or not a constant (it would update its statistics on every call): "
+                         "left as it is; disable it (model.apply(torch.ao.quantization.disable_observer)) or convert");
+      }
+      n = next;
+      continue;
+    }
     if (is(*n, "aten::dequantize") && n->inputs().size() == 1) {
       Node* q = n->input(0)->node();
       const bool per_tensor = is(*q, "aten::quantize_per_tensor") && q->inputs().size() == 4;
@@ -79,12 +122,7 @@ bool toFakeQuant(Graph& g, Block* b) {
       if (range) {
         Emitter e(g, n, q);
         std::vector<Value*> in(q->inputs().begin(), q->inputs().end() - 1);
-        if (per_tensor) {  // a constant scale and zero point as numbers (FX holds them in 0-dim tensors):
-          const ConstantTensor* s = boundTensor(in[1]);  // the fuser and the kernels read them inside partitions
-          const ConstantTensor* z = boundTensor(in[2]);
-          if (s && s->numel() == 1) in[1] = e.f(s->scalarAsDouble(0));
-          if (z && z->numel() == 1 && !isFloatingType(z->dtype)) in[2] = e.i(static_cast<int64_t>(z->scalarAsDouble(0)));
-        }
+        if (per_tensor) asNumbers(e, in);
         in.push_back(e.i(range->first));
         in.push_back(e.i(range->second));
         // of a constant (a weight): the constant's type, so that constant-propagation
@@ -255,7 +293,9 @@ class ImportQuantization final : public Pass {
            "as int8 ops with the graph's scales and zero points";
   }
   bool run(Graph& g) override {
-    bool changed = toFakeQuant(g, g.block());
+    std::vector<std::string> notes;
+    bool changed = toFakeQuant(g, g.block(), notes);
+    for (std::string& n : notes) note(std::move(n));
     changed |= mergeFakeQuants(g);
     std::unordered_set<const Node*> absorbed;
     for (Node* n : g.block()->nodes()) {  // the top block only: a loop's or branch's op keeps its fake quantization

@@ -372,3 +372,46 @@ def test_quantized_graph_called_concurrently_from_threads():
             np.testing.assert_array_equal(compiled(xs[i]), want[i])
 
     run_concurrently(work, 4)
+
+
+def qat_prepared(observers_on: bool):
+    """ConvNet prepared for quantization-aware training (prepare_qat_fx: its
+    FakeQuantize modules trace as fused_moving_avg_obs_fake_quant), a few
+    training steps' statistics, then eval, traced (not converted)."""
+    from torch.ao.quantization import disable_observer, get_default_qat_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import prepare_qat_fx
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8)
+    prepared = prepare_qat_fx(ConvNet().train(), get_default_qat_qconfig_mapping("onednn"), (x,))
+    with torch.no_grad():
+        for _ in range(3):
+            prepared(torch.randn(2, 3, 8, 8) * 1.5)
+    prepared.eval()
+    if not observers_on:
+        prepared.apply(disable_observer)
+    return torch.jit.trace(prepared, x)
+
+
+def test_qat_model_runs_int8_and_matches_pytorch():
+    """With its observers off, each fused fake quantization is the plain one
+    (per channel for weights): the convolutions and the linear run int8, and
+    the results are PyTorch's."""
+    traced = qat_prepared(observers_on=False)
+    assert "aten::fused_moving_avg_obs_fake_quant" in {n.kind() for n in traced.inlined_graph.nodes()}
+    compiled = llga.optimize(traced)
+    assert [k for k, *_ in int8_ops(compiled)] == ["_convolution", "_convolution", "linear"]
+    torch.manual_seed(9)
+    for scale in (1.0, 3.0):
+        x = torch.randn(2, 3, 8, 8) * scale
+        with torch.no_grad():
+            want = traced(x).numpy()
+        np.testing.assert_allclose(compiled(x.numpy()), want, rtol=0, atol=1e-6)
+
+
+def test_qat_model_with_observers_on_is_named():
+    """An observer that is on updates running statistics on every call: not
+    a fake quantization llga runs (the op is named, the pass says why)."""
+    traced = qat_prepared(observers_on=True)
+    with pytest.raises(llga.UnsupportedOpError, match="fused_moving_avg_obs_fake_quant"):
+        llga.optimize(traced)
