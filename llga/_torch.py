@@ -301,7 +301,7 @@ def _lower_quantized_ops(tgraph) -> None:
         lowered = None
         with tgraph.insert_point_guard(node):
             base = kind.split("::")[-1]
-            if kind.startswith("quantized::conv") or kind.startswith("quantized::linear"):
+            if kind.startswith("quantized::conv") or (kind.startswith("quantized::linear") and "dynamic" not in kind):
                 packed_node = ins[1].node()
                 if packed_node.kind() != "prim::Constant":
                     raise TypeError(f"{kind}: its packed weights are not a constant; freeze the quantized model first "
@@ -329,6 +329,20 @@ def _lower_quantized_ops(tgraph) -> None:
                 if relu:
                     y = made("aten::relu", [y])
                 lowered = quantize(y, ins[2], ins[3], tgraph.insertConstant(13))
+            elif kind in ("quantized::linear_dynamic", "quantized::linear_relu_dynamic"):
+                # dynamic quantization (quantize_dynamic): the activation quantized per call to
+                # quint8 from its range (reduce_range: [0, 127]), float output
+                packed_node = ins[1].node()
+                if packed_node.kind() != "prim::Constant":
+                    raise TypeError(f"{kind}: its packed weights are not a constant; freeze the quantized model first "
+                                    "(torch.jit.freeze(traced.eval()))")
+                w_q, bias = torch.ops.quantized.linear_unpack(ins[1].toIValue())
+                w = made("aten::dequantize", [tgraph.insertConstant(w_q)])
+                b = tgraph.insertConstant(bias.detach()) if bias is not None else tgraph.insertConstant(None)
+                reduce_range = ins[2] if len(ins) > 2 else tgraph.insertConstant(False)
+                xq = made("aten::quantize_per_tensor_dynamic", [ins[0], tgraph.insertConstant(13), reduce_range])
+                y = made("aten::linear", [made("aten::dequantize", [xq]), w, b])
+                lowered = made("aten::relu", [y]) if "relu" in kind else y
             elif kind in ("quantized::add", "quantized::add_relu", "quantized::mul", "quantized::mul_relu"):
                 a_, b_ = dequantized(ins[0]), dequantized(ins[1])
                 y = made("aten::add", [a_, b_, tgraph.insertConstant(1)]) if "add" in base else made("aten::mul", [a_, b_])

@@ -42,6 +42,11 @@ const Symbol& outZeroPointName() {
   return s;
 }
 
+const Symbol& actQmaxName() {
+  static const Symbol s = Symbol::fromQualString("attr::act_qmax");
+  return s;
+}
+
 const Symbol& weightScaleName() {
   static const Symbol s = Symbol::fromQualString("attr::w_scale");
   return s;
@@ -136,11 +141,25 @@ bool dynamicActivation(const Node& n) {
   return scale && scale->is<std::string>() && scale->get<std::string>() == "dynamic";
 }
 
-bool setDynamicActivation(Node& n) {
-  if (dynamicActivation(n)) return false;
+bool setDynamicActivation(Node& n, std::optional<int> u8_qmax) {
+  if (dynamicActivation(n) && dynamicU8Qmax(n) == u8_qmax) return false;
   n.setAttr(actScaleName(), AttrValue(std::string("dynamic")));
-  n.setAttr(actDtypeName(), AttrValue(std::string("s8")));
+  n.setAttr(actDtypeName(), AttrValue(std::string(u8_qmax ? "u8" : "s8")));
+  if (u8_qmax)
+    n.setAttr(actQmaxName(), AttrValue(int64_t{*u8_qmax}));
+  else
+    n.attributes().remove(actQmaxName());
   return true;
+}
+
+std::optional<int> dynamicU8Qmax(const Node& n) {
+  if (!dynamicActivation(n)) return std::nullopt;
+  const AttrValue* d = n.attributes().find(actDtypeName());
+  const AttrValue* q = n.attributes().find(actQmaxName());
+  if (!d || !d->is<std::string>() || d->get<std::string>() != "u8" || !q || !q->is<int64_t>()) return std::nullopt;
+  const int64_t v = q->get<int64_t>();
+  if (v < 1 || v > 255) return std::nullopt;
+  return static_cast<int>(v);
 }
 
 std::optional<ActivationQuant> int8OutputOf(const Node& n) {

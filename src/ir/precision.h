@@ -63,9 +63,15 @@ struct ActivationQuant {
 std::optional<ActivationQuant> activationQuantOf(const Node& n);
 // Writes (or, with nullopt, removes) act_scale and act_dtype; whether n changed.
 bool setActivationQuant(Node& n, std::optional<ActivationQuant> q);
-// act_scale="dynamic" (with act_dtype="s8"): quantized per call.
+// act_scale="dynamic": quantized per call; act_dtype="s8" (llga.quantize's
+// mode="dynamic": symmetric, max |x| -> 127) or "u8" with act_qmax (PyTorch's
+// dynamic quantization, import-quantization: asymmetric over [0, act_qmax]
+// from the call's min and max, as PyTorch chooses them; act_qmax 127 with
+// reduce_range, else 255).
 bool dynamicActivation(const Node& n);
-bool setDynamicActivation(Node& n);
+bool setDynamicActivation(Node& n, std::optional<int> u8_qmax = std::nullopt);
+// act_qmax of a dynamic u8 activation, or nullopt.
+std::optional<int> dynamicU8Qmax(const Node& n);
 // out_dtype="u8"/"s8" with out_scale, or nullopt.
 std::optional<ActivationQuant> int8OutputOf(const Node& n);
 // Writes (or, with nullopt, removes) out_dtype and out_scale; whether n changed.

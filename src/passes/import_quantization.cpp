@@ -182,6 +182,20 @@ std::optional<Fq> fakeQuantOf(const Value* v) {
 
 bool isConstant(const Value* v) { return v->node()->kind() == prim::Constant && boundTensor(v); }
 
+// dequantize(quantize_per_tensor_dynamic(x, quint8, reduce_range)) (PyTorch's
+// dynamic quantization, as the torch adapter writes quantized::linear_dynamic):
+// the u8 range's top, 127 with reduce_range, else 255; nullopt otherwise.
+std::optional<int> dynamicQuantOf(const Value* v) {
+  const Node* d = v->node();
+  if (!is(*d, "aten::dequantize") || d->inputs().size() != 1) return std::nullopt;
+  const Node* q = d->input(0)->node();
+  if (!is(*q, "aten::quantize_per_tensor_dynamic") || q->inputs().size() != 3) return std::nullopt;
+  auto dtype = constantInt(q->input(1));
+  auto reduce = constantNumber(q->input(2));
+  if (!dtype || *dtype != 13 || !reduce) return std::nullopt;  // quint8
+  return *reduce != 0 ? 127 : 255;
+}
+
 // Step 2 for one op; whether it became int8.
 bool absorb(Node& op, std::string& why) {
   const bool linear = is(op, "aten::linear");
@@ -190,17 +204,18 @@ bool absorb(Node& op, std::string& why) {
   if ((!linear && !conv) || op.inputs().size() < 2) return false;
   auto act = fakeQuantOf(op.input(0));
   auto w = fakeQuantOf(op.input(1));
-  if (!act && !w) return false;
+  const std::optional<int> dynamic_qmax = linear ? dynamicQuantOf(op.input(0)) : std::nullopt;
+  if (!act && !w && !dynamic_qmax) return false;
   if (is(op, "aten::_convolution") && (op.inputs().size() < 7 || constantInt(op.input(6)).value_or(1) != 0)) {
     why = "a transposed convolution (llga's int8 convolution is not)";
     return false;
   }
-  if (!act || act->axis != -1) {
+  if (!dynamic_qmax && (!act || act->axis != -1)) {
     why = "its activation is not fake-quantized per tensor with constant parameters";
     return false;
   }
   // u8 or s8: a range within theirs (reduce_range's [0, 127], a merged clamp's)
-  const bool u8 = act->qmin >= 0 && act->qmax <= 255, s8 = act->qmin >= -128 && act->qmax <= 127;
+  const bool u8 = dynamic_qmax || (act->qmin >= 0 && act->qmax <= 255), s8 = !dynamic_qmax && act->qmin >= -128 && act->qmax <= 127;
   if (!u8 && !s8) {
     why = "its activation's range [" + std::to_string(act->qmin) + ", " + std::to_string(act->qmax) +
           "] fits neither u8 nor s8";
@@ -224,7 +239,12 @@ bool absorb(Node& op, std::string& why) {
   std::vector<float> w_scale(static_cast<size_t>(oc));
   for (size_t c = 0; c < w_scale.size(); ++c) w_scale[c] = static_cast<float>(w->axis == -1 ? w->scales[0] : w->scales[c]);
   setPrecision(op, Precision::INT8);
-  setActivationQuant(op, ActivationQuant{act->scales[0], u8, static_cast<int32_t>(act->zero_points[0])});
+  if (dynamic_qmax) {  // reads x itself: its quantize -> dequantize goes (below)
+    setDynamicActivation(op, dynamic_qmax);
+    op.replaceInput(0, op.input(0)->node()->input(0)->node()->input(0));
+  } else {
+    setActivationQuant(op, ActivationQuant{act->scales[0], u8, static_cast<int32_t>(act->zero_points[0])});
+  }
   setWeightScales(op, w_scale);
   return true;
 }
@@ -306,6 +326,16 @@ class ImportQuantization final : public Pass {
       } else if (!why.empty()) {
         note(where(*n) + ": fake quantization kept, fp32: " + why);
       }
+    }
+    // A dynamic quantize -> dequantize that only int8 linears read: gone
+    // (they read its input, dequantize and quantize have no kernels)
+    for (Node* n = g.block()->paramNode()->next(); n != g.block()->returnNode();) {
+      Node* next = n->next();
+      if ((is(*n, "aten::dequantize") || is(*n, "aten::quantize_per_tensor_dynamic")) && !n->output(0)->hasUses()) {
+        n->destroy();
+        changed = true;
+      }
+      n = next;
     }
     // The weights' fake quantizations fold here, whatever their size
     // (constant-propagation folds small tensors only): the kernels quantize

@@ -19,8 +19,10 @@
 // is one read by batch_norm (fold-batchnorm, later, folds that into it).
 #include <cstring>
 #include <map>
+#include <sstream>
 
 #include "ir/effects.h"
+#include "ir/precision.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 
@@ -42,18 +44,21 @@ class MergeLinears final : public Pass {
  private:
   bool visit(Graph& g, Block* b) {
     bool changed = false;
-    // Candidates by input; inputs in the order their first candidate comes.
-    std::vector<Value*> inputs;
-    std::map<Value*, std::vector<Node*>> by_input;
+    // Candidates by input and quantization; inputs in the order their first candidate comes.
+    using Key = std::pair<Value*, std::string>;
+    std::vector<Key> inputs;
+    std::map<Key, std::vector<Node*>> by_input;
     for (Node* n : b->nodes()) {
       for (Block* sub : n->blocks()) changed |= visit(g, sub);
       if (n->kind() != kLinear || !mergeable(*n)) continue;
-      auto& group = by_input[n->input(0)];
-      if (group.empty()) inputs.push_back(n->input(0));
+      const Key key{n->input(0), quantKey(*n)};
+      auto& group = by_input[key];
+      if (group.empty()) inputs.push_back(key);
       group.push_back(n);
     }
-    for (Value* x : inputs) {
-      std::vector<Node*>& group = by_input[x];
+    for (const Key& key : inputs) {
+      Value* x = key.first;
+      std::vector<Node*>& group = by_input[key];
       if (group.size() < 2) continue;
       if (const Node* w = writerOf(*aliasRoot(*x))) {
         note(std::to_string(group.size()) + " linears reading %" + x->debugName() + ": not merged, " + where(*w) +
@@ -71,6 +76,23 @@ class MergeLinears final : public Pass {
       }
     }
     return changed;
+  }
+
+  // How a linear is quantized (the graph's own int8, import-quantization):
+  // only linears quantized alike merge, and the merged one is quantized so,
+  // with their weight scales stacked. Empty for fp32.
+  static std::string quantKey(const Node& n) {
+    if (precisionOf(n) == Precision::F32) return "";
+    std::string key(precisionName(precisionOf(n)));
+    if (dynamicActivation(n)) {
+      key += " dynamic " + std::to_string(dynamicU8Qmax(n).value_or(0));
+    } else if (std::optional<ActivationQuant> q = activationQuantOf(n)) {
+      std::ostringstream s;
+      s.precision(17);
+      s << " " << q->scale << " " << q->is_unsigned << " " << q->zero_point;
+      key += s.str();
+    }
+    return key + (weightScalesOf(n) ? " w_scale" : "");
   }
 
   // Weight [N, K] and bias [N] (or None) constant, bound, float32; the output
@@ -136,6 +158,21 @@ class MergeLinears final : public Pass {
     Value* merged = e.op("aten::linear", {first->input(0), constant(w, first->input(1)),
                                           bias ? constant(bias, first->input(2)) : e.none()});
     if (std::string name = first->output()->debugName() + "_merged"; !g.findValue(name)) merged->setDebugName(name);
+    if (Node& m = *merged->node(); precisionOf(*first) != Precision::F32) {  // quantized alike (quantKey)
+      setPrecision(m, precisionOf(*first));
+      if (dynamicActivation(*first))
+        setDynamicActivation(m, dynamicU8Qmax(*first));
+      else
+        setActivationQuant(m, activationQuantOf(*first));
+      if (weightScalesOf(*first)) {
+        std::vector<float> scales;
+        for (Node* n : group) {
+          const std::vector<float> s = *weightScalesOf(*n);
+          scales.insert(scales.end(), s.begin(), s.end());
+        }
+        setWeightScales(m, scales);
+      }
+    }
     std::vector<Value*> slices;  // all emitted before `first` goes
     row = 0;
     for (Node* n : group) {

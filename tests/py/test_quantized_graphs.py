@@ -415,3 +415,42 @@ def test_qat_model_with_observers_on_is_named():
     traced = qat_prepared(observers_on=True)
     with pytest.raises(llga.UnsupportedOpError, match="fused_moving_avg_obs_fake_quant"):
         llga.optimize(traced)
+
+
+class QKV(nn.Module):
+    """Three linears reading one input (merge-linears stacks them), then one more."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.q, self.k, self.v, self.o = nn.Linear(16, 24), nn.Linear(16, 24), nn.Linear(16, 24), nn.Linear(24, 8)
+
+    def forward(self, x):
+        return self.o(torch.relu(self.q(x)) * self.k(x) + self.v(x))
+
+
+@pytest.mark.parametrize("make", [mlp, QKV], ids=["mlp", "qkv"])
+def test_pytorch_dynamic_quantization_matches_pytorch(make):
+    """quantize_dynamic's quantized::linear_dynamic: int8 linears whose
+    activation is quantized per call as PyTorch chooses it (u8 from the
+    call's range, reduce_range: [0, 127]) with PyTorch's weight scales; the
+    Q, K and V linears stacked into one keep it. The results are PyTorch's
+    to float rounding (measured 2e-7): the same per-call scale and zero point,
+    the same integers."""
+    torch.backends.quantized.engine = "onednn"
+    model = make().eval()
+    q = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    traced = torch.jit.freeze(torch.jit.trace(q, torch.randn(4, 16)).eval())
+    assert "quantized::linear_dynamic" in {n.kind() for n in traced.graph.nodes()}
+    compiled = llga.optimize(traced)
+    text = str(compiled.graph)
+    linears = re.findall(r'aten::linear\[precision="int8", act_scale="dynamic", act_dtype="u8", act_qmax=127, w_scale=<Tensor>', text)
+    assert len(linears) == (3 if make is mlp else 2), text  # QKV: q, k, v stacked into one, and o
+    for k in range(3):
+        x = torch.randn(5 + k, 16) * (1 + 2 * k)
+        with torch.no_grad():
+            want = traced(x).numpy()
+        got = compiled(x.numpy())
+        assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max(), np.abs(got - want).max()
+    if VNNI:
+        assert all(p.impl and not p.detail for p in compiled.partitions if p.precision == "int8")

@@ -34,9 +34,49 @@ std::vector<float> quantizeRows(const float* w, int64_t rows, int64_t cols, int8
 }
 
 std::optional<OpQuant> opQuantOf(const Node& n) {
+  if (dynamicActivation(n)) {
+    const std::optional<int> qmax = dynamicU8Qmax(n);
+    OpQuant q{ActivationQuant{1.0, qmax.has_value(), 0}, weightScalesOf(n).value_or(std::vector<float>{})};
+    q.dynamic = true;
+    q.qmax = qmax.value_or(127);
+    return q;
+  }
   std::optional<ActivationQuant> act = activationQuantOf(n);
   if (!act) return std::nullopt;
   return OpQuant{*act, weightScalesOf(n).value_or(std::vector<float>{})};
+}
+
+ActivationQuant pytorchDynamicParams(const float* x, int64_t n, int qmax) {
+  const int threads = n < kParallelGrain ? 1 : getNumThreads();
+  float lo = 0.0f, hi = 0.0f;  // the range holds 0
+#pragma omp parallel for simd schedule(static) num_threads(threads) reduction(min : lo) reduction(max : hi)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const bool finite = v - v == 0.0f;
+    lo = finite && v < lo ? v : lo;
+    hi = finite && v > hi ? v : hi;
+  }
+  constexpr float kSmallest = 6.1e-5f;
+  const double qmin = 0;
+  double scale = (static_cast<double>(hi) - lo) / (qmax - qmin);
+  if (static_cast<float>(scale) == 0.0f || std::isinf(1.0f / static_cast<float>(scale))) scale = 0.1;
+  if (scale < kSmallest) {  // widen the range with the scale
+    const float was = static_cast<float>(scale);
+    scale = kSmallest;
+    if (lo == 0.0f)
+      hi = kSmallest * static_cast<float>(qmax - qmin);
+    else if (hi == 0.0f)
+      lo = -kSmallest * static_cast<float>(qmax - qmin);
+    else {
+      lo *= kSmallest / was;
+      hi *= kSmallest / was;
+    }
+  }
+  const double from_min = qmin - lo / scale, from_max = qmax - hi / scale;
+  const double err_min = std::abs(qmin) - std::abs(lo / scale), err_max = std::abs(static_cast<double>(qmax)) - std::abs(hi / scale);
+  const double zp = err_min < err_max ? from_min : from_max;
+  const int32_t z = zp < qmin ? 0 : zp > qmax ? qmax : static_cast<int32_t>(std::nearbyint(zp));
+  return ActivationQuant{static_cast<double>(static_cast<float>(scale)), true, z};
 }
 
 std::vector<float> quantizeWeights(const float* w, int64_t rows, int64_t cols, const OpQuant& q, int8_t* out) {
@@ -99,6 +139,15 @@ void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::m
   }
   dnnl::primitive_attr attr = scratchpadAttr();
   attr.set_output_scales(0, {1.0f / scale});
+  dnnl::reorder::primitive_desc pd(src, dst, attr);
+  execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
+}
+
+void quantizeActivationShifted(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale,
+                               int32_t zero_point) {
+  dnnl::primitive_attr attr = scratchpadAttr();
+  attr.set_output_scales(0, {1.0f / scale});
+  if (zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {zero_point});
   dnnl::reorder::primitive_desc pd(src, dst, attr);
   execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
 }

@@ -27,6 +27,11 @@ std::vector<float> quantizeRows(const float* w, int64_t rows, int64_t cols, int8
 struct OpQuant {
   ActivationQuant act;
   std::vector<float> weight_scales;  // empty: quantizeRows picks max |w| / 127 per channel
+  // act_scale="dynamic": the activation's parameters are chosen per call
+  // (act.scale and act.zero_point unused): symmetric s8 (llga.quantize), or
+  // u8 over [0, qmax] as PyTorch chooses them (act.is_unsigned).
+  bool dynamic = false;
+  int qmax = 255;
   // The graph's own quantization (import-quantization): an op that runs fp32
   // after all still rounds its activation as the graph does (fakeQuantize).
   bool fromGraph() const { return !weight_scales.empty(); }
@@ -55,6 +60,12 @@ std::vector<float> quantizeWeights(const float* w, int64_t rows, int64_t cols, c
 void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale,
                         int32_t zero_point = 0);
 
+// dst (u8 or s8) = saturate(round-half-even(src / scale + zero_point)): one
+// oneDNN reorder, rounding after the shift (as PyTorch's oneDNN engine
+// quantizes a dynamic activation), unlike quantizeActivation.
+void quantizeActivationShifted(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale,
+                               int32_t zero_point);
+
 // x (u8 or s8, plain, strided or blocked) back to fp32: a plain contiguous
 // tensor of x's sizes, (x - zero_point) * scale (one oneDNN reorder).
 Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale, int32_t zero_point = 0);
@@ -71,6 +82,13 @@ Tensor biasForInt8(const Tensor& bias, const std::vector<float>& scales);
 // scale) saturated to [-128, 127]. Two vectorised passes, split across
 // llga's threads when large.
 float dynamicScale(const float* x, int64_t n);
+// PyTorch's parameters for a dynamic u8 activation over [0, qmax] (its
+// ChooseQuantizationParams without sparsity or power-of-two scales): the
+// range [min(x), max(x)] widened to hold 0, scale = range / qmax (0.1 where
+// that is 0 or its reciprocal overflows; at least 6.1e-5, the range
+// widened alike), the zero point from whichever end loses less, rounded
+// and clamped. Finite values only (NaN and infinities are left out).
+ActivationQuant pytorchDynamicParams(const float* x, int64_t n, int qmax);
 void quantizeS8(const float* x, int64_t n, float scale, int8_t* out);
 
 }  // namespace llga::int8

@@ -129,7 +129,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       return memory::desc(t.sizes(), dt, Tensor::contiguousStrides(t.sizes()));
     };
     // size-1 dims as unitDimStrides: an einsum's (1, 4, 1) view failed to execute
-    e.dynamic = int8 && !quant;
+    e.dynamic = int8 && (!quant || quant->dynamic);
     e.src_md = bf16 ? dense(a)
                : int8 ? dense(a, quant && quant->act.is_unsigned ? memory::data_type::u8 : memory::data_type::s8)
                       : plainDesc(a);
@@ -174,7 +174,9 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
                 : int8::quantizeRows(static_cast<const float*>(w.data()), w.size(0), w.size(1), static_cast<int8_t*>(w_q.data()));
       for (float ws : w_scales) e.int8_scales.push_back(e.dynamic ? ws : static_cast<float>(quant->act.scale) * ws);
       attr.set_output_scales(1 << 1, e.int8_scales);  // per column of dst
-      if (quant && quant->act.zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      // a zero point: the graph's, or PyTorch's dynamic u8 one (chosen per call)
+      if (quant && (quant->act.zero_point != 0 || (quant->dynamic && quant->act.is_unsigned)))
+        attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     }
     dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
     if (int8 && isReference(pd)) throw dnnl::error(dnnl_unimplemented, "int8: only oneDNN's reference kernel");
@@ -239,13 +241,31 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     return make(Precision::F32);
   });
   // fp32 after all, on the values the graph's own int8 op reads
-  if (!e->int8 && precision == Precision::INT8 && quant && quant->fromGraph()) a = int8::fakeQuantize(ctx, a, quant->act);
+  if (!e->int8 && precision == Precision::INT8 && quant && quant->fromGraph())
+    a = int8::fakeQuantize(ctx, a, quant->dynamic ? int8::pytorchDynamicParams(static_cast<const float*>(a.data()), a.numel(),
+                                                                               quant->qmax)
+                                                  : quant->act);
   // The entry's descriptors fit this call's tensors: the key holds their sizes and strides.
   SharedBoundArgs::Lease args = e->bound.lease();
   Tensor a16, b16;  // this call's bf16 (or int8) copies
   if (e->bf16) a16 = toBf16(ctx, a);
   float call_scale = 1.0f;  // dynamic int8: this call's activation scale (post-op 0's operand)
-  if (e->int8 && e->dynamic) {
+  int32_t call_zero_point = 0;  // and PyTorch's dynamic u8 zero point
+  if (e->int8 && e->dynamic && quant && quant->act.is_unsigned) {  // PyTorch's dynamic quantization
+    const Tensor dense_a = a.contiguous();
+    const ActivationQuant p =
+        int8::pytorchDynamicParams(static_cast<const float*>(dense_a.data()), dense_a.numel(), quant->qmax);
+    call_scale = static_cast<float>(p.scale);
+    call_zero_point = p.zero_point;
+    a16 = Tensor::empty(ScalarType::Byte, a.sizes());
+    // oneDNN's reorder (rounding x / scale + zero point), as PyTorch's oneDNN engine quantizes it
+    int8::quantizeActivationShifted(ctx, wrap(dense_a), memory(e->src_md, cpuEngine(), a16.data()), call_scale,
+                                    call_zero_point);
+    args->bind(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, memory::desc({1}, memory::data_type::s32, memory::format_tag::x),
+               &call_zero_point);
+    args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, e->operand_mds[0], &call_scale);
+    if (bb) args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, e->operand_mds[1], bb->data());
+  } else if (e->int8 && e->dynamic) {
     const Tensor dense_a = a.contiguous();
     call_scale = int8::dynamicScale(static_cast<const float*>(dense_a.data()), dense_a.numel());
     a16 = Tensor::empty(ScalarType::Char, a.sizes());
