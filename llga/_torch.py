@@ -275,6 +275,11 @@ def _lower_quantized_ops(tgraph) -> None:
         outs = list(node.outputs())
         return outs[0].debugName() if outs else node.kind()
 
+    def dtype_of(v):
+        """The dtype code value of quantized input v (PyTorch's ops write their input's); quint8's if unknown."""
+        params = qparams.get(v.unique())
+        return params[2] if params is not None else tgraph.insertConstant(13)
+
     list_qparams = {}  # a list of a quantized tensor's parts (chunk, split) -> its parameters
     unsupported: Dict[str, list] = {}
     for node in list(tgraph.nodes()):
@@ -328,7 +333,7 @@ def _lower_quantized_ops(tgraph) -> None:
                     y = made(f"aten::conv{w_q.dim() - 2}d", args + [tgraph.insertConstant(int(packed.groups()))])
                 if relu:
                     y = made("aten::relu", [y])
-                lowered = quantize(y, ins[2], ins[3], tgraph.insertConstant(13))
+                lowered = quantize(y, ins[2], ins[3], dtype_of(ins[0]))
             elif kind in ("quantized::linear_dynamic", "quantized::linear_relu_dynamic"):
                 # dynamic quantization (quantize_dynamic): the activation quantized per call to
                 # quint8 from its range (reduce_range: [0, 127]), float output
@@ -348,10 +353,10 @@ def _lower_quantized_ops(tgraph) -> None:
                 y = made("aten::add", [a_, b_, tgraph.insertConstant(1)]) if "add" in base else made("aten::mul", [a_, b_])
                 if base.endswith("_relu"):
                     y = made("aten::relu", [y])
-                lowered = quantize(y, ins[2], ins[3], tgraph.insertConstant(13))
+                lowered = quantize(y, ins[2], ins[3], dtype_of(ins[0]))
             elif kind in _QUANTIZED_UNARY and len(ins) == 3:  # (x, output scale, output zero point)
                 y = made(_QUANTIZED_UNARY[kind], [dequantized(ins[0])])
-                lowered = quantize(y, ins[1], ins[2], tgraph.insertConstant(13))
+                lowered = quantize(y, ins[1], ins[2], dtype_of(ins[0]))
             elif kind == "quantized::cat":
                 parts = ins[0].node()
                 if parts.kind() != "prim::ListConstruct":
@@ -360,7 +365,8 @@ def _lower_quantized_ops(tgraph) -> None:
                 lst = tgraph.insertNode(tgraph.create("prim::ListConstruct", [dequantized(v) for v in parts.inputs()]))
                 lst.output().setType(torch._C.ListType.ofTensors())
                 y = made("aten::cat", [lst.output(), ins[1]])
-                lowered = quantize(y, ins[2], ins[3], tgraph.insertConstant(13))
+                first = next(iter(parts.inputs()), None)
+                lowered = quantize(y, ins[2], ins[3], dtype_of(first) if first is not None else tgraph.insertConstant(13))
             elif kind.startswith("quantized::"):
                 unsupported.setdefault(kind, []).append(where(node))
                 continue
