@@ -101,7 +101,7 @@ namespace {
 // out = saturate(zero_point + round-half-even(x * (1 / scale))), PyTorch's
 // order: rounding first, then the shift (oneDNN's reorder rounds the shifted
 // value, one step apart at exact halves with an odd zero point). Vectorised
-// (the 2^23 trick for rounding), split over llga's threads.
+// (roundHalfEven), split over llga's threads.
 template <typename T>
 void quantizeAffine(const float* x, int64_t n, float scale, int32_t zero_point, T* out) {
   const float inv = 1.0f / scale, z = static_cast<float>(zero_point);
@@ -110,8 +110,7 @@ void quantizeAffine(const float* x, int64_t n, float scale, int32_t zero_point, 
 #pragma omp parallel for simd schedule(static) num_threads(threads)
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i] * inv;
-    const float c = std::copysign(8388608.0f, v);
-    const float r = z + (std::fabs(v) < 8388608.0f ? (v + c) - c : v);
+    const float r = z + roundHalfEven(v);
     out[i] = static_cast<T>(!(r == r) ? lo : r < lo ? lo : r > hi ? hi : r);  // NaN: the lowest, as PyTorch's
   }
 }

@@ -3,6 +3,7 @@
 // quantized per call by a oneDNN reorder with a scale.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -20,6 +21,14 @@ namespace llga::int8 {
 // Rows are split across llga's threads; a row is one vectorised pass for
 // its maximum and one for its values.
 std::vector<float> quantizeRows(const float* w, int64_t rows, int64_t cols, int8_t* out);
+
+// Round half to even without a libm call (so loops over it vectorise):
+// below 2^23 in magnitude, adding and taking away 2^23 leaves the nearest
+// integer; larger floats are integers already (NaN stays NaN).
+inline float roundHalfEven(float v) {
+  const float c = std::copysign(8388608.0f, v);
+  return std::fabs(v) < 8388608.0f ? (v + c) - c : v;
+}
 
 // How an int8 op quantizes: its activation (act_scale, act_dtype,
 // act_zero_point) and, where the graph gave them (w_scale, from

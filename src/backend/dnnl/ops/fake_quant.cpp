@@ -21,6 +21,7 @@
 #include <stdexcept>
 
 #include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/quantize.h"
 #include "runtime/kernel.h"
 #include "runtime/threads.h"
 
@@ -34,12 +35,7 @@ struct Grid {
 };
 
 inline float fakeQuant(float x, const Grid& g) {
-  const float v = x * g.inv;
-  // round half to even without a libm call (vectorises): below 2^23 in
-  // magnitude, adding and taking away 2^23 leaves the nearest integer
-  const float c = std::copysign(8388608.0f, v);
-  const float r = std::fabs(v) < 8388608.0f ? (v + c) - c : v;
-  const float z = g.zp + r;
+  const float z = g.zp + int8::roundHalfEven(x * g.inv);
   // NaN and values beyond int64 go to qmin (PyTorch's int64 cast on x86); others clamp.
   const float q = !(std::fabs(z) < 9.2e18f) ? g.lo : z < g.lo ? g.lo : z > g.hi ? g.hi : z;
   return (q - g.zp) * g.scale;
