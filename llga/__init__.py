@@ -32,8 +32,9 @@ from ._llga import Block, Graph, Node, TensorConstant, Type, Value
 from .accuracy import AccuracyReport, accuracy_report
 from .compiler import CompiledGraph, Partition, optimize
 from .quantization import quantization_sensitivity, quantize
-from .errors import (CompileError, ExecutionError, InputError, LlgaError, OutOfMemoryError, ParseError, PassError,
-                     UnsupportedOpError, VerifyError, PrecisionError)
+from .errors import (CompileError, ExecutionError, FormatError, InputError, LlgaError, OutOfMemoryError, ParseError,
+                     PassError, UnsupportedOpError, VerifyError, PrecisionError)
+from .model_file import load
 from .passes import PassRecord, list_passes
 from .ops import OpSupport, supported_ops
 from . import flops, precision, profiler, viz  # noqa: E402  (profiler reads LLGA_VERBOSE once, here)
@@ -50,7 +51,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Block", "Graph", "Node", "TensorConstant", "Type", "Value",
     "CompiledGraph", "CompileError", "PrecisionError", "ExecutionError", "InputError", "PassError", "PassRecord", "list_passes",
-    "LlgaError", "OutOfMemoryError", "ParseError", "UnsupportedOpError", "VerifyError",
+    "LlgaError", "OutOfMemoryError", "FormatError", "load", "ParseError", "UnsupportedOpError", "VerifyError",
     "accuracy_report", "AccuracyReport", "quantize", "quantization_sensitivity", "parse", "parse_type", "import_torch", "optimize", "cpu_capabilities", "set_num_threads", "get_num_threads",
     "set_memory_planning", "memory_planning", "Partition",
     "fusion_patterns", "precision", "profiler", "flops", "viz", "OpSupport", "supported_ops",

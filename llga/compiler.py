@@ -46,6 +46,15 @@ class CompiledGraph:
         self._respecialize = None
         self._specializations: "OrderedDict[tuple, CompiledGraph]" = OrderedDict()
         self._specializations_lock = threading.Lock()
+        # Where a model loaded with llga.load came from (llga.model_file.SavedInfo); None otherwise.
+        self.saved = None
+
+    def save(self, path) -> None:
+        """Writes this compiled model to one file (``.llga``) that
+        :func:`llga.load` reads back without PyTorch; see llga.model_file."""
+        from . import model_file
+
+        model_file.save(self, path)
 
     @property
     def input_names(self):

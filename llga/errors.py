@@ -57,6 +57,13 @@ class PrecisionError(CompileError):
     no bf16 kernels), or a malformed precision request."""
 
 
+class FormatError(LlgaError, ValueError):
+    """A file that is not a model file llga can read (llga.load): not an
+    .llga file, a newer format version, truncated, corrupted (a checksum that
+    does not match), or contents that do not parse or bind. The message names
+    the file and what is wrong where."""
+
+
 class InputError(LlgaError, ValueError):
     """Inputs that do not fit the compiled graph (count, dtype, rank), naming the input."""
 

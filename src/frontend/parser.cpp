@@ -35,7 +35,7 @@ bool allDigits(std::string_view s) {
 
 class Parser {
  public:
-  Parser(std::string_view text, const ParseOptions& opts) : lex_(text, opts.filename) {}
+  Parser(std::string_view text, const ParseOptions& opts) : lex_(text, opts.filename), tensors_(opts.tensors) {}
 
   // file := graph <end>
   std::shared_ptr<Graph> parseFile() {
@@ -342,6 +342,7 @@ class Parser {
       }
       case Tok::Less: {
         Token what = lex_.expect(Tok::Ident, "'Tensor' or 'Graph' after '<'");
+        if (what.text == "Tensor" && lex_.accept(Tok::Colon)) return AttrValue(tableTensor());  // <Tensor:N>
         lex_.expect(Tok::Greater, "'>'");
         if (what.text == "Tensor" || what.text == "Tensors") {
           auto t = unboundTensor(n);
@@ -408,6 +409,18 @@ class Parser {
   std::optional<ScalarType> outputDtype(Node* n) {
     if (n->outputs().size() != 1 || !n->output()->type()->isTensor()) return std::nullopt;
     return n->output()->type()->tensorInfo().dtype;
+  }
+
+  // <Tensor:N>: entry N of the model file's tensor table (ParseOptions::tensors).
+  TensorRef tableTensor() {
+    Token num = lex_.expect(Tok::Int, "a tensor table index after '<Tensor:'");
+    lex_.expect(Tok::Greater, "'>'");
+    if (!tensors_) lex_.error(num.pos, "<Tensor:N> refers to a model file's tensor table, and there is none here");
+    int64_t i = parseInt(num);
+    if (i < 0 || static_cast<uint64_t>(i) >= tensors_->size())
+      lex_.error(num.pos, "tensor table index " + std::to_string(i) + " is out of range (the table has " +
+                              std::to_string(tensors_->size()) + " entries)");
+    return (*tensors_)[static_cast<size_t>(i)];
   }
 
   std::shared_ptr<ConstantTensor> unboundTensor(Node* n) {
@@ -619,6 +632,7 @@ class Parser {
   }
 
   Lexer lex_;
+  const std::vector<TensorRef>* tensors_;
   int depth_ = 0;
   std::unordered_map<std::string_view, TypePtr> type_cache_;
 };

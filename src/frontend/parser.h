@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "frontend/lexer.h"
 #include "ir/ir.h"
@@ -18,6 +19,9 @@ namespace llga {
 struct ParseOptions {
   std::string filename = "<string>";  // used in error messages
   bool verify = true;                 // run the verifier on the result
+  // A model file's tensor table: `<Tensor:N>` attributes are its entries
+  // (ir/printer.h, printWithTensorIndices). Null: such attributes are errors.
+  const std::vector<TensorRef>* tensors = nullptr;
 };
 
 std::shared_ptr<Graph> parseGraph(std::string_view text, const ParseOptions& options = {});

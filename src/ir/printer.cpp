@@ -60,13 +60,13 @@ static void printTensorAttr(std::ostream& os, const ConstantTensor& t) {
   os << "<Tensor>";
 }
 
-static void printAttr(std::ostream& os, const AttrValue& a, bool in_list) {
+static void printAttr(std::ostream& os, const AttrValue& a, bool in_list, const TensorNamer* namer = nullptr) {
   if (!a.annotation.empty()) {
     AttrValue inner = a;
     inner.annotation.clear();
     // PyTorch writes annotate(List[int], []) but annotate(Dict[str, Tensor],{})
     os << "annotate(" << a.annotation << (a.seq == AttrValue::Seq::Dict ? "," : ", ");
-    printAttr(os, inner, in_list);
+    printAttr(os, inner, in_list, namer);
     os << ")";
     return;
   }
@@ -78,7 +78,8 @@ static void printAttr(std::ostream& os, const AttrValue& a, bool in_list) {
         else if constexpr (std::is_same_v<T, bool>) os << (x ? "True" : "False");
         else if constexpr (std::is_same_v<T, std::string>) os << quoteString(x);
         else if constexpr (std::is_same_v<T, TensorRef>) {
-          if (in_list) os << (x->literal == "<Tensors>" ? "<Tensors>" : "<Tensor>");
+          if (namer) os << "<Tensor:" << (*namer)(x) << ">";
+          else if (in_list) os << (x->literal == "<Tensors>" ? "<Tensors>" : "<Tensor>");
           else printTensorAttr(os, *x);
         } else if constexpr (std::is_same_v<T, TypePtr>) os << x->str();
         else if constexpr (std::is_same_v<T, std::shared_ptr<Graph>>) os << "<Graph>";
@@ -88,7 +89,7 @@ static void printAttr(std::ostream& os, const AttrValue& a, bool in_list) {
           os << (dict ? "{" : tuple ? "(" : "[");
           for (size_t i = 0; i < x.size(); ++i) {
             if (i) os << (dict && i % 2 ? ": " : ", ");
-            printAttr(os, x[i], true);
+            printAttr(os, x[i], true, namer);
           }
           if (tuple && x.size() == 1) os << ",";
           os << (dict ? "}" : tuple ? ")" : "]");
@@ -107,7 +108,7 @@ namespace {
 
 class Printer {
  public:
-  explicit Printer(std::ostream& os) : os_(os) {}
+  explicit Printer(std::ostream& os, const TensorNamer* namer = nullptr) : os_(os), namer_(namer) {}
 
   void graph(const Graph& g) {
     os_ << "graph(";
@@ -123,7 +124,7 @@ class Printer {
     os_ << ")\n";
     for (size_t i = 0; i < groups_.size(); ++i) {
       os_ << "with " << groups_[i]->kind().toQualString() << "_" << i << " = ";
-      Printer(os_).graph(*groups_[i]->subgraph());
+      Printer(os_, namer_).graph(*groups_[i]->subgraph());
     }
   }
 
@@ -184,19 +185,22 @@ class Printer {
     for (const auto& [name, value] : n->attributes()) {
       if (skip_subgraph && name == attr::Subgraph) continue;
       os_ << (first ? "[" : ", ") << name.name() << "=";
-      printAttr(os_, value, false);
+      printAttr(os_, value, false, namer_);
       first = false;
     }
     if (!first) os_ << "]";
   }
 
   std::ostream& os_;
+  const TensorNamer* namer_;
   std::vector<const Node*> groups_;
 };
 
 }  // namespace
 
 void Graph::print(std::ostream& os) const { Printer(os).graph(*this); }
+
+void printWithTensorIndices(std::ostream& os, const Graph& g, const TensorNamer& namer) { Printer(os, &namer).graph(g); }
 
 std::string Graph::toString() const {
   std::ostringstream os;

@@ -149,6 +149,7 @@ void translateParseError(const ParseError& e) {
 
 void bindRuntime(py::module_& m);  // runtime_bindings.cpp
 void bindPasses(py::module_& m);   // passes_bindings.cpp
+void bindModelFile(py::module_& m);  // model_file_bindings.cpp
 
 PYBIND11_MODULE(_llga, m) {
   m.doc() = "llga core bindings (use the llga package, not this module)";
@@ -303,4 +304,5 @@ PYBIND11_MODULE(_llga, m) {
   m.def("format_double", &formatDouble);
   bindRuntime(m);
   bindPasses(m);
+  bindModelFile(m);
 }

@@ -54,6 +54,8 @@ class CompiledGraph {
   MemoryReport memory() const;
   // Each op's kernel with what it did on its latest call ("" when nothing to say).
   std::vector<std::pair<const Node*, KernelReport>> kernelReports() const { return plan_->kernelReports(); }
+  // The constants the plan bound and holds now (a model file saves them).
+  std::vector<Plan::BoundConstant> boundConstants() const { return plan_->boundConstants(); }
 
  private:
   void checkInputs(const std::vector<RtValue>& inputs) const;

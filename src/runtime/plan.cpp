@@ -98,8 +98,9 @@ class PlanBuilder {
     return it->second;
   }
 
-  void constant(const Value* v, RtValue value) {
+  void constant(const Value* v, RtValue value, std::string weight_name = {}) {
     p_.constants_.emplace_back(reg(v), std::move(value));
+    p_.constant_origins_.push_back({v, std::move(weight_name)});
     constant_regs_.insert(reg(v));
   }
 
@@ -140,7 +141,7 @@ class PlanBuilder {
     const AttrValue* a = n.attributes().find(attr::value);
     if (a && a->is<TensorRef>()) {
       const ConstantTensor& c = *a->get<TensorRef>();
-      if (auto it = weights_.find(out->debugName()); it != weights_.end()) return constant(out, it->second);
+      if (auto it = weights_.find(out->debugName()); it != weights_.end()) return constant(out, it->second, it->first);
       if (!c.hasData()) {
         errors_.push_back("missing weight for the tensor constant %" + out->debugName() +
                           " (pass it in params, or optimize the TorchScript object itself)");
@@ -185,7 +186,7 @@ class PlanBuilder {
       errors_.push_back("missing weight '" + path + "' (read by prim::GetAttr at " + where(n) + ")");
       return;
     }
-    constant(n.output(), w->second);
+    constant(n.output(), w->second, path);
   }
 
   void buildBlock(const llga::Block* b, Plan::Block& out) {

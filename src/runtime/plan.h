@@ -84,6 +84,16 @@ class Plan {
   // each original let go (its data pointer and bytes), on the calling thread,
   // so that other holders can let go too. Set before the first call.
   void setReleaseHook(std::function<void(const void*, size_t)> hook) { on_release_ = std::move(hook); }
+  // The constants the plan bound (a model file saves them): the graph value,
+  // the WeightMap key it was bound by ("" when it came from the graph's own
+  // attribute), and what the plan holds for it now (after weight compaction,
+  // the reordered copy: a blocked tensor).
+  struct BoundConstant {
+    const Value* value;
+    std::string weight_name;
+    RtValue held;
+  };
+  std::vector<BoundConstant> boundConstants() const;
 
  private:
   struct Block;
@@ -121,6 +131,11 @@ class Plan {
   int num_regs_ = 0;
   mutable std::vector<std::pair<int, RtValue>> constants_;  // swapped by the compacting call (under constants_mu_)
   mutable std::shared_mutex constants_mu_;  // run() reads constants_ while the compacting call may replace some
+  struct ConstantOrigin {
+    const Value* value;
+    std::string weight_name;
+  };
+  std::vector<ConstantOrigin> constant_origins_;  // parallel to constants_
   struct Compaction {
     bool prepared = false;
     std::unordered_map<int, std::vector<std::pair<const Instr*, size_t>>> readers;  // constant register -> readers

@@ -28,6 +28,15 @@ size_t Plan::constantBytes() const {
   return n;
 }
 
+std::vector<Plan::BoundConstant> Plan::boundConstants() const {
+  std::shared_lock<std::shared_mutex> lock(constants_mu_);
+  std::vector<BoundConstant> out;
+  out.reserve(constants_.size());
+  for (size_t k = 0; k < constants_.size(); ++k)
+    out.push_back({constant_origins_[k].value, constant_origins_[k].weight_name, constants_[k].second});
+  return out;
+}
+
 // Which constants may be compacted, and after which top-level instruction
 // (their last reader) to try each: a constant returned by the graph or read
 // inside a nested block (If/Loop) stays as it is.

@@ -223,8 +223,8 @@ void addBlockedToKey(std::vector<int64_t>& key, const dnnl::memory::desc& md) {
   key.insert(key.end(), b.inner_idxs, b.inner_idxs + b.inner_nblks);
 }
 
-std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md, bool weights) {
-  return std::make_shared<const DnnlLayout>(md, layoutName(md, weights));
+std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md, bool weights, bool transposed) {
+  return std::make_shared<const DnnlLayout>(md, layoutName(md, weights), transposed);
 }
 
 std::string layoutName(const dnnl::memory::desc& md, bool weights) {
@@ -274,7 +274,20 @@ dnnl::memory memoryOf(const Tensor& t) {
 
 Tensor DnnlLayout::toPlain(ExecContext& ctx, const Tensor& t) const {
   Tensor out = Tensor::empty(t.dtype(), t.sizes());
-  reorder(ctx, memoryOf(t), wrap(out));
+  const dnnl::memory::dims dims = md.dims();
+  const Shape& sizes = t.sizes();
+  dnnl::memory::desc dst;
+  if (transposed && sizes.size() == 2 && dims.size() == 2 && dims[0] == sizes[1] && dims[1] == sizes[0]) {
+    dst = dnnl::memory::desc(dims, md.data_type(), dnnl::memory::dims{1, sizes[1]});  // w^T over contiguous w
+  } else if (!transposed && dims == sizes) {
+    dst = plainDesc(out);
+  } else if (!transposed && dims.size() == sizes.size() + 1 && !sizes.empty() && dims[0] * dims[1] == sizes[0] &&
+             std::equal(dims.begin() + 2, dims.end(), sizes.begin() + 1)) {
+    dst = plainDesc(out, dims);  // grouped: (g, o/g, ...) over contiguous (o, ...)
+  } else {
+    throw std::invalid_argument("a blocked tensor (" + name_ + ") whose layout's dims do not match its sizes");
+  }
+  reorder(ctx, memoryOf(t), wrap(out, dst));
   return out;
 }
 

@@ -72,18 +72,24 @@ Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const d
 // `keep` owns the bytes and must outlive the memory's use.
 dnnl::memory temporary(const dnnl::memory::desc& md, Tensor& keep);
 // A oneDNN layout a tensor's bytes are in (Tensor::blocked).
+// `md`'s dims are the tensor's sizes, or what a primitive sees of a weight
+// compacted into its layout: a grouped convolution's (groups, out/groups,
+// in, ...) or, `transposed`, a linear's w as the matmul's b = w^T.
 struct DnnlLayout final : BlockedLayout {
-  DnnlLayout(dnnl::memory::desc md, std::string name) : md(std::move(md)), name_(std::move(name)) {}
+  DnnlLayout(dnnl::memory::desc md, std::string name, bool transposed = false)
+      : md(std::move(md)), name_(std::move(name)), transposed(transposed) {}
   const std::string& name() const override { return name_; }
-  Tensor toPlain(ExecContext& ctx, const Tensor& t) const override;
+  Tensor toPlain(ExecContext& ctx, const Tensor& t) const override;  // contiguous in t's own sizes
   dnnl::memory::desc md;
   std::string name_;  // "nChw16c"
+  bool transposed;
 };
 // The oneDNN descriptor of a blocked tensor's layout (t.isBlocked(); every blocked tensor is the backend's).
 inline const dnnl::memory::desc& blockedDesc(const Tensor& t) {
   return static_cast<const DnnlLayout&>(*t.blockedLayout()).md;
 }
-std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md, bool weights = false);  // named as layoutName
+std::shared_ptr<const BlockedLayout> makeLayout(const dnnl::memory::desc& md, bool weights = false,
+                                                bool transposed = false);  // named as layoutName
 // Appends a blocked descriptor's layout (strides, inner blocks, padded dims) to a primitive cache key.
 void addBlockedToKey(std::vector<int64_t>& key, const dnnl::memory::desc& md);
 // oneDNN's name-like spelling of a layout: "nchw", "nhwc", "nChw16c" (for

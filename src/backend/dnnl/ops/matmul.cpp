@@ -506,7 +506,8 @@ class FusedMatmulKernel final : public Kernel {
         e->int8)
       return std::nullopt;  // a bf16 or int8 copy is rounded: it cannot stand in for the weight
     const auto* d = e->wei_md.data.dims;  // [K, N] of b = w^T
-    return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, {d[1], d[0]}, makeLayout(e->wei_md, true));
+    return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, {d[1], d[0]},
+                           makeLayout(e->wei_md, true, /*transposed=*/true));
   }
   KernelReport report() const override {
     std::shared_ptr<const MatmulEntry> e = last_.load();
