@@ -9,7 +9,7 @@ CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all bootstrap build demo test test-cpp test-asan test-tsan test-py test-isa test-isa-all test-install test-deps test-fresh test-ops-long \
-	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs stress test-zoo bench bench-quick bench-coverage bench-parse bench-runtime clean
+	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs stress test-zoo bench bench-quick bench-coverage bench-parse bench-runtime bench-load clean
 
 all: build
 
@@ -170,6 +170,10 @@ bench-parse: build
 
 bench-runtime: build
 	$(PY) bench/runtime_bench.py --model resnet50
+
+# Model files: llga.load against torch.jit.load, and pages shared by two processes.
+bench-load: build
+	$(PY) bench/load_bench.py --models bert,resnet50
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(TSAN) $(FUZZ) llga/_llga*.so

@@ -124,6 +124,12 @@ class SavedInfo:
         self.file_bytes = info["file_bytes"]
         self.weight_bytes = info["weight_bytes"]
         self.tensors = info["tensors"]
+        # Weights stored pre-packed (in the primitive layouts the writer's
+        # kernels chose: saved after a call), and whether they are used as
+        # stored (same oneDNN and ISA here: zero copy, pages shared between
+        # processes) or re-packed by the kernels from a plain copy.
+        self.packed = info["packed"]
+        self.packed_used = bool(info["packed_used"]) and self.packed > 0
         self.cpu_isa = _llga.cpu_fingerprint()
         self.same_cpu = self.meta.get("cpu_isa") == self.cpu_isa
 
@@ -132,4 +138,5 @@ class SavedInfo:
         return (f"<llga model file {self.path}: format {self.format_version}, llga {self.meta.get('llga_version')}, "
                 f"oneDNN {self.meta.get('onednn_version')}, written on {self.meta.get('cpu_isa')}"
                 f"{'' if self.same_cpu else ' (this CPU: ' + self.cpu_isa + ')'}; ({sig}); "
-                f"{self.tensors} tensors, {self.weight_bytes / 2**20:.1f} MiB of weights>")
+                f"{self.tensors} tensors ({self.packed} pre-packed{', used as stored' if self.packed_used else ''}), "
+                f"{self.weight_bytes / 2**20:.1f} MiB of weights>")

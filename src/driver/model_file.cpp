@@ -16,6 +16,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "backend/dnnl/layout_record.h"
 #include "backend/dnnl/microbench.h"
 #include "driver/crc32c.h"
 #include "frontend/parser.h"
@@ -33,6 +34,8 @@ constexpr size_t kMaxSections = 64;
 constexpr uint64_t kTensorAlign = 64, kWeightsAlign = 4096;
 constexpr uint32_t kFlagUnchecked = 1;  // section flag: no section CRC (its tensors carry their own)
 constexpr uint32_t kTensorApproximate = 1;
+constexpr uint32_t kTensorPacked = 2;      // bytes in a primitive's blocked layout (a LayoutRecord follows)
+constexpr uint32_t kTensorTransposed = 4;  // that layout describes w^T
 constexpr uint32_t kMaxRank = 64;
 
 const char* const kRequired[] = {"meta", "ir", "source", "tensors", "names", "passes", "python", "weights"};
@@ -220,7 +223,8 @@ struct OutTensor {
   const uint8_t* bytes = nullptr;
   uint64_t nbytes = 0;
   bool approximate = false;
-  std::shared_ptr<void> keep;  // a plain copy made for a compacted weight
+  std::shared_ptr<void> keep;  // a plain copy made for a compacted weight, or the packed one
+  std::optional<LayoutRecord> packed;  // pre-packed: the blocked layout its bytes are in
   uint64_t offset = 0;         // in "weights"
   uint32_t crc = 0;
 };
@@ -245,7 +249,22 @@ class TensorTable {
   int64_t addTensor(const Tensor& held) {
     Tensor t = held;
     std::shared_ptr<void> keep;
-    if (t.isBlocked()) {  // a weight compacted into its primitive's layout: written back plain
+    if (t.isBlocked()) {  // a weight compacted into its primitive's layout: kept pre-packed, or written back plain
+      if (auto rec = layoutRecordOf(t)) {
+        auto key = std::make_tuple(t.data(), t.dtype(), t.sizes(), std::vector<int64_t>{-1});
+        if (auto it = index_.find(key); it != index_.end()) return it->second;
+        OutTensor o;
+        o.dtype = t.dtype();
+        o.sizes = t.sizes();
+        o.strides = contiguousStrides(t.sizes());
+        o.bytes = static_cast<const uint8_t*>(t.data());
+        o.nbytes = layoutBytes(t);
+        o.keep = t.storage();
+        o.packed = std::move(rec);
+        entries_.push_back(std::move(o));
+        index_.emplace(std::move(key), static_cast<int64_t>(entries_.size() - 1));
+        return static_cast<int64_t>(entries_.size() - 1);
+      }
       ExecContext ctx;
       t = toPlain(ctx, held);
     }
@@ -284,12 +303,16 @@ class TensorTable {
   std::vector<OutTensor> entries_;
 };
 
-std::string metaText() {
+std::string onednnVersion() {
   const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+std::string metaText() {
   std::ostringstream os;
   os << "format: " << kModelFormatVersion << "\n"
      << "llga_version: " << LLGA_VERSION << "\n"
-     << "onednn_version: " << v->major << "." << v->minor << "." << v->patch << "\n"
+     << "onednn_version: " << onednnVersion() << "\n"
      << "cpu_isa: " << cpuFingerprint() << "\n";
   return os.str();
 }
@@ -445,13 +468,23 @@ void saveModel(const std::string& path, const CompiledGraph& compiled, const Mod
     wat = t.offset + t.nbytes;
     t.crc = crc32c(t.bytes, t.nbytes);
     tw.u32(static_cast<uint32_t>(scalarTypeCode(t.dtype)));
-    tw.u32(t.approximate ? kTensorApproximate : 0);
+    tw.u32((t.approximate ? kTensorApproximate : 0) | (t.packed ? kTensorPacked : 0) |
+           (t.packed && t.packed->transposed ? kTensorTransposed : 0));
     tw.u32(static_cast<uint32_t>(t.sizes.size()));
     tw.u32(t.crc);
     tw.u64(t.offset);
     tw.u64(t.nbytes);
     for (int64_t s : t.sizes) tw.i64(s);
     for (int64_t s : t.strides) tw.i64(s);
+    if (t.packed) {
+      const LayoutRecord& r = *t.packed;
+      tw.u32(static_cast<uint32_t>(r.dims.size()));
+      for (const auto* v : {&r.dims, &r.padded_dims, &r.strides})
+        for (int64_t x : *v) tw.i64(x);
+      tw.u32(static_cast<uint32_t>(r.inner_blks.size()));
+      for (const auto* v : {&r.inner_blks, &r.inner_idxs})
+        for (int64_t x : *v) tw.i64(x);
+    }
   }
   Writer nw;
   nw.u32(static_cast<uint32_t>(names.size()));
@@ -585,6 +618,12 @@ LoadedModel loadModel(std::shared_ptr<const void> owner, const uint8_t* data, si
   if (reinterpret_cast<uintptr_t>(wdata) % kTensorAlign != 0) throw fail("the weights section is not aligned");
   std::vector<TensorRef> tensors;
   std::vector<uint32_t> crcs;
+  std::vector<std::pair<const uint8_t*, uint64_t>> bytes;  // each tensor's bytes in the mapping
+  struct Packed {
+    LayoutRecord layout;
+    size_t index;
+  };
+  std::unordered_map<const ConstantTensor*, Packed> packed;  // the IR's shell of each pre-packed weight
   try {
     Reader r(sections["tensors"].first, sections["tensors"].second, "tensors");
     uint32_t n = r.count(32);
@@ -602,32 +641,45 @@ LoadedModel loadModel(std::shared_ptr<const void> owner, const uint8_t* data, si
       for (uint32_t d = 0; d < rank; ++d) t->strides.push_back(r.i64());
       auto span = spanElements(t->sizes, t->strides);
       uint64_t expect = 0;
-      if (!span || __builtin_mul_overflow(*span, scalarTypeSize(*dt), &expect) || expect != nbytes)
-        r.fail(which + ": its sizes and strides do not match its " + std::to_string(nbytes) + " bytes");
+      if (!span || __builtin_mul_overflow(*span, scalarTypeSize(*dt), &expect))
+        r.fail(which + ": its sizes or strides are out of range");
       int64_t numel = 1;
       for (int64_t s : t->sizes)
         if (__builtin_mul_overflow(numel, s, &numel)) r.fail(which + ": too many elements");
       if (off % kTensorAlign != 0 || off > wsize || nbytes > wsize - off)
         r.fail(which + ": its bytes lie outside the weights section");
-      t->data = const_cast<uint8_t*>(wdata + off);
-      t->owner = std::const_pointer_cast<void>(owner);
+      if (flags & kTensorPacked) {
+        LayoutRecord rec;
+        rec.transposed = flags & kTensorTransposed;
+        uint32_t nd = r.count(24);
+        if (nd > kMaxRank) r.fail(which + ": a layout of " + std::to_string(nd) + " dims");
+        for (auto* v : {&rec.dims, &rec.padded_dims, &rec.strides})
+          for (uint32_t d = 0; d < nd; ++d) v->push_back(r.i64());
+        uint32_t nb = r.count(16);
+        if (nb > kMaxRank) r.fail(which + ": " + std::to_string(nb) + " inner blocks");
+        for (auto* v : {&rec.inner_blks, &rec.inner_idxs})
+          for (uint32_t d = 0; d < nb; ++d) v->push_back(r.i64());
+        packed[t.get()] = Packed{std::move(rec), i};  // data stays null: the plan binds the packed tensor by name
+      } else {
+        if (expect != nbytes) r.fail(which + ": its sizes and strides do not match its " + std::to_string(nbytes) + " bytes");
+        t->data = const_cast<uint8_t*>(wdata + off);
+        t->owner = std::const_pointer_cast<void>(owner);
+      }
       t->approximate = flags & kTensorApproximate;
       tensors.push_back(std::move(t));
       crcs.push_back(crc);
+      bytes.emplace_back(wdata + off, nbytes);
     }
     r.expectEnd();
   } catch (const FormatError& e) {
     throw fail(e.what());
   }
   out.tensors = tensors.size();
+  out.packed = packed.size();
   if (options.verify_weights) {
     std::vector<char> bad(tensors.size(), 0);
 #pragma omp parallel for schedule(dynamic, 1)
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const ConstantTensor& t = *tensors[i];
-      uint64_t nbytes = *spanElements(t.sizes, t.strides) * scalarTypeSize(t.dtype);
-      bad[i] = crc32c(t.data, nbytes) != crcs[i];
-    }
+    for (size_t i = 0; i < tensors.size(); ++i) bad[i] = crc32c(bytes[i].first, bytes[i].second) != crcs[i];
     for (size_t i = 0; i < bad.size(); ++i)
       if (bad[i])
         throw fail("the bytes of tensor " + std::to_string(i) + " (" + describe(tensors[i]->dtype, tensors[i]->sizes) +
@@ -642,6 +694,7 @@ LoadedModel loadModel(std::shared_ptr<const void> owner, const uint8_t* data, si
       std::string wname = r.str();
       if (index >= tensors.size()) r.fail("weight '" + wname + "' names tensor " + std::to_string(index) + " of " +
                                           std::to_string(tensors.size()));
+      if (!tensors[index]->hasData()) r.fail("weight '" + wname + "' names a pre-packed tensor");
       weights[wname] = tensorFromConstant(*tensors[index]);
     }
     r.expectEnd();
@@ -656,6 +709,51 @@ LoadedModel loadModel(std::shared_ptr<const void> owner, const uint8_t* data, si
     out.graph = parseGraph(text("ir"), po);
   } catch (const ParseError& e) {
     throw fail(std::string("its graph does not parse: ") + e.what());
+  }
+  // Pre-packed weights: each the value of a top-level constant, bound by its
+  // name in the primitive's layout from the mapped bytes (zero copy) where
+  // this process's oneDNN and ISA are the writer's; written back plain (the
+  // kernels pack them again) where not.
+  out.packed_used = out.meta["cpu_isa"] == cpuFingerprint() && out.meta["onednn_version"] == onednnVersion();
+  if (!packed.empty()) {
+    size_t bound = 0;
+    std::string misuse;
+    out.graph->forEachNode([&](Node* n) {
+      const bool top = n->owningBlock() == out.graph->block() && n->kind() == prim::Constant;
+      for (const auto& [attr_name, value] : n->attributes()) {
+        auto visit = [&](const AttrValue& a, auto& self) -> void {
+          if (a.is<AttrList>()) {
+            for (const AttrValue& item : a.get<AttrList>()) self(item, self);
+            return;
+          }
+          if (!a.is<TensorRef>()) return;
+          auto it = packed.find(a.get<TensorRef>().get());
+          if (it == packed.end()) return;
+          if (!top || attr_name != attr::value) {
+            if (misuse.empty()) misuse = n->kind().toQualString();
+            return;
+          }
+          const ConstantTensor& shell = *a.get<TensorRef>();
+          const auto [p, nbytes] = bytes[it->second.index];
+          auto storage = Storage::borrow(const_cast<uint8_t*>(p), nbytes, std::const_pointer_cast<void>(owner), false);
+          Tensor t;
+          try {
+            t = blockedFromRecord(it->second.layout, shell.sizes, std::move(storage), nbytes);
+          } catch (const std::invalid_argument& e) {
+            throw fail("tensor " + std::to_string(it->second.index) + ": " + e.what());
+          }
+          if (!out.packed_used) {
+            ExecContext ctx;
+            t = toPlain(ctx, t);
+          }
+          weights[n->output()->debugName()] = std::move(t);
+          ++bound;
+        };
+        visit(value, visit);
+      }
+    });
+    if (!misuse.empty()) throw fail("a pre-packed tensor is read by " + misuse + ", not by a top-level constant");
+    if (bound < packed.size()) throw fail(std::to_string(packed.size() - bound) + " pre-packed tensor(s) no constant reads");
   }
   if (options.build) {
     try {

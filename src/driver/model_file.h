@@ -79,6 +79,8 @@ struct LoadedModel {
   uint32_t format_version = 0;
   uint64_t file_bytes = 0, weight_bytes = 0;
   size_t tensors = 0;
+  size_t packed = 0;         // tensors stored pre-packed (in a primitive's blocked layout)
+  bool packed_used = false;  // this process's oneDNN and ISA are the writer's: they are used as stored
 };
 
 // Throws FormatError for anything wrong with the file (and std::runtime_error

@@ -56,6 +56,8 @@ void bindModelFile(py::module_& m) {
         info["file_bytes"] = lm.file_bytes;
         info["weight_bytes"] = lm.weight_bytes;
         info["tensors"] = lm.tensors;
+        info["packed"] = lm.packed;
+        info["packed_used"] = lm.packed_used;
         info["meta"] = lm.meta;
         return py::make_tuple(lm.graph, lm.compiled ? py::cast(lm.compiled) : py::none(), lm.extras.passes,
                               lm.extras.source_ir, py::bytes(lm.extras.python), info);
