@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <system_error>
 #include <unordered_map>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -327,7 +328,7 @@ struct Section {
 class File {
  public:
   explicit File(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "wb")) {
-    if (!f_) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+    if (!f_) throw std::system_error(errno, std::generic_category(), "cannot write " + path);
   }
   ~File() {
     if (f_) std::fclose(f_);
@@ -351,7 +352,7 @@ class File {
   }
 
  private:
-  [[noreturn]] void fail() { throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno)); }
+  [[noreturn]] void fail() { throw std::system_error(errno, std::generic_category(), "cannot write " + path_); }
   std::string path_;
   FILE* f_;
 };
@@ -514,21 +515,22 @@ void saveModel(const std::string& path, const CompiledGraph& compiled, const Mod
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + std::strerror(err));
+    throw std::system_error(err, std::generic_category(), "cannot write " + path);
   }
 }
 
 LoadedModel loadModel(const std::string& path, const LoadOptions& options) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot open " + path);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
-    throw std::runtime_error("cannot read " + path + ": " + std::strerror(err));
+    throw std::system_error(err, std::generic_category(), "cannot read " + path);
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
+    if (S_ISDIR(st.st_mode)) throw std::system_error(EISDIR, std::generic_category(), "cannot load " + path);
     throw FormatError(path + ": not a regular file");
   }
   auto m = std::make_shared<Mapping>();
@@ -540,7 +542,7 @@ LoadedModel loadModel(const std::string& path, const LoadOptions& options) {
     if (p == MAP_FAILED) {
       int err = errno;
       ::close(fd);
-      throw std::runtime_error("cannot map " + path + ": " + std::strerror(err));
+      throw std::system_error(err, std::generic_category(), "cannot map " + path);
     }
     m->base = p;
   }

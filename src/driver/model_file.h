@@ -60,7 +60,7 @@ struct ModelExtras {
 // Writes `compiled` to `path` (through a temporary file renamed into place:
 // an existing file is replaced whole or not at all). Weights compacted into
 // a primitive's layout after the first call are written back in their plain
-// layout. Throws std::runtime_error (I/O, with the OS's reason) and
+// layout. Throws std::system_error (I/O, with the OS's errno) and
 // std::invalid_argument (a graph the format cannot hold, e.g. a tensor
 // attribute without data).
 void saveModel(const std::string& path, const CompiledGraph& compiled, const ModelExtras& extras);
@@ -83,8 +83,8 @@ struct LoadedModel {
   bool packed_used = false;  // this process's oneDNN and ISA are the writer's: they are used as stored
 };
 
-// Throws FormatError for anything wrong with the file (and std::runtime_error
-// when it cannot be opened, with the OS's reason).
+// Throws FormatError for anything wrong with the file (and std::system_error
+// when it cannot be opened or mapped, with the OS's errno).
 LoadedModel loadModel(const std::string& path, const LoadOptions& options = {});
 // The same from bytes in memory, kept alive by `owner` (weights point into them).
 LoadedModel loadModel(std::shared_ptr<const void> owner, const uint8_t* data, size_t size, const std::string& name,

@@ -2,6 +2,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <system_error>
+
 #include "driver/model_file.h"
 
 namespace py = pybind11;
@@ -12,6 +14,16 @@ namespace {
 [[noreturn]] void raiseFormatError(const std::string& msg) {
   py::object cls = py::module_::import("llga.errors").attr("FormatError");
   PyErr_SetObject(cls.ptr(), py::str(msg).ptr());
+  throw py::error_already_set();
+}
+
+// OSError(errno, reason, path): Python makes it FileNotFoundError,
+// PermissionError, ... as the errno says.
+[[noreturn]] void raiseOSError(const std::system_error& e, const std::string& path) {
+  py::object exc = py::reinterpret_steal<py::object>(PyObject_CallFunction(
+      PyExc_OSError, "iss", e.code().value(), e.code().message().c_str(), path.c_str()));
+  if (!exc) throw py::error_already_set();
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
   throw py::error_already_set();
 }
 
@@ -28,9 +40,8 @@ void bindModelFile(py::module_& m) {
           saveModel(path, *compiled, extras);
         } catch (const std::invalid_argument& e) {
           throw py::value_error(e.what());
-        } catch (const std::runtime_error& e) {
-          PyErr_SetString(PyExc_OSError, e.what());
-          throw py::error_already_set();
+        } catch (const std::system_error& e) {
+          raiseOSError(e, path);
         }
       },
       py::arg("compiled"), py::arg("path"), py::arg("source_ir"), py::arg("passes"), py::arg("python"),
@@ -47,9 +58,8 @@ void bindModelFile(py::module_& m) {
           lm = loadModel(path, opts);
         } catch (const FormatError& e) {
           raiseFormatError(e.what());
-        } catch (const std::runtime_error& e) {
-          PyErr_SetString(PyExc_OSError, e.what());
-          throw py::error_already_set();
+        } catch (const std::system_error& e) {
+          raiseOSError(e, path);
         }
         py::dict info;
         info["format_version"] = lm.format_version;
