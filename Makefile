@@ -114,11 +114,12 @@ FUZZ_SECONDS ?= 600
 fuzz: bootstrap
 	@CXX=clang++ cmake -S . -B $(FUZZ) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLGA_FUZZ=ON -DLLGA_SANITIZE=ON \
 	  -DLLGA_BUILD_PYTHON=OFF -DLLGA_BUILD_TESTS=OFF -DCMAKE_AR=/usr/bin/ar -DCMAKE_RANLIB=/usr/bin/ranlib >/dev/null
-	@cmake --build $(FUZZ) -j $(JOBS) --target llga_parse_fuzzer
+	@cmake --build $(FUZZ) -j $(JOBS) --target llga_parse_fuzzer llga_model_file_fuzzer
 	scripts/run_fuzzer.sh $(FUZZ)/llga_parse_fuzzer $(FUZZ_SECONDS)
+	scripts/run_fuzzer.sh $(FUZZ)/llga_model_file_fuzzer $(FUZZ_SECONDS)
 
 fuzz-smoke:
-	$(MAKE) fuzz FUZZ_SECONDS=45
+	$(MAKE) fuzz FUZZ_SECONDS=30
 
 # The differential graph fuzzer: random PyTorch programs, llga against PyTorch
 # (scripts/fuzz_graphs.py). Reproducers of mismatches go to build/fuzz-graphs/.

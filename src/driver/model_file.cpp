@@ -722,7 +722,8 @@ LoadedModel loadModel(std::shared_ptr<const void> owner, const uint8_t* data, si
     std::string misuse;
     out.graph->forEachNode([&](Node* n) {
       const bool top = n->owningBlock() == out.graph->block() && n->kind() == prim::Constant;
-      for (const auto& [attr_name, value] : n->attributes()) {
+      for (const auto& item : n->attributes()) {
+        const Symbol attr_name = item.first;
         auto visit = [&](const AttrValue& a, auto& self) -> void {
           if (a.is<AttrList>()) {
             for (const AttrValue& item : a.get<AttrList>()) self(item, self);
@@ -751,7 +752,7 @@ LoadedModel loadModel(std::shared_ptr<const void> owner, const uint8_t* data, si
           weights[n->output()->debugName()] = std::move(t);
           ++bound;
         };
-        visit(value, visit);
+        visit(item.second, visit);
       }
     });
     if (!misuse.empty()) throw fail("a pre-packed tensor is read by " + misuse + ", not by a top-level constant");
