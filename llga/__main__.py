@@ -1,5 +1,7 @@
 """llga's command line: ``/usr/bin/python3 -m llga COMMAND ...``.
 
+    python -m llga compile MODEL [--input SHAPE_OR_NPY ...] [--precision fp32|bf16|auto|int8]
+                           [--calibration NPY_OR_NPZ ...] -o OUT.llga [--threads N]
     python -m llga run MODEL [--input SHAPE_OR_NPY ...] [-o OUT] [--threads N]
     python -m llga inspect MODEL [--input SHAPE_OR_NPY ...] [--json] [--threads N]
     python -m llga profile MODEL [--input SHAPE ...] [--runs 10] [--threads 2] [--trace t.json]
@@ -9,9 +11,16 @@
 or with ``--markdown`` the table docs/ops.md holds.
 
 MODEL is a TorchScript file saved with ``torch.jit.save`` (loaded with
-``torch.jit.load(map_location="cpu")``, in eval mode) or a torchvision model
+``torch.jit.load(map_location="cpu")``, in eval mode), a torchvision model
 name (``llga.zoo.TORCHVISION_MODELS``; seeded random weights), traced with
-``torch.jit.trace`` on the inputs.
+``torch.jit.trace`` on the inputs, or a model file ``compile`` wrote
+(``.llga``: loaded with ``llga.load``, without PyTorch and without compiling).
+
+``compile`` compiles the model with ``llga.optimize`` (``--precision``; int8
+with ``llga.quantize``, calibrated on the ``--calibration`` batches: a
+``.npy`` file per batch of a one-input model, or an ``.npz`` whose arrays are
+a batch's inputs in order), calls it once on the inputs (so that its weights
+are stored pre-packed) and saves it to ``-o OUT.llga``.
 
 Each ``--input`` (repeat it, in the model's argument order) is a ``.npy`` file
 or a shape such as ``1x3x224x224``: a random standard-normal float32 array,
@@ -127,14 +136,22 @@ def _read_inputs(specs):
     return out
 
 
+def _is_model_file(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(8) == b"\x89LLGA\r\n\x1a"
+    except OSError:
+        return False
+
+
 def _resolve_model(model: str):
-    """("file", path) or ("torchvision", name); checked without importing torch."""
+    """("file", path), ("llga", path) or ("torchvision", name); checked without importing torch."""
     from llga import zoo
 
     if os.path.isdir(model):
         raise UserError(f"{model!r} is a directory, not a TorchScript file")
     if os.path.exists(model):
-        return "file", model
+        return ("llga" if model.endswith(".llga") or _is_model_file(model) else "file"), model
     if model in zoo.TORCHVISION_MODELS:
         return "torchvision", model
     if os.sep in model or "/" in model or os.path.splitext(model)[1]:
@@ -143,8 +160,50 @@ def _resolve_model(model: str):
                     f"({', '.join(zoo.TORCHVISION_MODELS)})")
 
 
+def _load_saved(model: str):
+    import llga
+
+    try:
+        return llga.load(model)
+    except (llga.FormatError, OSError) as e:
+        raise UserError(f"cannot load {model!r}: {_one_line(e, True)}") from None
+
+
+def _saved_inputs(compiled):
+    """Random inputs (seeded by position) of the shapes and dtypes a loaded
+    model was compiled for, when its graph records them all; else None."""
+    import numpy as np
+
+    spec = compiled.example_inputs_spec  # what it was compiled with, when given
+    if spec and all(s is not None for s in spec):
+        out = []
+        for i, (shape, dtype) in enumerate(spec):
+            rng = np.random.default_rng(i)
+            dt = np.dtype(dtype)
+            arr = (rng.integers(0, 2, size=shape) if dt.kind in "iub" else rng.standard_normal(shape)).astype(dt)
+            out.append((f"{_fmt_shape(tuple(shape))} (its example input's shape)", arr))
+        return out
+    dtypes = {"Float": np.float32, "Double": np.float64, "Long": np.int64, "Int": np.int32}
+    out = []
+    for i, v in enumerate(v for v in compiled.graph.inputs if v.type.kind != "Class"):
+        t = v.type
+        sizes = t.sizes if t.is_tensor else None
+        if sizes is None or any(d is None for d in sizes) or t.dtype not in dtypes:
+            return None
+        rng = np.random.default_rng(i)
+        if t.dtype in ("Long", "Int"):
+            arr = rng.integers(0, 2, size=sizes).astype(dtypes[t.dtype])
+        else:
+            arr = rng.standard_normal(sizes).astype(dtypes[t.dtype])
+        out.append((f"{_fmt_shape(tuple(sizes))} (from the file)", arr))
+    return out
+
+
 def _load_model(kind: str, model: str, arrays):
-    """The TorchScript object to compile, and how to name it."""
+    """The TorchScript object to compile (a loaded CompiledGraph for a .llga
+    file), and how to name it."""
+    if kind == "llga":
+        return _load_saved(model), f"{model} (saved llga model)"
     import torch
 
     if kind == "file":
@@ -173,21 +232,30 @@ def _load_model(kind: str, model: str, arrays):
     return obj, f"torchvision {model} (random weights)"
 
 
-def _set_threads(n) -> None:
+def _set_threads(n, torch_too: bool = True) -> None:
     if n is None:
         return
-    import torch
-
     import llga
 
-    torch.set_num_threads(n)
     llga.set_num_threads(n)
+    if torch_too:
+        import torch
+
+        torch.set_num_threads(n)
 
 
 def _prepare(args):
     """Checks and reads everything it can before importing torch, then loads
     the model: (TorchScript object, its name, [(label, array)])."""
     kind, model = _resolve_model(args.model)
+    if kind == "llga":  # no torch
+        _set_threads(args.threads, torch_too=False)
+        compiled = _load_saved(model)
+        inputs = _read_inputs(args.input) if args.input else _saved_inputs(compiled)
+        if inputs is None:
+            raise UserError(f"{model!r} does not record complete input shapes: pass each input with --input SHAPE "
+                            "or --input FILE.npy")
+        return compiled, f"{model} (saved llga model)", inputs
     if kind == "file" and not args.input:
         raise UserError(f"{model!r} is a TorchScript file: pass each of its inputs with --input SHAPE "
                         "(e.g. --input 1x3x224x224) or --input FILE.npy")
@@ -202,11 +270,12 @@ def _compile_and_call(obj, arrays):
     import llga
 
     t0 = time.perf_counter()
-    compiled = llga.optimize(obj)
+    compiled = obj if isinstance(obj, llga.CompiledGraph) else llga.optimize(obj)  # a loaded model is compiled
     t1 = time.perf_counter()
     out = compiled(*arrays)
     t2 = time.perf_counter()
-    return compiled, out, {"compile_ms": (t1 - t0) * 1e3, "first_call_ms": (t2 - t1) * 1e3}
+    compile_ms = 0.0 if compiled is obj else (t1 - t0) * 1e3  # a loaded model is not compiled again
+    return compiled, out, {"compile_ms": compile_ms, "first_call_ms": (t2 - t1) * 1e3}
 
 
 def _flatten(out, label="out"):
@@ -276,6 +345,64 @@ def run(args) -> int:
     return 0
 
 
+def _read_calibration(paths, n_inputs: int):
+    """Calibration batches for llga.quantize: a .npy per batch (one-input
+    models) or an .npz whose arrays (in their stored order) are a batch's inputs."""
+    import numpy as np
+
+    batches = []
+    for path in paths:
+        try:
+            data = np.load(path, allow_pickle=False)
+        except Exception as e:  # noqa: BLE001 - whatever numpy says, the file is unreadable
+            raise UserError(f"cannot read --calibration {path!r}: {_one_line(e, True)}") from None
+        arrays = [data] if isinstance(data, np.ndarray) else [data[k] for k in data.files]
+        if len(arrays) != n_inputs:
+            raise UserError(f"--calibration {path!r} holds {len(arrays)} array(s); the model takes {n_inputs} "
+                            "input(s) (a .npy for one input, an .npz with one array per input)")
+        batches.append(tuple(arrays) if n_inputs > 1 else arrays[0])
+    return batches
+
+
+def compile_(args) -> int:
+    import llga
+
+    out = args.output
+    if not out.endswith(".llga"):
+        raise UserError(f"-o {out!r}: a model file's name ends in .llga")
+    _check_writable(out)
+    if args.precision == "int8" and not args.calibration:
+        raise UserError("--precision int8 needs --calibration batches (a .npy or .npz file each) to choose "
+                        "activation scales from")
+    if args.calibration and args.precision != "int8":
+        raise UserError("--calibration is for --precision int8")
+    kind, _ = _resolve_model(args.model)
+    if kind == "llga":
+        raise UserError(f"{args.model!r} is compiled already (a .llga file): compile takes a TorchScript file "
+                        "or a torchvision model name")
+    t0 = time.perf_counter()
+    obj, what, inputs = _prepare(args)
+    arrays = [a for _, a in inputs]
+    load_ms = (time.perf_counter() - t0) * 1e3
+    t0 = time.perf_counter()
+    if args.precision == "int8":
+        compiled = llga.quantize(obj, _read_calibration(args.calibration, len(arrays)), example_inputs=arrays)
+    else:
+        compiled = llga.optimize(obj, arrays, precision=args.precision)  # calls it once: weights get pre-packed
+    compile_ms = (time.perf_counter() - t0) * 1e3
+    try:
+        compiled.save(out)
+    except OSError as e:
+        raise UserError(f"cannot write {out!r}: {_one_line(e, True)}") from None
+    parts = compiled.partitions
+    precisions = sorted({p.precision for p in parts})
+    print(f"wrote {out} ({_bytes(os.path.getsize(out))}): {what}, input "
+          f"{' '.join(f'{a.dtype} {_fmt_shape(a.shape)}' for a in arrays)}, {len(parts)} partition(s) "
+          f"({', '.join(precisions) or 'none'}), precision {compiled.precision}")
+    print(f"load {load_ms:.1f} ms, compile and first call {compile_ms:.1f} ms")
+    return 0
+
+
 def _inspect_report(compiled, what, inputs, times, load_ms):
     return {
         "model": what,
@@ -286,6 +413,11 @@ def _inspect_report(compiled, what, inputs, times, load_ms):
         "memory": compiled.memory,
         "passes": [{"name": r.name, "changed": r.changed, "seconds": r.seconds, "nodes_before": r.before.nodes,
                     "nodes_after": r.after.nodes} for r in compiled.passes],
+        "saved": None if compiled.saved is None else {
+            "path": compiled.saved.path, "meta": compiled.saved.meta, "manifest": compiled.saved.manifest,
+            "file_bytes": compiled.saved.file_bytes, "weight_bytes": compiled.saved.weight_bytes,
+            "tensors": compiled.saved.tensors, "packed": compiled.saved.packed,
+            "packed_used": compiled.saved.packed_used, "same_cpu": compiled.saved.same_cpu},
     }
 
 
@@ -307,6 +439,8 @@ def inspect(args) -> int:
         return 0
     print(f"{what}, input {' '.join(f'{a.dtype} {_fmt_shape(a.shape)}' for _, a in inputs)}: "
           f"load {load_ms:.1f} ms, compile {times['compile_ms']:.1f} ms, first call {times['first_call_ms']:.1f} ms")
+    if compiled.saved is not None:
+        print(f"\n{compiled.saved!r}")
     parts = compiled.partitions
     print(f"\nPartitions ({len(parts)}):")
     print(parts if parts else "  (none)")
@@ -346,7 +480,7 @@ def profile(args) -> int:
     kind, model = _resolve_model(args.model)
     obj, what = _load_model(kind, model, xs)
     t0 = time.perf_counter()
-    compiled = llga.optimize(obj)
+    compiled = obj if isinstance(obj, llga.CompiledGraph) else llga.optimize(obj)
     compile_s = time.perf_counter() - t0
     compiled(*xs)  # warm-up: primitives built, weights reordered
     with llga.profiler.profile():
@@ -378,7 +512,8 @@ def _positive(text: str) -> int:
     return n
 
 
-_MODEL_HELP = "a TorchScript file (torch.jit.save) or a torchvision model name (random weights)"
+_MODEL_HELP = ("a TorchScript file (torch.jit.save), a torchvision model name (random weights) or a model file "
+               "(.llga, from compile)")
 _INPUT_HELP = ("a .npy file or a shape such as 1x3x224x224 (random standard-normal float32, seeded); repeat for "
                "several inputs, in order. Default for a torchvision model: 1x3x224x224; a file needs its inputs")
 
@@ -394,6 +529,20 @@ def _parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     ap = argparse.ArgumentParser(prog="python -m llga", description=__doc__, formatter_class=fmt)
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "compile", formatter_class=fmt, help="compile a model and save it to one .llga file (llga.load reads it)",
+        description="Compiles MODEL (a TorchScript file or a torchvision model name) on the inputs, calls it once "
+                    "(so that its\nweights are stored in the primitives' layouts) and saves it to -o OUT.llga, "
+                    "which `run`, `inspect`\nand llga.load read without PyTorch. --precision int8 quantizes with "
+                    "llga.quantize, calibrated\non --calibration batches (a .npy per batch of a one-input model, or "
+                    "an .npz with one array per input).")
+    _model_arguments(p)
+    p.add_argument("--precision", choices=("fp32", "bf16", "auto", "int8"), default="fp32",
+                   help="fp32 (default), bf16 (needs a CPU with bf16 kernels), auto, or int8 (with --calibration)")
+    p.add_argument("--calibration", action="append", metavar="NPY_OR_NPZ",
+                   help="a calibration batch for --precision int8 (repeat: one file per batch)")
+    p.add_argument("-o", "--output", metavar="OUT.llga", required=True, help="the model file to write")
 
     p = sub.add_parser(
         "run", formatter_class=fmt, help="compile a model, call it once, print or save its outputs",
@@ -445,7 +594,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "profile" and args.runs <= 0:
         ap.error("--runs must be positive")
-    command = {"run": run, "inspect": inspect, "profile": profile, "ops": ops}[args.cmd]
+    command = {"compile": compile_, "run": run, "inspect": inspect, "profile": profile, "ops": ops}[args.cmd]
     from llga.errors import CompileError, ExecutionError, InputError, UnsupportedOpError
 
     try:

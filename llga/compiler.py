@@ -48,6 +48,9 @@ class CompiledGraph:
         self._specializations_lock = threading.Lock()
         # Where a model loaded with llga.load came from (llga.model_file.SavedInfo); None otherwise.
         self.saved = None
+        # The example inputs it was compiled with, as [(shape, numpy dtype name)]
+        # (kept in a saved model's manifest); None when compiled without.
+        self.example_inputs_spec = None
 
     def save(self, path) -> None:
         """Writes this compiled model to one file (``.llga``) that
@@ -454,5 +457,8 @@ def _build(obj, example_inputs, params, passes, module, route, prec, quantizatio
     if "llga::Guard" in graph.node_counts():
         compiled._respecialize = rebuild
     if example_inputs is not None:
+        compiled.example_inputs_spec = [
+            (list(x.shape), str(x.dtype)) if isinstance(x, np.ndarray) else None
+            for x in (_to_numpy_if_torch(x, i) for i, x in enumerate(example_inputs))]
         compiled(*example_inputs)
     return compiled

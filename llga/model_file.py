@@ -59,6 +59,7 @@ def save(compiled, path: PathLike) -> None:
         "precision": compiled.precision,
         "precision_note": compiled.precision_note,
         "defaults": [_jsonable(d, f"the default value of input {i}") for i, d in enumerate(compiled._defaults)],
+        "example_inputs": compiled.example_inputs_spec,
     }
     _llga.save_model(compiled._impl, path, compiled.passes.initial_ir, list(compiled.passes),
                      json.dumps(manifest, indent=1))
@@ -89,6 +90,7 @@ def load(path: PathLike, *, verify: bool = False):
     compiled._defaults = list(manifest.get("defaults", []))
     compiled.precision = str(manifest.get("precision", "fp32"))
     compiled.precision_note = str(manifest.get("precision_note", ""))
+    compiled.example_inputs_spec = manifest.get("example_inputs")
     compiled.saved = SavedInfo(path, manifest, info)
     return compiled
 

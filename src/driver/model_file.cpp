@@ -433,7 +433,7 @@ std::map<std::string, std::string> parseMeta(const std::string& text) {
 
 }  // namespace
 
-std::string cpuFingerprint() { return dnnlCapabilities().isa; }
+std::string cpuFingerprint() { return dnnlIsaName(); }
 
 void saveModel(const std::string& path, const CompiledGraph& compiled, const ModelExtras& extras) {
   TensorTable table;

@@ -187,7 +187,8 @@ def test_inspect_prints_partitions_unfused_memory_and_passes(jobs):
 
 def test_inspect_json(jobs):
     report = json.loads(_ok(jobs["inspect_json"].result()).stdout)
-    assert set(report) == {"model", "inputs", "timing", "partitions", "unfused", "memory", "passes"}
+    assert set(report) == {"model", "inputs", "timing", "partitions", "unfused", "memory", "passes", "saved"}
+    assert report["saved"] is None  # compiled here, not loaded from a .llga file
     assert report["inputs"] == [{"source": "1x3x8x8", "dtype": "float32", "shape": [1, 3, 8, 8]}]
     assert set(report["timing"]) == {"load_ms", "compile_ms", "first_call_ms"}
     part, relu = report["partitions"]
@@ -272,3 +273,80 @@ def test_write_failure_is_one_line(files, monkeypatch, capsys):
 def test_usage_errors_exit_2():
     r = _cli(["run", "squeezenet1_0", "--threads", "0"], ROOT)
     assert r.returncode == 2 and "--threads" in r.stderr and "Traceback" not in r.stderr
+
+
+# ---- model files: compile -> run / inspect without PyTorch ------------------
+
+_NO_TORCH = """
+import sys
+class NoTorch:  # any import of torch fails: a .llga model needs none
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("torch is blocked here")
+sys.meta_path.insert(0, NoTorch())
+from llga.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _cli_without_torch(args, cwd):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", _NO_TORCH, *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
+
+
+def test_compile_then_run_and_inspect_without_torch(files, capsys):
+    x = str(files / "x.npy")
+    out = files / "out" / "conv.llga"
+    assert cli.main(["compile", str(files / "conv.pt"), "--input", x, "-o", str(out), "--threads", "1"]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    y = files / "out" / "conv_from_llga.npy"
+    r = _ok(_cli_without_torch(["run", str(out), "--input", x, "-o", str(y)], str(files)))
+    assert "saved llga model" in r.stdout
+    model = torch.jit.load(str(files / "conv.pt"))
+    with torch.no_grad():
+        np.testing.assert_allclose(np.load(y), model(torch.from_numpy(np.load(x))).numpy(), rtol=1e-5, atol=1e-5)
+    # inspect reads the input shape from the file when none is given
+    r = _ok(_cli_without_torch(["inspect", str(out), "--json"], str(files)))
+    report = json.loads(r.stdout)
+    assert report["saved"]["meta"]["format"] == "1" and report["saved"]["packed"] > 0
+    assert report["partitions"] and report["timing"]["compile_ms"] == 0
+
+
+def test_compile_int8_with_calibration(files, capsys):
+    for i in range(3):
+        np.save(files / f"calib{i}.npy", np.random.default_rng(i).standard_normal((1, 3, 8, 8), dtype=np.float32))
+    out = files / "out" / "conv_int8.llga"
+    args = ["compile", str(files / "conv.pt"), "--input", str(files / "x.npy"), "--precision", "int8", "-o", str(out)]
+    for i in range(3):
+        args += ["--calibration", str(files / f"calib{i}.npy")]
+    assert cli.main(args) == 0
+    assert "int8" in capsys.readouterr().out
+    assert any(p.precision == "int8" for p in llga.load(out).partitions)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--precision", "int8"], "needs --calibration"),
+    (["--calibration", "x.npy"], "is for --precision int8"),
+    (["-o", "model.bin"], "ends in .llga"),
+])
+def test_compile_user_errors(files, capsys, args, message):
+    argv = ["compile", str(files / "conv.pt"), "--input", "1x3x8x8"] + args
+    if "-o" not in args:
+        argv += ["-o", str(files / "out" / "e.llga")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("llga compile: ") and message in err and err.count("\n") == 1
+
+
+def test_a_damaged_model_file_is_a_one_line_error(files, capsys):
+    src = files / "out" / "conv.llga"
+    if not src.exists():
+        assert cli.main(["compile", str(files / "conv.pt"), "--input", "1x3x8x8", "-o", str(src)]) == 0
+    bad = files / "out" / "damaged.llga"
+    data = bytearray(src.read_bytes())
+    bad.write_bytes(bytes(data[: len(data) // 2]))
+    capsys.readouterr()
+    assert cli.main(["run", str(bad), "--input", "1x3x8x8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("llga run: cannot load") and "truncated" in err and err.count("\n") == 1

@@ -78,20 +78,23 @@ bool dnnlHasWinograd() {
   return has;
 }
 
-DnnlCapabilities dnnlCapabilities() {
-  using dnnl::memory;
-  DnnlCapabilities c;
+std::string dnnlIsaName() {
   switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::sse41: c.isa = "sse41"; break;
-    case dnnl::cpu_isa::avx: c.isa = "avx"; break;
-    case dnnl::cpu_isa::avx2: c.isa = "avx2"; break;
-    case dnnl::cpu_isa::avx2_vnni: c.isa = "avx2_vnni"; break;
-    case dnnl::cpu_isa::avx512_core: c.isa = "avx512_core"; break;
-    case dnnl::cpu_isa::avx512_core_vnni: c.isa = "avx512_core_vnni"; break;
-    case dnnl::cpu_isa::avx512_core_bf16: c.isa = "avx512_core_bf16"; break;
-    case dnnl::cpu_isa::avx512_core_amx: c.isa = "avx512_core_amx"; break;
-    default: c.isa = "other"; break;
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
   }
+}
+
+DnnlCapabilities dnnlCapabilities() {
+  DnnlCapabilities c;
+  c.isa = dnnlIsaName();
   c.winograd = dnnlHasWinograd();
   c.llga_winograd = winograd::available();
   ConvThroughput bf = convThroughput(1, 16, 8, 8, 16, 3, "bf16", 1);

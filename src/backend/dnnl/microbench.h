@@ -32,7 +32,8 @@ struct DnnlCapabilities {
   bool llga_winograd = false;  // llga's own Winograd (backend/dnnl/winograd.h) can run, for where oneDNN has none
   bool bf16 = false;      // a bf16 convolution runs on a jit kernel (native with AVX512-BF16/AMX, emulated on AVX-512)
 };
-DnnlCapabilities dnnlCapabilities();
+DnnlCapabilities dnnlCapabilities();  // runs a small bf16 convolution to find out
+std::string dnnlIsaName();            // DnnlCapabilities::isa alone (no primitive is run)
 // Whether oneDNN has a Winograd fp32 convolution here (asked once).
 bool dnnlHasWinograd();
 
