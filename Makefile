@@ -39,7 +39,7 @@ ASAN_PY_TESTS ?= "tests/py/test_parity.py::test_model_parity[resnet18-1]" \
 	"tests/py/test_parity.py::test_model_parity[mobilenet_v3_large-1]" \
 	"tests/py/test_parity.py::test_model_parity[bert_like-1]" \
 	tests/py/test_layouts.py tests/py/test_runtime.py tests/py/test_memory_plan.py tests/py/test_faults.py \
-	tests/py/test_inputs.py tests/py/test_fuzz_graphs.py tests/py/test_stress.py -k "not rss"
+	tests/py/test_inputs.py tests/py/test_fuzz_graphs.py tests/py/test_stress.py tests/py/test_model_file.py -k "not rss"
 test-asan: bootstrap
 	@cmake -S . -B $(ASAN) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug -DLLGA_SANITIZE=ON -DLLGA_PY_OUTPUT_DIR=$(CURDIR)/$(ASAN) >/dev/null
 	@cmake --build $(ASAN) -j $(JOBS)
@@ -51,7 +51,7 @@ test-asan: bootstrap
 TSAN ?= build-tsan
 TSAN_PY_TESTS ?= tests/py/test_stress.py tests/py/test_runtime.py tests/py/test_memory_plan.py \
 	tests/py/test_fuser.py tests/py/test_fuzz_graphs.py tests/py/test_precision.py tests/py/test_quantize.py \
-	tests/py/test_quantized_graphs.py \
+	tests/py/test_quantized_graphs.py tests/py/test_model_file.py \
 	-k "thread or concurren or fuzzed_program or found_a_bug"
 test-tsan: bootstrap
 	@cmake -S . -B $(TSAN) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLGA_TSAN=ON -DLLGA_BUILD_TESTS=OFF \
@@ -66,7 +66,7 @@ test-py: build dev-path
 # oneDNN picks kernels per CPU; ONEDNN_MAX_CPU_ISA makes it behave as on an older one: AVX2 (no
 # bf16 kernels: precision="bf16" is an error there), and AVX-512 without AVX512-BF16/AMX, where
 # oneDNN emulates bf16 (those tests skip on a CPU without AVX-512, oneDNN having no bf16 there).
-ISA_TESTS ?= tests/py/test_parity.py tests/py/test_layouts.py tests/py/test_inputs.py
+ISA_TESTS ?= tests/py/test_parity.py tests/py/test_layouts.py tests/py/test_inputs.py tests/py/test_model_file.py
 test-isa: build
 	ONEDNN_MAX_CPU_ISA=AVX2 $(PY) -m pytest -q $(ISA_TESTS) tests/py/test_precision.py
 	ONEDNN_MAX_CPU_ISA=AVX512_CORE $(PY) -m pytest -q tests/py/test_precision.py -k "not corpus"

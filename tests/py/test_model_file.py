@@ -113,7 +113,10 @@ def _compile(kind, examples=True):
     if kind == "int8":
         _, t, x = _small()
         calib = [torch.randn_like(x) for _ in range(4)]
-        return llga.quantize(t, calib, example_inputs=ex([x])), [x.numpy()]
+        try:
+            return llga.quantize(t, calib, example_inputs=ex([x])), [x.numpy()]
+        except llga.PrecisionError as e:  # no VNNI here (ONEDNN_MAX_CPU_ISA=AVX2)
+            pytest.skip(str(e))
     if kind == "torch-int8":
         t, x = _torch_int8()
         return llga.optimize(t, ex([x])), [x.numpy()]
