@@ -23,6 +23,7 @@ base=(
   python3-torch python3-torchvision python3-torchaudio  # torchaudio: the audio models the op tests run
   python3-hypothesis  # the differential op test generates its cases
   python3-sklearn  # its bundled digits dataset: real accuracy of bf16 (tests/py/test_digits.py)
+  python3-dask python3-distributed  # llga.dask: batch inference on a Dask cluster (tests/py/test_dask.py)
   clang libclang-rt-14-dev libomp-14-dev  # the fuzz build (clang, with the runtime's OpenMP)
   python3-tqdm python3-matplotlib nodejs  # the bench harness, which the tests run once on a tiny model
   graphviz python3-nbformat python3-nbclient python3-ipykernel chromium  # llga.viz, notebooks, the browser test
