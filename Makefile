@@ -9,7 +9,7 @@ CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all bootstrap build demo test test-cpp test-asan test-tsan test-py test-isa test-isa-all test-install test-deps test-fresh test-ops-long \
-	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs stress test-zoo bench bench-quick bench-coverage bench-parse bench-runtime bench-load clean
+	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs stress test-zoo bench bench-quick bench-coverage bench-parse bench-runtime bench-load bench-dask clean
 
 all: build
 
@@ -175,6 +175,10 @@ bench-runtime: build
 # Model files: llga.load against torch.jit.load, and pages shared by two processes.
 bench-load: build
 	$(PY) bench/load_bench.py --models bert,resnet50
+
+# llga.dask on LocalClusters of 1-2 workers x 1-2 threads: 2,000 images through resnet18 (docs/scale-out.md).
+bench-dask: build
+	$(PY) bench/dask_bench.py --images 2000
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(TSAN) $(FUZZ) llga/_llga*.so
