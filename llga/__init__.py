@@ -35,6 +35,7 @@ from .quantization import quantization_sensitivity, quantize
 from .errors import (CompileError, ExecutionError, FormatError, InputError, LlgaError, OutOfMemoryError, ParseError,
                      PassError, UnsupportedOpError, VerifyError, PrecisionError)
 from .model_file import load
+from .torchscript import TorchScriptModel, load_torchscript
 from .passes import PassRecord, list_passes
 from .ops import OpSupport, supported_ops
 from . import flops, precision, profiler, viz  # noqa: E402  (profiler reads LLGA_VERBOSE once, here)
@@ -51,7 +52,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Block", "Graph", "Node", "TensorConstant", "Type", "Value",
     "CompiledGraph", "CompileError", "PrecisionError", "ExecutionError", "InputError", "PassError", "PassRecord", "list_passes",
-    "LlgaError", "OutOfMemoryError", "FormatError", "load", "ParseError", "UnsupportedOpError", "VerifyError",
+    "LlgaError", "OutOfMemoryError", "FormatError", "load", "load_torchscript", "TorchScriptModel", "ParseError", "UnsupportedOpError", "VerifyError",
     "accuracy_report", "AccuracyReport", "quantize", "quantization_sensitivity", "parse", "parse_type", "import_torch", "optimize", "cpu_capabilities", "set_num_threads", "get_num_threads",
     "set_memory_planning", "memory_planning", "Partition",
     "fusion_patterns", "precision", "profiler", "flops", "viz", "OpSupport", "supported_ops",

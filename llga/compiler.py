@@ -369,6 +369,8 @@ def _load(obj, params: Optional[Mapping[str, Any]], module=None):
         graph, weights, methods = import_with_methods(obj, module)
     elif isinstance(obj, Graph):
         graph = obj
+    elif type(obj).__name__ == "TorchScriptModel" and type(obj).__module__ == "llga.torchscript":
+        graph, weights = obj.graph, dict(obj.params)  # llga.load_torchscript: read without PyTorch
     elif isinstance(obj, (str, bytes)):
         from . import parse
 

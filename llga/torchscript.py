@@ -1,0 +1,826 @@
+"""Reading a ``torch.jit.save`` archive without PyTorch.
+
+    m = llga.load_torchscript("model.pt")      # numpy and llga only
+    compiled = llga.optimize(m, [x])           # as with the TorchScript module itself
+
+A TorchScript archive is a zip holding the module's source code
+(``code/__torch__/....py``: Python syntax, one class per module type),
+pickles of its attributes (``data.pkl``) and of its constants
+(``constants.pkl``), and raw tensor storages (``data/N``, ``constants/N``).
+This module reads them with Python's ``zipfile``, ``ast`` and a ``pickle``
+unpickler that accepts only the classes such archives use (module objects,
+tensors and their storages, ``OrderedDict``), and writes the forward method
+as TorchScript IR, as ``traced.inlined_graph`` would print it: submodule
+calls inlined, attributes read as constants, every argument PyTorch's
+printer omitted filled in from the operator's signature
+(``llga/data/torch_schemas.json``, generated from PyTorch's registry by
+``scripts/gen_torch_schemas.py``). Weights are numpy arrays over the
+archive's bytes (mapped, not read, where the zip stores them uncompressed).
+
+Supported: what ``torch.jit.trace`` produces (frozen or not), i.e. straight-
+line code: calls of aten and prim ops, submodule methods, attribute reads,
+literals, lists, tuples. Scripted code with ``if``/``for``/``while`` raises
+:class:`llga.UnsupportedOpError` naming the statement and its line (load such
+models with PyTorch: ``llga.optimize(torch.jit.load(path))``). Anything
+malformed raises :class:`llga.FormatError`.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import mmap
+import os
+import pickle
+import zipfile
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .errors import FormatError, UnsupportedOpError
+
+_STORAGE_DTYPES = {
+    "FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16, "LongStorage": np.int64,
+    "IntStorage": np.int32, "ShortStorage": np.int16, "CharStorage": np.int8, "ByteStorage": np.uint8,
+    "BoolStorage": np.bool_,
+}
+_IR_DTYPES = {np.dtype(np.float32): "Float", np.dtype(np.float64): "Double", np.dtype(np.float16): "Half",
+              np.dtype(np.int64): "Long", np.dtype(np.int32): "Int", np.dtype(np.int16): "Short",
+              np.dtype(np.int8): "Char", np.dtype(np.uint8): "Byte", np.dtype(np.bool_): "Bool"}
+
+
+@dataclass
+class TorchScriptModel:
+    """A TorchScript archive read without PyTorch: its forward as an
+    llga.Graph, the weights it reads (``params``, numpy arrays by value
+    name), and the IR text. ``llga.optimize`` takes it as it takes a module."""
+
+    graph: Any
+    params: Dict[str, np.ndarray]
+    text: str
+    path: str = ""
+    defaults: List[Any] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        n = sum(a.nbytes for a in self.params.values())
+        return (f"<llga.TorchScriptModel {self.path}: {len(self.graph.inputs)} input(s), "
+                f"{len(self.params)} weights ({n / 2**20:.1f} MiB)>")
+
+
+# ---- the archive ------------------------------------------------------------
+
+class _ScriptObject:
+    """A TorchScript module or object from data.pkl: its class's qualified
+    name and its attributes. Each TorchScript class gets a subclass (the
+    pickle makes objects with NEWOBJ, which needs a type)."""
+
+    qualname = ""
+
+    def __init__(self, *args):
+        self.attrs: Dict[str, Any] = {}
+
+    def __setstate__(self, state):
+        if not isinstance(state, dict):
+            raise FormatError(f"the state of a {self.qualname} object is a {type(state).__name__}, not a dict")
+        self.attrs = state
+
+
+class _Storage:
+    def __init__(self, dtype, data: np.ndarray):
+        self.dtype = dtype
+        self.data = data
+
+
+class _Archive:
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self.zip = zipfile.ZipFile(path)
+        except zipfile.BadZipFile:
+            raise FormatError(f"{path}: not a TorchScript archive (torch.jit.save writes a zip file)") from None
+        names = self.zip.namelist()
+        roots = {n.split("/", 1)[0] for n in names if "/" in n}
+        if len(roots) != 1:
+            raise FormatError(f"{path}: a TorchScript archive has one top folder; this zip has {len(roots)}")
+        self.root = roots.pop()
+        self.names = set(names)
+        for required in ("data.pkl", "constants.pkl"):
+            if f"{self.root}/{required}" not in self.names:
+                raise FormatError(f"{path}: not a TorchScript archive (no {required}; a state_dict saved with "
+                                  "torch.save is not a model: save the traced module with torch.jit.save)")
+        self._file = open(path, "rb")
+        try:
+            self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file
+            self._map = None
+
+    def read(self, name: str) -> bytes:
+        full = f"{self.root}/{name}"
+        if full not in self.names:
+            raise FormatError(f"{self.path}: {full} is missing")
+        return self.zip.read(full)
+
+    def storage(self, folder: str, key: str, dtype, numel: int) -> np.ndarray:
+        """The storage's elements, over the mapped file when stored uncompressed."""
+        full = f"{self.root}/{folder}/{key}"
+        if full not in self.names:
+            raise FormatError(f"{self.path}: tensor storage {full} is missing")
+        info = self.zip.getinfo(full)
+        itemsize = np.dtype(dtype).itemsize
+        if info.file_size < numel * itemsize:
+            raise FormatError(f"{self.path}: {full} holds {info.file_size} bytes, {numel * itemsize} needed")
+        if info.compress_type == zipfile.ZIP_STORED and self._map is not None:
+            # the local header: 30 bytes, then the name and the extra field
+            h = info.header_offset
+            local = self._map[h:h + 30]
+            if len(local) == 30 and local[:4] == b"PK\x03\x04":
+                start = h + 30 + int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little")
+                if start + numel * itemsize <= len(self._map) and start % itemsize == 0:
+                    return np.frombuffer(self._map, dtype=dtype, count=numel, offset=start)
+        return np.frombuffer(self.zip.read(full), dtype=dtype, count=numel)
+
+    def unpickle(self, name: str, folder: str):
+        archive = self
+        classes: Dict[str, type] = {}
+
+        class Unpickler(pickle.Unpickler):
+            def find_class(self, module, cls):
+                if module.startswith("__torch__"):
+                    qual = f"{module}.{cls}"
+                    if qual not in classes:
+                        classes[qual] = type(cls, (_ScriptObject,), {"qualname": qual})
+                    return classes[qual]
+                if module == "torch._utils" and cls in ("_rebuild_tensor_v2", "_rebuild_parameter"):
+                    return _rebuild_tensor if cls == "_rebuild_tensor_v2" else _rebuild_parameter
+                if module == "torch" and cls in _STORAGE_DTYPES:
+                    return _STORAGE_DTYPES[cls]
+                if module == "collections" and cls == "OrderedDict":
+                    return OrderedDict
+                if module == "torch.jit._pickle" and cls in ("build_intlist", "build_doublelist", "build_boollist",
+                                                             "build_tensorlist", "build_genericlist"):
+                    return list
+                if module == "torch.jit._pickle" and cls == "restore_type_tag":
+                    return lambda value, _tag: value
+                if module == "torch._utils" and cls == "_rebuild_qtensor":
+                    raise UnsupportedOpError(f"{archive.path}: a quantized tensor (PyTorch's int8 modules) cannot be "
+                                             "read without PyTorch yet; load the model with torch.jit.load", {})
+                raise FormatError(f"{archive.path}: {name} refers to {module}.{cls}, which a TorchScript archive "
+                                  "does not hold; refusing to unpickle it")
+
+            def persistent_load(self, pid):
+                if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+                    raise FormatError(f"{archive.path}: {name} has a persistent id llga does not know: {pid!r}")
+                _, dtype, key, _location, numel = pid
+                if not isinstance(dtype, type) or not isinstance(numel, int) or numel < 0:
+                    raise FormatError(f"{archive.path}: {name} has a malformed storage reference {pid!r}")
+                return _Storage(dtype, archive.storage(folder, str(key), dtype, numel))
+
+        import io
+
+        try:
+            return Unpickler(io.BytesIO(self.read(name))).load()
+        except (FormatError, UnsupportedOpError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a damaged pickle: say so
+            raise FormatError(f"{self.path}: {name} does not unpickle: {e}") from None
+
+
+def _rebuild_tensor(storage, offset, size, stride, *rest):
+    if not isinstance(storage, _Storage):
+        raise FormatError("a tensor whose storage is not a storage")
+    data = storage.data
+    itemsize = data.itemsize
+    size, stride = tuple(size), tuple(stride)
+    if any(s < 0 for s in size) or any(s < 0 for s in stride) or len(size) != len(stride) or offset < 0:
+        raise FormatError(f"a tensor with size {size}, stride {stride} and offset {offset}")
+    if all(s > 0 for s in size):
+        last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+        if last >= data.size:
+            raise FormatError(f"a tensor of size {size} and stride {stride} runs past its storage")
+    return np.lib.stride_tricks.as_strided(data[offset:], shape=size, strides=[s * itemsize for s in stride],
+                                           writeable=False)
+
+
+def _rebuild_parameter(data, requires_grad, backward_hooks):
+    return data
+
+
+# ---- op signatures ------------------------------------------------------------
+
+_SCHEMAS: Optional[Dict[str, list]] = None
+
+
+def _schemas() -> Dict[str, list]:
+    global _SCHEMAS
+    if _SCHEMAS is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "torch_schemas.json")
+        with open(path) as f:
+            _SCHEMAS = json.load(f)["schemas"]
+    return _SCHEMAS
+
+
+# ---- IR emission -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _V:
+    """An IR value: its name (without %) and its type as IR text."""
+
+    name: str
+    type: str
+
+
+@dataclass(frozen=True)
+class _Lit:
+    """A Python literal not yet written as a prim::Constant."""
+
+    value: Any
+
+
+class _Module:
+    def __init__(self, obj: _ScriptObject, path: str):
+        self.obj = obj
+        self.path = path
+
+
+class _Unsupported(Exception):
+    def __init__(self, kind: str, where: str):
+        super().__init__(kind)
+        self.kind = kind
+        self.where = where
+
+
+def _ir_type_of_annotation(node: Optional[ast.expr]) -> str:
+    """The IR type of a forward argument's annotation (``Tensor``, ``int``,
+    ``List[int]``, ``Optional[Tensor]``, ``Tuple[Tensor, Tensor]``)."""
+    if node is None:
+        return "Tensor"
+    if isinstance(node, ast.Name):
+        return {"Tensor": "Tensor", "int": "int", "float": "float", "bool": "bool", "str": "str",
+                "Device": "Device"}.get(node.id, "Tensor")
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        inner = node.slice
+        items = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+        sub = [_ir_type_of_annotation(i) for i in items]
+        if node.value.id == "List":
+            return f"{sub[0]}[]"
+        if node.value.id == "Optional":
+            return f"{sub[0]}?"
+        if node.value.id == "Tuple":
+            return "(" + ", ".join(sub) + ")"
+    raise FormatError(f"an argument annotation llga does not read: {ast.unparse(node)}")
+
+
+class _Emitter:
+    def __init__(self, archive: _Archive, constants):
+        self.archive = archive
+        self.constants = constants
+        self.lines: List[str] = []
+        self.params: Dict[str, np.ndarray] = {}
+        self.weights: Dict[int, _V] = {}  # id(array) -> its constant
+        self.consts: Dict[Tuple[str, str], _V] = {}
+        self.n = 0
+        self.unsupported: Dict[str, List[str]] = {}
+        self.classes: Dict[str, ast.ClassDef] = {}
+        self.sources: Dict[str, str] = {}
+        self.depth = 0
+
+    # values
+    def fresh(self, hint: str = "") -> str:
+        self.n += 1
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint)[:40]
+        return f"{base}.{self.n}" if base and not base[0].isdigit() else str(self.n)
+
+    def op(self, kind: str, inputs: List[_V], out_types: List[str], attrs: str = "", hint: str = "",
+           where: str = "") -> List[_V]:
+        outs = [_V(self.fresh(hint), t) for t in out_types]
+        lhs = ", ".join(f"%{o.name} : {o.type}" for o in outs)
+        args = ", ".join(f"%{v.name}" for v in inputs)
+        src = f" # {where}" if where else ""
+        self.lines.append(f"  {lhs} = {kind}{attrs}({args}){src}" if outs else f"  = {kind}{attrs}({args}){src}")
+        return outs
+
+    def constant(self, value: Any, type_hint: Optional[str] = None) -> _V:
+        if isinstance(value, _V):
+            return value
+        if isinstance(value, np.ndarray):
+            return self.weight(value, "const")
+        if value is None:
+            t, attr = "NoneType", ""
+        elif isinstance(value, bool):
+            t, attr = "bool", f"[value={int(value)}]"
+        elif isinstance(value, int):
+            if type_hint == "float":
+                t, attr = "float", f"[value={_fmt_float(float(value))}]"
+            else:
+                t, attr = "int", f"[value={value}]"
+        elif isinstance(value, float):
+            t, attr = "float", f"[value={_fmt_float(value)}]"
+        elif isinstance(value, str):
+            t, attr = (type_hint if type_hint == "Device" else "str"), f"[value={json.dumps(value)}]"
+        elif isinstance(value, _Device):
+            t, attr = "Device", f"[value={json.dumps(value.name)}]"
+        elif isinstance(value, list) and all(isinstance(x, bool) for x in value) and value:
+            t, attr = "bool[]", "[value=[" + ", ".join("True" if x else "False" for x in value) + "]]"
+        elif isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+            if type_hint == "float[]" and value:
+                t, attr = "float[]", "[value=[" + ", ".join(_fmt_float(float(x)) for x in value) + "]]"
+            else:
+                t, attr = "int[]", "[value=[" + ", ".join(str(x) for x in value) + "]]"
+        elif isinstance(value, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+            t, attr = "float[]", "[value=[" + ", ".join(_fmt_float(float(x)) for x in value) + "]]"
+        else:
+            raise FormatError(f"a constant llga cannot write: {value!r}")
+        key = (t, attr)
+        if key not in self.consts:
+            self.consts[key] = self.op("prim::Constant", [], [t], attr)[0]
+        return self.consts[key]
+
+    def weight(self, arr: np.ndarray, name: str) -> _V:
+        found = self.weights.get(id(arr))
+        if found is not None:
+            return found
+        if arr.dtype not in _IR_DTYPES:
+            raise FormatError(f"{self.archive.path}: tensor {name} has dtype {arr.dtype}, which llga does not take")
+        v = _V(self.fresh(name), _tensor_type(arr))
+        self.lines.append(f"  %{v.name} : {v.type} = prim::Constant[value=<Tensor>]()")
+        self.params[v.name] = arr
+        self.weights[id(arr)] = v
+        return v
+
+    # classes and methods
+    def class_def(self, qualname: str) -> Tuple[ast.ClassDef, str]:
+        if qualname not in self.classes:
+            module, _, cls = qualname.rpartition(".")
+            fname = "code/" + module.replace(".", "/") + ".py"
+            if fname not in self.sources:
+                text = self.archive.read(fname).decode("utf-8")
+                self.sources[fname] = text
+                try:
+                    tree = ast.parse(text, filename=fname)
+                except SyntaxError as e:
+                    raise FormatError(f"{self.archive.path}: {fname} does not parse as Python: {e}") from None
+                prefix = module
+                for node in tree.body:
+                    if isinstance(node, ast.ClassDef):
+                        self.classes[f"{prefix}.{node.name}"] = (node, fname)
+            if qualname not in self.classes:
+                raise FormatError(f"{self.archive.path}: no class {cls} in {fname}")
+        return self.classes[qualname]
+
+    def method(self, mod: _Module, name: str) -> Tuple[ast.FunctionDef, str]:
+        cls, fname = self.class_def(mod.obj.qualname)
+        for node in cls.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return node, fname
+        raise FormatError(f"{self.archive.path}: class {mod.obj.qualname} has no method {name}")
+
+
+def _fmt_float(v: float) -> str:
+    r = repr(float(v))
+    return r if any(c in r for c in ".en") else r + "."
+
+
+class _Device:
+    def __init__(self, name: str):
+        self.name = name
+
+
+def _tensor_type(arr: np.ndarray) -> str:
+    sizes = ", ".join(str(s) for s in arr.shape)
+    strides = ", ".join(str(s // arr.itemsize) for s in arr.strides)
+    sep = ", " if arr.ndim else ""
+    return f"{_IR_DTYPES[arr.dtype]}({sizes}{sep}strides=[{strides}], requires_grad=0, device=cpu)"
+
+
+# ---- evaluating the code --------------------------------------------------------
+
+class _Frame:
+    def __init__(self, em: _Emitter, fname: str, env: Dict[str, Any]):
+        self.em = em
+        self.fname = fname
+        self.env = env
+
+    def where(self, node) -> str:
+        return f"{self.fname}:{getattr(node, 'lineno', 0)}"
+
+    def run(self, body: List[ast.stmt]):
+        for st in body:
+            if isinstance(st, ast.Return):
+                return self.expr(st.value) if st.value is not None else _Lit(None)
+            if isinstance(st, ast.Assign) and len(st.targets) == 1:
+                self.assign(st.targets[0], self.expr(st.value), st)
+            elif isinstance(st, ast.AnnAssign) and st.value is not None:
+                self.assign(st.target, self.expr(st.value), st)
+            elif isinstance(st, ast.Expr):
+                self.expr(st.value)
+            elif isinstance(st, ast.Pass):
+                continue
+            else:
+                kind = {ast.If: "if", ast.For: "for", ast.While: "while", ast.With: "with", ast.Assert: "assert",
+                        ast.Raise: "raise"}.get(type(st), type(st).__name__)
+                raise _Unsupported(f"control flow ({kind} statement)", self.where(st))
+        return _Lit(None)
+
+    def assign(self, target, value, st):
+        if isinstance(target, ast.Name):
+            self.env[target.id] = value
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            items = self.unpack(value, len(target.elts), st)
+            for t, v in zip(target.elts, items):
+                self.assign(t, v, st)
+            return
+        raise FormatError(f"{self.where(st)}: an assignment to {ast.unparse(target)}")
+
+    def unpack(self, value, n: int, st):
+        if isinstance(value, tuple):
+            if len(value) != n:
+                raise FormatError(f"{self.where(st)}: unpacking {len(value)} values into {n}")
+            return list(value)
+        if isinstance(value, _V) and value.type.startswith("("):
+            types = _split_tuple_type(value.type)
+            if len(types) != n:
+                raise FormatError(f"{self.where(st)}: unpacking a {value.type} into {n}")
+            return self.em.op("prim::TupleUnpack", [value], types, where=self.where(st))
+        if isinstance(value, _V) and value.type.endswith("[]"):
+            return self.em.op("prim::ListUnpack", [value], [value.type[:-2]] * n, where=self.where(st))
+        raise FormatError(f"{self.where(st)}: cannot unpack {value!r}")
+
+    def materialize(self, value, type_hint: Optional[str] = None) -> _V:
+        em = self.em
+        if isinstance(value, _V):
+            return value
+        if isinstance(value, _Lit):
+            return em.constant(value.value, type_hint)
+        if isinstance(value, np.ndarray):
+            return em.weight(value, "tensor")
+        if isinstance(value, _Device):
+            return em.constant(value)
+        if isinstance(value, tuple):
+            items = [self.materialize(v) for v in value]
+            return em.op("prim::TupleConstruct", items, ["(" + ", ".join(i.type for i in items) + ")"])[0]
+        if isinstance(value, list):
+            lits = [v.value if isinstance(v, _Lit) else v for v in value]
+            if all(not isinstance(v, (_V, np.ndarray, tuple, list, _Module)) for v in lits):
+                try:
+                    return em.constant(lits, type_hint)
+                except FormatError:
+                    pass
+            elem_hint = type_hint[:-2] if type_hint and type_hint.endswith("[]") else None
+            items = [self.materialize(v, elem_hint) for v in value]
+            elem = elem_hint or (items[0].type if items else "int")
+            if items and all(i.type == "Tensor" or i.type.startswith(_TENSOR_TYPE_PREFIXES) for i in items):
+                elem = "Tensor"
+            return em.op("prim::ListConstruct", items, [f"{elem}[]"])[0]
+        if isinstance(value, _Module):
+            raise FormatError(f"module {value.path or 'self'} used as a value")
+        return em.constant(value, type_hint)
+
+    # expressions
+    def expr(self, node):
+        em = self.em
+        if isinstance(node, ast.Constant):
+            return _Lit(node.value)
+        if isinstance(node, ast.Name):
+            if node.id in self.env:
+                return self.env[node.id]
+            if node.id in ("True", "False", "None", "inf", "nan"):
+                return _Lit({"True": True, "False": False, "None": None, "inf": float("inf"),
+                             "nan": float("nan")}[node.id])
+            raise FormatError(f"{self.where(node)}: name {node.id} is not defined")
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = self.expr(node.operand)
+            if isinstance(inner, _Lit) and isinstance(inner.value, (int, float)) and not isinstance(inner.value, bool):
+                return _Lit(-inner.value)
+            raise _Unsupported("scripted arithmetic (negation of a value)", self.where(node))
+        if isinstance(node, ast.List):
+            return [self.expr(e) for e in node.elts]
+        if isinstance(node, ast.Tuple):
+            return tuple(self.expr(e) for e in node.elts)
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "CONSTANTS" and node.attr.startswith("c"):
+                i = int(node.attr[1:])
+                if not isinstance(em.constants, tuple) or i >= len(em.constants):
+                    raise FormatError(f"{self.where(node)}: CONSTANTS.{node.attr} is not in constants.pkl")
+                c = em.constants[i]
+                return em.weight(c, f"CONSTANTS.c{i}") if isinstance(c, np.ndarray) else _Lit(c)
+            base = self.expr(node.value)
+            return self.attribute(base, node.attr, node)
+        if isinstance(node, ast.Subscript):
+            base = self.expr(node.value)
+            idx = self.expr(node.slice)
+            if isinstance(base, tuple) and isinstance(idx, _Lit) and isinstance(idx.value, int):
+                return base[idx.value]
+            return self.call_op("aten::__getitem__", [base, idx], {}, node)
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, (ast.BinOp, ast.Compare, ast.BoolOp, ast.IfExp)):
+            raise _Unsupported(f"scripted arithmetic ({type(node).__name__})", self.where(node))
+        raise FormatError(f"{self.where(node)}: an expression llga does not read: {ast.unparse(node)}")
+
+    def attribute(self, base, name: str, node):
+        if isinstance(base, _Module):
+            attrs = base.obj.attrs
+            if name not in attrs:
+                raise FormatError(f"{self.where(node)}: module {base.path or 'self'} has no attribute {name}")
+            value = attrs[name]
+            path = f"{base.path}.{name}" if base.path else name
+            if isinstance(value, _ScriptObject):
+                return _Module(value, path)
+            if isinstance(value, np.ndarray):
+                return self.em.weight(value, path)
+            return _Lit(value)
+        raise FormatError(f"{self.where(node)}: attribute {name} of something that is not a module")
+
+    def call(self, node: ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "annotate" and len(node.args) == 2:
+            return self.annotate(node)
+        args = [self.expr(a) for a in node.args]
+        kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+        # (submodule).method(args)
+        if isinstance(func, ast.Attribute):
+            owner = func.value
+            dotted = _dotted(func)
+            if dotted and dotted.startswith("torch.") and dotted.count(".") == 1:
+                name = func.attr
+                if name == "device":
+                    return _Device(args[0].value if args and isinstance(args[0], _Lit) else "cpu")
+                return self.call_op(f"aten::{name}", args, kwargs, node)
+            if dotted and (dotted.startswith("ops.prim.") or dotted.startswith("ops.aten.")):
+                ns, name = dotted.split(".")[1:3]
+                return self.call_op(f"{ns}::{name}", args, kwargs, node)
+            target = self.expr(owner)
+            if isinstance(target, _Module):
+                return self.inline(target, func.attr, args, node)
+            raise FormatError(f"{self.where(node)}: a method call llga does not read: {ast.unparse(node)[:80]}")
+        if isinstance(func, ast.Name):
+            if func.id == "getattr" and len(args) == 2 and isinstance(args[1], _Lit):
+                return self.attribute(args[0], str(args[1].value), node)
+            if func.id in ("int", "float", "bool"):
+                return self.call_op(f"aten::{func.id.capitalize()}", args, kwargs, node)
+            if func.id == "len":
+                return self.call_op("aten::len", args, kwargs, node)
+        raise _Unsupported(f"the call {ast.unparse(func)}", self.where(node))
+
+    def annotate(self, node: ast.Call):
+        value = self.expr(node.args[1])
+        if isinstance(node.args[0], ast.Name) and node.args[0].id == "number":
+            # a 0-dim tensor (prim::NumToTensor's) passed as a Scalar, as a traced graph passes it
+            return self.call_op("aten::ScalarImplicit", [value], {}, node) if _kind_of(value) == "Tensor" else value
+        hint = _ir_type_of_annotation(node.args[0])
+        if isinstance(value, list) and not value:
+            return self.em.op("prim::ListConstruct", [], [hint], where=self.where(node))[0]
+        return self.materialize(value, hint)
+
+    def inline(self, mod: _Module, name: str, args, node):
+        em = self.em
+        fn, fname = em.method(mod, name)
+        params = [a.arg for a in fn.args.args]
+        if len(params) - 1 != len(args):
+            raise FormatError(f"{self.where(node)}: {mod.obj.qualname}.{name} takes {len(params) - 1} argument(s), "
+                              f"got {len(args)}")
+        em.depth += 1
+        if em.depth > 200:
+            raise FormatError(f"{self.where(node)}: method calls nest more than 200 deep")
+        env = {params[0]: mod}
+        env.update(zip(params[1:], args))
+        out = _Frame(em, fname, env).run(fn.body)
+        em.depth -= 1
+        return out
+
+    def call_op(self, kind: str, args, kwargs, node):
+        where = self.where(node)
+        overloads = _schemas().get(kind)
+        if overloads is None:
+            raise _Unsupported(kind, where)
+        for ov in overloads:
+            bound = _bind(ov, args, kwargs)
+            if bound is None:
+                continue
+            inputs = [self.materialize(v, _hint(t)) for v, t in bound]
+            types = [_return_type(r, bound) for r in ov["returns"]]
+            outs = self.em.op(kind, inputs, types, hint="", where=where)
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        shown = ", ".join(_describe(a) for a in args)
+        raise FormatError(f"{where}: no signature of {kind} takes ({shown}"
+                          f"{', ' if args and kwargs else ''}{', '.join(kwargs)})")
+
+
+_TENSOR_TYPE_PREFIXES = tuple(f"{d}(" for d in _IR_DTYPES.values())
+
+
+def _dotted(node) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _split_tuple_type(t: str) -> List[str]:
+    inner, depth, cur, out = t[1:-1], 0, "", []
+    for c in inner:
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        if c == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += c
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def _kind_of(v) -> str:
+    """The IR type class of an argument: Tensor, int, float, bool, None, str,
+    Device, list:<elem>, tuple, module."""
+    if isinstance(v, _V):
+        t = v.type
+        if t == "Tensor" or t.startswith(_TENSOR_TYPE_PREFIXES):
+            return "Tensor"
+        if t.endswith("[]"):
+            e = t[:-2]
+            return "list:" + ("Tensor" if e == "Tensor" or e.startswith(_TENSOR_TYPE_PREFIXES) else e)
+        if t.startswith("("):
+            return "tuple"
+        return {"NoneType": "None"}.get(t, t)
+    if isinstance(v, np.ndarray):
+        return "Tensor"
+    if isinstance(v, _Device):
+        return "Device"
+    if isinstance(v, _Lit):
+        x = v.value
+        if x is None:
+            return "None"
+        return {bool: "bool", int: "int", float: "float", str: "str"}.get(type(x), "other")
+    if isinstance(v, list):
+        kinds = {_kind_of(e) for e in v}
+        if not kinds:
+            return "list:empty"
+        if kinds <= {"int"}:
+            return "list:int"
+        if kinds <= {"int", "float"}:
+            return "list:float"
+        if kinds <= {"Tensor"}:
+            return "list:Tensor"
+        if kinds <= {"Tensor", "None"}:
+            return "list:Tensor?"
+        if kinds <= {"bool"}:
+            return "list:bool"
+        return "list:other"
+    if isinstance(v, tuple):
+        return "tuple"
+    return "other"
+
+
+def _accepts(t: str, v) -> bool:
+    k = _kind_of(v)
+    if t.startswith("Optional["):
+        return k == "None" or _accepts(t[9:-1], v)
+    if t == "Tensor":
+        return k == "Tensor"
+    if t == "number":
+        return k in ("int", "float", "bool", "Scalar")
+    if t == "int":
+        return k == "int"
+    if t == "float":
+        return k == "float" or (k == "int" and isinstance(v, _Lit))
+    if t in ("bool", "str", "Device"):
+        return k == t or (t == "Device" and k == "str" and isinstance(v, _Lit))
+    if t == "t":
+        return k not in ("other", "None")
+    if t.startswith("List["):
+        e = t[5:-1]
+        if k == "list:empty":
+            return True
+        if e == "t":
+            return k.startswith("list:")
+        if e == "int":
+            return k == "list:int"
+        if e == "float":
+            return k in ("list:float", "list:int") and isinstance(v, list)
+        if e == "Tensor":
+            return k == "list:Tensor"
+        if e == "Optional[Tensor]":
+            return k in ("list:Tensor", "list:Tensor?")
+        if e == "bool":
+            return k == "list:bool"
+        return False
+    return False
+
+
+def _bind(ov, args, kwargs):
+    """[(value, schema type)] in the schema's order with defaults filled, or
+    None when the call does not fit this overload."""
+    params = ov["args"]
+    positional = [p for p in params if not p["kwarg_only"]]
+    if len(args) > len(positional):
+        return None
+    out = []
+    names = {p["name"] for p in params}
+    if any(k not in names for k in kwargs):
+        return None
+    for i, p in enumerate(params):
+        if i < len(args) and not p["kwarg_only"]:
+            if p["name"] in kwargs:
+                return None
+            v = args[i]
+        elif p["name"] in kwargs:
+            v = kwargs[p["name"]]
+        elif "default" in p:
+            d = p["default"]
+            if isinstance(d, dict):
+                if "float" in d:
+                    d = float(d["float"])
+                else:
+                    return None  # a default llga cannot write: this overload needs it given
+            v = [_Lit(e) for e in d] if isinstance(d, list) else _Lit(d)
+        else:
+            return None
+        if not _accepts(p["type"], v):
+            return None
+        out.append((v, p["type"]))
+    return out
+
+
+def _hint(t: str) -> Optional[str]:
+    t = t[9:-1] if t.startswith("Optional[") else t
+    return {"float": "float", "List[float]": "float[]", "Device": "Device", "List[int]": "int[]"}.get(t)
+
+
+def _ir_type(t: str) -> str:
+    if t.startswith("Optional["):
+        return _ir_type(t[9:-1]) + "?"
+    if t.startswith("List["):
+        return _ir_type(t[5:-1]) + "[]"
+    return {"number": "Scalar"}.get(t, t)
+
+
+def _return_type(r: str, bound) -> str:
+    if "t" in (r, r[5:-1] if r.startswith("List[") else None):
+        elem = None
+        for v, t in bound:
+            if t == "t" and isinstance(v, _V):
+                elem = v.type
+            elif t == "List[t]":
+                k = _kind_of(v)
+                if k.startswith("list:") and k not in ("list:empty", "list:other"):
+                    elem = k[5:]
+        elem = elem or "Tensor"
+        return f"{elem}[]" if r.startswith("List[") else elem
+    return _ir_type(r)
+
+
+def _describe(v) -> str:
+    k = _kind_of(v)
+    return k.replace("list:", "List[") + "]" if k.startswith("list:") else k
+
+
+# ---- the entry point ----------------------------------------------------------
+
+def load_torchscript(path) -> TorchScriptModel:
+    """Reads a ``torch.jit.save`` archive without importing PyTorch; see the
+    module's documentation for what it supports. ``llga.optimize`` takes the
+    result (``llga.optimize(llga.load_torchscript(p), [x])``)."""
+    from . import parse
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(2, "No such file or directory", path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(21, "Is a directory", path)
+    archive = _Archive(path)
+    module = archive.unpickle("data.pkl", "data")
+    constants = archive.unpickle("constants.pkl", "constants")
+    if not isinstance(module, _ScriptObject):
+        raise FormatError(f"{path}: data.pkl holds a {type(module).__name__}, not a TorchScript module")
+    em = _Emitter(archive, constants)
+    root = _Module(module, "")
+    fn, fname = em.method(root, "forward")
+    params = fn.args.args[1:]
+    inputs = [_V(a.arg, _ir_type_of_annotation(a.annotation)) for a in params]
+    defaults = [d.value if isinstance(d, ast.Constant) else None for d in fn.args.defaults]
+    frame = _Frame(em, fname, {fn.args.args[0].arg: root, **{a.arg: v for a, v in zip(params, inputs)}})
+    try:
+        result = frame.run(fn.body)
+        out = frame.materialize(result)
+    except _Unsupported as u:
+        raise UnsupportedOpError(
+            f"llga.load_torchscript reads traced (straight-line) TorchScript; {path} has {u.kind} at {u.where}. "
+            "Load it with PyTorch instead: llga.optimize(torch.jit.load(path))", {u.kind: [u.where]}) from None
+    header = "graph(" + ",\n      ".join(f"%{v.name} : {v.type}" for v in inputs) + "):"
+    text = "\n".join([header] + em.lines + [f"  return (%{out.name})", ""])
+    try:
+        graph = parse(text)
+    except Exception as e:  # noqa: BLE001 - our own text: a bug or a construct we mis-wrote
+        raise FormatError(f"{path}: the IR written for its forward does not parse ({e})") from None
+    return TorchScriptModel(graph, em.params, text, path, defaults)
