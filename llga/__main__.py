@@ -11,7 +11,8 @@
 or with ``--markdown`` the table docs/ops.md holds.
 
 MODEL is a TorchScript file saved with ``torch.jit.save`` (loaded with
-``torch.jit.load(map_location="cpu")``, in eval mode), a torchvision model
+``torch.jit.load(map_location="cpu")``, in eval mode; where PyTorch is not
+installed, read with ``llga.load_torchscript``: traced models), a torchvision model
 name (``llga.zoo.TORCHVISION_MODELS``; seeded random weights), traced with
 ``torch.jit.trace`` on the inputs, or a model file ``compile`` wrote
 (``.llga``: loaded with ``llga.load``, without PyTorch and without compiling).
@@ -204,6 +205,13 @@ def _load_model(kind: str, model: str, arrays):
     file), and how to name it."""
     if kind == "llga":
         return _load_saved(model), f"{model} (saved llga model)"
+    if kind == "file" and not _has_torch():  # read the archive ourselves
+        import llga
+
+        try:
+            return llga.load_torchscript(model), f"{model} (read without PyTorch)"
+        except (llga.FormatError, OSError) as e:
+            raise UserError(f"cannot load {model!r} as TorchScript without PyTorch: {_one_line(e, True)}") from None
     import torch
 
     if kind == "file":
@@ -232,13 +240,21 @@ def _load_model(kind: str, model: str, arrays):
     return obj, f"torchvision {model} (random weights)"
 
 
+def _has_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _set_threads(n, torch_too: bool = True) -> None:
     if n is None:
         return
     import llga
 
     llga.set_num_threads(n)
-    if torch_too:
+    if torch_too and _has_torch():
         import torch
 
         torch.set_num_threads(n)

@@ -100,6 +100,14 @@ class _Archive:
             self.zip = zipfile.ZipFile(path)
         except zipfile.BadZipFile:
             raise FormatError(f"{path}: not a TorchScript archive (torch.jit.save writes a zip file)") from None
+        try:
+            self._index()
+        except BaseException:
+            self.zip.close()
+            raise
+
+    def _index(self) -> None:
+        path = self.path
         names = self.zip.namelist()
         roots = {n.split("/", 1)[0] for n in names if "/" in n}
         if len(roots) != 1:
@@ -110,11 +118,14 @@ class _Archive:
             if f"{self.root}/{required}" not in self.names:
                 raise FormatError(f"{path}: not a TorchScript archive (no {required}; a state_dict saved with "
                                   "torch.save is not a model: save the traced module with torch.jit.save)")
-        self._file = open(path, "rb")
-        try:
-            self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # an empty file
-            self._map = None
+        with open(path, "rb") as f:  # the mapping keeps its own handle; arrays over it keep it alive
+            try:
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError:  # an empty file
+                self._map = None
+
+    def close(self) -> None:
+        self.zip.close()
 
     def read(self, name: str) -> bytes:
         full = f"{self.root}/{name}"
@@ -791,14 +802,21 @@ def load_torchscript(path) -> TorchScriptModel:
     """Reads a ``torch.jit.save`` archive without importing PyTorch; see the
     module's documentation for what it supports. ``llga.optimize`` takes the
     result (``llga.optimize(llga.load_torchscript(p), [x])``)."""
-    from . import parse
-
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(2, "No such file or directory", path)
     if os.path.isdir(path):
         raise IsADirectoryError(21, "Is a directory", path)
     archive = _Archive(path)
+    try:
+        return _load(archive, path)
+    finally:
+        archive.close()
+
+
+def _load(archive: _Archive, path: str) -> TorchScriptModel:
+    from . import parse
+
     module = archive.unpickle("data.pkl", "data")
     constants = archive.unpickle("constants.pkl", "constants")
     if not isinstance(module, _ScriptObject):

@@ -350,3 +350,15 @@ def test_a_damaged_model_file_is_a_one_line_error(files, capsys):
     assert cli.main(["run", str(bad), "--input", "1x3x8x8"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("llga run: cannot load") and "truncated" in err and err.count("\n") == 1
+
+
+def test_compile_a_torchscript_file_without_torch(files):
+    """Where PyTorch is missing, compile reads the archive with llga.load_torchscript."""
+    out = files / "out" / "conv_no_torch.llga"
+    r = _ok(_cli_without_torch(["compile", str(files / "conv.pt"), "--input", str(files / "x.npy"), "-o", str(out)],
+                               str(files)))
+    assert "read without PyTorch" in r.stdout
+    model = torch.jit.load(str(files / "conv.pt"))
+    x = np.load(files / "x.npy")
+    with torch.no_grad():
+        np.testing.assert_allclose(llga.load(out)(x), model(torch.from_numpy(x)).numpy(), rtol=1e-5, atol=1e-5)
