@@ -340,6 +340,8 @@ def _trailing_defaults(obj) -> List[Any]:
     """The default values of a scripted forward's (or function's) trailing
     arguments, from its schema, in order; [] when it has none or obj is not
     a ScriptModule/ScriptFunction."""
+    if type(obj).__name__ == "TorchScriptModel" and type(obj).__module__ == "llga.torchscript":
+        return list(obj.defaults)
     schema = None
     try:
         if hasattr(obj, "_c") and obj._c._has_method("forward"):

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import warnings
 import zipfile
+from typing import List
 
 import numpy as np
 import pytest
@@ -98,19 +99,72 @@ def test_without_torch(tmp_path):
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 
-class Branchy(torch.nn.Module):
-    def forward(self, x):
+class Scripted(torch.nn.Module):
+    """if on a tensor, for over range with a list append, while with a
+    loop-carried int and tensor, int arithmetic, a default argument."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, n: int = 3):
         if x.sum() > 0:
-            return x * 2
-        return x
+            y = x * 2
+        else:
+            y = x - 1
+        outs: List[torch.Tensor] = []
+        for i in range(n):
+            y = torch.relu(self.lin(y)) + i
+            outs.append(y)
+        k = 0
+        while k < 2 and n > 1:
+            k += 1
+            y = y / 2
+        return torch.cat(outs, 0), y, len(outs) * 2 + k
 
 
-def test_scripted_control_flow_is_named(tmp_path):
+class Unsupported(torch.nn.Module):
+    def forward(self, x):
+        return torch.histc(x, bins=4)  # aten::histc: an op llga does not run
+
+
+def test_scripted_control_flow_runs_as_pytorch_runs_it(tmp_path):
+    torch.manual_seed(0)
     path = tmp_path / "s.pt"
-    torch.jit.save(torch.jit.script(Branchy()), str(path))
-    with pytest.raises(llga.UnsupportedOpError, match=r"if statement\) at code/.*:\d+") as e:
+    torch.jit.save(torch.jit.script(Scripted().eval()), str(path))
+    ref = torch.jit.load(str(path))
+    compiled = llga.optimize(llga.load_torchscript(path))
+    assert "prim::Loop" in str(compiled.graph) or "prim::If" in str(compiled.graph)
+    with torch.no_grad():
+        for sign in (1.0, -1.0):
+            x = torch.randn(2, 4) * sign + sign  # both branches of the if
+            for n in (1, 2, 3, None):
+                want = ref(x) if n is None else ref(x, n)
+                got = compiled(x.numpy()) if n is None else compiled(x.numpy(), n)
+                np.testing.assert_allclose(got[0], want[0].numpy(), rtol=1e-5, atol=1e-5)
+                np.testing.assert_allclose(got[1], want[1].numpy(), rtol=1e-5, atol=1e-5)
+                assert got[2] == want[2]
+
+
+@pytest.mark.parametrize("name", ["resnet18", "densenet121", "mobilenet_v3_large"])
+def test_scripted_torchvision_models(tmp_path, name):
+    """torchvision's scripted code: functional helpers, Optional refinement,
+    training-only branches, NamedTuples, RaiseException checks."""
+    path = tmp_path / f"{name}.pt"
+    torch.jit.save(torch.jit.script(zoo.torchvision_model(name)), str(path))
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = torch.jit.load(str(path))(x).numpy()
+    got = llga.optimize(llga.load_torchscript(path), [x.numpy()])(x.numpy())
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+
+
+def test_what_it_cannot_read_is_named(tmp_path):
+    path = tmp_path / "u.pt"
+    torch.jit.save(torch.jit.script(Unsupported()), str(path))
+    with pytest.raises(llga.UnsupportedOpError, match=r"aten::histc at code/.*:\d+") as e:
         llga.load_torchscript(path)
-    assert "torch.jit.load" in str(e.value)
+    assert "torch.jit.load" in str(e.value) and "aten::histc" in e.value.ops
 
 
 def test_not_an_archive(tmp_path):
