@@ -15,14 +15,11 @@
 #include <system_error>
 #include <unordered_map>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
-#include "backend/dnnl/layout_record.h"
-#include "backend/dnnl/microbench.h"
 #include "driver/crc32c.h"
 #include "frontend/parser.h"
 #include "ir/printer.h"
 #include "runtime/exec_context.h"
+#include "runtime/layout_codec.h"
 
 static_assert(std::endian::native == std::endian::little, "model files are little-endian, as is this host's memory");
 
@@ -35,8 +32,7 @@ constexpr size_t kMaxSections = 64;
 constexpr uint64_t kTensorAlign = 64, kWeightsAlign = 4096;
 constexpr uint32_t kFlagUnchecked = 1;  // section flag: no section CRC (its tensors carry their own)
 constexpr uint32_t kTensorApproximate = 1;
-constexpr uint32_t kTensorPacked = 2;      // bytes in a primitive's blocked layout (a LayoutRecord follows)
-constexpr uint32_t kTensorTransposed = 4;  // that layout describes w^T
+constexpr uint32_t kTensorPacked = 2;  // bytes in a backend's blocked layout (the layout codec's record follows)
 constexpr uint32_t kMaxRank = 64;
 
 const char* const kRequired[] = {"meta", "ir", "source", "tensors", "names", "passes", "python", "weights"};
@@ -225,7 +221,7 @@ struct OutTensor {
   uint64_t nbytes = 0;
   bool approximate = false;
   std::shared_ptr<void> keep;  // a plain copy made for a compacted weight, or the packed one
-  std::optional<LayoutRecord> packed;  // pre-packed: the blocked layout its bytes are in
+  std::optional<std::vector<int64_t>> packed;  // pre-packed: the layout codec's record of its blocked layout
   uint64_t offset = 0;         // in "weights"
   uint32_t crc = 0;
 };
@@ -251,7 +247,8 @@ class TensorTable {
     Tensor t = held;
     std::shared_ptr<void> keep;
     if (t.isBlocked()) {  // a weight compacted into its primitive's layout: kept pre-packed, or written back plain
-      if (auto rec = layoutRecordOf(t)) {
+      const LayoutCodec* codec = layoutCodec();
+      if (auto rec = codec ? codec->encode(t) : std::nullopt) {
         auto key = std::make_tuple(t.data(), t.dtype(), t.sizes(), std::vector<int64_t>{-1});
         if (auto it = index_.find(key); it != index_.end()) return it->second;
         OutTensor o;
@@ -259,9 +256,9 @@ class TensorTable {
         o.sizes = t.sizes();
         o.strides = contiguousStrides(t.sizes());
         o.bytes = static_cast<const uint8_t*>(t.data());
-        o.nbytes = layoutBytes(t);
+        o.nbytes = rec->second;
         o.keep = t.storage();
-        o.packed = std::move(rec);
+        o.packed = std::move(rec->first);
         entries_.push_back(std::move(o));
         index_.emplace(std::move(key), static_cast<int64_t>(entries_.size() - 1));
         return static_cast<int64_t>(entries_.size() - 1);
@@ -304,16 +301,12 @@ class TensorTable {
   std::vector<OutTensor> entries_;
 };
 
-std::string onednnVersion() {
-  const dnnl_version_t* v = dnnl_version();
-  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-}
-
 std::string metaText() {
+  const LayoutCodec* codec = layoutCodec();
   std::ostringstream os;
   os << "format: " << kModelFormatVersion << "\n"
      << "llga_version: " << LLGA_VERSION << "\n"
-     << "onednn_version: " << onednnVersion() << "\n"
+     << "onednn_version: " << (codec ? codec->version() : "none") << "\n"
      << "cpu_isa: " << cpuFingerprint() << "\n";
   return os.str();
 }
@@ -433,7 +426,10 @@ std::map<std::string, std::string> parseMeta(const std::string& text) {
 
 }  // namespace
 
-std::string cpuFingerprint() { return dnnlIsaName(); }
+std::string cpuFingerprint() {
+  const LayoutCodec* codec = layoutCodec();
+  return codec ? codec->fingerprint() : "none";
+}
 
 void saveModel(const std::string& path, const CompiledGraph& compiled, const ModelExtras& extras) {
   TensorTable table;
@@ -469,8 +465,7 @@ void saveModel(const std::string& path, const CompiledGraph& compiled, const Mod
     wat = t.offset + t.nbytes;
     t.crc = crc32c(t.bytes, t.nbytes);
     tw.u32(static_cast<uint32_t>(scalarTypeCode(t.dtype)));
-    tw.u32((t.approximate ? kTensorApproximate : 0) | (t.packed ? kTensorPacked : 0) |
-           (t.packed && t.packed->transposed ? kTensorTransposed : 0));
+    tw.u32((t.approximate ? kTensorApproximate : 0) | (t.packed ? kTensorPacked : 0));
     tw.u32(static_cast<uint32_t>(t.sizes.size()));
     tw.u32(t.crc);
     tw.u64(t.offset);
@@ -478,13 +473,8 @@ void saveModel(const std::string& path, const CompiledGraph& compiled, const Mod
     for (int64_t s : t.sizes) tw.i64(s);
     for (int64_t s : t.strides) tw.i64(s);
     if (t.packed) {
-      const LayoutRecord& r = *t.packed;
-      tw.u32(static_cast<uint32_t>(r.dims.size()));
-      for (const auto* v : {&r.dims, &r.padded_dims, &r.strides})
-        for (int64_t x : *v) tw.i64(x);
-      tw.u32(static_cast<uint32_t>(r.inner_blks.size()));
-      for (const auto* v : {&r.inner_blks, &r.inner_idxs})
-        for (int64_t x : *v) tw.i64(x);
+      tw.u32(static_cast<uint32_t>(t.packed->size()));
+      for (int64_t x : *t.packed) tw.i64(x);
     }
   }
   Writer nw;
@@ -622,7 +612,7 @@ LoadedModel loadModel(std::shared_ptr<const void> owner, const uint8_t* data, si
   std::vector<uint32_t> crcs;
   std::vector<std::pair<const uint8_t*, uint64_t>> bytes;  // each tensor's bytes in the mapping
   struct Packed {
-    LayoutRecord layout;
+    std::vector<int64_t> layout;  // the layout codec's record
     size_t index;
   };
   std::unordered_map<const ConstantTensor*, Packed> packed;  // the IR's shell of each pre-packed weight
@@ -651,16 +641,10 @@ LoadedModel loadModel(std::shared_ptr<const void> owner, const uint8_t* data, si
       if (off % kTensorAlign != 0 || off > wsize || nbytes > wsize - off)
         r.fail(which + ": its bytes lie outside the weights section");
       if (flags & kTensorPacked) {
-        LayoutRecord rec;
-        rec.transposed = flags & kTensorTransposed;
-        uint32_t nd = r.count(24);
-        if (nd > kMaxRank) r.fail(which + ": a layout of " + std::to_string(nd) + " dims");
-        for (auto* v : {&rec.dims, &rec.padded_dims, &rec.strides})
-          for (uint32_t d = 0; d < nd; ++d) v->push_back(r.i64());
-        uint32_t nb = r.count(16);
-        if (nb > kMaxRank) r.fail(which + ": " + std::to_string(nb) + " inner blocks");
-        for (auto* v : {&rec.inner_blks, &rec.inner_idxs})
-          for (uint32_t d = 0; d < nb; ++d) v->push_back(r.i64());
+        uint32_t len = r.count(8);
+        if (len > 8 * kMaxRank) r.fail(which + ": a layout record of " + std::to_string(len) + " fields");
+        std::vector<int64_t> rec(len);
+        for (auto& x : rec) x = r.i64();
         packed[t.get()] = Packed{std::move(rec), i};  // data stays null: the plan binds the packed tensor by name
       } else {
         if (expect != nbytes) r.fail(which + ": its sizes and strides do not match its " + std::to_string(nbytes) + " bytes");
@@ -716,7 +700,9 @@ LoadedModel loadModel(std::shared_ptr<const void> owner, const uint8_t* data, si
   // name in the primitive's layout from the mapped bytes (zero copy) where
   // this process's oneDNN and ISA are the writer's; written back plain (the
   // kernels pack them again) where not.
-  out.packed_used = out.meta["cpu_isa"] == cpuFingerprint() && out.meta["onednn_version"] == onednnVersion();
+  const LayoutCodec* codec = layoutCodec();
+  out.packed_used = codec && out.meta["cpu_isa"] == codec->fingerprint() && out.meta["onednn_version"] == codec->version();
+  if (!packed.empty() && !codec) throw fail("it holds pre-packed weights and this build has no backend to read them");
   if (!packed.empty()) {
     size_t bound = 0;
     std::string misuse;
@@ -741,7 +727,7 @@ LoadedModel loadModel(std::shared_ptr<const void> owner, const uint8_t* data, si
           auto storage = Storage::borrow(const_cast<uint8_t*>(p), nbytes, std::const_pointer_cast<void>(owner), false);
           Tensor t;
           try {
-            t = blockedFromRecord(it->second.layout, shell.sizes, std::move(storage), nbytes);
+            t = codec->decode(it->second.layout, shell.sizes, std::move(storage), nbytes);
           } catch (const std::invalid_argument& e) {
             throw fail("tensor " + std::to_string(it->second.index) + ": " + e.what());
           }
