@@ -16,5 +16,7 @@ where = pathlib.Path(llga.__file__).resolve()
 assert "site-packages" in str(where), f"imported llga from {where}, not the venv"
 g = llga.parse("graph(%x : Float(2, 3)):\n  %y : Tensor = aten::relu(%x)\n  return (%y)\n")
 assert [n.kind for n in g.nodes()] == ["aten::relu"]
+from llga import torchscript
+assert "aten::conv2d" in torchscript._schemas()  # package data: load_torchscript's operator signatures
 print(f"check_install: llga {llga.__version__} installed at {where.parent} and parses")
 PY
