@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -494,8 +495,11 @@ void saveModel(const std::string& path, const CompiledGraph& compiled, const Mod
   sections.push_back({"weights", ""});
   sections.back().size = alignUp(wat, kTensorAlign);
 
-  // Written beside the target, then renamed over it: a reader never sees half a file.
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  // Written beside the target, then renamed over it: a reader never sees half a
+  // file. The temporary name is this process's and this call's own, so that
+  // two saves to one path (threads, processes) never write one temporary file.
+  static std::atomic<uint64_t> saves{0};
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid()) + "." + std::to_string(saves.fetch_add(1));
   try {
     writeFile(tmp, sections, tensors);
   } catch (...) {

@@ -406,3 +406,25 @@ def test_inspect_reads_without_building(tmp_path, saved_file):
     assert info.tensors > 0 and info.weight_bytes > 0 and info.file_bytes == len(data)
     assert "fuse" in info.passes
     assert "llga::FusionGroup" in str(info.graph)
+
+
+def test_saves_from_threads_to_one_path(tmp_path):
+    compiled, x = _compile("fp32")
+    target = tmp_path / "m.llga"
+    errors = []
+
+    def save():
+        try:
+            for _ in range(5):
+                compiled.save(target)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=save) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    assert sorted(os.listdir(tmp_path)) == ["m.llga"]  # no temporary file left
+    assert _same(llga.load(target, verify=True)(*x), compiled(*x))  # whole, not interleaved
