@@ -341,8 +341,8 @@ class _Emitter:
             return value
         if isinstance(value, np.ndarray):
             return self.weight(value, "const")
-        if value is None:
-            t, attr = "NoneType", ""
+        if value is None:  # typed Optional where annotated so (annotate(Optional[Tensor], None))
+            t, attr = (type_hint if type_hint and type_hint.endswith("?") else "NoneType"), ""
         elif isinstance(value, bool):
             t, attr = "bool", f"[value={int(value)}]"
         elif isinstance(value, int):
@@ -559,6 +559,9 @@ class _Frame:
               body_fn, next_cond_fn):
         """A prim::Loop: block (index, carried...) -> (condition, carried...)."""
         init = [self.materialize(self.env[n]) for n in carried_names]
+        if any(v.type == "NoneType" for v in init):
+            raise _Unsupported("a loop-carried value that is None before the loop (annotate it Optional)",
+                               self.where(st))
         params = [_V(self.em.fresh(index_hint or "i"), "int")]
         params += [_V(self.em.fresh(n), _loose(v.type)) for n, v in zip(carried_names, init)]
         env = dict(self.env)
@@ -572,7 +575,7 @@ class _Frame:
         finally:
             lines = self.em.blocks.pop()
         for n, p, r in zip(carried_names, params[1:], results[1:]):
-            if _loose(r.type) != p.type:
+            if _loose(r.type) != p.type and p.type not in (_loose(r.type) + "?", "NoneType"):
                 raise FormatError(f"{self.where(st)}: {n} is a {p.type} before the loop and a {r.type} in it")
         outs = self.em.op("prim::Loop", [trip, cond] + init, [p.type for p in params[1:]], where=self.where(st),
                           blocks=[(params, lines, results)])
@@ -584,7 +587,7 @@ class _Frame:
         if not isinstance(st.target, ast.Name):
             raise _Unsupported("a for loop over tuples", self.where(st))
         it = st.iter
-        carried = [n for n in _assigned(st.body) if n in self.env and n != st.target.id]
+        carried = [n for n in _assigned(st.body) if n in self.env and n != st.target.id and _is_value(self.env[n])]
         true = self.em.constant(True)
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and len(it.args) == 1:
             trip = self.materialize(self.expr(it.args[0]))
@@ -603,7 +606,7 @@ class _Frame:
         if st.orelse:
             raise _Unsupported("a while ... else statement", self.where(st))
         cond_name = st.test.id if isinstance(st.test, ast.Name) else None
-        carried = [n for n in _assigned(st.body) if n in self.env and n != cond_name]
+        carried = [n for n in _assigned(st.body) if n in self.env and n != cond_name and _is_value(self.env[n])]
         first = self.condition(st.test)
         if isinstance(first, _Lit) and not first.value:
             return  # never runs
@@ -982,6 +985,11 @@ def _assigned(body: List[ast.stmt]) -> List[str]:
             elif isinstance(sub, (ast.AnnAssign, ast.AugAssign, ast.For)):
                 target(sub.target)
     return out
+
+
+def _is_value(v) -> bool:
+    """A value a block can carry (not a module, function or namespace, which are read, never changed)."""
+    return not isinstance(v, (_Module, _Function, _Namespace))
 
 
 def _is_tensor_type(t: str) -> bool:
