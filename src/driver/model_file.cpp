@@ -21,6 +21,7 @@
 #include "ir/printer.h"
 #include "runtime/exec_context.h"
 #include "runtime/layout_codec.h"
+#include "runtime/threads.h"
 
 static_assert(std::endian::native == std::endian::little, "model files are little-endian, as is this host's memory");
 
@@ -668,7 +669,8 @@ LoadedModel loadModel(std::shared_ptr<const void> owner, const uint8_t* data, si
   out.packed = packed.size();
   if (options.verify_weights) {
     std::vector<char> bad(tensors.size(), 0);
-#pragma omp parallel for schedule(dynamic, 1)
+    const int threads = getNumThreads();  // llga's setting, not whatever OpenMP was last told (torch sets it too)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (size_t i = 0; i < tensors.size(); ++i) bad[i] = crc32c(bytes[i].first, bytes[i].second) != crcs[i];
     for (size_t i = 0; i < bad.size(); ++i)
       if (bad[i])
