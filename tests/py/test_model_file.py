@@ -14,7 +14,6 @@ import struct
 import subprocess
 import sys
 import textwrap
-import threading
 import warnings
 
 import numpy as np
@@ -22,6 +21,7 @@ import pytest
 import torch
 
 import llga
+from concurrency import run_concurrently
 from llga import zoo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -195,21 +195,14 @@ def test_loaded_model_from_threads(tmp_path):
     compiled.save(tmp_path / "m.llga")
     loaded = llga.load(tmp_path / "m.llga")
     want = compiled(*x)
-    results, errors = [], []
+    results = []
 
-    def work():
-        try:
-            for _ in range(5):
-                results.append(_same(loaded(*x), want))
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+    def work(_):
+        for _ in range(5):
+            results.append(_same(loaded(*x), want))
 
-    threads = [threading.Thread(target=work) for _ in range(3)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors and all(results) and len(results) == 15
+    run_concurrently(work, 3)
+    assert all(results) and len(results) == 15
 
 
 def _run_python(code: str, env_extra=None):
@@ -411,20 +404,11 @@ def test_inspect_reads_without_building(tmp_path, saved_file):
 def test_saves_from_threads_to_one_path(tmp_path):
     compiled, x = _compile("fp32")
     target = tmp_path / "m.llga"
-    errors = []
 
-    def save():
-        try:
-            for _ in range(5):
-                compiled.save(target)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+    def save(_):
+        for _ in range(5):
+            compiled.save(target)
 
-    threads = [threading.Thread(target=save) for _ in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors
+    run_concurrently(save, 4)  # re-raises what a thread raised
     assert sorted(os.listdir(tmp_path)) == ["m.llga"]  # no temporary file left
     assert _same(llga.load(target, verify=True)(*x), compiled(*x))  # whole, not interleaved

@@ -183,15 +183,18 @@ class _Evil:
         return (os.system, ("touch pwned",))
 
 
+def _rewritten(src_path, dst_path, change):
+    """A copy of an archive with each member's bytes passed through change(name, data)."""
+    with zipfile.ZipFile(src_path) as src, zipfile.ZipFile(dst_path, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info, change(info.filename, src.read(info.filename)))
+    return dst_path
+
+
 def test_a_pickle_with_other_globals_is_refused_not_run(tmp_path):
     path, _, _ = _save(tmp_path, "resnet18", True)
-    bad = tmp_path / "evil.pt"
-    with zipfile.ZipFile(path) as src, zipfile.ZipFile(bad, "w") as dst:
-        for info in src.infolist():
-            data = src.read(info.filename)
-            if info.filename.endswith("/data.pkl"):
-                data = pickle.dumps(_Evil(), protocol=2)
-            dst.writestr(info, data)
+    bad = _rewritten(path, tmp_path / "evil.pt",
+                     lambda name, data: pickle.dumps(_Evil(), protocol=2) if name.endswith("/data.pkl") else data)
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
@@ -204,12 +207,7 @@ def test_a_pickle_with_other_globals_is_refused_not_run(tmp_path):
 
 def test_a_damaged_storage_is_a_format_error(tmp_path):
     path, _, _ = _save(tmp_path, "resnet18", True)
-    bad = tmp_path / "short.pt"
-    with zipfile.ZipFile(path) as src, zipfile.ZipFile(bad, "w") as dst:
-        for info in src.infolist():
-            data = src.read(info.filename)
-            if "/constants/" in info.filename and len(data) > 64:
-                data = data[:64]
-            dst.writestr(info, data)
+    bad = _rewritten(path, tmp_path / "short.pt",
+                     lambda name, data: data[:64] if "/constants/" in name and len(data) > 64 else data)
     with pytest.raises(llga.FormatError, match="bytes"):
         llga.load_torchscript(bad)
