@@ -21,6 +21,8 @@ std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict me
                                                    const std::string& precision = "fp32",
                                                    const std::map<std::string, std::string>& precision_overrides = {},
                                                    py::object quantization = py::none());
+// llga.errors.<cls_name>(msg) raised as the current Python exception.
+[[noreturn]] void raise(const char* cls_name, const std::string& msg);
 // llga.PassError carrying the records up to the failed pass.
 [[noreturn]] void raisePassError(const PassError& e);
 

@@ -5,17 +5,12 @@
 #include <system_error>
 
 #include "driver/model_file.h"
+#include "python/bindings.h"
 
 namespace py = pybind11;
 using namespace llga;
 
 namespace {
-
-[[noreturn]] void raiseFormatError(const std::string& msg) {
-  py::object cls = py::module_::import("llga.errors").attr("FormatError");
-  PyErr_SetObject(cls.ptr(), py::str(msg).ptr());
-  throw py::error_already_set();
-}
 
 // OSError(errno, reason, path): Python makes it FileNotFoundError,
 // PermissionError, ... as the errno says.
@@ -57,7 +52,7 @@ void bindModelFile(py::module_& m) {
           py::gil_scoped_release release;
           lm = loadModel(path, opts);
         } catch (const FormatError& e) {
-          raiseFormatError(e.what());
+          python::raise("FormatError", e.what());
         } catch (const std::system_error& e) {
           raiseOSError(e, path);
         }

@@ -80,6 +80,12 @@ std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict me
   return ctx;
 }
 
+void raise(const char* cls_name, const std::string& msg) {
+  py::object cls = py::module_::import("llga.errors").attr(cls_name);
+  PyErr_SetObject(cls.ptr(), py::str(msg).ptr());
+  throw py::error_already_set();
+}
+
 void raisePassError(const PassError& e) {
   py::list recs;
   for (const auto& r : e.records) recs.append(py::cast(r));

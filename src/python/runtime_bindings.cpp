@@ -18,6 +18,7 @@
 
 namespace py = pybind11;
 using namespace llga;
+using llga::python::raise;
 
 namespace {
 
@@ -120,12 +121,6 @@ py::object toPython(const RtValue& v) {
         }
       },
       v.v);
-}
-
-void raise(const char* cls_name, const std::string& msg) {
-  py::object cls = py::module_::import("llga.errors").attr(cls_name);
-  PyErr_SetObject(cls.ptr(), py::str(msg).ptr());
-  throw py::error_already_set();
 }
 
 [[noreturn]] void raiseUnsupported(const UnsupportedOps& e) {
