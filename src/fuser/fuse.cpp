@@ -86,21 +86,48 @@ class Fuse final : public Pass {
     if (hasSideEffects(*anchor)) return unfused(*anchor, "it has side effects");
     if (anchor->outputs().size() != 1) return unfused(*anchor, "more than one output");
     if (auto dt = knownDtype(anchor->output()); dt && *dt != ScalarType::Float) return unfused(*anchor, "dtype is not float32");
-    const FusionPattern* p = nullptr;
-    Node* then = nullptr;
+    bool tried = false;
     for (const FusionPattern* cand : ps) {
       if (routedOff(cand->name)) continue;
-      if (cand->then && !(then = follower(anchor, cand->then))) continue;
-      p = cand;
-      break;
+      Node* then = nullptr;
+      if (cand->then && !(then = follower({anchor}, cand->then))) continue;
+      tried = true;
+      const std::map<Node*, Value*> silu_before = silu_of_;
+      std::string stop;
+      std::vector<Node*> chain = buildChain(anchor, then, *cand, stop);
+      if (!cand->closing.empty() || cand->check) {
+        std::string why;
+        for (const std::string& kinds : cand->closing) {
+          Node* n = follower(chain, kinds);
+          if (!n) {
+            why = "no " + kinds + " closes the chain";
+            break;
+          }
+          chain.push_back(n);
+        }
+        if (why.empty() && cand->check) why = cand->check(std::vector<const Node*>(chain.begin(), chain.end()));
+        if (!why.empty()) {  // not this pattern: the anchor tries the next one
+          silu_of_ = silu_before;
+          continue;
+        }
+      }
+      if (chain.size() == 1 && !cand->lone_ok)
+        return unfused(*anchor, "a lone " + anchor->kind().toQualString() + " is not a partition" +
+                                    (stop.empty() ? "" : " (" + stop + ")"));
+      return makeGroup(g, chain, *cand);
     }
-    if (!p) return unfused(*anchor, "routed off the fused path (route)");
+    return unfused(*anchor, tried ? "no pattern's ops follow it" : "routed off the fused path (route)");
+  }
+
+  // The anchor (and its `then` op) followed by the post-op chain the
+  // pattern allows; `stop` says why the chain ended, when it says anything.
+  std::vector<Node*> buildChain(Node* anchor, Node* then, const FusionPattern& pattern, std::string& stop) {
+    const FusionPattern* p = &pattern;
     std::vector<Node*> chain = {anchor};
     if (then) chain.push_back(then);
     std::vector<PostOp> chain_ops;  // the chain's post-ops so far, translated
     Value* v = chain.back()->output();
     int post = 0;
-    std::string stop;
     int max_post = p->max_post_ops;
     if (std::string(p->name) == "matmul_post_ops" && anchor->kind().toQualString() != "aten::linear")
       for (const Value* in : {anchor->input(0), anchor->input(1)}) {
@@ -170,24 +197,29 @@ class Fuse final : public Pass {
       v = next->output();
       ++post;
     }
-    if (chain.size() == 1 && !p->lone_ok)
-      return unfused(*anchor, "a lone " + anchor->kind().toQualString() + " is not a partition" +
-                                  (stop.empty() ? "" : " (" + stop + ")"));
-    return makeGroup(g, chain, *p);
+    return chain;
   }
 
-  // The pattern's `then` op after the anchor: the only reader of its result,
-  // as first operand, in its block, float32, not routed off, with nothing
-  // writing in place between the two; or null.
-  Node* follower(Node* anchor, const std::string& kind) const {
-    const auto& uses = anchor->output()->uses();
+  // The op after the chain's last (a pattern's `then` or closing op): the
+  // only reader of its result, as first operand, of one of `kinds`
+  // ("a|b"), in its block, float32, not routed off, with nothing writing in
+  // place between the two; or null.
+  Node* follower(const std::vector<Node*>& chain, const std::string& kinds) const {
+    const auto& uses = chain.back()->output()->uses();
     if (uses.size() != 1 || uses[0].offset != 0) return nullptr;
     Node* n = uses[0].user;
-    if (n->kind().toQualString() != kind || n->owningBlock() != anchor->owningBlock() || routedOff(kind) ||
-        hasSideEffects(*n) || n->outputs().size() != 1)
+    const std::string kind = n->kind().toQualString();
+    bool listed = false;
+    for (size_t at = 0; at <= kinds.size();) {
+      const size_t bar = std::min(kinds.find('|', at), kinds.size());
+      listed |= kinds.compare(at, bar - at, kind) == 0 && bar - at == kind.size();
+      at = bar + 1;
+    }
+    if (!listed || n->owningBlock() != chain.front()->owningBlock() || routedOff(kind) || hasSideEffects(*n) ||
+        n->outputs().size() != 1)
       return nullptr;
     if (auto dt = knownDtype(n->output()); !dt || *dt != ScalarType::Float) return nullptr;
-    if (writeBetween({anchor}, n, {n})) return nullptr;
+    if (writeBetween(chain, n, {n})) return nullptr;
     return n;
   }
 

@@ -2,9 +2,52 @@
 
 #include <algorithm>
 
+#include "fuser/post_ops.h"
 #include "ir/ops.h"
+#include "passes/pass_utils.h"
 
 namespace llga {
+namespace {
+
+// attention's ops: q @ kt, the score chain (a scale and/or a mask: alpha * s
+// + beta, or + - * / an operand), softmax over the last dim in the scores'
+// dtype, then the probabilities @ v; q, kt and v of one rank (2+), which the
+// kernel needs to split them into rows per batch entry.
+std::string checkAttention(const std::vector<const Node*>& ops) {
+  auto product = [](const Node* n) {
+    const std::string k = n->kind().toQualString();
+    return k == "aten::matmul" || k == "aten::bmm";
+  };
+  auto rank = [](const Value* v) -> std::optional<size_t> {
+    return v->type()->isTensor() ? v->type()->tensorInfo().rank() : std::nullopt;
+  };
+  if (ops.size() < 3) return "too few ops";
+  const Node* qk = ops.front();
+  const Node* softmax = ops[ops.size() - 2];
+  const Node* pv = ops.back();
+  if (!product(qk) || !product(pv)) return "the products are not matmul/bmm";
+  const auto rq = rank(qk->input(0)), rk = rank(qk->input(1)), rv = rank(pv->input(1));
+  if (!rq || *rq < 2 || rk != rq || rv != rq) return "q, k^T and v are not known to share one rank of 2+";
+  const auto dim = constantInt(softmax->input(1));
+  if (!dim || (*dim != -1 && *dim != static_cast<int64_t>(*rq) - 1)) return "the softmax is not over the last dim";
+  if (softmax->inputs().size() > 2 && !isNone(softmax->input(2))) return "the softmax converts its dtype";
+  const Value* chain = qk->output();
+  for (size_t i = 1; i + 2 < ops.size(); ++i) {
+    PostOpMatch m = translatePostOp(*ops[i], chain);
+    if (!m.ok()) return m.why_not;
+    for (const PostOp& op : m.ops) {
+      const bool scale = op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Linear;
+      const bool mask = op.kind == PostOp::Kind::Binary &&
+                        (op.alg == PostOpAlg::Add || op.alg == PostOpAlg::Sub || op.alg == PostOpAlg::Mul ||
+                         op.alg == PostOpAlg::Div);
+      if (!scale && !mask) return op.name + " is no scale or mask";
+    }
+    chain = ops[i]->output();
+  }
+  return "";
+}
+
+}  // namespace
 
 // Anchors and post-ops come from the op groups (ir/ops.def): post-ops, for
 // every chain below, are the Eltwise group (and round, and x * sigmoid(x))
@@ -21,6 +64,22 @@ namespace llga {
 // its producer's blocked layout rather than outside on a plain copy. A lone
 // batch_norm, softmax or binary op stays outside.
 static const std::vector<FusionPattern> kPatterns = {
+    {"attention", 4, {"aten::matmul", "aten::bmm"}, 2, false,
+     R"(
+        q    k^T
+         \   /
+         matmul
+            |
+        [scale | mask] x0..2      mul/div by a number, add a mask
+            |
+        softmax(-1)
+            |     v
+            |    /
+          matmul                  llga's fused attention: per block of query
+            |                     rows, scores stay in cache (AVX-512)
+           out
+)",
+     false, false, nullptr, {"aten::softmax", "aten::matmul|aten::bmm"}, checkAttention},
     {"conv_post_ops", 3, opsWith(op_trait::Conv), 4, true,
      R"(
         x   W  b

@@ -10,6 +10,8 @@
 
 namespace llga {
 
+class Node;
+
 struct FusionPattern {
   const char* name;
   int tier;                          // higher tiers are tried first
@@ -31,6 +33,13 @@ struct FusionPattern {
   // operand, and joins the group before the post-op chain (concat ->
   // batch_norm); when it does not, the anchor tries the next pattern.
   const char* then = nullptr;
+  // Ops that must follow the post-op chain, in order, each the only reader
+  // of the value before it, as its first operand (attention: softmax, then
+  // the second matmul); when they do not, the anchor tries the next pattern.
+  std::vector<std::string> closing = {};
+  // The whole group's ops in order (anchor, chain, closing): "" to accept,
+  // else why not (the anchor then tries the next pattern). Null: any.
+  std::string (*check)(const std::vector<const Node*>& ops) = nullptr;
 };
 
 // Highest tier first.

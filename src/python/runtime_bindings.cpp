@@ -10,6 +10,7 @@
 #include "passes/pass.h"
 #include "python/bindings.h"
 #include "runtime/compiled.h"
+#include "backend/dnnl/fused_attention.h"
 #include "backend/dnnl/microbench.h"
 #include "backend/dnnl/swish.h"
 #include "backend/dnnl/ops/primitive_cache.h"
@@ -339,6 +340,7 @@ void bindRuntime(py::module_& m) {
     d["llga_winograd"] = c.llga_winograd;
     d["bf16"] = c.bf16;
     d["fast_swish"] = fastSwishEnabled();
+    d["llga_attention"] = attention::available();
     return d;
   });
   auto events = [](const std::vector<ProfileEvent>& evs) {

@@ -278,12 +278,6 @@ std::unique_ptr<Kernel> makeLoneOpKernel(const std::shared_ptr<Graph>& sub_ptr) 
   return std::make_unique<FusedAnchorKernel>(std::move(k), std::move(sources), &op, sub_ptr);
 }
 
-std::unique_ptr<Kernel> makeChainKernel(const Node& group) {
-  std::shared_ptr<Graph> sub = subgraphOf(group);
-  if (std::unique_ptr<Kernel> lone = makeLoneOpKernel(sub)) return lone;
-  return std::make_unique<ChainKernel>(std::move(sub));
-}
-
 std::unique_ptr<Kernel> makeBatchNormKernel(const Node& group) {
   std::shared_ptr<Graph> sub = subgraphOf(group);
   const Node* bn = batchNormRelu(*sub);
@@ -316,6 +310,12 @@ std::unique_ptr<Kernel> makeConcatBatchNormKernel(const Node& group) {
 }
 
 }  // namespace
+
+std::unique_ptr<Kernel> makeChainKernel(const Node& group) {
+  std::shared_ptr<Graph> sub = subgraphOf(group);
+  if (std::unique_ptr<Kernel> lone = makeLoneOpKernel(sub)) return lone;
+  return std::make_unique<ChainKernel>(std::move(sub));
+}
 
 PatternKernels& PatternKernels::global() {
   static PatternKernels k;

@@ -40,4 +40,8 @@ class PatternKernels {
     return true;                                                                                    \
   }()
 
+// The group's subgraph run op by op in a plan of its own (the chain
+// patterns' kernel, and the fallback of kernels that fuse further).
+std::unique_ptr<Kernel> makeChainKernel(const Node& group);
+
 }  // namespace llga

@@ -1,0 +1,214 @@
+// The `attention` pattern's kernel (fuser/patterns.cpp): the group
+//   s = matmul(q, kt) -> [scale | mask: linear, add, sub, mul, div] -> softmax(s, -1) -> matmul(., v)
+// runs as llga's fused attention (backend/dnnl/fused_attention.h) when the
+// CPU has AVX-512 and the call's tensors fit it (fp32, plain, same batch
+// dims, operands broadcasting to the scores); otherwise, and for a group in
+// another precision, its ops run one by one (makeChainKernel), which the
+// report says.
+#include <algorithm>
+#include <atomic>
+#include <optional>
+
+#include "backend/dnnl/fused_attention.h"
+#include "backend/dnnl/fusion_group.h"
+#include "fuser/post_ops.h"
+#include "ir/precision.h"
+#include "runtime/exec_context.h"
+#include "runtime/threads.h"
+
+namespace llga {
+namespace {
+
+const Symbol kSoftmax = Symbol::fromQualString("aten::softmax");
+
+struct OpSource {
+  attention::ScoreOp::Kind kind;
+  float alpha = 1, beta = 0;
+  int input = -1;  // the operand's group input (Add..Div)
+};
+
+// Offsets of a tensor's element (b, 0, 0) for each flattened batch index b of
+// `batch_sizes`, the tensor's dims aligned to the right of [batch..., rows,
+// cols] (missing and size-1 dims broadcast).
+std::vector<int64_t> batchOffsets(const Tensor& t, const Shape& batch_sizes) {
+  const int64_t nb = static_cast<int64_t>(batch_sizes.size()), lead = nb + 2 - t.dim();
+  int64_t count = 1;
+  for (int64_t s : batch_sizes) count *= s;
+  std::vector<int64_t> out(static_cast<size_t>(count), 0);
+  for (int64_t b = 0; b < count; ++b) {
+    int64_t rest = b, off = 0;
+    for (int64_t d = nb - 1; d >= 0; --d) {
+      const int64_t idx = rest % batch_sizes[static_cast<size_t>(d)];
+      rest /= batch_sizes[static_cast<size_t>(d)];
+      const int64_t td = d - lead;
+      if (td >= 0 && t.size(td) != 1) off += idx * t.stride(td);
+    }
+    out[static_cast<size_t>(b)] = off;
+  }
+  return out;
+}
+
+class AttentionKernel final : public Kernel {
+ public:
+  AttentionKernel(int q, int kt, int v, std::vector<OpSource> ops, std::unique_ptr<Kernel> fallback)
+      : q_(q), kt_(kt), v_(v), ops_(std::move(ops)), fallback_(std::move(fallback)) {}
+
+  void run(const KernelArgs& a) override {
+    std::optional<attention::Problem> p = problem(a);
+    if (!p) {
+      fallback_ran_.store(true, std::memory_order_relaxed);
+      return fallback_->run(a);
+    }
+    fallback_ran_.store(false, std::memory_order_relaxed);
+    Shape out_sizes = a.tensor(static_cast<size_t>(q_)).sizes();
+    out_sizes.back() = p->Dv;
+    Tensor out = Tensor::empty(ScalarType::Float, out_sizes);
+    p->out = out.data<float>();
+    const int threads = getNumThreads();
+    attention::run(*p, threads, a.ctx.scratchpadData(attention::scratchBytes(*p, threads)));
+    a.set(0, RtValue(std::move(out)));
+  }
+
+  KernelReport report() const override {
+    if (fallback_ran_.load(std::memory_order_relaxed)) {
+      KernelReport r = fallback_->report();
+      r.detail = "ops one by one: the call's tensors do not fit llga's attention" + (r.detail.empty() ? "" : "; " + r.detail);
+      return r;
+    }
+    KernelReport r;
+    r.impl = "llga_attention:avx512";
+    r.detail = "q@kt, " + std::to_string(ops_.size()) + " score op(s), softmax, @v per 32 query rows";
+    return r;
+  }
+  const char* primitiveKind() const override { return "llga attention"; }
+  // Reads every operand through its strides (q, k^T and v are usually views).
+  bool acceptsStrided(size_t) const override { return true; }
+
+ private:
+  // The call as the fused kernel's problem, or nothing when it does not fit.
+  std::optional<attention::Problem> problem(const KernelArgs& a) const {
+    auto usable = [](const RtValue& v) {
+      return v.isTensor() && v.tensor().dtype() == ScalarType::Float && !v.tensor().isBlocked();
+    };
+    if (!usable(a.input(static_cast<size_t>(q_))) || !usable(a.input(static_cast<size_t>(kt_))) ||
+        !usable(a.input(static_cast<size_t>(v_))))
+      return std::nullopt;
+    const Tensor& q = a.tensor(static_cast<size_t>(q_));
+    const Tensor& kt = a.tensor(static_cast<size_t>(kt_));
+    const Tensor& v = a.tensor(static_cast<size_t>(v_));
+    const int64_t n = q.dim();
+    if (n < 2 || kt.dim() != n || v.dim() != n) return std::nullopt;
+    const Shape batch(q.sizes().begin(), q.sizes().end() - 2);
+    for (int64_t d = 0; d + 2 < n; ++d)
+      if (kt.size(d) != q.size(d) || v.size(d) != q.size(d)) return std::nullopt;
+    attention::Problem p;
+    p.L = q.size(-2);
+    p.D = q.size(-1);
+    p.S = kt.size(-1);
+    p.Dv = v.size(-1);
+    if (kt.size(-2) != p.D || v.size(-2) != p.S) return std::nullopt;
+    p.batch = 1;
+    for (int64_t s : batch) p.batch *= s;
+    auto operand = [&](const Tensor& t) {
+      return attention::Operand{t.data<float>(), batchOffsets(t, batch), t.stride(-2), t.stride(-1)};
+    };
+    p.q = operand(q);
+    p.kt = operand(kt);
+    p.v = operand(v);
+    for (const OpSource& o : ops_) {
+      attention::ScoreOp op;
+      op.kind = o.kind;
+      op.alpha = o.alpha;
+      op.beta = o.beta;
+      if (o.input >= 0) {
+        if (!usable(a.input(static_cast<size_t>(o.input)))) return std::nullopt;
+        const Tensor& t = a.tensor(static_cast<size_t>(o.input));
+        if (t.dim() > n) return std::nullopt;
+        const Shape scores = [&] {
+          Shape s = batch;
+          s.push_back(p.L);
+          s.push_back(p.S);
+          return s;
+        }();
+        for (int64_t i = 0; i < t.dim(); ++i) {  // broadcasts to the scores without growing them
+          const int64_t td = t.size(t.dim() - 1 - i), sd = scores[scores.size() - 1 - static_cast<size_t>(i)];
+          if (td != 1 && td != sd) return std::nullopt;
+        }
+        op.data = t.data<float>();
+        op.batch_offset = batchOffsets(t, batch);
+        op.row_stride = t.dim() >= 2 && t.size(-2) != 1 ? t.stride(-2) : 0;
+        op.col_stride = t.dim() >= 1 && t.size(-1) != 1 ? t.stride(-1) : 0;
+      }
+      p.ops.push_back(std::move(op));
+    }
+    return p;
+  }
+
+  int q_, kt_, v_;
+  std::vector<OpSource> ops_;
+  std::unique_ptr<Kernel> fallback_;
+  std::atomic<bool> fallback_ran_{false};
+};
+
+// The group input a subgraph value comes from, or -1.
+int inputIndex(const Graph& sub, const Value* v) {
+  const auto& ins = sub.inputs();
+  auto it = std::find(ins.begin(), ins.end(), v);
+  return it == ins.end() ? -1 : static_cast<int>(it - ins.begin());
+}
+
+std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
+  std::unique_ptr<Kernel> fallback = makeChainKernel(group);
+  const std::shared_ptr<Graph> sub = group.subgraph();
+  if (!sub || !attention::available() || precisionOf(group) != Precision::F32) return fallback;
+  std::vector<const Node*> ops;
+  for (const Node* n : sub->nodes())
+    if (n->kind() != prim::Constant) {
+      if (precisionOf(*n) != Precision::F32) return fallback;
+      ops.push_back(n);
+    }
+  // The fuser's shape of the group (checkAttention in fuser/patterns.cpp).
+  if (ops.size() < 3 || ops[ops.size() - 2]->kind() != kSoftmax) return fallback;
+  const Node* qk = ops.front();
+  const Node* pv = ops.back();
+  const int q = inputIndex(*sub, qk->input(0)), kt = inputIndex(*sub, qk->input(1)), v = inputIndex(*sub, pv->input(1));
+  if (q < 0 || kt < 0 || v < 0) return fallback;
+  std::vector<OpSource> sources;
+  const Value* chain = qk->output();
+  for (size_t i = 1; i + 2 < ops.size(); ++i) {
+    PostOpMatch m = translatePostOp(*ops[i], chain);
+    if (!m.ok()) return fallback;
+    for (const PostOp& op : m.ops) {
+      OpSource s;
+      if (op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Linear) {
+        s.kind = attention::ScoreOp::Kind::Linear;
+        s.alpha = op.alpha;
+        s.beta = op.beta;
+      } else if (op.kind == PostOp::Kind::Binary && op.operand) {
+        switch (op.alg) {
+          case PostOpAlg::Add: s.kind = attention::ScoreOp::Kind::Add; break;
+          case PostOpAlg::Sub: s.kind = attention::ScoreOp::Kind::Sub; break;
+          case PostOpAlg::Mul: s.kind = attention::ScoreOp::Kind::Mul; break;
+          case PostOpAlg::Div: s.kind = attention::ScoreOp::Kind::Div; break;
+          default: return fallback;
+        }
+        s.input = inputIndex(*sub, op.operand);
+        if (s.input < 0) return fallback;
+      } else {
+        return fallback;
+      }
+      sources.push_back(s);
+    }
+    chain = ops[i]->output();
+  }
+  return std::make_unique<AttentionKernel>(q, kt, v, std::move(sources), std::move(fallback));
+}
+
+}  // namespace
+
+LLGA_REGISTER_PATTERN_KERNEL(attention,
+                             "llga's fused attention (q@kt, scale/mask, softmax, @v per block of query rows; "
+                             "AVX-512); otherwise its ops one by one",
+                             makeAttentionKernel);
+
+}  // namespace llga

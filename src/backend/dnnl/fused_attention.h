@@ -1,0 +1,58 @@
+// llga's attention kernel (the `attention` pattern, fuser/patterns.cpp):
+//   out = softmax(f(q @ kt), dim=-1) @ v
+// where f is the chain between the first product and the softmax (a scale,
+// an additive mask: alpha * s + beta, or + - * / a broadcast operand).
+//
+// oneDNN 2.6 has no primitive for it; op by op it is two matmul primitives, a
+// softmax primitive and a [B, H, L, S] score tensor written and read three
+// times. Here each block of 32 query rows is done start to end while its
+// scores stay in the core's cache: q_blk @ kt (an 8x32 AVX-512 FMA tile over
+// K^T packed once per batch entry), f, the row maxima, exp and sums, then the
+// unnormalised probabilities @ v (a 6x64 tile) and one scale of the output
+// rows by 1 / sum. Every step is fp32 with fp32 accumulation, as the op-by-op
+// path; the results differ from it by rounding only (the division by the sum
+// is applied to the output rows instead of the probabilities).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace llga::attention {
+
+// One step of f, applied to every score s.
+struct ScoreOp {
+  enum class Kind : uint8_t { Linear, Add, Sub, Mul, Div } kind = Kind::Linear;
+  float alpha = 1, beta = 0;  // Linear: alpha * s + beta
+  // Add..Div: s op operand, the operand read at data + batch_offset[b] +
+  // row * row_stride + col * col_stride (strides 0 where it broadcasts).
+  const float* data = nullptr;
+  std::vector<int64_t> batch_offset;
+  int64_t row_stride = 0, col_stride = 0;
+};
+
+// A strided operand: element (b, i, j) at data + batch_offset[b] + i * row_stride + j * col_stride.
+struct Operand {
+  const float* data = nullptr;
+  std::vector<int64_t> batch_offset;
+  int64_t row_stride = 0, col_stride = 0;
+};
+
+struct Problem {
+  int64_t batch = 0, L = 0, S = 0, D = 0, Dv = 0;
+  Operand q;   // [batch, L, D]
+  Operand kt;  // [batch, D, S]
+  Operand v;   // [batch, S, Dv]
+  std::vector<ScoreOp> ops;
+  float* out = nullptr;  // [batch, L, Dv], row-major
+};
+
+// Whether this CPU runs the kernel (AVX-512F).
+bool available();
+// Scratch `run` needs with `threads` threads.
+size_t scratchBytes(const Problem& p, int threads);
+// Runs on `threads` threads (OpenMP) with `scratch` of scratchBytes(p, threads)
+// bytes, 64-byte aligned. Requires available().
+void run(const Problem& p, int threads, void* scratch);
+
+}  // namespace llga::attention

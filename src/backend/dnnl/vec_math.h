@@ -1,0 +1,49 @@
+// Vector math llga's own AVX-512 kernels share (swish, fused attention).
+// Header-only: each function carries its target attribute, so a file that
+// includes it needs no -mavx512f and calls it only where the CPU has it.
+#pragma once
+
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_ps) when they are inlined here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#define LLGA_AVX512 __attribute__((target("avx512f")))
+
+namespace llga::vec {
+
+// exp for a <= 0: n = round(a log2e), r = a - n ln2 with ln2 in two parts,
+// e^r by a polynomial, scaled by 2^n; 0 below -87.
+constexpr float kExpFloor = -104.0f, kLog2e = 1.44269504f, kLn2Hi = 0.693145752f, kLn2Lo = 1.42860677e-6f;
+// Below this e^a is flushed to 0 instead of computed: from a >= -87 the
+// result is at least 2^-126 (float's smallest normal); scalef writing a
+// denormal takes a microcode assist (~100+ cycles), which a softmax row with
+// an additive -10000 mask (BERT's) hit on every masked score.
+constexpr float kExpNormalFloor = -87.0f;
+// e^r on |r| <= ln2/2: degree 5, fitted to the relative error with the
+// constant term held at 1 (iteratively reweighted least squares on Chebyshev
+// nodes): 1.7e-7 evaluated in float, one FMA fewer than Taylor's degree 6,
+// highest power first.
+constexpr float kExpPoly5[] = {8.290370926e-03f, 4.189793020e-02f, 1.666763574e-01f, 4.999915063e-01f,
+                               9.999997020e-01f, 1.0f};
+
+// e^a for 16 lanes of a <= 0 (or NaN, which stays NaN); 0 for a < -87 (and
+// -inf), never a denormal (e^-87 is 1.6e-38).
+LLGA_AVX512 inline __m512 expNonPositive16(__m512 a) {
+  const __mmask16 normal = _mm512_cmp_ps_mask(a, _mm512_set1_ps(kExpNormalFloor), _CMP_NLT_UQ);  // NaN too
+  a = _mm512_max_ps(_mm512_set1_ps(kExpNormalFloor), a);  // the second operand when NaN: a NaN stays
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(kLog2e)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), a);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kExpPoly5[0]);
+#pragma GCC unroll 5
+  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly5[i]));
+  return _mm512_maskz_scalef_ps(normal, p, n);
+}
+
+// Whether this CPU runs the AVX-512F functions here.
+bool cpuHasAvx512();
+
+}  // namespace llga::vec

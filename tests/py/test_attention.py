@@ -1,0 +1,183 @@
+"""The attention pattern: q @ k^T -> [scale, mask] -> softmax(-1) -> @ v as
+one partition, run by llga's fused kernel where the CPU has AVX-512
+(backend/dnnl/fused_attention.h), op by op otherwise and for calls whose
+tensors do not fit it. Parity with PyTorch everywhere, and the decision as
+the IR and the partition report show it."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+import llga
+from llga import zoo
+
+FUSED = llga.cpu_capabilities()["llga_attention"]
+
+
+def compile_(module, *inputs, **kw):
+    module = module.eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(module, inputs, check_trace=False)
+    return llga.optimize(traced, **kw)
+
+
+def check(c, module, *inputs, rtol=1e-4, atol=1e-5):
+    with torch.no_grad():
+        want = module(*inputs)
+    got = c(*[x.numpy() for x in inputs])
+    np.testing.assert_allclose(got, want.numpy(), rtol=rtol, atol=atol)
+    return got
+
+
+def attention_parts(c):
+    return [p for p in c.partitions if p.pattern == "attention"]
+
+
+class _Sdpa(nn.Module):
+    """softmax(q @ k^T * scale [+ mask]) @ v, in the forms models write it."""
+
+    def __init__(self, form="mul", masked=True):
+        super().__init__()
+        self.form, self.masked = form, masked
+
+    def forward(self, q, k, v, mask):
+        s = torch.matmul(q, k.transpose(-2, -1))
+        if self.form == "mul":
+            s = s * (1.0 / math.sqrt(q.shape[-1]))
+        elif self.form == "div":
+            s = s / math.sqrt(q.shape[-1])
+        if self.masked:
+            s = s + mask
+        return torch.matmul(torch.softmax(s, dim=-1), v)
+
+
+@pytest.mark.parametrize("batch,L,S,D,Dv,mask_shape", [
+    ((2, 3), 5, 7, 8, 3, (7,)),              # mask over keys only
+    ((2, 3), 33, 50, 20, 70, (33, 50)),      # tails everywhere: 33 rows, 50 keys, Dv past 64
+    ((1, 12), 128, 128, 64, 64, (1, 1, 1, 128)),  # BERT's shapes and mask
+    ((4,), 1, 1, 1, 1, (1, 1)),              # one query, one key
+    ((), 17, 16, 16, 16, (17, 16)),          # no batch dims
+    ((2, 2), 9, 31, 5, 17, (2, 2, 9, 31)),   # a full mask
+])
+def test_attention_forms_match_pytorch(batch, L, S, D, Dv, mask_shape):
+    g = torch.Generator().manual_seed(L * 100 + S)
+    q, k = torch.randn(*batch, L, D, generator=g), torch.randn(*batch, S, D, generator=g)
+    v, mask = torch.randn(*batch, S, Dv, generator=g), torch.randn(*mask_shape, generator=g) * 3
+    for form in ("mul", "div", "none"):
+        m = _Sdpa(form)
+        c = compile_(m, q, k, v, mask)
+        parts = attention_parts(c)
+        assert len(parts) == 1, [p.pattern for p in c.partitions]
+        assert parts[0].ops[0] == "aten::matmul" and parts[0].ops[-2:] == ["aten::softmax", "aten::matmul"]
+        check(c, m, q, k, v, mask)
+        assert ("llga_attention" in parts[0].impl) == FUSED, parts[0].impl
+
+
+def test_scores_read_twice_are_no_attention():
+    class M(nn.Module):
+        def forward(self, q, k, v):
+            s = q @ k.transpose(1, 2)
+            return torch.softmax(s, -1) @ v, s
+
+    q, k, v = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5)
+    c = compile_(M(), q, k, v)
+    assert not attention_parts(c)
+    with torch.no_grad():
+        want = M()(q, k, v)
+    for got, w in zip(c(q.numpy(), k.numpy(), v.numpy()), want):
+        np.testing.assert_allclose(got, w.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_masked_rows_and_nan_match_pytorch():
+    # BERT's -10000 padding mask (exp underflows: no denormals, no slowdown),
+    # a row masked entirely with -inf (NaN in PyTorch), a NaN score.
+    q, k, v = torch.randn(1, 2, 6, 16), torch.randn(1, 2, 40, 16), torch.randn(1, 2, 40, 16)
+    mask = torch.zeros(6, 40)
+    mask[:, 30:] = -10000.0
+    mask[2, :] = -math.inf
+    q[0, 1, 4, 3] = math.nan
+    m = _Sdpa("mul")
+    c = compile_(m, q, k, v, mask)
+    assert len(attention_parts(c)) == 1
+    got = check(c, m, q, k, v, mask)
+    assert np.isnan(got[0, :, 2]).all() and np.isnan(got[0, 1, 4]).all() and not np.isnan(got[0, 0, 4]).any()
+
+
+def test_torchvision_style_multihead_attention():
+    # nn.MultiheadAttention as ViT traces it: q scaled before the product, bmm.
+    mha = nn.MultiheadAttention(64, 4).eval()
+    x = torch.randn(23, 2, 64)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = mha
+
+        def forward(self, x):
+            return self.mha(x, x, x, need_weights=False)[0]
+
+    c = compile_(M(), x)
+    assert len(attention_parts(c)) == 1
+    check(c, M(), x, rtol=1e-4, atol=1e-5)
+
+
+def test_bert_layer_with_padding():
+    model = zoo.bert_like(vocab=100, hidden=64, layers=2, heads=4, max_positions=64)
+    ids, mask = zoo.bert_inputs(batch=2, seq=24, vocab=100)
+    c = compile_(model, ids, mask)
+    assert len(attention_parts(c)) == 2
+    with torch.no_grad():
+        want = model(ids, mask)
+    want = want[0] if isinstance(want, tuple) else want
+    got = c(ids.numpy(), mask.numpy())
+    got = got[0] if isinstance(got, tuple) else got
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=2e-5)
+
+
+def test_calls_that_do_not_fit_run_op_by_op():
+    # Traced with equal batch dims; called with k and v broadcasting over q's
+    # batch (matmul allows it, the fused kernel does not): the ops one by one.
+    m = _Sdpa("mul")
+    q, k, v, mask = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 4), torch.randn(7)
+    c = compile_(m, q, k, v, mask)
+    q2, k2, v2 = torch.randn(2, 3, 5, 8), torch.randn(1, 3, 7, 8), torch.randn(1, 3, 7, 4)
+    check(c, m, q2, k2, v2, mask)
+    part = attention_parts(c)[0]
+    assert "llga_attention" not in part.impl and "one by one" in part.detail, (part.impl, part.detail)
+    check(c, m, q, k, v, mask)  # and back
+    assert ("llga_attention" in attention_parts(c)[0].impl) == FUSED
+
+
+def test_routed_off_and_bf16_agree():
+    m = _Sdpa("div")
+    q, k, v, mask = torch.randn(2, 4, 20, 32), torch.randn(2, 4, 24, 32), torch.randn(2, 4, 24, 32), torch.randn(20, 24)
+    off = compile_(m, q, k, v, mask, route={"attention": False})
+    assert not attention_parts(off)
+    check(off, m, q, k, v, mask)
+    if llga.cpu_capabilities()["bf16"]:
+        c = compile_(m, q, k, v, mask, precision="bf16")
+        for p in attention_parts(c):  # the fused kernel is fp32: a bf16 group runs its ops
+            assert "llga_attention" not in p.impl
+        check(c, m, q, k, v, mask, rtol=3e-2, atol=3e-2)
+
+
+def test_concurrent_calls():
+    from concurrency import run_concurrently
+
+    m = _Sdpa("mul")
+    q, k, v, mask = torch.randn(2, 4, 40, 16), torch.randn(2, 4, 50, 16), torch.randn(2, 4, 50, 16), torch.randn(50)
+    c = compile_(m, q, k, v, mask)
+    with torch.no_grad():
+        want = m(q, k, v, mask).numpy()
+    args = [x.numpy() for x in (q, k, v, mask)]
+    first = c(*args)
+    np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-5)
+
+    def worker(i):
+        for _ in range(5):
+            np.testing.assert_array_equal(c(*args), first)
+
+    run_concurrently(worker, 4)
