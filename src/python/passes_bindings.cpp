@@ -190,6 +190,7 @@ void bindPasses(py::module_& m) {
       d["max_post_ops"] = p.max_post_ops;
       d["lone_ok"] = p.lone_ok;
       d["then"] = p.then ? py::object(py::str(p.then)) : py::object(py::none());
+      d["closing"] = p.closing;
       const PatternKernel* k = PatternKernels::global().find(p.name);
       d["kernel"] = k ? k->description : std::string("(no kernel bound)");
       d["diagram"] = p.diagram;

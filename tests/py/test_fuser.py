@@ -371,6 +371,10 @@ def test_fusion_table_lists_diagrams():
     cat_bn = table[names.index("concat_batchnorm")]
     assert cat_bn["then"] == "aten::batch_norm" and names.index("concat_batchnorm") < names.index("concat")
     assert all(p["then"] is None for p in table if p["name"] != "concat_batchnorm")
+    att = table[names.index("attention")]  # tried before matmul_post_ops, which takes the anchor otherwise
+    assert att["closing"] == ["aten::softmax", "aten::matmul|aten::bmm"]
+    assert names.index("attention") < names.index("matmul_post_ops")
+    assert all(not p["closing"] for p in table if p["name"] != "attention")
 
 
 def test_pytorch_fuser_cases_alpha_broadcast_and_identities():
