@@ -76,7 +76,8 @@ def cpu_capabilities() -> dict:
     AVX512-BF16 or AMX, emulated on plain AVX-512; see ``isa``), and
     ``fast_swish`` (llga's own swish runs a final silu on large outputs: the
     CPU has AVX-512F, or AVX2 and FMA, and ``LLGA_FAST_SWISH`` is not "0"),
-    and ``llga_attention`` (the attention pattern runs as llga's fused
+    ``fast_gelu`` (the same for a final gelu: AVX-512F and ``LLGA_FAST_GELU``
+    is not "0"), and ``llga_attention`` (the attention pattern runs as llga's fused
     kernel: the CPU has AVX-512F; otherwise its ops run one by one)."""
     return dict(_llga.dnnl_capabilities())
 

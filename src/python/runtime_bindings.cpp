@@ -12,7 +12,7 @@
 #include "runtime/compiled.h"
 #include "backend/dnnl/fused_attention.h"
 #include "backend/dnnl/microbench.h"
-#include "backend/dnnl/swish.h"
+#include "backend/dnnl/activations.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "runtime/profiler.h"
 #include "runtime/threads.h"
@@ -340,6 +340,7 @@ void bindRuntime(py::module_& m) {
     d["llga_winograd"] = c.llga_winograd;
     d["bf16"] = c.bf16;
     d["fast_swish"] = fastSwishEnabled();
+    d["fast_gelu"] = fastGeluEnabled();
     d["llga_attention"] = attention::available();
     return d;
   });

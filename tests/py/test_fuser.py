@@ -2,6 +2,7 @@
 test_jit_llga_fuser.py describes the grouping it expects; these are the same
 semantics, checked on llga's own small models), plus parity with PyTorch."""
 
+import math
 import re
 
 import numpy as np
@@ -164,7 +165,7 @@ class _ConvSilu(nn.Module):
 
 
 # A final silu over a large output runs as llga's swish after the oneDNN
-# primitive (backend/dnnl/swish.h: oneDNN 2.6's divides) where the CPU has
+# primitive (backend/dnnl/activations.h: oneDNN 2.6's divides) where the CPU has
 # AVX-512 or AVX2 with FMA; small outputs, silus followed by more post-ops and
 # older CPUs keep oneDNN's fused post-op. Either way: PyTorch's numbers.
 FAST_SWISH = llga.cpu_capabilities()["fast_swish"]
@@ -270,6 +271,60 @@ def test_conv_post_op_operand_of_lower_rank_at_another_batch():
         x = torch.randn(*shape)
         with torch.no_grad():
             np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+# gelu (erf) last over 16k+ outputs of a product or convolution runs as
+# llga's own after the primitive on AVX-512 (activations.h); tanh-gelu, small
+# outputs and a gelu followed by more post-ops keep oneDNN's post-op.
+FAST_GELU = llga.cpu_capabilities()["fast_gelu"]
+
+
+class _Gelu(nn.Module):
+    def __init__(self, form):
+        super().__init__()
+        self.form = form
+        self.fc = nn.Linear(96, 512)
+        self.conv = nn.Conv2d(16, 32, 3, padding=1)
+
+    def forward(self, x, y):
+        if self.form == "linear":
+            return F.gelu(self.fc(x))
+        if self.form == "tanh":
+            return F.gelu(self.fc(x), approximate="tanh")
+        if self.form == "then_add":
+            return F.gelu(self.fc(x)) + y
+        return F.gelu(self.conv(x.reshape(-1, 16, 8, 48)[:, :, :, :8]))
+
+
+@pytest.mark.parametrize("form,rows,llga_gelu", [
+    ("linear", 64, True), ("linear", 8, False), ("tanh", 64, False), ("then_add", 64, False), ("conv", 512, True)])
+def test_final_gelu_runs_as_llga_gelu_on_large_outputs(form, rows, llga_gelu):
+    m = _Gelu(form).eval()
+    x, y = torch.randn(2, rows, 96) * 3, torch.randn(2, rows, 512)
+    c = compile_(m, x, y)
+    anchors = [p for p in c.partitions if p.pattern in ("matmul_post_ops", "conv_post_ops")]
+    assert len(anchors) == 1 and ("+llga_gelu" in anchors[0].impl) == (llga_gelu and FAST_GELU), \
+        [p.impl for p in c.partitions]
+    x2, y2 = torch.randn(3, rows * 2, 96) * 3, torch.randn(3, rows * 2, 512)
+    with torch.no_grad():
+        np.testing.assert_allclose(c(x2.numpy(), y2.numpy()), m(x2, y2).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_llga_gelu_edge_values_match_pytorch():
+    vals = [-math.inf, math.inf, math.nan, -0.0, 0.0, -5.0, -13.0, -30.0, 30.0, 1e-30, -1e-30, 3.0, -3.0]
+    x = torch.tensor(vals).repeat(2048)[:, None]  # x @ ones(1, 8): each value in 8 columns, 213k outputs
+    lin = nn.Linear(1, 8, bias=False).eval()
+    with torch.no_grad():
+        lin.weight.fill_(1.0)
+    m = nn.Sequential(lin, nn.GELU()).eval()
+    c = llga.optimize(torch.jit.trace(m, x), example_inputs=(x,))
+    assert ("+llga_gelu" in c.partitions[0].impl) == FAST_GELU, c.partitions[0].impl
+    got = c(x.numpy())
+    with torch.no_grad():
+        want = m(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)  # NaN where PyTorch has NaN (-inf, NaN)
+    got = got.reshape(2048, len(vals), 8)
+    assert np.isnan(got[:, 0]).all() and np.isnan(got[:, 2]).all() and (got[:, 1] == math.inf).all()
 
 
 def test_llga_swish_under_concurrent_calls():

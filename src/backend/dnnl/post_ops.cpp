@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "backend/dnnl/dnnl_utils.h"
-#include "backend/dnnl/swish.h"
+#include "backend/dnnl/activations.h"
 
 namespace llga {
 
@@ -53,12 +53,15 @@ dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vecto
   return attr;
 }
 
-bool takeFinalSwish(std::vector<PostOp>& ops, int64_t out_elements) {
-  if (ops.empty() || ops.back().kind != PostOp::Kind::Eltwise || ops.back().alg != PostOpAlg::Swish ||
-      ops.back().alpha != 1.0f || out_elements < kFastSwishMinElements || !fastSwishEnabled())
-    return false;
-  ops.pop_back();
-  return true;
+OwnActivation takeFinalActivation(std::vector<PostOp>& ops, int64_t out_elements) {
+  if (ops.empty() || ops.back().kind != PostOp::Kind::Eltwise || out_elements < kOwnActivationMinElements)
+    return OwnActivation::None;
+  const PostOp& last = ops.back();
+  OwnActivation a = OwnActivation::None;
+  if (last.alg == PostOpAlg::Swish && last.alpha == 1.0f && fastSwishEnabled()) a = OwnActivation::Swish;
+  else if (last.alg == PostOpAlg::GeluErf && fastGeluEnabled()) a = OwnActivation::GeluErf;
+  if (a != OwnActivation::None) ops.pop_back();
+  return a;
 }
 
 void checkOperandFits(const Tensor& t, const Shape& out) {

@@ -12,6 +12,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "backend/dnnl/activations.h"
 #include "fuser/post_ops.h"
 #include "ir/ir.h"
 #include "runtime/tensor.h"
@@ -25,10 +26,11 @@ dnnl::algorithm dnnlAlgorithm(PostOpAlg a);
 // the memory descriptor of each Binary op's operand, in chain order.
 dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vector<dnnl::memory::desc>& operand_mds);
 
-// When the chain ends in silu and the output has enough elements for llga's
-// swish pass (backend/dnnl/swish.h) to beat oneDNN's post-op, removes it from
-// `ops` and returns true: the caller runs swishInPlace after the primitive.
-bool takeFinalSwish(std::vector<PostOp>& ops, int64_t out_elements);
+// When the chain ends in silu or gelu (erf) and the output has enough
+// elements for llga's own pass (backend/dnnl/activations.h) to beat oneDNN's
+// post-op, removes it from `ops` and returns which: the caller runs
+// runOwnActivation after the primitive. Otherwise None, `ops` untouched.
+OwnActivation takeFinalActivation(std::vector<PostOp>& ops, int64_t out_elements);
 
 // A fused chain's operand that would broadcast the output up (a shape the
 // fuser did not see): the chain must run op by op instead.

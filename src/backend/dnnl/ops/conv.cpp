@@ -8,8 +8,8 @@
 // reordered into the primitive's layout once per input shape and kept.
 // Algorithm: direct, or Winograd where it pays (winogradPays): oneDNN's, or
 // where oneDNN has none (AVX2) llga's own (ownWinogradPays). A chain
-// ending in silu over a large output runs llga's swish after the primitive
-// (backend/dnnl/swish.h).
+// ending in silu or gelu over a large output runs llga's own activation after
+// the primitive (backend/dnnl/activations.h).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -20,7 +20,7 @@
 #include "backend/dnnl/ops/fused.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/post_ops.h"
-#include "backend/dnnl/swish.h"
+#include "backend/dnnl/activations.h"
 #include "backend/dnnl/winograd.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "backend/dnnl/quantize.h"
@@ -60,7 +60,7 @@ struct ConvEntry {
   bool transposed = false;
   std::vector<PostOp> ops;  // the chain for these shapes (a same-shape add becomes a sum)
   int sum_operand = -1;     // which operand pre-fills dst for the sum, if any
-  bool swish_after = false; // the chain's final silu runs after the primitive (backend/dnnl/swish.h)
+  OwnActivation act_after = OwnActivation::None;  // the chain's final silu/gelu, run after the primitive (backend/dnnl/activations.h)
   bool winograd = false;    // weights in a Winograd format (oneDNN's or llga's): no reorder out of it
   bool bf16 = false;        // src and weights bf16 (the kernel's precision, where oneDNN had a kernel)
   bool int8 = false;        // src u8/s8 (quantized per call), weights s8 per output channel, output scales
@@ -143,7 +143,7 @@ class ConvKernel final : public Kernel {
                : !constant_weight_ ? "fp32: int8 needs constant weights"
                : !int8::hasVnni()  ? "fp32: oneDNN's int8 kernels here have no VNNI"
                                    : "fp32: oneDNN has no int8 kernel for this convolution";
-    return {e->impl + (e->swish_after ? "+llga_swish" : ""), layoutName(e->src_md), layoutName(e->wei_md, true),
+    return {e->impl + ownActivationSuffix(e->act_after), layoutName(e->src_md), layoutName(e->wei_md, true),
             layoutName(e->dst_md), kept ? "kept" : "plain", detail};
   }
 
@@ -340,9 +340,9 @@ class ConvKernel final : public Kernel {
       }
       execute(ctx, t.prim, t.scratch_md, std::move(targs));
     }
-    if (e->swish_after)  // over dst's whole dense buffer (a blocked layout's padding is 0 and stays 0)
-      swishInPlace(static_cast<float*>(dst.get_data_handle()),
-                   static_cast<int64_t>(e->dst_md.get_size() / sizeof(float)));
+    if (e->act_after != OwnActivation::None)  // over dst's whole dense buffer (a blocked layout's padding is 0 and stays 0)
+      runOwnActivation(e->act_after, static_cast<float*>(dst.get_data_handle()),
+                       static_cast<int64_t>(e->dst_md.get_size() / sizeof(float)));
     if (!direct) reorder(ctx, dst, wrap(out, e->dst_plain));
     last_.store(e);
     a.set(0, batched ? out : out.squeeze(0));
@@ -366,7 +366,7 @@ class ConvKernel final : public Kernel {
       if (op.kind == PostOp::Kind::Sum) op.kind = PostOp::Kind::Binary;
     int64_t out_elems = 1;
     for (int64_t d : out) out_elems *= d;
-    const bool swish = e.swish_after || takeFinalSwish(ops, out_elems);
+    const OwnActivation act = e.act_after != OwnActivation::None ? e.act_after : takeFinalActivation(ops, out_elems);
     // each op's operand (or none), and whether it is full-size
     std::vector<int> operand_of(ops.size(), -1);
     std::vector<bool> full(ops.size(), false);
@@ -422,7 +422,7 @@ class ConvKernel final : public Kernel {
       take(pd, dnnl::convolution_forward(pd));
       e.impl = impl;
       e.ops = head;
-      e.swish_after = swish;
+      e.act_after = act;
       e.sum_operand = -1;
       e.operand_mds = std::move(mds);
       e.operand_reorder = std::move(moved);
@@ -580,7 +580,7 @@ class ConvKernel final : public Kernel {
     for (size_t i = 0; i < 2; ++i)
       if (p.stride[i] != 1 || p.dilation[i] != 1) return false;
     if (x.size(1) < 64 || oc < 32 || x.size(1) % 8 != 0 || oc % 8 != 0) return false;
-    if (!e.operand_mds.empty() || e.swish_after) return false;
+    if (!e.operand_mds.empty() || e.act_after != OwnActivation::None) return false;
     for (const PostOp& op : e.ops)
       if (op.kind != PostOp::Kind::Sum && !(op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Relu && op.beta == 0.0f))
         return false;
@@ -690,11 +690,11 @@ class ConvKernel final : public Kernel {
       }
       ++o;
     }
-    // A final silu over a large output: llga's swish after the primitive is
-    // cheaper than oneDNN's post-op (backend/dnnl/swish.h measures why).
+    // A final silu or gelu over a large output: llga's own after the primitive
+    // is cheaper than oneDNN's post-op (backend/dnnl/activations.h measures why).
     int64_t out_elems = 1;
     for (int64_t d : out) out_elems *= d;
-    e.swish_after = !dst_bf16 && !dst_int8 && takeFinalSwish(e.ops, out_elems);  // llga's swish is fp32
+    e.act_after = !dst_bf16 && !dst_int8 ? takeFinalActivation(e.ops, out_elems) : OwnActivation::None;  // llga's are fp32
     // A quantized dst: the chain's result (real values) times 1 / out_scale, then rounded and saturated.
     // (a fake quantization's last linear gives whole numbers here, so adding
     // the zero point before the dst's rounding is exact; an appended one
@@ -825,7 +825,7 @@ class ConvKernel final : public Kernel {
         } catch (const dnnl::error&) {
         }
         dsts.push_back(memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out)));
-        const bool swish = takeFinalSwish(ops, out_elems);
+        const OwnActivation act = takeFinalActivation(ops, out_elems);
         for (const memory::desc& dst_fmt : dsts) {
           std::vector<memory::desc> mds;
           std::vector<bool> moved;
@@ -842,7 +842,7 @@ class ConvKernel final : public Kernel {
             if (isReference(pd)) continue;
             take(pd, dnnl::convolution_forward(pd));
             e.ops = ops;
-            e.swish_after = swish;
+            e.act_after = act;
             e.sum_operand = -1;
             e.operand_mds = std::move(mds);
             e.operand_reorder = std::move(moved);

@@ -14,7 +14,7 @@
 #include "backend/dnnl/ops/fused.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "backend/dnnl/quantize.h"
-#include "backend/dnnl/swish.h"
+#include "backend/dnnl/activations.h"
 #include "ir/precision.h"
 #include "runtime/threads.h"
 
@@ -35,7 +35,7 @@ struct MatmulEntry {
   std::vector<float> int8_scales;  // per column of b: act_scale * weight scale (the bias is divided by it)
   bool dynamic = false;  // int8 with the activation's scale taken per call: int8_scales holds the weights' alone
   size_t pre_ops = 0;    // dynamic: post-ops before the chain's (times this call's scale, plus the bias)
-  bool swish_after = false;  // the chain's final silu runs after the primitive (backend/dnnl/swish.h)
+  OwnActivation act_after = OwnActivation::None;  // the chain's final silu/gelu, run after the primitive (backend/dnnl/activations.h)
   SharedBoundArgs bound;  // the primitive's arguments, re-pointed call after call
   // When oneDNN has only its reference kernel for the product with the whole
   // chain (a batched product with a mask shared across the batch, for one),
@@ -143,7 +143,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     if (chain)
       for (const Tensor& t : chain->operands) e.operand_mds.push_back(binaryOperandDesc(t, static_cast<size_t>(nd)));
     std::vector<PostOp> ops = chain ? *chain->ops : std::vector<PostOp>{};
-    e.swish_after = takeFinalSwish(ops, out.numel());  // then llga's swish runs after the primitive
+    e.act_after = takeFinalActivation(ops, out.numel());  // then llga's own runs after the primitive
     if (e.dynamic) {
       // The activation's scale changes every call: runtime output scales
       // would leave oneDNN only its gemm kernel (no AMX), so the weights'
@@ -316,7 +316,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       }
     execute(ctx, e->tail, e->tail_scratch_md, std::move(targs));
   }
-  if (e->swish_after) swishInPlace(static_cast<float*>(out.data()), out.numel());
+  if (e->act_after != OwnActivation::None) runOwnActivation(e->act_after, static_cast<float*>(out.data()), out.numel());
   if (chain) chain->used = e;
   return out;
 }
@@ -518,7 +518,7 @@ class FusedMatmulKernel final : public Kernel {
       detail = !quant_ && !dynamic_ ? "fp32: no calibrated activation scale"
                : !int8::hasVnni()     ? "fp32: oneDNN's int8 kernels here have no VNNI"
                                       : "fp32: oneDNN has no int8 kernel for this product";
-    return {e->impl + (e->swish_after ? "+llga_swish" : ""), layoutName(e->src_md), layoutName(e->wei_md, true),
+    return {e->impl + ownActivationSuffix(e->act_after), layoutName(e->src_md), layoutName(e->wei_md, true),
             layoutName(e->dst_md), "", detail};
   }
 

@@ -1,4 +1,4 @@
-#include "backend/dnnl/swish.h"
+#include "backend/dnnl/activations.h"
 
 #include <omp.h>
 
@@ -107,6 +107,66 @@ void swishAnyRange(float* p, int64_t begin, int64_t end) {
   else swishRangeAvx2(p, begin, end);
 }
 
+// gelu(x) = x / 2 * (1 + erf(x / sqrt 2)), through erfc of z = |x| / sqrt 2
+// (no cancellation for negative x, where PyTorch's float 1 + erf loses digits):
+//   q = erfc(z) / 2,  gelu(x) = x >= 0 ? x * (1 - q) : x * q.
+// erfc(z) = t (a1 + t (a2 + ... a5 t)) e^(-z^2), t = 1 / (1 + p z)
+// (Abramowitz and Stegun 7.1.26, |error| <= 1.5e-7), the reciprocal an
+// estimate and one Newton step, on z clamped at 9 (so t stays finite for
+// z = inf). e^(-z^2) is 0 from z = 9.33 on (vec::expNonPositive16 flushes
+// below e^-87), so no step makes a denormal, x < -13.2 gives -0 (PyTorch's
+// float gelu gives 0 from -10), and -inf gives -inf * 0 = NaN as in PyTorch.
+constexpr float kErfP = 0.3275911f;
+constexpr float kErfA[] = {1.061405429f, -1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f};  // a5 .. a1
+
+LLGA_AVX512 inline __m512 gelu16(__m512 x) {
+  const __m512 ax = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
+  const __m512 z = _mm512_mul_ps(ax, _mm512_set1_ps(0.70710678118654752f));
+  const __m512 d = _mm512_fmadd_ps(_mm512_min_ps(z, _mm512_set1_ps(9.0f)), _mm512_set1_ps(kErfP), _mm512_set1_ps(1.0f));
+  __m512 t = _mm512_rcp14_ps(d);
+  t = _mm512_mul_ps(t, _mm512_fnmadd_ps(d, t, _mm512_set1_ps(2.0f)));  // Newton step
+  __m512 poly = _mm512_set1_ps(kErfA[0]);
+#pragma GCC unroll 4
+  for (int i = 1; i < 5; ++i) poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(kErfA[i]));
+  const __m512 e = vec::expNonPositive16(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), z), z));
+  const __m512 q = _mm512_mul_ps(_mm512_mul_ps(poly, t), _mm512_mul_ps(e, _mm512_set1_ps(0.5f)));
+  const __mmask16 nonneg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
+  return _mm512_mul_ps(x, _mm512_mask_sub_ps(q, nonneg, _mm512_set1_ps(1.0f), q));
+}
+
+LLGA_AVX512 void geluRange(float* p, int64_t begin, int64_t end) {
+  int64_t i = begin;
+  for (; i + 32 <= end; i += 32) {
+    __m512 a = _mm512_loadu_ps(p + i), b = _mm512_loadu_ps(p + i + 16);
+    _mm512_storeu_ps(p + i, gelu16(a));
+    _mm512_storeu_ps(p + i + 16, gelu16(b));
+  }
+  for (; i + 16 <= end; i += 16) _mm512_storeu_ps(p + i, gelu16(_mm512_loadu_ps(p + i)));
+  if (i < end) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (end - i)) - 1);
+    _mm512_mask_storeu_ps(p + i, m, gelu16(_mm512_maskz_loadu_ps(m, p + i)));
+  }
+}
+
+// range(p, lo, hi) over p[0, n) on llga's threads, in equal parts of whole
+// cache lines; serially below 16k elements a thread.
+template <void (*range)(float*, int64_t, int64_t)>
+void inParallel(float* p, int64_t n) {
+  constexpr int64_t kPerThreadMin = 16384;  // below this a fork costs more than it saves
+  const int threads = static_cast<int>(std::min<int64_t>(getNumThreads(), std::max<int64_t>(1, n / kPerThreadMin)));
+  if (threads <= 1) {
+    range(p, 0, n);
+    return;
+  }
+  const int64_t lines = (n + 15) / 16;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t lo = std::min(n, lines * t / nt * 16), hi = std::min(n, lines * (t + 1) / nt * 16);
+    range(p, lo, hi);
+  }
+}
+
 }  // namespace
 
 bool vec::cpuHasAvx512() {
@@ -120,21 +180,31 @@ bool fastSwishEnabled() {
   return cpu && !(env && std::strcmp(env, "0") == 0);
 }
 
-void swishInPlace(float* p, int64_t n) {
-  constexpr int64_t kPerThreadMin = 16384;  // below this a fork costs more than it saves
-  const int threads = static_cast<int>(std::min<int64_t>(getNumThreads(), std::max<int64_t>(1, n / kPerThreadMin)));
-  if (threads <= 1) {
-    swishAnyRange(p, 0, n);
-    return;
+void swishInPlace(float* p, int64_t n) { inParallel<swishAnyRange>(p, n); }
+
+bool fastGeluEnabled() {
+  static const bool cpu = vec::cpuHasAvx512();
+  const char* env = std::getenv("LLGA_FAST_GELU");
+  return cpu && !(env && std::strcmp(env, "0") == 0);
+}
+
+void geluErfInPlace(float* p, int64_t n) { inParallel<geluRange>(p, n); }
+
+void runOwnActivation(OwnActivation a, float* p, int64_t n) {
+  switch (a) {
+    case OwnActivation::Swish: return swishInPlace(p, n);
+    case OwnActivation::GeluErf: return geluErfInPlace(p, n);
+    case OwnActivation::None: return;
   }
-  // Equal parts, each a whole number of cache lines (16 floats).
-  const int64_t lines = (n + 15) / 16;
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t lo = std::min(n, lines * t / nt * 16), hi = std::min(n, lines * (t + 1) / nt * 16);
-    swishAnyRange(p, lo, hi);
+}
+
+const char* ownActivationSuffix(OwnActivation a) {
+  switch (a) {
+    case OwnActivation::Swish: return "+llga_swish";
+    case OwnActivation::GeluErf: return "+llga_gelu";
+    case OwnActivation::None: break;
   }
+  return "";
 }
 
 }  // namespace llga

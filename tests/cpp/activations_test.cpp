@@ -1,4 +1,5 @@
-// llga's swish (backend/dnnl/swish.h) against x / (1 + exp(-x)) in double, over
+// llga's own activations (backend/dnnl/activations.h): swish against
+// x / (1 + exp(-x)) and gelu against x / 2 * erfc(-x / sqrt 2) in double, over
 // the whole float range that matters, every tail length, buffers split across
 // threads, and PyTorch's answers for the special values.
 #include <gtest/gtest.h>
@@ -7,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "backend/dnnl/swish.h"
+#include "backend/dnnl/activations.h"
 #include "runtime/threads.h"
 
 using namespace llga;
@@ -17,11 +18,12 @@ namespace {
 double reference(float x) { return static_cast<double>(x) / (1.0 + std::exp(-static_cast<double>(x))); }
 
 // Relative error against the double reference; values whose exact result is
-// below float's normal range only need to be as small.
+// below 1e-35 only need to be as small (the shared exp flushes e^x to 0 below
+// x = -87 rather than compute a denormal: swish(-87.5) is -0, not -9e-37).
 void expectClose(float got, float x) {
   const double want = reference(x);
-  if (std::fabs(want) < 1e-36) {
-    EXPECT_LE(std::fabs(got), 1e-36) << "x=" << x;
+  if (std::fabs(want) < 1e-35) {
+    EXPECT_LE(std::fabs(got), 1e-35) << "x=" << x;
     return;
   }
   EXPECT_LE(std::fabs(got - want) / std::fabs(want), 1e-6) << "x=" << x << " got " << got << " want " << want;
@@ -79,6 +81,65 @@ TEST(Swish, SplitAcrossThreadsCoversEveryElementOnce) {
     swishInPlace(buf.data(), n);
     for (int64_t i = 0; i < n; ++i)  // applied twice would give swish(swish(x))
       expectClose(buf[static_cast<size_t>(i)], static_cast<float>(i % 1000) * 0.01f - 5.0f);
+    EXPECT_EQ(buf[static_cast<size_t>(n)], -7.0f);
+  }
+  setNumThreads(before);
+}
+
+// gelu (erf form): within 4e-7 absolute of the double reference everywhere
+// (Abramowitz and Stegun's erfc is 1.5e-7 absolute; PyTorch's own float gelu
+// is 6e-8 off at -5 through 1 + erf's cancellation), exactly x far right and
+// 0 far left.
+namespace {
+double geluReference(float x) { return 0.5 * static_cast<double>(x) * std::erfc(-static_cast<double>(x) / std::sqrt(2.0)); }
+}  // namespace
+
+TEST(Gelu, MatchesReferenceAcrossTheRange) {
+  if (!fastGeluEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<float> x;
+  for (double v = -30; v <= 30; v += 0.00071) x.push_back(static_cast<float>(v));
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, -1e-40f, 12.7f, -12.7f, 13.0f, -13.0f, 1e30f, -1e30f})
+    x.push_back(v);
+  std::vector<float> y = x;
+  geluErfInPlace(y.data(), static_cast<int64_t>(y.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = geluReference(x[i]);
+    ASSERT_LE(std::fabs(y[i] - want), 4e-7 + 1e-7 * std::fabs(want)) << "x=" << x[i] << " got " << y[i] << " want " << want;
+  }
+}
+
+TEST(Gelu, SpecialValuesAsPyTorch) {
+  if (!fastGeluEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> y = {inf, -inf, std::numeric_limits<float>::quiet_NaN(), 0.0f, -1000.0f, 1000.0f};
+  geluErfInPlace(y.data(), static_cast<int64_t>(y.size()));
+  EXPECT_EQ(y[0], inf);
+  EXPECT_TRUE(std::isnan(y[1]));  // torch.nn.functional.gelu(-inf) is nan
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(y[3], 0.0f);
+  EXPECT_EQ(y[4], 0.0f);
+  EXPECT_EQ(y[5], 1000.0f);
+}
+
+TEST(Gelu, TailsAndThreads) {
+  if (!fastGeluEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (int64_t n = 0; n <= 70; ++n) {
+    std::vector<float> buf(static_cast<size_t>(n) + 16, 1234.5f);
+    for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i) * 0.25f - 5.0f;
+    geluErfInPlace(buf.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(buf[static_cast<size_t>(i)], geluReference(static_cast<float>(i) * 0.25f - 5.0f), 5e-7);
+    for (size_t i = static_cast<size_t>(n); i < buf.size(); ++i) ASSERT_EQ(buf[i], 1234.5f) << "n=" << n;
+  }
+  const int before = getNumThreads();
+  for (int threads : {1, 2, 3}) {
+    setNumThreads(threads);
+    const int64_t n = 3 * 16384 * 2 + 37;
+    std::vector<float> buf(static_cast<size_t>(n) + 1, -7.0f);
+    for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i % 1000) * 0.01f - 5.0f;
+    geluErfInPlace(buf.data(), n);
+    for (int64_t i = 0; i < n; ++i)  // applied twice would give gelu(gelu(x))
+      ASSERT_NEAR(buf[static_cast<size_t>(i)], geluReference(static_cast<float>(i % 1000) * 0.01f - 5.0f), 5e-7);
     EXPECT_EQ(buf[static_cast<size_t>(n)], -7.0f);
   }
   setNumThreads(before);

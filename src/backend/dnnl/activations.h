@@ -1,4 +1,6 @@
-// llga's own swish, x * sigmoid(x), over a dense float buffer in place.
+// llga's own activations, run over a primitive's dense float output in place
+// after the primitive instead of as its post-op: swish (x * sigmoid(x)) and
+// gelu (erf form).
 //
 // Why not oneDNN's: in 2.6 its logistic/swish (as a post-op or a primitive)
 // computes 1 / (1 + e) with vdivps, a 16-lane divide the core issues about
@@ -10,25 +12,44 @@
 // convolution without the post-op plus this pass over its (cache-resident)
 // output is cheaper than the fused form (on an AVX2-only EPYC too, in its
 // 8-lane form: efficientnet_b0 0.925x of its time with oneDNN's post-op;
-// that form does divide, see swish.cpp). It
-// is only the activation; the convolution itself stays a oneDNN primitive.
+// that form does divide, see activations.cpp).
+// gelu_erf likewise: oneDNN's post-op added 0.59 ms to vit_b_16's 197 x 768
+// x 3072 linear (3.25 ms bare, paired in one process on the Sapphire
+// Rapids), llga's pass 0.38 ms.
+// They are only the activation; the convolution or product stays a oneDNN
+// primitive.
 #pragma once
 
 #include <cstdint>
 
 namespace llga {
 
+enum class OwnActivation : uint8_t { None, Swish, GeluErf };
+
 // True when this CPU can run swishInPlace (AVX-512F, or AVX2 and FMA) and
 // LLGA_FAST_SWISH is not "0" (the switch exists to compare against oneDNN's
 // fused swish).
 bool fastSwishEnabled();
+// True when this CPU can run geluErfInPlace (AVX-512F) and LLGA_FAST_GELU is not "0".
+bool fastGeluEnabled();
 
 // p[i] = p[i] * sigmoid(p[i]) for i < n; PyTorch's silu at float precision
 // (silu(-inf) is NaN as in PyTorch; NaN stays NaN). Large buffers are split
 // across llga's threads. Requires fastSwishEnabled().
 void swishInPlace(float* p, int64_t n);
 
+// p[i] = gelu(p[i]) = p[i] / 2 * (1 + erf(p[i] / sqrt(2))) for i < n, within
+// 4e-7 absolute of a double reference (erfc by Abramowitz and Stegun 7.1.26,
+// the form oneDNN's gelu_erf uses); gelu(-inf) is NaN and NaN stays NaN, as
+// in PyTorch. Requires fastGeluEnabled().
+void geluErfInPlace(float* p, int64_t n);
+
+// Runs `a` (not None) over p[0, n).
+void runOwnActivation(OwnActivation a, float* p, int64_t n);
+// "+llga_swish", "+llga_gelu" or "": what a kernel's report appends to its impl.
+const char* ownActivationSuffix(OwnActivation a);
+
 // Below this many elements a fused oneDNN post-op costs less than a pass.
-constexpr int64_t kFastSwishMinElements = 16384;
+constexpr int64_t kOwnActivationMinElements = 16384;
 
 }  // namespace llga
