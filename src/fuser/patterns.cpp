@@ -47,6 +47,45 @@ std::string checkAttention(const std::vector<const Node*>& ops) {
   return "";
 }
 
+// scaled_conv's ops: mul(x, s), s one number per channel of x [1, C, H, W]
+// (squeeze-excite's scale), read only by a 1x1 convolution without padding,
+// in one group, with constant weights, then its post-ops. Taken where the
+// weights are the smaller pass: C*H*W >= 2 * OC*C (scaling OC*C weights and
+// reordering them per call against reading and writing the map once more).
+// One image: every image would need weights of its own.
+std::string checkScaledConv(const std::vector<const Node*>& ops) {
+  if (ops.size() < 2) return "too few ops";
+  const Node* mul = ops[0];
+  const Node* conv = ops[1];
+  auto sizes = [](const Value* v) -> std::optional<std::vector<int64_t>> {
+    if (!v->type()->isTensor()) return std::nullopt;
+    return v->type()->tensorInfo().concreteSizes();
+  };
+  const auto a = sizes(mul->input(0)), b = sizes(mul->input(1));
+  if (!a || !b || a->size() != 4 || b->size() != 4) return "the mul's operands are not known 4-d tensors";
+  const bool a_is_map = (*a)[2] * (*a)[3] > 1;
+  const std::vector<int64_t>& map = a_is_map ? *a : *b;
+  const std::vector<int64_t>& scale = a_is_map ? *b : *a;
+  if (map[0] != 1 || scale[0] != 1 || scale[1] != map[1] || scale[2] != 1 || scale[3] != 1)
+    return "not one image scaled per channel";
+  for (const Value* v : mul->inputs())
+    if (auto dt = knownDtype(v); !dt || *dt != ScalarType::Float) return "the mul's operands are not float32";
+  const std::string k = conv->kind().toQualString();
+  if (k != "aten::_convolution" && k != "aten::conv2d") return "no 2-d convolution reads the scaled map";
+  if (k == "aten::_convolution") {
+    const auto transposed = constantNumber(conv->input(6));
+    if (!transposed || *transposed != 0) return "a transposed convolution";
+  }
+  if (conv->input(1)->node()->kind() != prim::Constant || !conv->input(1)->type()->isTensor())
+    return "the convolution's weights are not constant";
+  const auto w = sizes(conv->input(1));
+  if (!w || w->size() != 4 || (*w)[1] != map[1] || (*w)[2] != 1 || (*w)[3] != 1) return "not a 1x1 convolution in one group";
+  const auto padding = constantInts(conv->input(4));
+  if (!padding || std::any_of(padding->begin(), padding->end(), [](int64_t p) { return p != 0; })) return "padded";
+  if (map[1] * map[2] * map[3] < 2 * (*w)[0] * (*w)[1]) return "the weights are larger than half the map";
+  return "";
+}
+
 }  // namespace
 
 // Anchors and post-ops come from the op groups (ir/ops.def): post-ops, for
@@ -102,6 +141,17 @@ static const std::vector<FusionPattern> kPatterns = {
             out                          out
 )",
      false, true},
+    {"scaled_conv", 3, {"aten::mul"}, 4, false,
+     R"(
+        x [1, C, H, W]   s [1, C, 1, 1]     (squeeze-excite's scale)
+              \         /
+                 mul              read only by the convolution
+                  |
+        1x1 convolution (W)      one primitive with W * s as its weights
+                  |              (per call): the map is read once, not
+        [eltwise | binary] x0..4 read, scaled, written and read again
+)",
+     false, true, "aten::_convolution|aten::conv2d", {}, checkScaledConv},
     {"concat_batchnorm", 3, {"aten::cat"}, 1, false,
      R"(
        x0  x1 ... xn

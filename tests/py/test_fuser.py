@@ -425,7 +425,9 @@ def test_fusion_table_lists_diagrams():
     names = [p["name"] for p in table]
     cat_bn = table[names.index("concat_batchnorm")]
     assert cat_bn["then"] == "aten::batch_norm" and names.index("concat_batchnorm") < names.index("concat")
-    assert all(p["then"] is None for p in table if p["name"] != "concat_batchnorm")
+    assert all(p["then"] is None for p in table if p["name"] not in ("concat_batchnorm", "scaled_conv"))
+    scaled = table[names.index("scaled_conv")]  # before binary_post_ops, which takes a lone mul's chain otherwise
+    assert scaled["then"] == "aten::_convolution|aten::conv2d" and names.index("scaled_conv") < names.index("binary_post_ops")
     att = table[names.index("attention")]  # tried before matmul_post_ops, which takes the anchor otherwise
     assert att["closing"] == ["aten::softmax", "aten::matmul|aten::bmm"]
     assert names.index("attention") < names.index("matmul_post_ops")
@@ -541,3 +543,46 @@ def test_linear_post_op_operand_that_grows_the_output_runs_op_by_op():
     for x in (x2, x2, x2, torch.randn(1, 8, 5, 4), x2):
         with torch.no_grad():
             np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+class _SqueezeExcite(nn.Module):
+    """efficientnet's block tail: depthwise conv, SE (pool, two 1x1 convs,
+    sigmoid), the scale, then a 1x1 projection with a residual add."""
+
+    def __init__(self, c=32, squeeze=8, out=16):
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c)
+        self.fc1, self.fc2 = nn.Conv2d(c, squeeze, 1), nn.Conv2d(squeeze, c, 1)
+        self.project = nn.Conv2d(c, out, 1)
+
+    def forward(self, x, residual):
+        x = F.silu(self.dw(x))
+        s = torch.sigmoid(self.fc2(F.silu(self.fc1(F.adaptive_avg_pool2d(x, 1)))))
+        return F.relu(self.project(x * s) + residual)
+
+
+def test_squeeze_excite_scale_folds_into_the_projection():
+    # The map (32 x 28 x 28) is far larger than the projection's weights (16 x 32):
+    # scaled_conv reads it once; another batch falls back op by op, and back.
+    m = _SqueezeExcite().eval()
+    x, r = torch.randn(1, 32, 28, 28), torch.randn(1, 16, 28, 28)
+    c = compile_(m, x, r)
+    parts = [p for p in c.partitions if p.pattern == "scaled_conv"]
+    assert len(parts) == 1 and parts[0].ops[:2] == ["aten::mul", "aten::_convolution"], [p.pattern for p in c.partitions]
+    assert "folded into the weights" in parts[0].detail, parts[0].detail
+    assert outside(c, "aten::mul") == 0
+    for shape in [(2, 32, 28, 28), (1, 32, 20, 24)]:
+        x2, r2 = torch.randn(*shape), torch.randn(shape[0], 16, *shape[2:])
+        with torch.no_grad():
+            np.testing.assert_allclose(c(x2.numpy(), r2.numpy()), m(x2, r2).numpy(), rtol=1e-4, atol=1e-5)
+    off = llga.optimize(torch.jit.trace(m, (x, r)), route={"scaled_conv": False})
+    assert not [p for p in off.partitions if p.pattern == "scaled_conv"]
+    np.testing.assert_allclose(c(x.numpy(), r.numpy()), off(x.numpy(), r.numpy()), rtol=1e-5, atol=1e-6)
+
+
+def test_squeeze_excite_with_large_weights_keeps_the_mul():
+    # 64 x 4 x 4 map against 64 x 64 weights: scaling the weights would cost more.
+    m = _SqueezeExcite(c=64, squeeze=16, out=64).eval()
+    x, r = torch.randn(1, 64, 4, 4), torch.randn(1, 64, 4, 4)
+    c = compile_(m, x, r)
+    assert not [p for p in c.partitions if p.pattern == "scaled_conv"]

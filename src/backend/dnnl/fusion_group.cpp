@@ -27,24 +27,6 @@
 namespace llga {
 namespace {
 
-// A value the fused kernel reads: a group input or a constant of the subgraph.
-struct Source {
-  int input = -1;  // group input index, or -1
-  RtValue constant;
-};
-
-Source sourceOf(const Graph& sub, const Value* v) {
-  const auto& ins = sub.inputs();
-  for (size_t i = 0; i < ins.size(); ++i)
-    if (ins[i] == v) return {static_cast<int>(i), RtValue()};
-  const Node* c = v->node();
-  if (c->kind() != prim::Constant || v->type()->isTensor())
-    throw std::logic_error("fusion group: %" + v->debugName() + " is neither an input nor a non-tensor constant");
-  auto cv = constantValue(*c);
-  if (!cv) throw std::logic_error("fusion group: cannot read constant %" + v->debugName());
-  return {-1, std::move(*cv)};
-}
-
 // Anchor + post-ops in one primitive; or a partition's one op (`lone`:
 // profiled and observed as an inner op, as its own chain plan would have it;
 // its inputs and outputs blocked where the op's kernel takes them so, as a
@@ -315,6 +297,18 @@ std::unique_ptr<Kernel> makeChainKernel(const Node& group) {
   std::shared_ptr<Graph> sub = subgraphOf(group);
   if (std::unique_ptr<Kernel> lone = makeLoneOpKernel(sub)) return lone;
   return std::make_unique<ChainKernel>(std::move(sub));
+}
+
+Source sourceOf(const Graph& sub, const Value* v) {
+  const auto& ins = sub.inputs();
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (ins[i] == v) return {static_cast<int>(i), RtValue()};
+  const Node* c = v->node();
+  if (c->kind() != prim::Constant || v->type()->isTensor())
+    throw std::logic_error("fusion group: %" + v->debugName() + " is neither an input nor a non-tensor constant");
+  auto cv = constantValue(*c);
+  if (!cv) throw std::logic_error("fusion group: cannot read constant %" + v->debugName());
+  return {-1, std::move(*cv)};
 }
 
 PatternKernels& PatternKernels::global() {

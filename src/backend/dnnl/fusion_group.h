@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/kernel.h"
+#include "runtime/value.h"
 
 namespace llga {
 
@@ -39,6 +40,13 @@ class PatternKernels {
     ::llga::PatternKernels::global().add({#pattern, description, factory});                         \
     return true;                                                                                    \
   }()
+
+// A value a fused kernel reads: a group input or a non-tensor constant of the subgraph.
+struct Source {
+  int input = -1;  // group input index, or -1
+  RtValue constant;
+};
+Source sourceOf(const Graph& sub, const Value* v);
 
 // The group's subgraph run op by op in a plan of its own (the chain
 // patterns' kernel, and the fallback of kernels that fuse further).
