@@ -11,6 +11,8 @@ namespace {
 
 using RuleFn = Value* (*)(Node* root, Graph& g);
 
+bool mayBeMutated(const Value& v);
+
 struct Rule {
   const char* name;
   const char* root;     // the op kind the rule starts from
@@ -70,6 +72,45 @@ Value* reshapeReshape(Node* n, Graph&) {
   return n->output();
 }
 
+// view(contiguous(x), s) -> reshape(x, s): the same values, and a view of x
+// where x's strides allow one, a copy otherwise (the contiguous copy it
+// replaces). nn.MultiheadAttention does this to each of q, k and v, chunks
+// of one fused projection, before splitting the heads: three copies per
+// layer that the attention kernel, which reads any strides, does not need.
+// Only where the aliasing cannot show: the contiguous is read by this view
+// alone, asks for the default format, nothing writes x or the results
+// (mayBeMutated, checked for the root by the pass), and x is a value llga
+// computed (not a caller's array or a weight, which a returned view would
+// alias).
+Value* contiguousView(Node* n, Graph& g) {
+  Node* p = producer(n->input(0), "aten::contiguous");
+  if (!p || n->input(0)->uses().size() != 1 || n->inputs().size() != 2) return nullptr;
+  if (p->inputs().size() > 1) {
+    auto format = constantInt(p->input(1));
+    if (!format || *format != 0) return nullptr;  // torch.contiguous_format
+  }
+  Value* x = p->input(0);
+  if (mayBeMutated(*x) || mayBeMutated(*p->output())) return nullptr;
+  const Node* root = aliasRoot(*x)->node();
+  if (root->kind() == prim::Param || root->kind() == prim::Constant) return nullptr;
+  TypePtr type = n->output()->type();
+  if (type->isTensor()) {  // the result's strides are x's where it is a view: unknown here
+    TensorInfo info = type->tensorInfo();
+    info.strides.reset();
+    type = Type::tensor(info);
+  }
+  return Emitter(g, n, n).op("aten::reshape", {x, n->input(1)}, type);
+}
+
+// size(contiguous(x)[, d]) -> size(x[, d]): a copy has its source's sizes
+// (the contiguous-view rule leaves such readers behind).
+Value* sizeOfContiguous(Node* n, Graph&) {
+  Node* p = producer(n->input(0), "aten::contiguous");
+  if (!p) return nullptr;
+  n->replaceInput(0, p->input(0));
+  return n->output();
+}
+
 // to(x, dtype, non_blocking, copy=False[, None]) where x already has that dtype.
 Value* toSameDtype(Node* n, Graph&) {
   if (n->inputs().size() != 5 && n->inputs().size() != 4) return nullptr;
@@ -105,6 +146,8 @@ const Rule kRules[] = {
   {"detach",              "aten::detach",    "detach(x)  ->  x           (inference)",    detach},
   {"squeeze-unsqueeze",   "aten::squeeze",   "squeeze(unsqueeze(x, d), d)  ->  x",        squeezeUnsqueeze},
   {"flatten-one-dim",     "aten::flatten",   "flatten(x, d, d)  ->  x",                   flattenOneDim},
+  {"contiguous-view",     "aten::view",      "view(contiguous(x), s)  ->  reshape(x, s)   (nothing writes them)", contiguousView},
+  {"size-of-contiguous",  "aten::size",      "size(contiguous(x), d)  ->  size(x, d)",    sizeOfContiguous},
   {"reshape-reshape",     "aten::reshape",   "reshape(reshape(x, s1), s2)  ->  reshape(x, s2)", reshapeReshape},
   {"to-same-dtype",       "aten::to",        "to(x, dtype(x), copy=False)  ->  x",         toSameDtype},
   {"is-none-known",       "aten::__is__",    "x is None  ->  False       (x's type holds no None)", isNoneKnown},

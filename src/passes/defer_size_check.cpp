@@ -57,8 +57,10 @@ class DeferSizeCheck final : public Pass {
       if (x->uses().size() < 2) return moved;  // the size is its only reader: nothing to gain
       Node* next = nullptr;
       for (const Use& u : x->uses())
+        // (a reader whose result nothing reads is dead, left for dce: reading
+        // its size would keep it, and its work, alive)
         if (u.user != s && u.offset == 0 && u.user->owningBlock() == s->owningBlock() && preservesShape(*u.user) &&
-            u.user->outputs().size() == 1 && u.user->output()->type()->isTensor()) {
+            u.user->outputs().size() == 1 && u.user->output()->type()->isTensor() && u.user->output()->hasUses()) {
           next = u.user;
           break;
         }
