@@ -99,7 +99,9 @@ Value* contiguousView(Node* n, Graph& g) {
     info.strides.reset();
     type = Type::tensor(info);
   }
-  return Emitter(g, n, n).op("aten::reshape", {x, n->input(1)}, type);
+  Value* r = Emitter(g, n, n).op("aten::reshape", {x, n->input(1)}, type);
+  replaceKeepingName(g, n->output(), r);  // dumps keep the view's name
+  return r;
 }
 
 // size(contiguous(x)[, d]) -> size(x[, d]): a copy has its source's sizes
