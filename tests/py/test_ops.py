@@ -439,9 +439,10 @@ def test_scaled_products(fn, bias_shape):
                                    rtol=1e-4, atol=1e-5)
 
 
-def test_traced_attention_with_mask_runs_as_matmul_partitions():
-    # nn.MultiheadAttention with an attention mask traces to baddbmm: it becomes
-    # a matmul partition with the mask as a binary post-op.
+def test_traced_attention_with_mask_runs_as_one_attention_partition():
+    # nn.MultiheadAttention with an attention mask traces to baddbmm: decompose
+    # makes it bmm + add, and the attention pattern takes it with the softmax
+    # and the second bmm (the mask as a score op).
     torch.manual_seed(0)
     mha = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
     x = torch.randn(2, 7, 16)
@@ -462,7 +463,7 @@ def test_traced_attention_with_mask_runs_as_matmul_partitions():
     np.testing.assert_allclose(c(x.numpy(), mask.numpy()), want, rtol=1e-4, atol=1e-5)
     kinds = {n.kind for n in c.graph.nodes(recursive=True)}
     assert "aten::baddbmm" not in kinds
-    assert any(p.pattern == "matmul_post_ops" and "aten::add" in p.ops and "aten::bmm" in p.ops
+    assert any(p.pattern == "attention" and p.ops == ["aten::bmm", "aten::add", "aten::softmax", "aten::bmm"]
                for p in c.partitions), c.partitions
 
 
