@@ -225,13 +225,8 @@ def test_channels_last_strides_flow_through_pooling_and_mul(tail, batch):
     # channel), unless oneDNN has only its reference kernel for that layout
     # (nChw16c on AVX-512), as the mul's report says
     declined = "reference kernel" in (mul[0].get("detail") or "") if mul else False
-    if batch == 1:  # one image: the scale folds into c2's weights (scaled_conv), which reads the map as it comes
-        scaled = [e for e in log if e["pattern"] == "scaled_conv"]
-        assert scaled and not mul, [(e["op"], e["pattern"]) for e in log]
-        assert scaled[0]["inputs"][0].endswith("strided" if flows else "plain"), scaled[0]
-    else:
-        assert mul and mul[0]["outputs"][0].endswith(
-            "strided" if flows else first["dst"] if blocked and AVX2_UP and not declined else "plain"), mul
+    assert mul and mul[0]["outputs"][0].endswith(
+        "strided" if flows else first["dst"] if blocked and AVX2_UP and not declined else "plain"), mul
     pools = [e for e in log if e["op"] == "aten::max_pool2d"]
     # from the first conv, as it was handed on
     assert pools[0]["inputs"][0].endswith("strided" if flows else first["dst"] if blocked else "plain"), pools[0]

@@ -60,8 +60,16 @@ class ScaledConvKernel final : public Kernel {
     const float* wp = w.data<float>();
     const float* sp = scale->data<float>();
     const int64_t ws0 = w.stride(0), ws1 = w.stride(1), ss = scale->stride(1);
-    for (int64_t o = 0; o < oc; ++o)
-      for (int64_t i = 0; i < c; ++i) dst[o * c + i] = wp[o * ws0 + i * ws1] * sp[i * ss];
+    if (ws1 == 1 && ss == 1) {  // the usual case: rows of W times s, vectorised
+      for (int64_t o = 0; o < oc; ++o) {
+        const float* __restrict row = wp + o * ws0;
+        float* __restrict out = dst + o * c;
+        for (int64_t i = 0; i < c; ++i) out[i] = row[i] * sp[i];
+      }
+    } else {
+      for (int64_t o = 0; o < oc; ++o)
+        for (int64_t i = 0; i < c; ++i) dst[o * c + i] = wp[o * ws0 + i * ws1] * sp[i * ss];
+    }
     RtValue x(*map), wv(std::move(scaled));
     std::array<RtValue*, 32> in_small;
     std::vector<RtValue*> in_big;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
 
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/microbench.h"
@@ -83,6 +84,15 @@ struct ConvEntry {
   };
   std::vector<Tail> tails;
   SharedBoundArgs bound;    // the primitive's arguments, re-pointed call after call
+  // A variable weight's reorder into wei_md, made on the entry's first call
+  // and kept (its plain layout is in the entry's key): making a reorder
+  // primitive costs ~40 us, more than reordering a small weight.
+  struct WeightReorder {
+    std::once_flag once;
+    dnnl::reorder prim;
+    memory::desc scratch_md;
+  };
+  std::shared_ptr<WeightReorder> wei_reorder = std::make_shared<WeightReorder>();
 };
 
 class ConvKernel final : public Kernel {
@@ -249,7 +259,18 @@ class ConvKernel final : public Kernel {
       args->bind(DNNL_ARG_WEIGHTS, e->weights);
     } else {
       memory plain = w.isBlocked() ? memoryOf(w) : wrap(w, weightsPlainDesc(w, p));
-      reorder(ctx, plain, temporary(e->wei_md, wei_buf));
+      memory into = temporary(e->wei_md, wei_buf);
+      if (w.isBlocked()) {
+        reorder(ctx, plain, into);
+      } else {
+        ConvEntry::WeightReorder& r = *e->wei_reorder;
+        std::call_once(r.once, [&] {
+          dnnl::reorder::primitive_desc pd(plain, into, scratchpadAttr());
+          r.prim = dnnl::reorder(pd);
+          r.scratch_md = pd.scratchpad_desc();
+        });
+        execute(ctx, r.prim, r.scratch_md, {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, into}});
+      }
       args->bind(DNNL_ARG_WEIGHTS, e->wei_md, wei_buf.data());
     }
     // The output stays in the primitive's layout when every reader takes it
