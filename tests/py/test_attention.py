@@ -181,3 +181,17 @@ def test_concurrent_calls():
             np.testing.assert_array_equal(c(*args), first)
 
     run_concurrently(worker, 4)
+
+
+def test_saved_and_loaded_bit_for_bit(tmp_path):
+    # The pattern is on the IR: a loaded model runs the same kernel, exactly.
+    m = _Sdpa("div")
+    q, k, v, mask = torch.randn(2, 4, 20, 32), torch.randn(2, 4, 24, 32), torch.randn(2, 4, 24, 32), torch.randn(20, 24)
+    c = compile_(m, q, k, v, mask)
+    args = [x.numpy() for x in (q, k, v, mask)]
+    first = c(*args)
+    c.save(str(tmp_path / "att.llga"))
+    loaded = llga.load(str(tmp_path / "att.llga"))
+    assert [p.pattern for p in loaded.partitions] == [p.pattern for p in c.partitions]
+    np.testing.assert_array_equal(loaded(*args), first)
+    assert ("llga_attention" in attention_parts(loaded)[0].impl) == FUSED

@@ -586,3 +586,15 @@ def test_squeeze_excite_with_large_weights_keeps_the_mul():
     x, r = torch.randn(1, 64, 4, 4), torch.randn(1, 64, 4, 4)
     c = compile_(m, x, r)
     assert not [p for p in c.partitions if p.pattern == "scaled_conv"]
+
+
+def test_scaled_conv_saved_and_loaded_bit_for_bit(tmp_path):
+    m = _SqueezeExcite().eval()
+    x, r = torch.randn(1, 32, 28, 28), torch.randn(1, 16, 28, 28)
+    c = compile_(m, x, r)
+    first = c(x.numpy(), r.numpy())
+    c.save(str(tmp_path / "se.llga"))
+    loaded = llga.load(str(tmp_path / "se.llga"))
+    np.testing.assert_array_equal(loaded(x.numpy(), r.numpy()), first)
+    part = [p for p in loaded.partitions if p.pattern == "scaled_conv"][0]
+    assert "folded into the weights" in part.detail, part.detail
