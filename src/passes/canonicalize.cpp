@@ -104,6 +104,34 @@ Value* contiguousView(Node* n, Graph& g) {
   return r;
 }
 
+// softmax(matmul(q * c, k)) -> softmax(matmul(q, k) * c) (and / c), c one
+// number: the scale then joins the attention partition as a score op instead
+// of being a pass over q of its own (nn.MultiheadAttention scales q; exact
+// for a power of two, as 1/sqrt(64), else within a rounding). Only where the
+// product is read by the softmax alone and the scaled q by the product alone.
+Value* scaleAfterProduct(Node* n, Graph& g) {
+  const std::string k = n->kind().toQualString();
+  if ((k != "aten::matmul" && k != "aten::bmm") || n->output()->uses().size() != 1 ||
+      n->output()->uses()[0].user->kind().toQualString() != "aten::softmax")
+    return nullptr;
+  Node* s = n->input(0)->node();
+  const std::string sk = s->kind().toQualString();
+  if ((sk != "aten::mul" && sk != "aten::div") || s->inputs().size() != 2 || s->input(0) == s->input(1) ||
+      n->input(0)->uses().size() != 1)
+    return nullptr;
+  Value* c = s->input(1);
+  const bool number = c->type()->isSimple("float") || c->type()->isSimple("int");
+  const bool zero_dim = c->type()->isTensor() && c->type()->tensorInfo().rank() == std::optional<size_t>(0) &&
+                        knownDtype(c) == std::optional<ScalarType>(ScalarType::Float);
+  if (!(number || zero_dim) || c->node()->kind() != prim::Constant) return nullptr;
+  if (mayBeMutated(*s->input(0)) || mayBeMutated(*n->input(0))) return nullptr;
+  Node* product = Emitter(g, n, n).node(k.c_str(), {s->input(0), n->input(1)}, 1);
+  product->output()->setType(n->output()->type());
+  Value* scaled = Emitter(g, n, s).op(sk.c_str(), {product->output(), c}, n->output()->type());
+  replaceKeepingName(g, n->output(), scaled);
+  return scaled;
+}
+
 // size(contiguous(x)[, d]) -> size(x[, d]): a copy has its source's sizes
 // (the contiguous-view rule leaves such readers behind).
 Value* sizeOfContiguous(Node* n, Graph&) {
@@ -149,6 +177,8 @@ const Rule kRules[] = {
   {"squeeze-unsqueeze",   "aten::squeeze",   "squeeze(unsqueeze(x, d), d)  ->  x",        squeezeUnsqueeze},
   {"flatten-one-dim",     "aten::flatten",   "flatten(x, d, d)  ->  x",                   flattenOneDim},
   {"contiguous-view",     "aten::view",      "view(contiguous(x), s)  ->  reshape(x, s)   (nothing writes them)", contiguousView},
+  {"scale-after-product", "aten::matmul",    "softmax(matmul(q * c, k))  ->  softmax(matmul(q, k) * c)", scaleAfterProduct},
+  {"scale-after-bmm",     "aten::bmm",       "softmax(bmm(q * c, k))  ->  softmax(bmm(q, k) * c)", scaleAfterProduct},
   {"size-of-contiguous",  "aten::size",      "size(contiguous(x), d)  ->  size(x, d)",    sizeOfContiguous},
   {"reshape-reshape",     "aten::reshape",   "reshape(reshape(x, s1), s2)  ->  reshape(x, s2)", reshapeReshape},
   {"to-same-dtype",       "aten::to",        "to(x, dtype(x), copy=False)  ->  x",         toSameDtype},
