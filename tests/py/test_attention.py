@@ -5,6 +5,7 @@ tensors do not fit it. Parity with PyTorch everywhere, and the decision as
 the IR and the partition report show it."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -197,3 +198,44 @@ def test_saved_and_loaded_bit_for_bit(tmp_path):
     assert [p.pattern for p in loaded.partitions] == [p.pattern for p in c.partitions]
     np.testing.assert_array_equal(loaded(*args), first)
     assert ("llga_attention" in attention_parts(loaded)[0].impl) == FUSED
+
+
+# Random shapes, masks and memory: q, k and v given transposed or as strided
+# slices (the kernel reads them through their strides), every fitting mask
+# shape, with and without a scale. Derandomized, so a failure reproduces.
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _in_memory(t: torch.Tensor, how: str) -> torch.Tensor:
+    if how == "transposed":  # the same values, the last two dims swapped in memory
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if how == "sliced":  # every other column of a wider tensor
+        wide = torch.zeros(*t.shape[:-1], t.shape[-1] * 2)
+        wide[..., ::2] = t
+        return wide[..., ::2]
+    return t
+
+
+ATTENTION_EXAMPLES = int(os.environ.get("LLGA_ATTENTION_EXAMPLES", "150"))  # more for a longer search
+
+
+@settings(max_examples=ATTENTION_EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.sampled_from([(), (1,), (3,), (2, 2)]), L=st.integers(1, 40), S=st.integers(1, 40),
+       D=st.integers(1, 24), Dv=st.integers(1, 70), mask=st.sampled_from(["none", "keys", "rows", "full"]),
+       form=st.sampled_from(["mul", "div", "none"]), memory=st.sampled_from(["plain", "transposed", "sliced"]))
+def test_attention_property(batch, L, S, D, Dv, mask, form, memory):
+    g = torch.Generator().manual_seed(L * 1000 + S * 10 + D)
+    q, k = torch.randn(*batch, L, D, generator=g), torch.randn(*batch, S, D, generator=g)
+    v = torch.randn(*batch, S, Dv, generator=g)
+    shape = {"none": (S,), "keys": (S,), "rows": (L, S), "full": (*batch, L, S)}[mask]
+    m = torch.randn(*shape, generator=g) * 2
+    module = _Sdpa(form, masked=mask != "none")
+    c = compile_(module, q, k, v, m)
+    assert len(attention_parts(c)) == 1, [p.pattern for p in c.partitions]
+    q2, k2, v2 = (_in_memory(t, memory) for t in (q, k, v))
+    with torch.no_grad():
+        want = module(q, k, v, m).numpy()
+    got = c(*[t.numpy() for t in (q2, k2, v2, m)])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
