@@ -12,6 +12,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import llga
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from concurrency import run_concurrently
 
 
@@ -598,3 +600,23 @@ def test_scaled_conv_saved_and_loaded_bit_for_bit(tmp_path):
     np.testing.assert_array_equal(loaded(x.numpy(), r.numpy()), first)
     part = [p for p in loaded.partitions if p.pattern == "scaled_conv"][0]
     assert "folded into the weights" in part.detail, part.detail
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(c=st.sampled_from([8, 16, 24, 48]), out=st.sampled_from([4, 16, 40]), hw=st.sampled_from([(6, 6), (14, 10), (28, 28)]),
+       stride=st.sampled_from([1, 2]), memory=st.sampled_from(["plain", "channels_last"]))
+def test_squeeze_excite_property(c, out, hw, stride, memory):
+    # Folded or not (the fuser's bound decides), with a stride-2 projection and
+    # channels-last input: PyTorch's numbers.
+    m = _SqueezeExcite(c=c, squeeze=4, out=out).eval()
+    m.project.stride = (stride, stride)
+    x = torch.randn(1, c, *hw)
+    oh, ow = (hw[0] - 1) // stride + 1, (hw[1] - 1) // stride + 1
+    r = torch.randn(1, out, oh, ow)
+    traced = torch.jit.trace(m, (x, r), check_trace=False)
+    cm = llga.optimize(traced, example_inputs=(x, r))
+    xi = x.contiguous(memory_format=torch.channels_last) if memory == "channels_last" else x
+    with torch.no_grad():
+        want = m(x, r).numpy()
+    np.testing.assert_allclose(cm(xi.numpy(), r.numpy()), want, rtol=1e-4, atol=1e-5)
