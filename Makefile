@@ -39,7 +39,8 @@ ASAN_PY_TESTS ?= "tests/py/test_parity.py::test_model_parity[resnet18-1]" \
 	"tests/py/test_parity.py::test_model_parity[mobilenet_v3_large-1]" \
 	"tests/py/test_parity.py::test_model_parity[bert_like-1]" \
 	tests/py/test_layouts.py tests/py/test_runtime.py tests/py/test_memory_plan.py tests/py/test_faults.py \
-	tests/py/test_inputs.py tests/py/test_fuzz_graphs.py tests/py/test_stress.py tests/py/test_model_file.py -k "not rss"
+	tests/py/test_inputs.py tests/py/test_fuzz_graphs.py tests/py/test_stress.py tests/py/test_model_file.py \
+	tests/py/test_attention.py -k "not rss"
 test-asan: bootstrap
 	@cmake -S . -B $(ASAN) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug -DLLGA_SANITIZE=ON -DLLGA_PY_OUTPUT_DIR=$(CURDIR)/$(ASAN) >/dev/null
 	@cmake --build $(ASAN) -j $(JOBS)
