@@ -31,18 +31,14 @@ std::string checkAttention(const std::vector<const Node*>& ops) {
   const auto dim = constantInt(softmax->input(1));
   if (!dim || (*dim != -1 && *dim != static_cast<int64_t>(*rq) - 1)) return "the softmax is not over the last dim";
   if (softmax->inputs().size() > 2 && !isNone(softmax->input(2))) return "the softmax converts its dtype";
-  const Value* chain = qk->output();
-  for (size_t i = 1; i + 2 < ops.size(); ++i) {
-    PostOpMatch m = translatePostOp(*ops[i], chain);
-    if (!m.ok()) return m.why_not;
-    for (const PostOp& op : m.ops) {
-      const bool scale = op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Linear;
-      const bool mask = op.kind == PostOp::Kind::Binary &&
-                        (op.alg == PostOpAlg::Add || op.alg == PostOpAlg::Sub || op.alg == PostOpAlg::Mul ||
-                         op.alg == PostOpAlg::Div);
-      if (!scale && !mask) return op.name + " is no scale or mask";
-    }
-    chain = ops[i]->output();
+  const PostOpMatch m = translateChain(ops, 1, ops.size() - 2);
+  if (!m.ok()) return m.why_not;
+  for (const PostOp& op : m.ops) {
+    const bool scale = op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Linear;
+    const bool mask = op.kind == PostOp::Kind::Binary &&
+                      (op.alg == PostOpAlg::Add || op.alg == PostOpAlg::Sub || op.alg == PostOpAlg::Mul ||
+                       op.alg == PostOpAlg::Div);
+    if (!scale && !mask) return op.name + " is no scale or mask";
   }
   return "";
 }

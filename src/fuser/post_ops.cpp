@@ -143,6 +143,16 @@ PostOpMatch binary(const Node& n, const Value* chain) {
 
 }  // namespace
 
+PostOpMatch translateChain(const std::vector<const Node*>& ops, size_t first, size_t end) {
+  PostOpMatch all;
+  for (size_t i = first; i < end; ++i) {
+    PostOpMatch m = translatePostOp(*ops[i], ops[i - 1]->output());
+    if (!m.ok()) return fail(ops[i]->kind().toQualString() + " is no post-op: " + m.why_not);
+    all.ops.insert(all.ops.end(), m.ops.begin(), m.ops.end());
+  }
+  return all;
+}
+
 PostOpMatch translatePostOp(const Node& n, const Value* chain) {
   if (n.outputs().size() != 1 || n.inputs().empty()) return fail("not a single-output op");
   if (hasTrait(n.kind(), op_trait::Binary)) {

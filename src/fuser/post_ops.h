@@ -49,4 +49,9 @@ struct PostOpMatch {
 };
 PostOpMatch translatePostOp(const Node& n, const Value* chain);
 
+// ops[first, end) as one chain after ops[first - 1]'s result (a group's ops in
+// order): each op translated with the previous op's output as the chain
+// value. On the first op that is no post-op, why_not names it and says why.
+PostOpMatch translateChain(const std::vector<const Node*>& ops, size_t first, size_t end);
+
 }  // namespace llga

@@ -5,14 +5,12 @@
 // dims, operands broadcasting to the scores); otherwise, and for a group in
 // another precision, its ops run one by one (makeChainKernel), which the
 // report says.
-#include <algorithm>
 #include <atomic>
 #include <optional>
 
 #include "backend/dnnl/fused_attention.h"
 #include "backend/dnnl/fusion_group.h"
 #include "fuser/post_ops.h"
-#include "ir/precision.h"
 #include "runtime/exec_context.h"
 #include "runtime/threads.h"
 
@@ -150,56 +148,42 @@ class AttentionKernel final : public Kernel {
   std::atomic<bool> fallback_ran_{false};
 };
 
-// The group input a subgraph value comes from, or -1.
-int inputIndex(const Graph& sub, const Value* v) {
-  const auto& ins = sub.inputs();
-  auto it = std::find(ins.begin(), ins.end(), v);
-  return it == ins.end() ? -1 : static_cast<int>(it - ins.begin());
-}
-
 std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
   std::unique_ptr<Kernel> fallback = makeChainKernel(group);
-  const std::shared_ptr<Graph> sub = group.subgraph();
-  if (!sub || !attention::available() || precisionOf(group) != Precision::F32) return fallback;
-  std::vector<const Node*> ops;
-  for (const Node* n : sub->nodes())
-    if (n->kind() != prim::Constant) {
-      if (precisionOf(*n) != Precision::F32) return fallback;
-      ops.push_back(n);
-    }
+  const std::optional<std::vector<const Node*>> fp32 = fp32OpsOf(group);
+  if (!fp32 || !attention::available()) return fallback;
+  const std::vector<const Node*>& ops = *fp32;
+  const Graph& sub = *group.subgraph();
   // The fuser's shape of the group (checkAttention in fuser/patterns.cpp).
   if (ops.size() < 3 || ops[ops.size() - 2]->kind() != kSoftmax) return fallback;
   const Node* qk = ops.front();
   const Node* pv = ops.back();
-  const int q = inputIndex(*sub, qk->input(0)), kt = inputIndex(*sub, qk->input(1)), v = inputIndex(*sub, pv->input(1));
+  const int q = sourceOf(sub, qk->input(0)).input, kt = sourceOf(sub, qk->input(1)).input,
+            v = sourceOf(sub, pv->input(1)).input;
   if (q < 0 || kt < 0 || v < 0) return fallback;
+  const PostOpMatch chain = translateChain(ops, 1, ops.size() - 2);
+  if (!chain.ok()) return fallback;
   std::vector<OpSource> sources;
-  const Value* chain = qk->output();
-  for (size_t i = 1; i + 2 < ops.size(); ++i) {
-    PostOpMatch m = translatePostOp(*ops[i], chain);
-    if (!m.ok()) return fallback;
-    for (const PostOp& op : m.ops) {
-      OpSource s;
-      if (op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Linear) {
-        s.kind = attention::ScoreOp::Kind::Linear;
-        s.alpha = op.alpha;
-        s.beta = op.beta;
-      } else if (op.kind == PostOp::Kind::Binary && op.operand) {
-        switch (op.alg) {
-          case PostOpAlg::Add: s.kind = attention::ScoreOp::Kind::Add; break;
-          case PostOpAlg::Sub: s.kind = attention::ScoreOp::Kind::Sub; break;
-          case PostOpAlg::Mul: s.kind = attention::ScoreOp::Kind::Mul; break;
-          case PostOpAlg::Div: s.kind = attention::ScoreOp::Kind::Div; break;
-          default: return fallback;
-        }
-        s.input = inputIndex(*sub, op.operand);
-        if (s.input < 0) return fallback;
-      } else {
-        return fallback;
+  for (const PostOp& op : chain.ops) {
+    OpSource s;
+    if (op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Linear) {
+      s.kind = attention::ScoreOp::Kind::Linear;
+      s.alpha = op.alpha;
+      s.beta = op.beta;
+    } else if (op.kind == PostOp::Kind::Binary && op.operand) {
+      switch (op.alg) {
+        case PostOpAlg::Add: s.kind = attention::ScoreOp::Kind::Add; break;
+        case PostOpAlg::Sub: s.kind = attention::ScoreOp::Kind::Sub; break;
+        case PostOpAlg::Mul: s.kind = attention::ScoreOp::Kind::Mul; break;
+        case PostOpAlg::Div: s.kind = attention::ScoreOp::Kind::Div; break;
+        default: return fallback;
       }
-      sources.push_back(s);
+      s.input = sourceOf(sub, op.operand).input;
+      if (s.input < 0) return fallback;
+    } else {
+      return fallback;
     }
-    chain = ops[i]->output();
+    sources.push_back(s);
   }
   return std::make_unique<AttentionKernel>(q, kt, v, std::move(sources), std::move(fallback));
 }

@@ -168,13 +168,6 @@ class ChainKernel final : public Kernel {
   std::unique_ptr<Plan> plan_;
 };
 
-std::vector<const Node*> opsOf(const Graph& sub) {
-  std::vector<const Node*> ops;
-  for (const Node* n : sub.nodes())
-    if (n->kind() != prim::Constant) ops.push_back(n);
-  return ops;
-}
-
 // A group that is one primitive: its anchor and the post-ops after it.
 struct AnchorChain {
   const Node* anchor;
@@ -185,15 +178,9 @@ struct AnchorChain {
 AnchorChain anchorChain(const Graph& sub) {
   std::vector<const Node*> ops = opsOf(sub);
   if (ops.empty()) throw std::logic_error("fusion group without ops");
-  AnchorChain chain{ops[0], {}};
-  const Value* v = chain.anchor->output();
-  for (size_t i = 1; i < ops.size(); ++i) {
-    PostOpMatch m = translatePostOp(*ops[i], v);
-    if (!m.ok()) throw std::logic_error("fusion group: " + ops[i]->kind().toQualString() + " is no post-op: " + m.why_not);
-    chain.ops.insert(chain.ops.end(), m.ops.begin(), m.ops.end());
-    v = ops[i]->output();
-  }
-  return chain;
+  PostOpMatch m = translateChain(ops, 1, ops.size());
+  if (!m.ok()) throw std::logic_error("fusion group: " + m.why_not);
+  return {ops[0], std::move(m.ops)};
 }
 
 // batch_norm -> relu, the relu reading only it: one batch_normalization primitive.
@@ -297,6 +284,22 @@ std::unique_ptr<Kernel> makeChainKernel(const Node& group) {
   std::shared_ptr<Graph> sub = subgraphOf(group);
   if (std::unique_ptr<Kernel> lone = makeLoneOpKernel(sub)) return lone;
   return std::make_unique<ChainKernel>(std::move(sub));
+}
+
+std::vector<const Node*> opsOf(const Graph& sub) {
+  std::vector<const Node*> ops;
+  for (const Node* n : sub.nodes())
+    if (n->kind() != prim::Constant) ops.push_back(n);
+  return ops;
+}
+
+std::optional<std::vector<const Node*>> fp32OpsOf(const Node& group) {
+  const std::shared_ptr<Graph> sub = group.subgraph();
+  if (!sub || precisionOf(group) != Precision::F32) return std::nullopt;
+  std::vector<const Node*> ops = opsOf(*sub);
+  for (const Node* n : ops)
+    if (precisionOf(*n) != Precision::F32) return std::nullopt;
+  return ops;
 }
 
 Source sourceOf(const Graph& sub, const Value* v) {

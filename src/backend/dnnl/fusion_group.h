@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,12 @@ struct Source {
   RtValue constant;
 };
 Source sourceOf(const Graph& sub, const Value* v);
+
+// The subgraph's ops in order (constants left out).
+std::vector<const Node*> opsOf(const Graph& sub);
+// The group's ops when the group and each of them compute in fp32; nothing
+// otherwise (or without a subgraph): the fp32-only kernels' test.
+std::optional<std::vector<const Node*>> fp32OpsOf(const Node& group);
 
 // The group's subgraph run op by op in a plan of its own (the chain
 // patterns' kernel, and the fallback of kernels that fuse further).

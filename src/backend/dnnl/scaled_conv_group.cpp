@@ -15,7 +15,6 @@
 #include "backend/dnnl/ops/fused.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "fuser/post_ops.h"
-#include "ir/precision.h"
 
 namespace llga {
 namespace {
@@ -120,26 +119,17 @@ class ScaledConvKernel final : public Kernel {
 
 std::unique_ptr<Kernel> makeScaledConvKernel(const Node& group) {
   std::unique_ptr<Kernel> fallback = makeChainKernel(group);
-  const std::shared_ptr<Graph> sub = group.subgraph();
-  if (!sub || precisionOf(group) != Precision::F32) return fallback;
-  std::vector<const Node*> ops;
-  for (const Node* n : sub->nodes())
-    if (n->kind() != prim::Constant) {
-      if (precisionOf(*n) != Precision::F32) return fallback;
-      ops.push_back(n);
-    }
+  const std::optional<std::vector<const Node*>> fp32 = fp32OpsOf(group);
+  if (!fp32) return fallback;
+  const std::vector<const Node*>& ops = *fp32;
+  const Graph* sub = group.subgraph().get();
   // The fuser's shape of the group (checkScaledConv in fuser/patterns.cpp).
   if (ops.size() < 2 || ops[1]->input(0) != ops[0]->output()) return fallback;
   const Node* mul = ops[0];
   const Node* conv = ops[1];
-  std::vector<PostOp> chain;
-  const Value* v = conv->output();
-  for (size_t i = 2; i < ops.size(); ++i) {
-    PostOpMatch m = translatePostOp(*ops[i], v);
-    if (!m.ok()) return fallback;
-    chain.insert(chain.end(), m.ops.begin(), m.ops.end());
-    v = ops[i]->output();
-  }
+  PostOpMatch tail = translateChain(ops, 2, ops.size());
+  if (!tail.ok()) return fallback;
+  std::vector<PostOp>& chain = tail.ops;
   const Source sa = sourceOf(*sub, mul->input(0)), sb = sourceOf(*sub, mul->input(1)), sw = sourceOf(*sub, conv->input(1));
   if (sa.input < 0 || sb.input < 0 || sw.input < 0) return fallback;
   std::vector<Source> sources;
