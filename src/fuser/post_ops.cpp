@@ -94,8 +94,8 @@ PostOpMatch unary(const Node& n) {
     // PyTorch writes qmin's value.
     // numbers only (import-quantization makes one-element tensors numbers):
     // a tensor constant reaches a partition as an input, where this cannot read it
-    auto s = n.inputs().size() == 5 ? number(n.input(1)) : std::nullopt, zp = n.inputs().size() == 5 ? number(n.input(2)) : std::nullopt;
-    auto qmin = n.inputs().size() == 5 ? number(n.input(3)) : std::nullopt, qmax = n.inputs().size() == 5 ? number(n.input(4)) : std::nullopt;
+    if (n.inputs().size() != 5) return fail("fake quantization with parameters that are not constants");
+    const auto s = number(n.input(1)), zp = number(n.input(2)), qmin = number(n.input(3)), qmax = number(n.input(4));
     if (!s || !zp || !qmin || !qmax) return fail("fake quantization with parameters that are not constants");
     const float scale = static_cast<float>(*s);
     if (!(scale > 0) || !std::isfinite(scale) || *zp != std::nearbyint(*zp) || *zp < *qmin || *zp > *qmax)
