@@ -41,20 +41,23 @@ LLGA_AVX512 inline __m512 swish16(__m512 x) {
   return _mm512_mul_ps(_mm512_mask_mul_ps(x, neg, x, e), inv);
 }
 
-LLGA_AVX512 void swishRange(float* p, int64_t begin, int64_t end) {
+// f over p[begin, end) in place, 16 lanes at a time, four vectors a step
+// (their independent chains overlap), the tail masked.
+template <__m512 (*f)(__m512)>
+LLGA_AVX512 void range16(float* p, int64_t begin, int64_t end) {
   int64_t i = begin;
-  for (; i + 64 <= end; i += 64) {  // four vectors per step: independent chains overlap
+  for (; i + 64 <= end; i += 64) {
     __m512 a = _mm512_loadu_ps(p + i), b = _mm512_loadu_ps(p + i + 16);
     __m512 c = _mm512_loadu_ps(p + i + 32), d = _mm512_loadu_ps(p + i + 48);
-    _mm512_storeu_ps(p + i, swish16(a));
-    _mm512_storeu_ps(p + i + 16, swish16(b));
-    _mm512_storeu_ps(p + i + 32, swish16(c));
-    _mm512_storeu_ps(p + i + 48, swish16(d));
+    _mm512_storeu_ps(p + i, f(a));
+    _mm512_storeu_ps(p + i + 16, f(b));
+    _mm512_storeu_ps(p + i + 32, f(c));
+    _mm512_storeu_ps(p + i + 48, f(d));
   }
-  for (; i + 16 <= end; i += 16) _mm512_storeu_ps(p + i, swish16(_mm512_loadu_ps(p + i)));
+  for (; i + 16 <= end; i += 16) _mm512_storeu_ps(p + i, f(_mm512_loadu_ps(p + i)));
   if (i < end) {
     const __mmask16 m = static_cast<__mmask16>((1u << (end - i)) - 1);
-    _mm512_mask_storeu_ps(p + i, m, swish16(_mm512_maskz_loadu_ps(m, p + i)));
+    _mm512_mask_storeu_ps(p + i, m, f(_mm512_maskz_loadu_ps(m, p + i)));
   }
 }
 
@@ -103,7 +106,7 @@ LLGA_AVX2 void swishRangeAvx2(float* p, int64_t begin, int64_t end) {
 
 void swishAnyRange(float* p, int64_t begin, int64_t end) {
   static const bool avx512 = vec::cpuHasAvx512();
-  if (avx512) swishRange(p, begin, end);
+  if (avx512) range16<swish16>(p, begin, end);
   else swishRangeAvx2(p, begin, end);
 }
 
@@ -132,20 +135,6 @@ LLGA_AVX512 inline __m512 gelu16(__m512 x) {
   const __m512 q = _mm512_mul_ps(_mm512_mul_ps(poly, t), _mm512_mul_ps(e, _mm512_set1_ps(0.5f)));
   const __mmask16 nonneg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
   return _mm512_mul_ps(x, _mm512_mask_sub_ps(q, nonneg, _mm512_set1_ps(1.0f), q));
-}
-
-LLGA_AVX512 void geluRange(float* p, int64_t begin, int64_t end) {
-  int64_t i = begin;
-  for (; i + 32 <= end; i += 32) {
-    __m512 a = _mm512_loadu_ps(p + i), b = _mm512_loadu_ps(p + i + 16);
-    _mm512_storeu_ps(p + i, gelu16(a));
-    _mm512_storeu_ps(p + i + 16, gelu16(b));
-  }
-  for (; i + 16 <= end; i += 16) _mm512_storeu_ps(p + i, gelu16(_mm512_loadu_ps(p + i)));
-  if (i < end) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (end - i)) - 1);
-    _mm512_mask_storeu_ps(p + i, m, gelu16(_mm512_maskz_loadu_ps(m, p + i)));
-  }
 }
 
 // range(p, lo, hi) over p[0, n) on llga's threads, in equal parts of whole
@@ -188,7 +177,7 @@ bool fastGeluEnabled() {
   return cpu && !(env && std::strcmp(env, "0") == 0);
 }
 
-void geluErfInPlace(float* p, int64_t n) { inParallel<geluRange>(p, n); }
+void geluErfInPlace(float* p, int64_t n) { inParallel<range16<gelu16>>(p, n); }
 
 void runOwnActivation(OwnActivation a, float* p, int64_t n) {
   switch (a) {
