@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -55,35 +56,50 @@ TEST(Swish, SpecialValuesAsPyTorch) {
   EXPECT_EQ(y[4], 0.0f);  // -1000 / (1 + e^1000): -0 in PyTorch
 }
 
+namespace {
+
+using InPlace = void (*)(float*, int64_t);
+using Check = std::function<void(float got, float x)>;
+
 // Every length up to several vectors: the masked tail touches nothing past n.
-TEST(Swish, TailsStopAtTheEnd) {
-  if (!fastSwishEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+void checkTails(InPlace f, const Check& check) {
   for (int64_t n = 0; n <= 70; ++n) {
     std::vector<float> buf(static_cast<size_t>(n) + 16, 1234.5f);
     for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i) * 0.25f - 5.0f;
-    swishInPlace(buf.data(), n);
-    for (int64_t i = 0; i < n; ++i) expectClose(buf[static_cast<size_t>(i)], static_cast<float>(i) * 0.25f - 5.0f);
+    f(buf.data(), n);
+    for (int64_t i = 0; i < n; ++i) check(buf[static_cast<size_t>(i)], static_cast<float>(i) * 0.25f - 5.0f);
     for (size_t i = static_cast<size_t>(n); i < buf.size(); ++i)
       ASSERT_EQ(buf[i], 1234.5f) << "n=" << n << " wrote at " << i;
   }
 }
 
 // A buffer large enough to be split across threads, with a length that is
-// not a multiple of the split: every element is done exactly once.
-TEST(Swish, SplitAcrossThreadsCoversEveryElementOnce) {
-  if (!fastSwishEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+// not a multiple of the split: every element is done exactly once (applied
+// twice, the check would see f(f(x))).
+void checkThreadSplit(InPlace f, const Check& check) {
   const int before = getNumThreads();
   for (int threads : {1, 2, 3}) {
     setNumThreads(threads);
     const int64_t n = 3 * 16384 * 2 + 37;
     std::vector<float> buf(static_cast<size_t>(n) + 1, -7.0f);
     for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i % 1000) * 0.01f - 5.0f;
-    swishInPlace(buf.data(), n);
-    for (int64_t i = 0; i < n; ++i)  // applied twice would give swish(swish(x))
-      expectClose(buf[static_cast<size_t>(i)], static_cast<float>(i % 1000) * 0.01f - 5.0f);
+    f(buf.data(), n);
+    for (int64_t i = 0; i < n; ++i) check(buf[static_cast<size_t>(i)], static_cast<float>(i % 1000) * 0.01f - 5.0f);
     EXPECT_EQ(buf[static_cast<size_t>(n)], -7.0f);
   }
   setNumThreads(before);
+}
+
+}  // namespace
+
+TEST(Swish, TailsStopAtTheEnd) {
+  if (!fastSwishEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  checkTails(swishInPlace, expectClose);
+}
+
+TEST(Swish, SplitAcrossThreadsCoversEveryElementOnce) {
+  if (!fastSwishEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  checkThreadSplit(swishInPlace, expectClose);
 }
 
 // gelu (erf form): within 4e-7 absolute of the double reference everywhere
@@ -92,6 +108,7 @@ TEST(Swish, SplitAcrossThreadsCoversEveryElementOnce) {
 // 0 far left.
 namespace {
 double geluReference(float x) { return 0.5 * static_cast<double>(x) * std::erfc(-static_cast<double>(x) / std::sqrt(2.0)); }
+void expectGeluClose(float got, float x) { EXPECT_NEAR(got, geluReference(x), 5e-7) << "x=" << x; }
 }  // namespace
 
 TEST(Gelu, MatchesReferenceAcrossTheRange) {
@@ -121,26 +138,12 @@ TEST(Gelu, SpecialValuesAsPyTorch) {
   EXPECT_EQ(y[5], 1000.0f);
 }
 
-TEST(Gelu, TailsAndThreads) {
+TEST(Gelu, TailsStopAtTheEnd) {
   if (!fastGeluEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  for (int64_t n = 0; n <= 70; ++n) {
-    std::vector<float> buf(static_cast<size_t>(n) + 16, 1234.5f);
-    for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i) * 0.25f - 5.0f;
-    geluErfInPlace(buf.data(), n);
-    for (int64_t i = 0; i < n; ++i)
-      ASSERT_NEAR(buf[static_cast<size_t>(i)], geluReference(static_cast<float>(i) * 0.25f - 5.0f), 5e-7);
-    for (size_t i = static_cast<size_t>(n); i < buf.size(); ++i) ASSERT_EQ(buf[i], 1234.5f) << "n=" << n;
-  }
-  const int before = getNumThreads();
-  for (int threads : {1, 2, 3}) {
-    setNumThreads(threads);
-    const int64_t n = 3 * 16384 * 2 + 37;
-    std::vector<float> buf(static_cast<size_t>(n) + 1, -7.0f);
-    for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = static_cast<float>(i % 1000) * 0.01f - 5.0f;
-    geluErfInPlace(buf.data(), n);
-    for (int64_t i = 0; i < n; ++i)  // applied twice would give gelu(gelu(x))
-      ASSERT_NEAR(buf[static_cast<size_t>(i)], geluReference(static_cast<float>(i % 1000) * 0.01f - 5.0f), 5e-7);
-    EXPECT_EQ(buf[static_cast<size_t>(n)], -7.0f);
-  }
-  setNumThreads(before);
+  checkTails(geluErfInPlace, expectGeluClose);
+}
+
+TEST(Gelu, SplitAcrossThreadsCoversEveryElementOnce) {
+  if (!fastGeluEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  checkThreadSplit(geluErfInPlace, expectGeluClose);
 }
