@@ -1,6 +1,7 @@
 """Layout propagation: tensors that flow only between partitions stay in the
 layout their producer's primitive chose; everything else is handed out plain."""
 
+import copy
 import re
 
 import numpy as np
@@ -1366,3 +1367,91 @@ def test_grouped_conv_follows_a_channels_last_input(stride):
         assert last["inputs"][0].endswith("strided") and last["src"] == "nhwc", last
     else:
         assert not dense(grouped["src"]) or grouped["src"] == "nchw", grouped
+
+
+class ConvGroupNormConv(nn.Module):
+    """wav2vec2's feature extractor block: conv -> GroupNorm -> gelu -> conv
+    (1-D), or the same in 2-D; `shift` moves the conv's output far from zero
+    (the statistics must not lose the variance to the mean)."""
+
+    def __init__(self, dims, groups, affine, shift=0.0):
+        super().__init__()
+        torch.manual_seed(0)
+        conv = nn.Conv1d if dims == 1 else nn.Conv2d
+        self.c1 = conv(8, 32, 3, stride=2)
+        self.norm = nn.GroupNorm(groups, 32, affine=affine)
+        if affine:
+            with torch.no_grad():
+                self.norm.weight.uniform_(0.5, 1.5)
+                self.norm.bias.normal_(0.0, 0.5)
+        self.c2 = conv(32, 16, 3, stride=2)
+        self.shift = shift
+
+    def forward(self, x):
+        return self.c2(F.gelu(self.norm(self.c1(x) + self.shift)))
+
+
+@pytest.mark.parametrize("dims,groups,affine,batch", [
+    (1, 32, True, 1), (1, 32, False, 2), (1, 4, True, 2), (2, 8, True, 1), (2, 1, True, 2)])
+def test_group_norm_keeps_a_channels_last_convolution_output(dims, groups, affine, batch):
+    """Where the convolution before it hands out channels-last (brgconv's
+    nwc/nhwc, as strides), group_norm runs llga's own kernel on it and its
+    result, and gelu's, stay channels-last for the next convolution: no
+    transposition to plain and back. Elsewhere (a blocked dst) the plain path
+    runs; both match PyTorch."""
+    x = torch.randn(batch, 8, 401) if dims == 1 else torch.randn(batch, 8, 41, 37)
+    c = compile_and_check(ConvGroupNormConv(dims, groups, affine), x)
+    log = logged_call(c, x.numpy())
+    first = [e for e in log if e["pattern"] == "conv_post_ops" and e["depth"] == 0][0]
+    norm = [e for e in log if e["op"] == "aten::group_norm"][0]
+    tag = "nwc" if dims == 1 else "nhwc"
+    if first["dst"] == tag:  # oneDNN took channels-last for it
+        assert first["output"] == "kept", first
+        assert norm["impl"] == "llga_group_norm" and norm["src"] == tag and norm["output"] == "kept", norm
+        gelu = [e for e in log if e["op"] == "aten::gelu"][0]
+        assert gelu["outputs"][0].endswith("strided"), gelu
+    else:
+        assert norm["impl"] is None, norm
+
+
+@pytest.mark.parametrize("groups", [32, 2])
+def test_group_norm_of_values_far_from_zero(groups):
+    """Values near 1000 with a spread near 1: the variance is not lost to the
+    mean. Against float64, llga's error stays within PyTorch float32's own
+    (the input's rounding at 1000 dominates both)."""
+    model = ConvGroupNormConv(1, groups, True, shift=1000.0).eval()
+    x = torch.randn(1, 8, 401)
+    with torch.no_grad():
+        c = llga.optimize(torch.jit.trace(model, (x,)))
+        ref32 = model(x).numpy()
+        ref64 = copy.deepcopy(model).double()(x.double()).numpy()
+    err, torch_err = np.abs(c(x.numpy()) - ref64).max(), np.abs(ref32 - ref64).max()
+    assert err <= 3 * torch_err + 1e-6, (err, torch_err)
+
+
+@pytest.mark.parametrize("op", ["sigmoid", "tanh", "gelu"])
+def test_unary_op_on_a_channels_last_output_keeps_it_or_hands_out_plain(op):
+    """A unary op reading a channels-last convolution output computes in that
+    order: it hands its result on so to a convolution, and plain (a oneDNN
+    reorder) as a graph output."""
+    fn = getattr(torch, op) if op != "gelu" else F.gelu
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.c1, self.c2 = nn.Conv1d(8, 32, 3), nn.Conv1d(32, 16, 3)
+
+        def forward(self, x):
+            y = self.c1(x)  # read by two unary ops: stays its own partition
+            return self.c2(fn(y)), torch.relu(y)
+
+    x = torch.randn(2, 8, 300)
+    c = compile_and_check(M(), x)
+    log = [e for e in logged_call(c, x.numpy()) if e["depth"] == 0]
+    first = log[0]
+    if first["dst"] == "nwc":  # oneDNN took channels-last for it
+        assert first["output"] == "kept", first
+        into_conv, out = [e for e in log if e["pattern"] == "eltwise_post_ops"]
+        assert into_conv["outputs"][0].endswith("strided"), into_conv
+        assert out["outputs"][0].endswith("plain"), out

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <omp.h>
+
 #include "backend/dnnl/dnnl_utils.h"
 #include "runtime/threads.h"
 
@@ -52,7 +54,80 @@ LLGA_AVX2 void row(const float* x, float* y, int64_t len, int64_t period, const 
   }
 }
 
+// acc[j] += x[j] (Squares: (x[j] - m[j])^2) for j < c.
+template <bool Squares>
+LLGA_AVX2 void accumulateRow(const float* x, const float* m, float* acc, int64_t c) {
+  int64_t j = 0;
+  for (; j + 8 <= c; j += 8) {
+    __m256 v = _mm256_loadu_ps(x + j);
+    if (Squares) {
+      v = _mm256_sub_ps(v, _mm256_loadu_ps(m + j));
+      _mm256_storeu_ps(acc + j, _mm256_fmadd_ps(v, v, _mm256_loadu_ps(acc + j)));
+    } else {
+      _mm256_storeu_ps(acc + j, _mm256_add_ps(v, _mm256_loadu_ps(acc + j)));
+    }
+  }
+  for (; j < c; ++j) {
+    const float v = Squares ? x[j] - m[j] : x[j];
+    acc[j] += Squares ? v * v : v;
+  }
+}
+
+// Per channel, the sum over `rows` rows of x (Squares: of (x - m)^2), in double.
+template <bool Squares>
+std::vector<double> channelSums(const float* x, int64_t rows, int64_t c, const float* m) {
+  constexpr int64_t kBlock = 64;  // rows summed in float before they join the double total
+  const int threads = rows * c < kParallelGrain ? 1 : std::max(1, static_cast<int>(std::min<int64_t>(getNumThreads(), rows)));
+  std::vector<double> partial(static_cast<size_t>(threads * c), 0.0);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
+    std::vector<float> block(static_cast<size_t>(c));
+    double* mine = partial.data() + t * c;
+    for (int64_t r = r0; r < r1; r += kBlock) {
+      std::fill(block.begin(), block.end(), 0.0f);
+      for (int64_t k = r; k < std::min(r1, r + kBlock); ++k) accumulateRow<Squares>(x + k * c, m, block.data(), c);
+      for (int64_t j = 0; j < c; ++j) mine[j] += block[static_cast<size_t>(j)];
+    }
+  }
+  for (int t = 1; t < threads; ++t)
+    for (int64_t j = 0; j < c; ++j) partial[static_cast<size_t>(j)] += partial[static_cast<size_t>(t * c + j)];
+  partial.resize(static_cast<size_t>(c));
+  return partial;
+}
+
 }  // namespace
+
+void groupNormParams(const float* x, int64_t images, int64_t spatial, int64_t c, int64_t groups, double eps,
+                     const float* w, const float* b, float* scale, float* shift) {
+  if (groups <= 0 || c % groups != 0) throw std::logic_error("group_norm: channels do not split into the groups");
+  const int64_t per = c / groups;
+  const double count = static_cast<double>(per * spatial);
+  std::vector<float> mean_c(static_cast<size_t>(c));
+  std::vector<double> mean_g(static_cast<size_t>(groups));
+  for (int64_t i = 0; i < images; ++i) {
+    const float* xi = x + i * spatial * c;
+    const std::vector<double> sums = channelSums<false>(xi, spatial, c, nullptr);
+    for (int64_t g = 0; g < groups; ++g) {
+      double s = 0.0;
+      for (int64_t j = g * per; j < (g + 1) * per; ++j) s += sums[static_cast<size_t>(j)];
+      mean_g[static_cast<size_t>(g)] = count > 0 ? s / count : 0.0;
+      std::fill_n(mean_c.begin() + g * per, per, static_cast<float>(mean_g[static_cast<size_t>(g)]));
+    }
+    const std::vector<double> squares = channelSums<true>(xi, spatial, c, mean_c.data());
+    for (int64_t g = 0; g < groups; ++g) {
+      double s = 0.0;
+      for (int64_t j = g * per; j < (g + 1) * per; ++j) s += squares[static_cast<size_t>(j)];
+      const double rstd = 1.0 / std::sqrt((count > 0 ? s / count : 0.0) + eps);
+      for (int64_t j = g * per; j < (g + 1) * per; ++j) {
+        const double sc = rstd * (w ? w[j] : 1.0f);
+        scale[i * c + j] = static_cast<float>(sc);
+        shift[i * c + j] = static_cast<float>((b ? b[j] : 0.0f) - mean_g[static_cast<size_t>(g)] * sc);
+      }
+    }
+  }
+}
 
 bool available() { return cpuRunsAvx2Kernels(); }
 

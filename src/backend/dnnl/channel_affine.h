@@ -43,4 +43,15 @@ struct Job {
 // available().
 void run(const Job& job);
 
+// The per-channel scale and shift that make run() a group_norm of
+// channels-last x: `images` images of `spatial` rows of `c` floats, channels
+// split into `groups` groups of consecutive channels; per image and group the
+// mean and biased variance over its channels and rows (PyTorch's), then
+// scale = w / sqrt(var + eps), shift = b - mean * scale (w, b may be null: 1,
+// 0). scale and shift get images * c values. Two passes over x (sums, then
+// centred squares) by llga's threads, float partial sums of at most 64 rows
+// added up in double. Requires available().
+void groupNormParams(const float* x, int64_t images, int64_t spatial, int64_t c, int64_t groups, double eps,
+                     const float* w, const float* b, float* scale, float* shift);
+
 }  // namespace llga::affine

@@ -146,7 +146,13 @@ void dnnlEltwise(ExecContext& ctx, EltCache& cache, algorithm alg, float alpha, 
     en.same_layout = pd.dst_desc() == en.dst_md;
     return en;
   });
-  if (!e->same_layout) {  // compute into a buffer laid out like src, then copy
+  if (!e->same_layout) {  // compute into a buffer laid out like src, then reorder into dst
+    if (src.isPermutedDense()) {  // channels-last src, plain dst: oneDNN's reorder, not a strided copy
+      Tensor tmp = Tensor::emptyLike(ScalarType::Float, src.sizes(), src);
+      dnnlEltwise(ctx, cache, alg, alpha, beta, src, tmp);
+      reorder(ctx, wrap(tmp), wrap(dst));
+      return;
+    }
     Tensor tmp = Tensor::empty(ScalarType::Float, src.sizes());
     Tensor srcc = src.contiguous();
     dnnlEltwise(ctx, cache, alg, alpha, beta, srcc, tmp);
@@ -172,6 +178,13 @@ void applyUnary(ExecContext& ctx, EltCache& cache, const UnaryDef& def, const Te
   unaryLoop(src, dst, [&](double x) { return fn(x, alpha, beta); });
 }
 
+// An elementwise op's result: in x's dimension order (channels-last stays
+// so) when its readers take strided tensors, else plain.
+Tensor unaryOutput(const KernelArgs& a, ScalarType dtype) {
+  const Tensor& x = a.tensor(0);
+  return a.stridedOutputOk(0) ? Tensor::emptyLike(dtype, x.sizes(), x) : Tensor::empty(dtype, x.sizes());
+}
+
 ScalarType unaryResultType(ScalarType t, bool int_to_float) {
   if (int_to_float && isIntegralType(t, true)) return ScalarType::Float;
   return t;
@@ -192,10 +205,10 @@ void registerUnary(OpRegistry& r, const UnaryDef& def) {
       return a.set(0, int_result ? RtValue(static_cast<int64_t>(r)) : RtValue(r));
     }
     const Tensor& x = a.tensor(0);
-    Tensor out = Tensor::empty(unaryResultType(x.dtype(), int_to_float), x.sizes());
+    Tensor out = unaryOutput(a, unaryResultType(x.dtype(), int_to_float));
     applyUnary(a.ctx, c, *d, x, out, d->alpha, d->beta);
     a.set(0, out);
-  });
+  }, /*strided_inputs=*/true);
   addCached<EltCache>(r, "aten::" + name + "_", 1, 1, [d](const KernelArgs& a, EltCache& c) {
     Tensor x = a.tensor(0);
     applyUnary(a.ctx, c, *d, x, x, d->alpha, d->beta);
@@ -212,10 +225,10 @@ void registerParamUnary(OpRegistry& r) {
     if (approx != "none" && approx != "tanh") throw std::invalid_argument("gelu: approximate must be 'none' or 'tanh'");
     static const UnaryDef erf_def{"gelu", algorithm::eltwise_gelu_erf, 0, 0, gelu_erf};
     static const UnaryDef tanh_def{"gelu", algorithm::eltwise_gelu_tanh, 0, 0, gelu_tanh};
-    Tensor out = Tensor::empty(x.dtype(), x.sizes());
+    Tensor out = unaryOutput(a, x.dtype());
     applyUnary(a.ctx, c, approx == "tanh" ? tanh_def : erf_def, x, out, 0, 0);
     a.set(0, out);
-  });
+  }, /*strided_inputs=*/true);
   // clamp family: hardtanh(x, min, max), clamp(x, min?, max?)
   static const UnaryDef clip{"clip", algorithm::eltwise_clip, 0, 0,
                              [](double x, double lo, double hi) { return std::min(std::max(x, lo), hi); }};

@@ -4,7 +4,8 @@
 //   aten::softmax(x, dim, dtype?), aten::log_softmax(x, dim, dtype?)
 //   aten::group_norm(x, groups, weight?, bias?, eps, cudnn_enabled): oneDNN's
 //     layer normalization over [N * G, C / G * spatial], then the per-channel
-//     affine (instance_norm arrives here with G = C, see decompose)
+//     affine, or llga's own for channels-last x (instance_norm arrives here
+//     with G = C, see decompose)
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -439,8 +440,38 @@ class LayerNormKernel final : public Kernel {
   PrimitiveCache<NormEntry> cache_;
 };
 
+// Whether x is [N, C, *] laid out channels-last: each position's C values
+// contiguous, positions in row-major order, images one after the other
+// (dims of size 1 may have any stride).
+bool channelsLastDense(const Tensor& x) {
+  if (x.isBlocked() || x.dim() < 3) return false;
+  int64_t expect = x.size(1);
+  for (int64_t d = x.dim() - 1; d >= 2; --d) {
+    if (x.size(d) != 1 && x.stride(d) != expect) return false;
+    expect *= x.size(d);
+  }
+  return (x.size(1) == 1 || x.stride(1) == 1) && (x.size(0) == 1 || x.stride(0) == expect);
+}
+
+// Plain x: oneDNN's layer normalization over [N * G, C / G * spatial], then
+// the per-channel affine. Channels-last x (a convolution's output, which its
+// readers let stay so: wav2vec2's feature extractor, conv1d -> GroupNorm(512,
+// 512) -> gelu -> conv1d) is normalised where it is by llga's own kernel
+// (backend/dnnl/channel_affine.h): statistics per image and group, then one
+// affine pass, and the result keeps the order when every reader takes
+// strided tensors; before, the convolution's output went to plain and the
+// next one's back to channels-last.
 class GroupNormKernel final : public Kernel {
  public:
+  bool acceptsStrided(size_t input) const override { return input == 0; }
+  void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
+  KernelReport report() const override {
+    const int dims = last_channels_last_.load(std::memory_order_relaxed);  // 0: the plain path
+    if (dims == 0) return {};
+    const std::string tag = dims == 3 ? "nwc" : dims == 4 ? "nhwc" : dims == 5 ? "ndhwc" : "channels-last";
+    return {"llga_group_norm", tag, "", tag, follow_ ? "kept" : "plain", ""};
+  }
+
   void run(const KernelArgs& a) override {
     const Tensor& x = a.tensor(0);
     const int64_t groups = a.toInt(1);
@@ -455,14 +486,33 @@ class GroupNormKernel final : public Kernel {
         throw std::invalid_argument("group_norm: weight and bias need " + std::to_string(c) + " values, got " + t->describe());
     const int64_t spatial = c == 0 ? 0 : x.numel() / std::max<int64_t>(n * c, 1);
     if (x.numel() == 0) return a.set(0, Tensor::empty(x.dtype(), x.sizes()));
+    Tensor wc = w ? f32Contiguous(*w) : Tensor(), bc = b ? f32Contiguous(*b) : Tensor();
+    const float* wp = w ? wc.data<float>() : nullptr;
+    const float* bp = b ? bc.data<float>() : nullptr;
+    const bool channels_last = x.dtype() == ScalarType::Float && channelsLastDense(x) && affine::available();
+    last_channels_last_.store(channels_last ? static_cast<int>(x.dim()) : 0, std::memory_order_relaxed);
+    if (channels_last) {
+      std::vector<float> scale(static_cast<size_t>(n * c)), shift(static_cast<size_t>(n * c));
+      affine::groupNormParams(x.data<float>(), n, spatial, c, groups, a.toDouble(4), wp, bp, scale.data(),
+                              shift.data());
+      Tensor y = Tensor::emptyLike(ScalarType::Float, x.sizes(), x);
+      affine::Job job;
+      for (int64_t i = 0; i < n; ++i)
+        job.strips.push_back({x.data<float>() + i * spatial * c, y.data<float>() + i * spatial * c, spatial, c, c, c,
+                              i * c, 0, c});
+      job.scale = scale.data();
+      job.shift = shift.data();
+      affine::run(job);
+      if (follow_) return a.set(0, y);
+      Tensor plain = Tensor::empty(ScalarType::Float, x.sizes());  // a oneDNN reorder: 20x a strided copy's speed
+      reorder(a.ctx, wrap(y), wrap(plain));
+      return a.set(0, plain);
+    }
     const int64_t per_group = c / groups * spatial;
     Tensor y = layerNormImpl(a.ctx, x.contiguous().view({n * groups, per_group}), per_group, std::nullopt, std::nullopt,
                              a.toDouble(4), cache_)
                    .view({n, c, spatial});
     if (w || b) {
-      Tensor wc = w ? f32Contiguous(*w) : Tensor(), bc = b ? f32Contiguous(*b) : Tensor();
-      const float* wp = w ? wc.data<float>() : nullptr;
-      const float* bp = b ? bc.data<float>() : nullptr;
       float* yp = y.data<float>();
 #pragma omp parallel for schedule(static)
       for (int64_t row = 0; row < n * c; ++row) {
@@ -475,6 +525,8 @@ class GroupNormKernel final : public Kernel {
   }
 
  private:
+  bool follow_ = false;  // every reader takes strided tensors
+  std::atomic<int> last_channels_last_{0};  // the rank of the latest call's x when it was channels-last
   PrimitiveCache<NormEntry> cache_;
 };
 
