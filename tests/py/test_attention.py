@@ -154,17 +154,115 @@ def test_calls_that_do_not_fit_run_op_by_op():
     assert ("llga_attention" in attention_parts(c)[0].impl) == FUSED
 
 
-def test_routed_off_and_bf16_agree():
+def test_routed_off_agrees():
     m = _Sdpa("div")
     q, k, v, mask = torch.randn(2, 4, 20, 32), torch.randn(2, 4, 24, 32), torch.randn(2, 4, 24, 32), torch.randn(20, 24)
     off = compile_(m, q, k, v, mask, route={"attention": False})
     assert not attention_parts(off)
     check(off, m, q, k, v, mask)
-    if llga.cpu_capabilities()["bf16"]:
+
+
+# bf16: where assign-precision runs the products in bf16, the kernel rounds q,
+# k, the unnormalised probabilities and v to bf16 and accumulates in fp32, on
+# AMX tiles where oneDNN runs AMX, on AVX512-BF16's vdpbf16ps where it runs
+# avx512_core_bf16, op by op below that.
+ISA = llga.cpu_capabilities()["isa"]
+BF16_PATH = {"avx512_core_amx": "llga_attention:avx512_amx_bf16",
+             "avx512_core_bf16": "llga_attention:avx512_bf16"}.get(ISA) if FUSED else None
+
+
+def _bf16(t):
+    return t.to(torch.bfloat16).to(torch.float64)
+
+
+def bf16_reference(form, q, k, v, mask):
+    """The kernel's arithmetic in float64: products of bf16-rounded q and k,
+    the score ops, exp(s - max) rounded to bf16 times bf16-rounded v, divided
+    by the unrounded sum."""
+    s = _bf16(q) @ _bf16(k).transpose(-1, -2)
+    if form == "mul":
+        s = s * (1.0 / math.sqrt(q.shape[-1]))
+    elif form == "div":
+        s = s / math.sqrt(q.shape[-1])
+    s = s + mask.double()
+    e = torch.exp(s - s.amax(-1, keepdim=True))
+    return ((_bf16(e.float()) @ _bf16(v)) / e.sum(-1, keepdim=True)).numpy()
+
+
+BF16_CASES = [
+    ((2, 3), 33, 50, 20, 70, (33, 50)),      # tails everywhere: 33 rows, 50 keys, Dv past 64
+    ((1, 12), 128, 128, 64, 64, (1, 1, 1, 128)),  # BERT's shapes and mask
+    ((12,), 197, 197, 64, 64, (197,)),       # vit_b_16's: 7 row blocks, 13 key tiles
+    ((3,), 7, 9, 33, 5, (7, 9)),             # odd depth (a half-empty pair) and odd keys
+    ((), 1, 1, 1, 1, (1,)),                  # one of everything
+]
+
+
+@pytest.mark.skipif(BF16_PATH is None, reason=f"oneDNN runs no bf16 instructions here ({ISA}) or no AVX-512")
+@pytest.mark.parametrize("batch,L,S,D,Dv,mask_shape", BF16_CASES)
+def test_bf16_attention_runs_the_kernel_in_bf16(batch, L, S, D, Dv, mask_shape):
+    g = torch.Generator().manual_seed(L * 7 + S)
+    q, k = torch.randn(*batch, L, D, generator=g), torch.randn(*batch, S, D, generator=g)
+    v, mask = torch.randn(*batch, S, Dv, generator=g), torch.randn(*mask_shape, generator=g) * 3
+    for form in ("mul", "div"):
+        m = _Sdpa(form)
         c = compile_(m, q, k, v, mask, precision="bf16")
-        for p in attention_parts(c):  # the fused kernel is fp32: a bf16 group runs its ops
-            assert "llga_attention" not in p.impl
-        check(c, m, q, k, v, mask, rtol=3e-2, atol=3e-2)
+        (part,) = attention_parts(c)
+        assert part.precision == "bf16"
+        got = c(*[x.numpy() for x in (q, k, v, mask)])
+        assert part.impl == BF16_PATH and "q@kt (bf16)" in part.detail and "@v (bf16)" in part.detail, part
+        # its own rounding, to float64 summation order: a wrong pair or tile is off by O(1)
+        np.testing.assert_allclose(got, bf16_reference(form, q, k, v, mask), rtol=2e-3, atol=2e-3)
+        with torch.no_grad():  # and fp32 PyTorch to bf16's precision
+            np.testing.assert_allclose(got, m(q, k, v, mask).numpy(), rtol=3e-2, atol=3e-2)
+
+
+def _attention_in_subprocess(isa):
+    code = """
+import json, math, numpy as np, torch, llga
+torch.manual_seed(0)
+q, k, v, mask = torch.randn(2, 3, 33, 20), torch.randn(2, 3, 50, 20), torch.randn(2, 3, 50, 70), torch.randn(33, 50)
+def f(q, k, v, mask):
+    return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(20) + mask, -1) @ v
+c = llga.optimize(torch.jit.trace(f, (q, k, v, mask)), precision="bf16")
+p = [p for p in c.partitions if p.pattern == "attention"][0]
+got = c(q.numpy(), k.numpy(), v.numpy(), mask.numpy())
+print(json.dumps({"isa": llga.cpu_capabilities()["isa"], "impl": p.impl, "detail": p.detail,
+                  "err": float(np.abs(got - f(q, k, v, mask).numpy()).max())}))
+"""
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA=isa, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    import json
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _cpu_flag(flag):
+    with open("/proc/cpuinfo") as f:
+        return any(flag in line.split() for line in f if line.startswith("flags"))
+
+
+@pytest.mark.skipif(not (FUSED and _cpu_flag("avx512_bf16")), reason="the CPU has no AVX512-BF16")
+def test_bf16_attention_on_avx512_bf16_without_amx():
+    """As oneDNN runs on a CPU with AVX512-BF16 and no AMX (AMD's Zen 4 and 5):
+    the products on vdpbf16ps."""
+    r = _attention_in_subprocess("AVX512_CORE_BF16")
+    assert r["isa"] == "avx512_core_bf16", r
+    assert r["impl"] == "llga_attention:avx512_bf16", r
+    assert r["err"] < 3e-2, r
+
+
+@pytest.mark.skipif(not FUSED, reason="no AVX-512: oneDNN has no AVX-512 to cap")
+def test_bf16_attention_where_onednn_emulates_bf16_runs_op_by_op():
+    """AVX-512 without AVX512-BF16 (oneDNN emulates bf16): no bf16 products of
+    llga's, the group's ops one by one, and the report says why."""
+    r = _attention_in_subprocess("AVX512_CORE")
+    assert r["isa"] == "avx512_core", r
+    assert "llga_attention" not in r["impl"] and "one by one" in r["detail"], r
+    assert r["err"] < 3e-2, r
 
 
 def test_concurrent_calls():
@@ -224,18 +322,25 @@ ATTENTION_EXAMPLES = int(os.environ.get("LLGA_ATTENTION_EXAMPLES", "150"))  # mo
           suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.sampled_from([(), (1,), (3,), (2, 2)]), L=st.integers(1, 40), S=st.integers(1, 40),
        D=st.integers(1, 24), Dv=st.integers(1, 70), mask=st.sampled_from(["none", "keys", "rows", "full"]),
-       form=st.sampled_from(["mul", "div", "none"]), memory=st.sampled_from(["plain", "transposed", "sliced"]))
-def test_attention_property(batch, L, S, D, Dv, mask, form, memory):
+       form=st.sampled_from(["mul", "div", "none"]), memory=st.sampled_from(["plain", "transposed", "sliced"]),
+       bf16=st.booleans())
+def test_attention_property(batch, L, S, D, Dv, mask, form, memory, bf16):
     g = torch.Generator().manual_seed(L * 1000 + S * 10 + D)
     q, k = torch.randn(*batch, L, D, generator=g), torch.randn(*batch, S, D, generator=g)
     v = torch.randn(*batch, S, Dv, generator=g)
     shape = {"none": (S,), "keys": (S,), "rows": (L, S), "full": (*batch, L, S)}[mask]
     m = torch.randn(*shape, generator=g) * 2
     module = _Sdpa(form, masked=mask != "none")
-    c = compile_(module, q, k, v, m)
+    bf16 = bf16 and BF16_PATH is not None  # bf16 products where this CPU runs them in llga's kernel
+    c = compile_(module, q, k, v, m, **({"precision": "bf16"} if bf16 else {}))
     assert len(attention_parts(c)) == 1, [p.pattern for p in c.partitions]
     q2, k2, v2 = (_in_memory(t, memory) for t in (q, k, v))
+    got = c(*[t.numpy() for t in (q2, k2, v2, m)])
+    if bf16:
+        assert attention_parts(c)[0].impl == BF16_PATH
+        want = bf16_reference(form, q, k, v, m if mask != "none" else torch.zeros(S))
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+        return
     with torch.no_grad():
         want = module(q, k, v, m).numpy()
-    got = c(*[t.numpy() for t in (q2, k2, v2, m)])
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

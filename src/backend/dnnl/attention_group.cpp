@@ -1,16 +1,18 @@
 // The `attention` pattern's kernel (fuser/patterns.cpp): the group
 //   s = matmul(q, kt) -> [scale | mask: linear, add, sub, mul, div] -> softmax(s, -1) -> matmul(., v)
 // runs as llga's fused attention (backend/dnnl/fused_attention.h) when the
-// CPU has AVX-512 and the call's tensors fit it (fp32, plain, same batch
-// dims, operands broadcasting to the scores); otherwise, and for a group in
-// another precision, its ops run one by one (makeChainKernel), which the
-// report says.
+// CPU has AVX-512 (and AVX512-BF16 for products assigned bf16) and the
+// call's tensors fit it (fp32, plain, same batch dims, operands broadcasting
+// to the scores); otherwise, and for an int8 group, its ops run one by one
+// (makeChainKernel), which the report says.
 #include <atomic>
 #include <optional>
 
 #include "backend/dnnl/fused_attention.h"
 #include "backend/dnnl/fusion_group.h"
 #include "fuser/post_ops.h"
+#include "ir/precision.h"
+#include "oneapi/dnnl/dnnl.hpp"
 #include "runtime/exec_context.h"
 #include "runtime/threads.h"
 
@@ -48,8 +50,10 @@ std::vector<int64_t> batchOffsets(const Tensor& t, const Shape& batch_sizes) {
 
 class AttentionKernel final : public Kernel {
  public:
-  AttentionKernel(int q, int kt, int v, std::vector<OpSource> ops, std::unique_ptr<Kernel> fallback)
-      : q_(q), kt_(kt), v_(v), ops_(std::move(ops)), fallback_(std::move(fallback)) {}
+  AttentionKernel(int q, int kt, int v, std::vector<OpSource> ops, bool bf16_qk, bool bf16_pv, attention::Bf16Path path,
+                  std::unique_ptr<Kernel> fallback)
+      : q_(q), kt_(kt), v_(v), ops_(std::move(ops)), bf16_qk_(bf16_qk), bf16_pv_(bf16_pv), path_(path),
+        fallback_(std::move(fallback)) {}
 
   void run(const KernelArgs& a) override {
     std::optional<attention::Problem> p = problem(a);
@@ -74,8 +78,12 @@ class AttentionKernel final : public Kernel {
       return r;
     }
     KernelReport r;
-    r.impl = "llga_attention:avx512";
-    r.detail = "q@kt, " + std::to_string(ops_.size()) + " score op(s), softmax, @v per 32 query rows";
+    r.impl = !bf16_qk_ && !bf16_pv_                  ? "llga_attention:avx512"
+             : path_ == attention::Bf16Path::Amx ? "llga_attention:avx512_amx_bf16"
+                                                 : "llga_attention:avx512_bf16";
+    auto product = [](const char* name, bool bf16) { return std::string(name) + (bf16 ? " (bf16)" : ""); };
+    r.detail = product("q@kt", bf16_qk_) + ", " + std::to_string(ops_.size()) + " score op(s), softmax, " +
+               product("@v", bf16_pv_) + " per 32 query rows";
     return r;
   }
   const char* primitiveKind() const override { return "llga attention"; }
@@ -113,6 +121,9 @@ class AttentionKernel final : public Kernel {
     p.q = operand(q);
     p.kt = operand(kt);
     p.v = operand(v);
+    p.bf16_qk = bf16_qk_;
+    p.bf16_pv = bf16_pv_;
+    p.bf16_path = path_;
     for (const OpSource& o : ops_) {
       attention::ScoreOp op;
       op.kind = o.kind;
@@ -144,20 +155,71 @@ class AttentionKernel final : public Kernel {
 
   int q_, kt_, v_;
   std::vector<OpSource> ops_;
+  bool bf16_qk_, bf16_pv_;
+  attention::Bf16Path path_;
   std::unique_ptr<Kernel> fallback_;
   std::atomic<bool> fallback_ran_{false};
 };
 
+// The group's ops one by one on every call, for a reason the report gives
+// (the CPU or the group's precision rules the fused kernel out).
+class OpByOp final : public Kernel {
+ public:
+  OpByOp(std::unique_ptr<Kernel> ops, std::string why) : ops_(std::move(ops)), why_(std::move(why)) {}
+  void run(const KernelArgs& a) override { ops_->run(a); }
+  bool acceptsBlocked(size_t i) const override { return ops_->acceptsBlocked(i); }
+  bool acceptsStrided(size_t i) const override { return ops_->acceptsStrided(i); }
+  void allowBlockedOutput(size_t o) override { ops_->allowBlockedOutput(o); }
+  void allowStridedOutput(size_t o) override { ops_->allowStridedOutput(o); }
+  KernelReport report() const override {
+    KernelReport r = ops_->report();
+    r.detail = "ops one by one: " + why_ + (r.detail.empty() ? "" : "; " + r.detail);
+    return r;
+  }
+  const char* primitiveKind() const override { return ops_->primitiveKind(); }
+
+ private:
+  std::unique_ptr<Kernel> ops_;
+  std::string why_;
+};
+
+// Where products were assigned bf16, their instructions: AMX tiles where
+// oneDNN runs AMX, AVX512-BF16's vdpbf16ps where it runs avx512_core_bf16;
+// oneDNN's effective ISA, which ONEDNN_MAX_CPU_ISA caps, so an emulated
+// older CPU gets the older path, or none (the ops one by one).
+std::optional<attention::Bf16Path> bf16Path() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (isa == dnnl::cpu_isa::avx512_core_amx && attention::availableAmx()) return attention::Bf16Path::Amx;
+  if ((isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx512_core_bf16) && attention::availableBf16())
+    return attention::Bf16Path::Avx512Bf16;
+  return std::nullopt;
+}
+
 std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
   std::unique_ptr<Kernel> fallback = makeChainKernel(group);
-  const std::optional<std::vector<const Node*>> fp32 = fp32OpsOf(group);
-  if (!fp32 || !attention::available()) return fallback;
-  const std::vector<const Node*>& ops = *fp32;
-  const Graph& sub = *group.subgraph();
+  const std::shared_ptr<Graph> subgraph = group.subgraph();
+  if (!subgraph) return fallback;
+  if (precisionOf(group) == Precision::INT8)
+    return std::make_unique<OpByOp>(std::move(fallback), "llga's attention has no int8 products");
+  if (!attention::available())
+    return std::make_unique<OpByOp>(std::move(fallback), "llga's attention needs AVX-512 (F, BW, VL)");
+  const Graph& sub = *subgraph;
+  const std::vector<const Node*> ops = opsOf(sub);
   // The fuser's shape of the group (checkAttention in fuser/patterns.cpp).
   if (ops.size() < 3 || ops[ops.size() - 2]->kind() != kSoftmax) return fallback;
   const Node* qk = ops.front();
   const Node* pv = ops.back();
+  // The products as assign-precision decided (bf16 on AVX512-BF16's
+  // instructions), everything between them fp32.
+  const bool bf16_qk = precisionOf(*qk) == Precision::BF16, bf16_pv = precisionOf(*pv) == Precision::BF16;
+  for (const Node* n : ops)
+    if (precisionOf(*n) != Precision::F32 && !((n == qk || n == pv) && precisionOf(*n) == Precision::BF16))
+      return std::make_unique<OpByOp>(std::move(fallback), n->kind().toQualString() + " in " +
+                                                               std::string(precisionName(precisionOf(*n))));
+  const std::optional<attention::Bf16Path> path = bf16Path();
+  if ((bf16_qk || bf16_pv) && !path)
+    return std::make_unique<OpByOp>(std::move(fallback),
+                                    "bf16 products, and oneDNN runs no bf16 instructions here (it emulates bf16)");
   const int q = sourceOf(sub, qk->input(0)).input, kt = sourceOf(sub, qk->input(1)).input,
             v = sourceOf(sub, pv->input(1)).input;
   if (q < 0 || kt < 0 || v < 0) return fallback;
@@ -185,7 +247,8 @@ std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
     }
     sources.push_back(s);
   }
-  return std::make_unique<AttentionKernel>(q, kt, v, std::move(sources), std::move(fallback));
+  return std::make_unique<AttentionKernel>(q, kt, v, std::move(sources), bf16_qk, bf16_pv,
+                                           path.value_or(attention::Bf16Path::Avx512Bf16), std::move(fallback));
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 #include "backend/dnnl/fused_attention.h"
 
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "backend/dnnl/vec_math.h"
 
@@ -21,22 +24,48 @@ LLGA_AVX512 inline __mmask16 tailMask(int64_t n) {  // the first min(n, 16) lane
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
 }
 
-// scores[R x sp] = q[R x d] @ kp[d x sp] (sp a multiple of 16; q's rows qs
-// apart, columns contiguous; kp's and scores' rows sp apart).
-template <int R>
-LLGA_AVX512 void qkTile(const float* qp, int64_t qs, const float* kp, int64_t d, int64_t sp, float* scores) {
+// The products' two operand forms. fp32: one FMA per step k. bf16 (the
+// group's products assigned bf16): a step is a pair of k, each operand
+// element a uint32 holding two bf16 (low half the even k), multiplied and
+// added into fp32 lanes by one vdpbf16ps; half the instructions.
+template <bool Bf16>
+struct Mac;
+template <>
+struct Mac<false> {
+  using T = float;
+  using V = __m512;
+  static LLGA_AVX512 V load(const T* p) { return _mm512_loadu_ps(p); }
+  static LLGA_AVX512 V loadMasked(__mmask16 m, const T* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static LLGA_AVX512 __m512 step(__m512 acc, T a, V b) { return _mm512_fmadd_ps(_mm512_set1_ps(a), b, acc); }
+};
+template <>
+struct Mac<true> {
+  using T = uint32_t;
+  using V = __m512i;
+  static LLGA_AVX512 V load(const T* p) { return _mm512_loadu_si512(p); }
+  static LLGA_AVX512 V loadMasked(__mmask16 m, const T* p) { return _mm512_maskz_loadu_epi32(m, p); }
+  static LLGA_AVX512_BF16 __m512 step(__m512 acc, T a, V b) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(static_cast<int>(a)), (__m512bh)b);
+  }
+};
+
+// scores[R x sp] = q[R x d] @ kp[d x sp] over d steps (sp a multiple of 16;
+// q's rows qs apart, steps contiguous; kp's and scores' rows sp apart).
+template <int R, bool Bf16, typename T = typename Mac<Bf16>::T>
+LLGA_AVX512_BF16 void qkTile(const T* qp, int64_t qs, const T* kp, int64_t d, int64_t sp, float* scores) {
+  using M = Mac<Bf16>;
   int64_t j = 0;
   for (; j + 32 <= sp; j += 32) {
     __m512 acc0[R], acc1[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
     for (int64_t k = 0; k < d; ++k) {
-      const __m512 b0 = _mm512_loadu_ps(kp + k * sp + j), b1 = _mm512_loadu_ps(kp + k * sp + j + 16);
+      const typename M::V b0 = M::load(kp + k * sp + j), b1 = M::load(kp + k * sp + j + 16);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m512 a = _mm512_set1_ps(qp[r * qs + k]);
-        acc0[r] = _mm512_fmadd_ps(a, b0, acc0[r]);
-        acc1[r] = _mm512_fmadd_ps(a, b1, acc1[r]);
+        const T a = qp[r * qs + k];
+        acc0[r] = M::step(acc0[r], a, b0);
+        acc1[r] = M::step(acc1[r], a, b1);
       }
     }
 #pragma GCC unroll 8
@@ -50,44 +79,44 @@ LLGA_AVX512 void qkTile(const float* qp, int64_t qs, const float* kp, int64_t d,
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t k = 0; k < d; ++k) {
-      const __m512 b = _mm512_loadu_ps(kp + k * sp + j);
+      const typename M::V b = M::load(kp + k * sp + j);
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(qp[r * qs + k]), b, acc[r]);
+      for (int r = 0; r < R; ++r) acc[r] = M::step(acc[r], qp[r * qs + k], b);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) _mm512_storeu_ps(scores + r * sp + j, acc[r]);
   }
 }
 
-template <int R>
-LLGA_AVX512 void qkRows(int rows, const float* qp, int64_t qs, const float* kp, int64_t d, int64_t sp, float* scores) {
+template <int R, bool Bf16, typename T = typename Mac<Bf16>::T>
+LLGA_AVX512_BF16 void qkRows(int rows, const T* qp, int64_t qs, const T* kp, int64_t d, int64_t sp, float* scores) {
   if constexpr (R > 1) {
-    if (rows < R) return qkRows<R - 1>(rows, qp, qs, kp, d, sp, scores);
+    if (rows < R) return qkRows<R - 1, Bf16>(rows, qp, qs, kp, d, sp, scores);
   }
-  qkTile<R>(qp, qs, kp, d, sp, scores);
+  qkTile<R, Bf16>(qp, qs, kp, d, sp, scores);
 }
 
-// out[R x n] = p[R x s] @ v[s x n] over NV vectors (n <= 16 * NV; the last
-// vector masked by `last`): p rows `sp` apart, v rows `vs` apart (columns
-// contiguous), out rows `dv` apart.
-template <int R, int NV>
-LLGA_AVX512 void pvTile(const float* p, int64_t sp, const float* v, int64_t vs, int64_t s, __mmask16 last,
-                        float* out, int64_t dv) {
+// out[R x n] = p[R x s] @ v[s x n] over s steps and NV vectors (n <= 16 *
+// NV; the last vector masked by `last`): p rows `sp` apart, v rows `vs` apart
+// (columns contiguous), out rows `dv` apart.
+template <int R, int NV, bool Bf16, typename T = typename Mac<Bf16>::T>
+LLGA_AVX512_BF16 void pvTile(const T* p, int64_t sp, const T* v, int64_t vs, int64_t s, __mmask16 last, float* out,
+                             int64_t dv) {
+  using M = Mac<Bf16>;
   __m512 acc[R][NV];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_setzero_ps();
   for (int64_t k = 0; k < s; ++k) {
-    __m512 b[NV];
+    typename M::V b[NV];
 #pragma GCC unroll 4
-    for (int c = 0; c < NV; ++c)
-      b[c] = c + 1 < NV ? _mm512_loadu_ps(v + k * vs + 16 * c) : _mm512_maskz_loadu_ps(last, v + k * vs + 16 * c);
+    for (int c = 0; c < NV; ++c) b[c] = c + 1 < NV ? M::load(v + k * vs + 16 * c) : M::loadMasked(last, v + k * vs + 16 * c);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(p[r * sp + k]);
+      const T a = p[r * sp + k];
 #pragma GCC unroll 4
-      for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(a, b[c], acc[r][c]);
+      for (int c = 0; c < NV; ++c) acc[r][c] = M::step(acc[r][c], a, b[c]);
     }
   }
 #pragma GCC unroll 6
@@ -99,23 +128,47 @@ LLGA_AVX512 void pvTile(const float* p, int64_t sp, const float* v, int64_t vs, 
     }
 }
 
-template <int R>
-LLGA_AVX512 void pvRows(int rows, const float* p, int64_t sp, const float* v, int64_t vs, int64_t s, int64_t dv,
-                        float* out) {
+template <int R, bool Bf16, typename T = typename Mac<Bf16>::T>
+LLGA_AVX512_BF16 void pvRows(int rows, const T* p, int64_t sp, const T* v, int64_t vs, int64_t s, int64_t dv,
+                             float* out) {
   if constexpr (R > 1) {
-    if (rows < R) return pvRows<R - 1>(rows, p, sp, v, vs, s, dv, out);
+    if (rows < R) return pvRows<R - 1, Bf16>(rows, p, sp, v, vs, s, dv, out);
   }
   for (int64_t j = 0; j < dv; j += 64) {
     const int64_t left = dv - j;
     const int nv = static_cast<int>(std::min<int64_t>(4, (left + 15) / 16));
     const __mmask16 last = tailMask(left - 16 * (nv - 1));
     switch (nv) {
-      case 1: pvTile<R, 1>(p, sp, v + j, vs, s, last, out + j, dv); break;
-      case 2: pvTile<R, 2>(p, sp, v + j, vs, s, last, out + j, dv); break;
-      case 3: pvTile<R, 3>(p, sp, v + j, vs, s, last, out + j, dv); break;
-      default: pvTile<R, 4>(p, sp, v + j, vs, s, last, out + j, dv); break;
+      case 1: pvTile<R, 1, Bf16>(p, sp, v + j, vs, s, last, out + j, dv); break;
+      case 2: pvTile<R, 2, Bf16>(p, sp, v + j, vs, s, last, out + j, dv); break;
+      case 3: pvTile<R, 3, Bf16>(p, sp, v + j, vs, s, last, out + j, dv); break;
+      default: pvTile<R, 4, Bf16>(p, sp, v + j, vs, s, last, out + j, dv); break;
     }
   }
+}
+
+// The first n floats of x rounded to bf16 (round to nearest even, as
+// vcvtneps2bf16), as `pairs` uint32 of two each, zeros past n.
+LLGA_AVX512_BF16 void toBf16Pairs(const float* x, int64_t n, uint32_t* out, int64_t pairs) {
+  auto* y = reinterpret_cast<uint16_t*>(out);
+  for (int64_t j = 0; j < 2 * pairs; j += 16) {
+    const __m512 v = j < n ? _mm512_maskz_loadu_ps(tailMask(n - j), x + j) : _mm512_setzero_ps();
+    const __m256i b = (__m256i)_mm512_cvtneps_pbh(v);
+    if (j + 16 <= 2 * pairs) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + j), b);
+    } else {
+      alignas(32) uint16_t t[16];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(t), b);
+      std::copy(t, t + (2 * pairs - j), y + j);
+    }
+  }
+}
+
+// Lanes of a and b (rows 2k and 2k + 1 of an operand) as 16 pairs.
+LLGA_AVX512_BF16 inline __m512i interleaveBf16(__m512 a, __m512 b) {
+  const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(a));
+  const __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(b));
+  return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
 }
 
 // f, then the row's softmax numerators exp(x - max) in place; returns 1 / sum.
@@ -222,23 +275,147 @@ LLGA_AVX512 void packKt(const Problem& p, int64_t b, int64_t sp, float* __restri
   for (int64_t r = 0; r < d; ++r) std::fill(kp + r * sp + s, kp + (r + 1) * sp, 0.0f);
 }
 
-struct Layout {  // the scratch: packed K^T for every batch entry, then each thread's block buffers
+struct Layout {  // the scratch: packed operands for every batch entry, then each thread's block buffers
   int64_t sp, kt_floats, per_thread_floats, qp_floats, scores_floats, vp_floats;
+  // bf16 products: dp pairs of q's columns (k's rows), sv of the scores'
+  // columns (v's rows), each stored padded to a multiple of 16 (dpa, sva:
+  // AMX's tiles are 16 pairs deep) with zeros. K^T as dpa rows of sp pairs
+  // and v as sva rows of dvp, per batch entry; per thread q's block as
+  // kRows x dpa, the probabilities' as kRows x sva and (AMX) the output
+  // block as kRows x dvp floats.
+  int64_t dp = 0, dpa = 0, sv = 0, sva = 0, dvp = 0;
+  int64_t kb_words = 0, vb_words = 0, qb_words = 0, pb_words = 0, ob_floats = 0;
   explicit Layout(const Problem& p) {
     sp = roundUp16(p.S);
     kt_floats = roundUp16(p.batch * p.D * sp);
     qp_floats = roundUp16(kRows * p.D);
     scores_floats = kRows * sp;
-    vp_floats = p.v.col_stride == 1 ? 0 : roundUp16(p.S * p.Dv);  // v packed per block when its columns are strided
-    per_thread_floats = qp_floats + scores_floats + vp_floats;
+    vp_floats = p.v.col_stride == 1 || p.bf16_pv ? 0 : roundUp16(p.S * p.Dv);  // v packed per block when its columns are strided
+    if (p.bf16_qk) {
+      dp = (p.D + 1) / 2;
+      dpa = roundUp16(dp);
+      kb_words = p.batch * dpa * sp;
+      qb_words = kRows * dpa;
+    }
+    if (p.bf16_pv) {
+      sv = (p.S + 1) / 2;
+      sva = roundUp16(sv);
+      dvp = roundUp16(p.Dv);
+      vb_words = p.batch * sva * dvp;
+      pb_words = kRows * sva;
+      ob_floats = p.bf16_path == Bf16Path::Amx ? kRows * dvp : 0;
+    }
+    per_thread_floats = qp_floats + scores_floats + vp_floats + qb_words + pb_words + ob_floats;
   }
+  int64_t shared() const { return kt_floats + kb_words + vb_words; }
 };
 
-LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all, float* mine, int64_t b, int64_t r0) {
+// K^T of batch entry b (kp, as packKt wrote it) as bf16 pairs: row r of kb
+// holds rows 2r and 2r + 1 of kp (zeros past d), dpa rows.
+LLGA_AVX512_BF16 void pairKt(const float* kp, int64_t d, const Layout& lay, uint32_t* kb) {
+  const int64_t sp = lay.sp;
+  for (int64_t r = 0; r < lay.dpa; ++r)
+    for (int64_t j = 0; j < sp; j += 16) {
+      const __m512 a = 2 * r < d ? _mm512_loadu_ps(kp + 2 * r * sp + j) : _mm512_setzero_ps();
+      const __m512 b = 2 * r + 1 < d ? _mm512_loadu_ps(kp + (2 * r + 1) * sp + j) : _mm512_setzero_ps();
+      _mm512_storeu_si512(kb + r * sp + j, interleaveBf16(a, b));
+    }
+}
+
+// 16 values of v's row k from column j (batch entry data), zeros past its end.
+LLGA_AVX512 __m512 vRow16(const Problem& p, const float* v, int64_t k, int64_t j) {
+  if (k >= p.S || j >= p.Dv) return _mm512_setzero_ps();
+  const __mmask16 m = tailMask(p.Dv - j);
+  if (p.v.col_stride == 1) return _mm512_maskz_loadu_ps(m, v + k * p.v.row_stride + j);
+  alignas(64) float g[16] = {};
+  for (int64_t t = 0; t < std::min<int64_t>(16, p.Dv - j); ++t) g[t] = v[k * p.v.row_stride + (j + t) * p.v.col_stride];
+  return _mm512_load_ps(g);
+}
+
+// v of batch entry b as bf16 pairs: row r of vb holds rows 2r and 2r + 1 of
+// v (zeros past S), sva rows of dvp columns (zeros past Dv).
+LLGA_AVX512_BF16 void packVPairs(const Problem& p, int64_t b, const Layout& lay, uint32_t* vb) {
+  const float* v = p.v.data + p.v.batch_offset[static_cast<size_t>(b)];
+  for (int64_t r = 0; r < lay.sva; ++r)
+    for (int64_t j = 0; j < lay.dvp; j += 16)
+      _mm512_storeu_si512(vb + r * lay.dvp + j, interleaveBf16(vRow16(p, v, 2 * r, j), vRow16(p, v, 2 * r + 1, j)));
+}
+
+// AMX: every tile 16 rows of 64 bytes (16 floats, or 16 bf16 pairs). A
+// block's 32 rows are two row tiles (A in tmm0, tmm1), two 16-column blocks
+// of the right operand at a time (tmm2, tmm3), four accumulators (tmm4-7).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+LLGA_AMX void amxBegin() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  // GCC 12 does not count ldtilecfg as reading cfg and drops the stores above without this.
+  asm volatile("" : : "r"(&cfg) : "memory");
+  _tile_loadconfig(&cfg);
+}
+LLGA_AMX void amxEnd() { _tile_release(); }
+
+// c[32 x n] = a[32 x 16 * kblocks pairs] @ b[16 * kblocks pair rows x n], n
+// a multiple of 16: a's rows `as` words apart, b's rows `bs` words apart,
+// c's rows `cs` floats apart.
+LLGA_AMX void amxProduct(const uint32_t* a, int64_t as, const uint32_t* b, int64_t bs, int64_t kblocks, int64_t n,
+                         float* c, int64_t cs) {
+  const int64_t ab = as * 4, bb = bs * 4, cb = cs * 4;
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
+    for (int64_t k = 0; k < kblocks; ++k) {
+      _tile_loadd(0, a + 16 * k, ab);
+      _tile_loadd(1, a + 16 * as + 16 * k, ab);
+      _tile_loadd(2, b + 16 * k * bs + j, bb);
+      _tile_loadd(3, b + 16 * k * bs + j + 16, bb);
+      _tile_dpbf16ps(4, 0, 2);
+      _tile_dpbf16ps(5, 1, 2);
+      _tile_dpbf16ps(6, 0, 3);
+      _tile_dpbf16ps(7, 1, 3);
+    }
+    _tile_stored(4, c + j, cb);
+    _tile_stored(5, c + 16 * cs + j, cb);
+    _tile_stored(6, c + j + 16, cb);
+    _tile_stored(7, c + 16 * cs + j + 16, cb);
+  }
+  if (j < n) {  // 16 columns left
+    _tile_zero(4);
+    _tile_zero(5);
+    for (int64_t k = 0; k < kblocks; ++k) {
+      _tile_loadd(0, a + 16 * k, ab);
+      _tile_loadd(1, a + 16 * as + 16 * k, ab);
+      _tile_loadd(2, b + 16 * k * bs + j, bb);
+      _tile_dpbf16ps(4, 0, 2);
+      _tile_dpbf16ps(5, 1, 2);
+    }
+    _tile_stored(4, c + j, cb);
+    _tile_stored(5, c + 16 * cs + j, cb);
+  }
+}
+
+LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all, const uint32_t* kb_all,
+                       const uint32_t* vb_all, float* mine, int64_t b, int64_t r0) {
   const int64_t rows = std::min(kRows, p.L - r0), sp = lay.sp;
+  const bool amx = p.bf16_path == Bf16Path::Amx;
   float* qp = mine;
   float* scores = qp + lay.qp_floats;
   float* vp = scores + lay.scores_floats;
+  auto* qb = reinterpret_cast<uint32_t*>(vp + lay.vp_floats);
+  uint32_t* pb = qb + lay.qb_words;
+  float* ob = reinterpret_cast<float*>(pb + lay.pb_words);
   const float* q = p.q.data + p.q.batch_offset[static_cast<size_t>(b)] + r0 * p.q.row_stride;
   int64_t qs = p.q.row_stride;
   if (p.q.col_stride != 1) {  // q's columns strided: its rows packed
@@ -247,23 +424,57 @@ LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all,
     q = qp;
     qs = p.D;
   }
-  const float* kp = kp_all + b * p.D * sp;
-  for (int64_t i = 0; i < rows; i += kQkRows)
-    qkRows<kQkRows>(static_cast<int>(std::min<int64_t>(kQkRows, rows - i)), q + i * qs, qs, kp, p.D, sp, scores + i * sp);
+  if (p.bf16_qk) {
+    for (int64_t i = 0; i < rows; ++i) toBf16Pairs(q + i * qs, p.D, qb + i * lay.dpa, lay.dpa);
+    const uint32_t* kb = kb_all + b * lay.dpa * sp;
+    if (amx) {  // the rows past the block's end as zeros: AMX multiplies all 32
+      std::fill(qb + rows * lay.dpa, qb + kRows * lay.dpa, 0u);
+      amxProduct(qb, lay.dpa, kb, sp, lay.dpa / 16, sp, scores, sp);
+    } else {
+      for (int64_t i = 0; i < rows; i += kQkRows)
+        qkRows<kQkRows, true>(static_cast<int>(std::min<int64_t>(kQkRows, rows - i)), qb + i * lay.dpa, lay.dpa, kb,
+                              lay.dp, sp, scores + i * sp);
+    }
+  } else {
+    const float* kp = kp_all + b * p.D * sp;
+    for (int64_t i = 0; i < rows; i += kQkRows)
+      qkRows<kQkRows, false>(static_cast<int>(std::min<int64_t>(kQkRows, rows - i)), q + i * qs, qs, kp, p.D, sp,
+                             scores + i * sp);
+  }
   float inv[kRows];
   for (int64_t i = 0; i < rows; ++i) inv[i] = scoreRow(scores + i * sp, p.S, p.ops, b, r0 + i);
-  const float* v = p.v.data + p.v.batch_offset[static_cast<size_t>(b)];
-  int64_t vs = p.v.row_stride;
-  if (p.v.col_stride != 1) {
-    for (int64_t k = 0; k < p.S; ++k)
-      for (int64_t j = 0; j < p.Dv; ++j) vp[k * p.Dv + j] = v[k * p.v.row_stride + j * p.v.col_stride];
-    v = vp;
-    vs = p.Dv;
-  }
   float* out = p.out + (b * p.L + r0) * p.Dv;
-  for (int64_t i = 0; i < rows; i += kPvRows)
-    pvRows<kPvRows>(static_cast<int>(std::min<int64_t>(kPvRows, rows - i)), scores + i * sp, sp, v, vs, p.S, p.Dv,
-                    out + i * p.Dv);
+  if (p.bf16_pv) {
+    for (int64_t i = 0; i < rows; ++i) toBf16Pairs(scores + i * sp, p.S, pb + i * lay.sva, lay.sva);
+    const uint32_t* vb = vb_all + b * lay.sva * lay.dvp;
+    if (amx) {  // into ob, then scaled into out below
+      std::fill(pb + rows * lay.sva, pb + kRows * lay.sva, 0u);
+      amxProduct(pb, lay.sva, vb, lay.dvp, lay.sva / 16, lay.dvp, ob, lay.dvp);
+      for (int64_t i = 0; i < rows; ++i) {
+        const __m512 s = _mm512_set1_ps(inv[i]);
+        for (int64_t j = 0; j < p.Dv; j += 16) {
+          const __mmask16 m = tailMask(p.Dv - j);
+          _mm512_mask_storeu_ps(out + i * p.Dv + j, m, _mm512_mul_ps(_mm512_loadu_ps(ob + i * lay.dvp + j), s));
+        }
+      }
+      return;
+    }
+    for (int64_t i = 0; i < rows; i += kPvRows)
+      pvRows<kPvRows, true>(static_cast<int>(std::min<int64_t>(kPvRows, rows - i)), pb + i * lay.sva, lay.sva, vb,
+                            lay.dvp, lay.sv, p.Dv, out + i * p.Dv);
+  } else {
+    const float* v = p.v.data + p.v.batch_offset[static_cast<size_t>(b)];
+    int64_t vs = p.v.row_stride;
+    if (p.v.col_stride != 1) {
+      for (int64_t k = 0; k < p.S; ++k)
+        for (int64_t j = 0; j < p.Dv; ++j) vp[k * p.Dv + j] = v[k * p.v.row_stride + j * p.v.col_stride];
+      v = vp;
+      vs = p.Dv;
+    }
+    for (int64_t i = 0; i < rows; i += kPvRows)
+      pvRows<kPvRows, false>(static_cast<int>(std::min<int64_t>(kPvRows, rows - i)), scores + i * sp, sp, v, vs, p.S,
+                             p.Dv, out + i * p.Dv);
+  }
   for (int64_t i = 0; i < rows; ++i) {
     const __m512 s = _mm512_set1_ps(inv[i]);
     float* o = out + i * p.Dv;
@@ -276,14 +487,38 @@ LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all,
 
 }  // namespace
 
+// The tiles are compiled for AVX-512 F, BW and VL (every AVX-512 CPU since
+// Skylake-SP), BF16 instructions only in the bf16 instantiations.
 bool available() {
-  static const bool ok = vec::cpuHasAvx512();
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return vec::cpuHasAvx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }();
+  return ok;
+}
+
+bool availableBf16() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return available() && __builtin_cpu_supports("avx512bf16");
+  }();
+  return ok;
+}
+
+bool availableAmx() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    if (!available() || !__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+    // Linux hands a process AMX's tile state only when asked (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
+    constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+  }();
   return ok;
 }
 
 size_t scratchBytes(const Problem& p, int threads) {
   const Layout lay(p);
-  return static_cast<size_t>(lay.kt_floats + std::max(1, threads) * lay.per_thread_floats) * sizeof(float);
+  return static_cast<size_t>(lay.shared() + std::max(1, threads) * lay.per_thread_floats) * sizeof(float);
 }
 
 void run(const Problem& p, int threads, void* scratch) {
@@ -292,18 +527,29 @@ void run(const Problem& p, int threads, void* scratch) {
     std::fill(p.out, p.out + p.batch * p.L * p.Dv, 0.0f);
     return;
   }
+  if ((p.bf16_qk || p.bf16_pv) && !(p.bf16_path == Bf16Path::Amx ? availableAmx() : availableBf16()))
+    throw std::logic_error("attention: bf16 products on an instruction set this CPU does not have");
   const Layout lay(p);
   float* kp_all = static_cast<float*>(scratch);
-  float* per_thread = kp_all + lay.kt_floats;
+  auto* kb_all = reinterpret_cast<uint32_t*>(kp_all + lay.kt_floats);
+  uint32_t* vb_all = kb_all + lay.kb_words;
+  float* per_thread = kp_all + lay.shared();
   const int64_t blocks = (p.L + kRows - 1) / kRows, tasks = p.batch * blocks;
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, tasks)));
 #pragma omp parallel num_threads(threads)
   {
 #pragma omp for schedule(static)
-    for (int64_t b = 0; b < p.batch; ++b) packKt(p, b, lay.sp, kp_all + b * p.D * lay.sp);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      packKt(p, b, lay.sp, kp_all + b * p.D * lay.sp);
+      if (p.bf16_qk) pairKt(kp_all + b * p.D * lay.sp, p.D, lay, kb_all + b * lay.dpa * lay.sp);
+      if (p.bf16_pv) packVPairs(p, b, lay, vb_all + b * lay.sva * lay.dvp);
+    }
     float* mine = per_thread + omp_get_thread_num() * lay.per_thread_floats;
+    const bool amx = (p.bf16_qk || p.bf16_pv) && p.bf16_path == Bf16Path::Amx;
+    if (amx) amxBegin();  // this thread's tile configuration, released before oneDNN's kernels load theirs
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < tasks; ++t) block(p, lay, kp_all, mine, t / blocks, t % blocks * kRows);
+    for (int64_t t = 0; t < tasks; ++t) block(p, lay, kp_all, kb_all, vb_all, mine, t / blocks, t % blocks * kRows);
+    if (amx) amxEnd();
   }
 }
 

@@ -12,6 +12,12 @@
 // rows by 1 / sum. Every step is fp32 with fp32 accumulation, as the op-by-op
 // path; the results differ from it by rounding only (the division by the sum
 // is applied to the output rows instead of the probabilities).
+//
+// A product the precision pass assigned bf16 (precision="bf16") takes its
+// operands rounded to bf16 (q and k; the unnormalised probabilities and v)
+// and accumulates in fp32 on AVX512-BF16's vdpbf16ps, as oneDNN's bf16
+// matmul would; f and the softmax stay fp32. On AMX (Bf16Path::Amx) both
+// products of a block of 32 query rows are tile products.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +44,12 @@ struct Operand {
   int64_t row_stride = 0, col_stride = 0;
 };
 
+// bf16 products on AMX tiles (32 x 32-pair blocks of tdpbf16ps) or on
+// AVX512-BF16's vdpbf16ps in the fp32 path's register tiles. Which one is
+// the backend's choice from oneDNN's ISA (Sapphire Rapids' vdpbf16ps
+// multiplies no faster than its fp32 FMAs; its AMX does 8x that).
+enum class Bf16Path : uint8_t { Avx512Bf16, Amx };
+
 struct Problem {
   int64_t batch = 0, L = 0, S = 0, D = 0, Dv = 0;
   Operand q;   // [batch, L, D]
@@ -45,10 +57,14 @@ struct Problem {
   Operand v;   // [batch, S, Dv]
   std::vector<ScoreOp> ops;
   float* out = nullptr;  // [batch, L, Dv], row-major
+  bool bf16_qk = false, bf16_pv = false;  // the products in bf16
+  Bf16Path bf16_path = Bf16Path::Avx512Bf16;  // on which instructions (availableAmx(), availableBf16())
 };
 
-// Whether this CPU runs the kernel (AVX-512F).
+// Whether this CPU runs the kernel (AVX-512 F, BW, VL), and its bf16 products (AVX512-BF16).
 bool available();
+bool availableBf16();
+bool availableAmx();  // AMX-BF16 and the kernel's permission to use its tiles
 // Scratch `run` needs with `threads` threads.
 size_t scratchBytes(const Problem& p, int threads);
 // Runs on `threads` threads (OpenMP) with `scratch` of scratchBytes(p, threads)

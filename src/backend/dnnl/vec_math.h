@@ -10,6 +10,10 @@
 #include <immintrin.h>
 
 #define LLGA_AVX512 __attribute__((target("avx512f")))
+// AVX512-BF16's vdpbf16ps and conversions, with AVX512-BW/VL for their operands.
+#define LLGA_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+// AMX tiles with bf16 products (Sapphire Rapids and later), AVX-512 around them.
+#define LLGA_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
 
 namespace llga::vec {
 
