@@ -2,6 +2,8 @@
 // one node (its root) and returns the value that replaces the root's output,
 // the root's own output when it rewrote the root in place, or null. Rules never fire on a result that something writes in place.
 // Runs to a fixed point (bounded).
+#include <optional>
+
 #include "ir/effects.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
@@ -132,6 +134,44 @@ Value* scaleAfterProduct(Node* n, Graph& g) {
   return scaled;
 }
 
+// softmax(x - max(x, d, keepdim=True)[0], d) -> softmax(x, d) (and
+// log_softmax, amax): the softmax subtracts the row's maximum itself, and the
+// row's maximum of x - max(x) is exactly 0, so both compute exp(fl(x - m))
+// from the same bits; a NaN or infinite row gives NaN either way. Models
+// write the shift by hand against overflow (torchaudio's wav2vec2); without
+// it the product, scale, softmax and product match the attention pattern.
+std::optional<int64_t> normalizedDim(const Value* x, std::optional<int64_t> d) {
+  if (!d) return std::nullopt;
+  if (*d >= 0) return d;
+  const TypePtr& t = x->type();
+  if (!t->isTensor() || !t->tensorInfo().rank()) return std::nullopt;
+  return *d + static_cast<int64_t>(*t->tensorInfo().rank());
+}
+
+Value* softmaxOfShifted(Node* n, Graph&) {
+  if (n->inputs().size() != 3 || !isNone(n->input(2))) return nullptr;
+  Node* sub = producer(n->input(0), "aten::sub");
+  if (!sub || sub->inputs().size() != 3 || constantNumber(sub->input(2)) != std::optional<double>(1.0)) return nullptr;
+  Value* x = sub->input(0);
+  Node* mx = sub->input(1)->node();
+  const std::string mk = mx->kind().toQualString();
+  std::optional<int64_t> reduced;
+  if (mk == "aten::max" && mx->inputs().size() == 3 && mx->outputs().size() == 2 && sub->input(1) == mx->output(0)) {
+    reduced = constantInt(mx->input(1));
+  } else if (mk == "aten::amax" && mx->inputs().size() == 3) {
+    const auto dims = constantInts(mx->input(1));
+    if (dims && dims->size() == 1) reduced = (*dims)[0];
+  } else {
+    return nullptr;
+  }
+  const std::optional<int64_t> keep = constantInt(mx->input(2));
+  if (mx->input(0) != x || !keep || *keep != 1 || mayBeMutated(*x)) return nullptr;
+  const std::optional<int64_t> d = normalizedDim(x, constantInt(n->input(1))), r = normalizedDim(x, reduced);
+  if (!d || !r || *d != *r) return nullptr;
+  n->replaceInput(0, x);  // the shift and the maximum go with dce if nothing else reads them
+  return n->output();
+}
+
 // size(contiguous(x)[, d]) -> size(x[, d]): a copy has its source's sizes
 // (the contiguous-view rule leaves such readers behind).
 Value* sizeOfContiguous(Node* n, Graph&) {
@@ -179,6 +219,8 @@ const Rule kRules[] = {
   {"contiguous-view",     "aten::view",      "view(contiguous(x), s)  ->  reshape(x, s)   (nothing writes them)", contiguousView},
   {"scale-after-product", "aten::matmul",    "softmax(matmul(q * c, k))  ->  softmax(matmul(q, k) * c)", scaleAfterProduct},
   {"scale-after-bmm",     "aten::bmm",       "softmax(bmm(q * c, k))  ->  softmax(bmm(q, k) * c)", scaleAfterProduct},
+  {"softmax-of-shifted",  "aten::softmax", "softmax(x - max(x, d, keepdim)[0], d)  ->  softmax(x, d)", softmaxOfShifted},
+  {"log-softmax-of-shifted", "aten::log_softmax", "log_softmax(x - max(x, d, keepdim)[0], d)  ->  log_softmax(x, d)", softmaxOfShifted},
   {"size-of-contiguous",  "aten::size",      "size(contiguous(x), d)  ->  size(x, d)",    sizeOfContiguous},
   {"reshape-reshape",     "aten::reshape",   "reshape(reshape(x, s1), s2)  ->  reshape(x, s2)", reshapeReshape},
   {"to-same-dtype",       "aten::to",        "to(x, dtype(x), copy=False)  ->  x",         toSameDtype},

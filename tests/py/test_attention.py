@@ -77,6 +77,41 @@ def test_attention_forms_match_pytorch(batch, L, S, D, Dv, mask_shape):
         assert ("llga_attention" in parts[0].impl) == FUSED, parts[0].impl
 
 
+class _ShiftedSoftmax(nn.Module):
+    """torchaudio wav2vec2's attention: the row maximum subtracted by hand."""
+
+    def __init__(self, amax=False):
+        super().__init__()
+        self.amax = amax
+
+    def forward(self, q, k, v, mask):
+        w = 0.125 * (q @ k.transpose(-1, -2)) + mask
+        m = w.amax(-1, keepdim=True) if self.amax else w.max(dim=-1, keepdim=True)[0]
+        return torch.softmax(w - m, dim=-1) @ v
+
+
+@pytest.mark.parametrize("amax", [False, True])
+def test_hand_shifted_softmax_is_the_attention_pattern(amax):
+    """softmax(x - max(x)) is softmax(x) bit for bit (canonicalize drops the
+    shift): the block is one attention partition, and rows masked to -inf,
+    and a NaN, come out as PyTorch's."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = torch.randn(2, 3, 9, 16, generator=g), torch.randn(2, 3, 11, 16, generator=g), torch.randn(2, 3, 11, 8, generator=g)
+    mask = torch.randn(9, 11, generator=g)
+    m = _ShiftedSoftmax(amax)
+    c = compile_(m, q, k, v, mask)
+    (part,) = attention_parts(c)
+    assert part.ops == ["aten::matmul", "aten::mul", "aten::add", "aten::softmax", "aten::matmul"], part.ops
+    check(c, m, q, k, v, mask)
+    mask[2, :] = float("-inf")  # a row of -inf: NaN in PyTorch, either way
+    mask[4, 3] = float("nan")
+    with torch.no_grad():
+        want = m(q, k, v, mask).numpy()
+    got = c(*[x.numpy() for x in (q, k, v, mask)])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True)
+    assert np.isnan(got[:, :, 2]).all() and np.isnan(got[:, :, 4]).all()
+
+
 def test_scores_read_twice_are_no_attention():
     class M(nn.Module):
         def forward(self, q, k, v):
