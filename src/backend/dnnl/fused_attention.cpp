@@ -171,10 +171,8 @@ LLGA_AVX512_BF16 inline __m512i interleaveBf16(__m512 a, __m512 b) {
   return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
 }
 
-// f, then the row's softmax numerators exp(x - max) in place; returns 1 / sum.
-// A NaN anywhere in the row (or a row of -inf, whose max is -inf) makes the
-// sum NaN and so the whole output row NaN, as PyTorch's softmax does.
-LLGA_AVX512 float scoreRow(float* row, int64_t s, const std::vector<ScoreOp>& ops, int64_t b, int64_t i) {
+// f in place, then the row's maximum (in every lane).
+LLGA_AVX512 __m512 scoreOpsAndMax(float* row, int64_t s, const std::vector<ScoreOp>& ops, int64_t b, int64_t i) {
   for (const ScoreOp& op : ops) {
     if (op.kind == ScoreOp::Kind::Linear) {
       const __m512 a = _mm512_set1_ps(op.alpha), c = _mm512_set1_ps(op.beta);
@@ -212,13 +210,44 @@ LLGA_AVX512 float scoreRow(float* row, int64_t s, const std::vector<ScoreOp>& op
   // NaN score is skipped here and caught by the sum below.
   __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j < s; j += 16) mx = _mm512_mask_max_ps(mx, tailMask(s - j), _mm512_loadu_ps(row + j), mx);
-  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  return _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+}
+
+// f, then the row's softmax numerators exp(x - max) in place; returns 1 / sum.
+// A NaN anywhere in the row (or a row of -inf, whose max is -inf) makes the
+// sum NaN and so the whole output row NaN, as PyTorch's softmax does.
+LLGA_AVX512 float scoreRow(float* row, int64_t s, const std::vector<ScoreOp>& ops, int64_t b, int64_t i) {
+  const __m512 vmax = scoreOpsAndMax(row, s, ops, b, i);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < s; j += 16) {
     const __mmask16 m = tailMask(s - j);
     const __m512 e = vec::expNonPositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), vmax));
     _mm512_mask_storeu_ps(row + j, m, e);
     sum = _mm512_mask_add_ps(sum, m, sum, e);
+  }
+  return 1.0f / _mm512_reduce_add_ps(sum);
+}
+
+// scoreRow with the numerators written as bf16 pairs (`pairs` of them,
+// zeros past s) for the bf16 product with v, rounded as vcvtneps2bf16 does;
+// the sum is of the unrounded values.
+LLGA_AVX512_BF16 float scoreRowBf16(float* row, int64_t s, const std::vector<ScoreOp>& ops, int64_t b, int64_t i,
+                                    uint32_t* out, int64_t pairs) {
+  const __m512 vmax = scoreOpsAndMax(row, s, ops, b, i);
+  auto* y = reinterpret_cast<uint16_t*>(out);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < 2 * pairs; j += 16) {
+    const __mmask16 m = j < s ? tailMask(s - j) : static_cast<__mmask16>(0);
+    const __m512 e = _mm512_maskz_mov_ps(m, vec::expNonPositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), vmax)));
+    sum = _mm512_add_ps(sum, e);
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh(e);
+    if (j + 16 <= 2 * pairs) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + j), h);
+    } else {
+      alignas(32) uint16_t t[16];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(t), h);
+      std::copy(t, t + (2 * pairs - j), y + j);
+    }
   }
   return 1.0f / _mm512_reduce_add_ps(sum);
 }
@@ -442,10 +471,11 @@ LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all,
                              scores + i * sp);
   }
   float inv[kRows];
-  for (int64_t i = 0; i < rows; ++i) inv[i] = scoreRow(scores + i * sp, p.S, p.ops, b, r0 + i);
+  for (int64_t i = 0; i < rows; ++i)
+    inv[i] = p.bf16_pv ? scoreRowBf16(scores + i * sp, p.S, p.ops, b, r0 + i, pb + i * lay.sva, lay.sva)
+                       : scoreRow(scores + i * sp, p.S, p.ops, b, r0 + i);
   float* out = p.out + (b * p.L + r0) * p.Dv;
   if (p.bf16_pv) {
-    for (int64_t i = 0; i < rows; ++i) toBf16Pairs(scores + i * sp, p.S, pb + i * lay.sva, lay.sva);
     const uint32_t* vb = vb_all + b * lay.sva * lay.dvp;
     if (amx) {  // into ob, then scaled into out below
       std::fill(pb + rows * lay.sva, pb + kRows * lay.sva, 0u);
