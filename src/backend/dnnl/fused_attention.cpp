@@ -1,5 +1,6 @@
 #include "backend/dnnl/fused_attention.h"
 
+#include <cpuid.h>
 #include <omp.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -538,7 +539,11 @@ bool availableBf16() {
 bool availableAmx() {
   static const bool ok = [] {
     __builtin_cpu_init();
-    if (!available() || !__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+    // AMX-BF16 and AMX-TILE: CPUID leaf 7, EDX bits 22 and 24 (clang 14's
+    // __builtin_cpu_supports does not know their names).
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!available() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24)))
+      return false;
     // Linux hands a process AMX's tile state only when asked (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
     constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
     return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
