@@ -148,21 +148,24 @@ LLGA_AVX512_BF16 void pvRows(int rows, const T* p, int64_t sp, const T* v, int64
   }
 }
 
-// The first n floats of x rounded to bf16 (round to nearest even, as
-// vcvtneps2bf16), as `pairs` uint32 of two each, zeros past n.
+// v rounded to bf16 (to nearest even, as vcvtneps2bf16) into y[j..), at
+// most up to y[end).
+LLGA_AVX512_BF16 inline void storeBf16(__m512 v, uint16_t* y, int64_t j, int64_t end) {
+  const __m256i b = (__m256i)_mm512_cvtneps_pbh(v);
+  if (j + 16 <= end) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + j), b);
+  } else {
+    alignas(32) uint16_t t[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t), b);
+    std::copy(t, t + (end - j), y + j);
+  }
+}
+
+// The first n floats of x rounded to bf16 as `pairs` uint32 of two each, zeros past n.
 LLGA_AVX512_BF16 void toBf16Pairs(const float* x, int64_t n, uint32_t* out, int64_t pairs) {
   auto* y = reinterpret_cast<uint16_t*>(out);
-  for (int64_t j = 0; j < 2 * pairs; j += 16) {
-    const __m512 v = j < n ? _mm512_maskz_loadu_ps(tailMask(n - j), x + j) : _mm512_setzero_ps();
-    const __m256i b = (__m256i)_mm512_cvtneps_pbh(v);
-    if (j + 16 <= 2 * pairs) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + j), b);
-    } else {
-      alignas(32) uint16_t t[16];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(t), b);
-      std::copy(t, t + (2 * pairs - j), y + j);
-    }
-  }
+  for (int64_t j = 0; j < 2 * pairs; j += 16)
+    storeBf16(j < n ? _mm512_maskz_loadu_ps(tailMask(n - j), x + j) : _mm512_setzero_ps(), y, j, 2 * pairs);
 }
 
 // Lanes of a and b (rows 2k and 2k + 1 of an operand) as 16 pairs.
@@ -241,14 +244,7 @@ LLGA_AVX512_BF16 float scoreRowBf16(float* row, int64_t s, const std::vector<Sco
     const __mmask16 m = j < s ? tailMask(s - j) : static_cast<__mmask16>(0);
     const __m512 e = _mm512_maskz_mov_ps(m, vec::expNonPositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), vmax)));
     sum = _mm512_add_ps(sum, e);
-    const __m256i h = (__m256i)_mm512_cvtneps_pbh(e);
-    if (j + 16 <= 2 * pairs) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + j), h);
-    } else {
-      alignas(32) uint16_t t[16];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(t), h);
-      std::copy(t, t + (2 * pairs - j), y + j);
-    }
+    storeBf16(e, y, j, 2 * pairs);
   }
   return 1.0f / _mm512_reduce_add_ps(sum);
 }
