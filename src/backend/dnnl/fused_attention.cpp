@@ -348,26 +348,6 @@ LLGA_AVX512_BF16 void pairKt(const float* kp, int64_t d, const Layout& lay, uint
     }
 }
 
-// K^T of batch entry b as bf16 pairs straight from k's rows, where k^T is a
-// transposed view of row-major k (row_stride 1): each key's row rounded to
-// dpa pairs, 16 keys at a time, then those words transposed 16 x 16 into kb
-// (transpose16 moves bits only). Half the data packKt and pairKt move.
-LLGA_AVX512_BF16 void pairKtFromRows(const Problem& p, int64_t b, const Layout& lay, uint32_t* kb) {
-  const float* k = p.kt.data + p.kt.batch_offset[static_cast<size_t>(b)];
-  const int64_t cs = p.kt.col_stride;
-  std::vector<uint32_t> rows(static_cast<size_t>(16 * lay.dpa));
-  for (int64_t j = 0; j < lay.sp; j += 16) {
-    for (int64_t t = 0; t < 16; ++t) {
-      uint32_t* row = rows.data() + t * lay.dpa;
-      if (j + t < p.S) toBf16Pairs(k + (j + t) * cs, p.D, row, lay.dpa);
-      else std::fill(row, row + lay.dpa, 0u);
-    }
-    for (int64_t r = 0; r < lay.dpa; r += 16)
-      transpose16(reinterpret_cast<const float*>(rows.data() + r), lay.dpa, 16, 16,
-                  reinterpret_cast<float*>(kb + r * lay.sp + j), lay.sp);
-  }
-}
-
 // 16 values of v's row k from column j (batch entry data), zeros past its end.
 LLGA_AVX512 __m512 vRow16(const Problem& p, const float* v, int64_t k, int64_t j) {
   if (k >= p.S || j >= p.Dv) return _mm512_setzero_ps();
@@ -591,12 +571,8 @@ void run(const Problem& p, int threads, void* scratch) {
   {
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < p.batch; ++b) {
-      if (p.bf16_qk && p.kt.row_stride == 1) {  // k's rows contiguous: no fp32 K^T needed
-        pairKtFromRows(p, b, lay, kb_all + b * lay.dpa * lay.sp);
-      } else {
-        packKt(p, b, lay.sp, kp_all + b * p.D * lay.sp);
-        if (p.bf16_qk) pairKt(kp_all + b * p.D * lay.sp, p.D, lay, kb_all + b * lay.dpa * lay.sp);
-      }
+      packKt(p, b, lay.sp, kp_all + b * p.D * lay.sp);
+      if (p.bf16_qk) pairKt(kp_all + b * p.D * lay.sp, p.D, lay, kb_all + b * lay.dpa * lay.sp);
       if (p.bf16_pv) packVPairs(p, b, lay, vb_all + b * lay.sva * lay.dvp);
     }
     float* mine = per_thread + omp_get_thread_num() * lay.per_thread_floats;
