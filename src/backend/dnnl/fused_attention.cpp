@@ -148,24 +148,21 @@ LLGA_AVX512_BF16 void pvRows(int rows, const T* p, int64_t sp, const T* v, int64
   }
 }
 
-// v rounded to bf16 (to nearest even, as vcvtneps2bf16) into y[j..), at
-// most up to y[end).
-LLGA_AVX512_BF16 inline void storeBf16(__m512 v, uint16_t* y, int64_t j, int64_t end) {
-  const __m256i b = (__m256i)_mm512_cvtneps_pbh(v);
-  if (j + 16 <= end) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + j), b);
-  } else {
-    alignas(32) uint16_t t[16];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(t), b);
-    std::copy(t, t + (end - j), y + j);
-  }
-}
-
-// The first n floats of x rounded to bf16 as `pairs` uint32 of two each, zeros past n.
+// The first n floats of x rounded to bf16 (round to nearest even, as
+// vcvtneps2bf16), as `pairs` uint32 of two each, zeros past n.
 LLGA_AVX512_BF16 void toBf16Pairs(const float* x, int64_t n, uint32_t* out, int64_t pairs) {
   auto* y = reinterpret_cast<uint16_t*>(out);
-  for (int64_t j = 0; j < 2 * pairs; j += 16)
-    storeBf16(j < n ? _mm512_maskz_loadu_ps(tailMask(n - j), x + j) : _mm512_setzero_ps(), y, j, 2 * pairs);
+  for (int64_t j = 0; j < 2 * pairs; j += 16) {
+    const __m512 v = j < n ? _mm512_maskz_loadu_ps(tailMask(n - j), x + j) : _mm512_setzero_ps();
+    const __m256i b = (__m256i)_mm512_cvtneps_pbh(v);
+    if (j + 16 <= 2 * pairs) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + j), b);
+    } else {
+      alignas(32) uint16_t t[16];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(t), b);
+      std::copy(t, t + (2 * pairs - j), y + j);
+    }
+  }
 }
 
 // Lanes of a and b (rows 2k and 2k + 1 of an operand) as 16 pairs.
@@ -175,8 +172,10 @@ LLGA_AVX512_BF16 inline __m512i interleaveBf16(__m512 a, __m512 b) {
   return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
 }
 
-// f in place, then the row's maximum (in every lane).
-LLGA_AVX512 __m512 scoreOpsAndMax(float* row, int64_t s, const std::vector<ScoreOp>& ops, int64_t b, int64_t i) {
+// f, then the row's softmax numerators exp(x - max) in place; returns 1 / sum.
+// A NaN anywhere in the row (or a row of -inf, whose max is -inf) makes the
+// sum NaN and so the whole output row NaN, as PyTorch's softmax does.
+LLGA_AVX512 float scoreRow(float* row, int64_t s, const std::vector<ScoreOp>& ops, int64_t b, int64_t i) {
   for (const ScoreOp& op : ops) {
     if (op.kind == ScoreOp::Kind::Linear) {
       const __m512 a = _mm512_set1_ps(op.alpha), c = _mm512_set1_ps(op.beta);
@@ -214,37 +213,13 @@ LLGA_AVX512 __m512 scoreOpsAndMax(float* row, int64_t s, const std::vector<Score
   // NaN score is skipped here and caught by the sum below.
   __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j < s; j += 16) mx = _mm512_mask_max_ps(mx, tailMask(s - j), _mm512_loadu_ps(row + j), mx);
-  return _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-}
-
-// f, then the row's softmax numerators exp(x - max) in place; returns 1 / sum.
-// A NaN anywhere in the row (or a row of -inf, whose max is -inf) makes the
-// sum NaN and so the whole output row NaN, as PyTorch's softmax does.
-LLGA_AVX512 float scoreRow(float* row, int64_t s, const std::vector<ScoreOp>& ops, int64_t b, int64_t i) {
-  const __m512 vmax = scoreOpsAndMax(row, s, ops, b, i);
+  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < s; j += 16) {
     const __mmask16 m = tailMask(s - j);
     const __m512 e = vec::expNonPositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), vmax));
     _mm512_mask_storeu_ps(row + j, m, e);
     sum = _mm512_mask_add_ps(sum, m, sum, e);
-  }
-  return 1.0f / _mm512_reduce_add_ps(sum);
-}
-
-// scoreRow with the numerators written as bf16 pairs (`pairs` of them,
-// zeros past s) for the bf16 product with v, rounded as vcvtneps2bf16 does;
-// the sum is of the unrounded values.
-LLGA_AVX512_BF16 float scoreRowBf16(float* row, int64_t s, const std::vector<ScoreOp>& ops, int64_t b, int64_t i,
-                                    uint32_t* out, int64_t pairs) {
-  const __m512 vmax = scoreOpsAndMax(row, s, ops, b, i);
-  auto* y = reinterpret_cast<uint16_t*>(out);
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < 2 * pairs; j += 16) {
-    const __mmask16 m = j < s ? tailMask(s - j) : static_cast<__mmask16>(0);
-    const __m512 e = _mm512_maskz_mov_ps(m, vec::expNonPositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), vmax)));
-    sum = _mm512_add_ps(sum, e);
-    storeBf16(e, y, j, 2 * pairs);
   }
   return 1.0f / _mm512_reduce_add_ps(sum);
 }
@@ -468,11 +443,10 @@ LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all,
                              scores + i * sp);
   }
   float inv[kRows];
-  for (int64_t i = 0; i < rows; ++i)
-    inv[i] = p.bf16_pv ? scoreRowBf16(scores + i * sp, p.S, p.ops, b, r0 + i, pb + i * lay.sva, lay.sva)
-                       : scoreRow(scores + i * sp, p.S, p.ops, b, r0 + i);
+  for (int64_t i = 0; i < rows; ++i) inv[i] = scoreRow(scores + i * sp, p.S, p.ops, b, r0 + i);
   float* out = p.out + (b * p.L + r0) * p.Dv;
   if (p.bf16_pv) {
+    for (int64_t i = 0; i < rows; ++i) toBf16Pairs(scores + i * sp, p.S, pb + i * lay.sva, lay.sva);
     const uint32_t* vb = vb_all + b * lay.sva * lay.dvp;
     if (amx) {  // into ob, then scaled into out below
       std::fill(pb + rows * lay.sva, pb + kRows * lay.sva, 0u);
