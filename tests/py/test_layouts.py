@@ -1429,12 +1429,13 @@ def test_group_norm_of_values_far_from_zero(groups):
     assert err <= 3 * torch_err + 1e-6, (err, torch_err)
 
 
-@pytest.mark.parametrize("op", ["sigmoid", "tanh", "gelu"])
+@pytest.mark.parametrize("op", ["sigmoid", "tanh", "gelu", "relu6", "clamp", "leaky_relu"])
 def test_unary_op_on_a_channels_last_output_keeps_it_or_hands_out_plain(op):
     """A unary op reading a channels-last convolution output computes in that
     order: it hands its result on so to a convolution, and plain (a oneDNN
     reorder) as a graph output."""
-    fn = getattr(torch, op) if op != "gelu" else F.gelu
+    fn = {"gelu": F.gelu, "relu6": F.relu6, "leaky_relu": lambda t: F.leaky_relu(t, 0.2),
+          "clamp": lambda t: torch.clamp(t, -0.5, 0.7)}.get(op) or getattr(torch, op)
 
     class M(nn.Module):
         def __init__(self):

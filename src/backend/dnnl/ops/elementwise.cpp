@@ -253,7 +253,7 @@ void registerParamUnary(OpRegistry& r) {
       bool float_bound = false;
       for (size_t i = 1; i < a.num_in; ++i) float_bound |= a.input(i).isDouble();
       if (!inplace && float_bound && isIntegralType(x.dtype(), true)) x = x.to(ScalarType::Float);
-      Tensor out = inplace ? x : Tensor::empty(x.dtype(), x.sizes());
+      Tensor out = inplace ? x : unaryOutput(a, x.dtype());
       if (isIntegralType(x.dtype(), true) || std::isinf(lo) || std::isinf(hi)) {
         unaryLoop(x, out, [lo, hi](double v) { return std::min(std::max(v, lo), hi); });
       } else {
@@ -262,14 +262,15 @@ void registerParamUnary(OpRegistry& r) {
       a.set(0, out);
     };
   };
-  addCached<EltCache>(r, "aten::hardtanh", 1, 3, clampKernel(false, 1));
+  // The out-of-place forms take channels-last inputs as unary ops do (unaryOutput).
+  addCached<EltCache>(r, "aten::hardtanh", 1, 3, clampKernel(false, 1), /*strided_inputs=*/true);
   addCached<EltCache>(r, "aten::hardtanh_", 1, 3, clampKernel(true, 1));
-  addCached<EltCache>(r, "aten::clamp", 1, 3, clampKernel(false, 0));
+  addCached<EltCache>(r, "aten::clamp", 1, 3, clampKernel(false, 0), /*strided_inputs=*/true);
   addCached<EltCache>(r, "aten::clamp_", 1, 3, clampKernel(true, 0));
-  addCached<EltCache>(r, "aten::clip", 1, 3, clampKernel(false, 0));
-  addCached<EltCache>(r, "aten::clamp_min", 2, 2, clampKernel(false, 2));
+  addCached<EltCache>(r, "aten::clip", 1, 3, clampKernel(false, 0), /*strided_inputs=*/true);
+  addCached<EltCache>(r, "aten::clamp_min", 2, 2, clampKernel(false, 2), /*strided_inputs=*/true);
   addCached<EltCache>(r, "aten::clamp_min_", 2, 2, clampKernel(true, 2));
-  addCached<EltCache>(r, "aten::clamp_max", 2, 2, clampKernel(false, 3));
+  addCached<EltCache>(r, "aten::clamp_max", 2, 2, clampKernel(false, 3), /*strided_inputs=*/true);
   addCached<EltCache>(r, "aten::clamp_max_", 2, 2, clampKernel(true, 3));
   // leaky_relu(x, negative_slope=0.01), elu(x, alpha=1, scale=1, input_scale=1)
   static const UnaryDef leaky{"leaky_relu", algorithm::eltwise_relu, 0, 0,
@@ -278,10 +279,10 @@ void registerParamUnary(OpRegistry& r) {
     addCached<EltCache>(r, inplace ? "aten::leaky_relu_" : "aten::leaky_relu", 1, 2, [inplace](const KernelArgs& a, EltCache& c) {
       Tensor x = a.tensor(0);
       float slope = a.num_in > 1 ? static_cast<float>(a.toDouble(1)) : 0.01f;
-      Tensor out = inplace ? x : Tensor::empty(x.dtype(), x.sizes());
+      Tensor out = inplace ? x : unaryOutput(a, x.dtype());
       applyUnary(a.ctx, c, leaky, x, out, slope, 0);
       a.set(0, out);
-    });
+    }, /*strided_inputs=*/!inplace);
     r.add(inplace ? "aten::elu_" : "aten::elu", 1, 4, [inplace](const KernelArgs& a) {
       Tensor x = a.tensor(0);
       double alpha = a.num_in > 1 ? a.toDouble(1) : 1.0, scale = a.num_in > 2 ? a.toDouble(2) : 1.0,
