@@ -137,9 +137,10 @@ Value* scaleAfterProduct(Node* n, Graph& g) {
 // softmax(x - max(x, d, keepdim=True)[0], d) -> softmax(x, d) (and
 // log_softmax, amax): the softmax subtracts the row's maximum itself, and the
 // row's maximum of x - max(x) is exactly 0, so both compute exp(fl(x - m))
-// from the same bits; a NaN or infinite row gives NaN either way. Models
-// write the shift by hand against overflow (torchaudio's wav2vec2); without
-// it the product, scale, softmax and product match the attention pattern.
+// from the same bits (for float and double x); a NaN or infinite row gives
+// NaN either way. Models write the shift by hand against overflow
+// (torchaudio's wav2vec2); without it the product, scale, softmax and product
+// match the attention pattern.
 std::optional<int64_t> normalizedDim(const Value* x, std::optional<int64_t> d) {
   if (!d) return std::nullopt;
   if (*d >= 0) return d;
@@ -166,6 +167,11 @@ Value* softmaxOfShifted(Node* n, Graph&) {
   }
   const std::optional<int64_t> keep = constantInt(mx->input(2));
   if (mx->input(0) != x || !keep || *keep != 1 || mayBeMutated(*x)) return nullptr;
+  // Only where the sub rounds as the softmax's own subtraction does: a bf16
+  // or half x - m is rounded to that type, the softmax's is computed in float.
+  const std::optional<ScalarType> dt = knownDtype(x);
+  if (dt != std::optional<ScalarType>(ScalarType::Float) && dt != std::optional<ScalarType>(ScalarType::Double))
+    return nullptr;
   const std::optional<int64_t> d = normalizedDim(x, constantInt(n->input(1))), r = normalizedDim(x, reduced);
   if (!d || !r || *d != *r) return nullptr;
   n->replaceInput(0, x);  // the shift and the maximum go with dce if nothing else reads them
