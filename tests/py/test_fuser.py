@@ -620,3 +620,32 @@ def test_squeeze_excite_property(c, out, hw, stride, memory):
     with torch.no_grad():
         want = m(x, r).numpy()
     np.testing.assert_allclose(cm(xi.numpy(), r.numpy()), want, rtol=1e-4, atol=1e-5)
+
+
+def test_nan_through_a_fused_relu_is_zero_as_in_pytorchs_frozen_path():
+    """A NaN reaching a relu fused as a oneDNN post-op becomes 0 (its jit relu
+    is max(x, 0), which returns 0 for NaN), as it does in PyTorch's own
+    frozen + optimize_for_inference model (mkldnn convolution, then relu);
+    eager PyTorch keeps the NaN. Pinned so that a change of this is seen."""
+    class ConvRelu(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = torch.nn.Conv2d(4, 8, 3)
+
+        def forward(self, x):
+            return torch.relu(self.c(x))
+
+    torch.manual_seed(0)
+    m = ConvRelu().eval()
+    x = torch.randn(1, 4, 8, 8)
+    c = llga.optimize(torch.jit.trace(m, (x,)))
+    assert [p.ops for p in c.partitions] == [["aten::_convolution", "aten::relu"]]
+    x[0, 0, 2, 2] = float("nan")
+    with torch.no_grad():
+        eager = m(x).numpy()
+        frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(m, (x,))))(x).numpy()
+    got = c(x.numpy())
+    hit = np.isnan(eager)
+    assert hit.sum() == 72 and not np.isnan(frozen).any() and not np.isnan(got).any()
+    assert (got[hit] == 0).all() and (frozen[hit] == 0).all()
+    np.testing.assert_allclose(got[~hit], eager[~hit], rtol=1e-5, atol=1e-6)
