@@ -77,8 +77,12 @@ def cpu_capabilities() -> dict:
     ``fast_swish`` (llga's own swish runs a final silu on large outputs: the
     CPU has AVX-512F, or AVX2 and FMA, and ``LLGA_FAST_SWISH`` is not "0"),
     ``fast_gelu`` (the same for a final gelu: AVX-512F and ``LLGA_FAST_GELU``
-    is not "0"), and ``llga_attention`` (the attention pattern runs as llga's fused
-    kernel: the CPU has AVX-512F; otherwise its ops run one by one)."""
+    is not "0"), ``llga_attention`` (the attention pattern runs as llga's fused
+    kernel: the CPU has AVX-512 F, BW and VL; otherwise its ops run one by
+    one), and ``llga_attention_bf16`` (that kernel's products under
+    ``precision="bf16"``: "amx" where oneDNN runs AMX, "avx512_bf16" where it
+    runs AVX512-BF16 without AMX, None where it emulates bf16 and the ops run
+    one by one)."""
     return dict(_llga.dnnl_capabilities())
 
 

@@ -342,6 +342,8 @@ void bindRuntime(py::module_& m) {
     d["fast_swish"] = fastSwishEnabled();
     d["fast_gelu"] = fastGeluEnabled();
     d["llga_attention"] = attention::available();
+    const std::optional<attention::Bf16Path> bf16_attention = attention::bf16Path();
+    d["llga_attention_bf16"] = bf16_attention ? py::object(py::str(attention::bf16PathName(*bf16_attention))) : py::none();
     return d;
   });
   auto events = [](const std::vector<ProfileEvent>& evs) {

@@ -202,8 +202,15 @@ def test_routed_off_agrees():
 # AMX tiles where oneDNN runs AMX, on AVX512-BF16's vdpbf16ps where it runs
 # avx512_core_bf16, op by op below that.
 ISA = llga.cpu_capabilities()["isa"]
-BF16_PATH = {"avx512_core_amx": "llga_attention:avx512_amx_bf16",
-             "avx512_core_bf16": "llga_attention:avx512_bf16"}.get(ISA) if FUSED else None
+_BF16 = llga.cpu_capabilities()["llga_attention_bf16"]  # "amx", "avx512_bf16" or None, as llga reports it
+BF16_PATH = {"amx": "llga_attention:avx512_amx_bf16", "avx512_bf16": "llga_attention:avx512_bf16"}.get(_BF16)
+
+
+def test_bf16_path_follows_onednns_isa():
+    """The reported bf16 path is the one oneDNN's ISA allows (AMX only where
+    oneDNN runs AMX)."""
+    want = {"avx512_core_amx": ("amx", "avx512_bf16"), "avx512_core_bf16": ("avx512_bf16",)}.get(ISA, (None,))
+    assert _BF16 in want, (ISA, _BF16)
 
 
 def _bf16(t):
@@ -262,7 +269,8 @@ def f(q, k, v, mask):
 c = llga.optimize(torch.jit.trace(f, (q, k, v, mask)), precision="bf16")
 p = [p for p in c.partitions if p.pattern == "attention"][0]
 got = c(q.numpy(), k.numpy(), v.numpy(), mask.numpy())
-print(json.dumps({"isa": llga.cpu_capabilities()["isa"], "impl": p.impl, "detail": p.detail,
+print(json.dumps({"isa": llga.cpu_capabilities()["isa"], "path": llga.cpu_capabilities()["llga_attention_bf16"],
+                  "impl": p.impl, "detail": p.detail,
                   "err": float(np.abs(got - f(q, k, v, mask).numpy()).max())}))
 """
     env = dict(os.environ, ONEDNN_MAX_CPU_ISA=isa, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(
@@ -285,7 +293,7 @@ def test_bf16_attention_on_avx512_bf16_without_amx():
     """As oneDNN runs on a CPU with AVX512-BF16 and no AMX (AMD's Zen 4 and 5):
     the products on vdpbf16ps."""
     r = _attention_in_subprocess("AVX512_CORE_BF16")
-    assert r["isa"] == "avx512_core_bf16", r
+    assert r["isa"] == "avx512_core_bf16" and r["path"] == "avx512_bf16", r
     assert r["impl"] == "llga_attention:avx512_bf16", r
     assert r["err"] < 3e-2, r
 
@@ -295,7 +303,7 @@ def test_bf16_attention_where_onednn_emulates_bf16_runs_op_by_op():
     """AVX-512 without AVX512-BF16 (oneDNN emulates bf16): no bf16 products of
     llga's, the group's ops one by one, and the report says why."""
     r = _attention_in_subprocess("AVX512_CORE")
-    assert r["isa"] == "avx512_core", r
+    assert r["isa"] == "avx512_core" and r["path"] is None, r
     assert "llga_attention" not in r["impl"] and "one by one" in r["detail"], r
     assert r["err"] < 3e-2, r
 

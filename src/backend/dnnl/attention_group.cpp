@@ -12,7 +12,6 @@
 #include "backend/dnnl/fusion_group.h"
 #include "fuser/post_ops.h"
 #include "ir/precision.h"
-#include "oneapi/dnnl/dnnl.hpp"
 #include "runtime/exec_context.h"
 #include "runtime/threads.h"
 
@@ -183,18 +182,6 @@ class OpByOp final : public Kernel {
   std::string why_;
 };
 
-// Where products were assigned bf16, their instructions: AMX tiles where
-// oneDNN runs AMX, AVX512-BF16's vdpbf16ps where it runs avx512_core_bf16;
-// oneDNN's effective ISA, which ONEDNN_MAX_CPU_ISA caps, so an emulated
-// older CPU gets the older path, or none (the ops one by one).
-std::optional<attention::Bf16Path> bf16Path() {
-  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-  if (isa == dnnl::cpu_isa::avx512_core_amx && attention::availableAmx()) return attention::Bf16Path::Amx;
-  if ((isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx512_core_bf16) && attention::availableBf16())
-    return attention::Bf16Path::Avx512Bf16;
-  return std::nullopt;
-}
-
 std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
   std::unique_ptr<Kernel> fallback = makeChainKernel(group);
   const std::shared_ptr<Graph> subgraph = group.subgraph();
@@ -216,7 +203,7 @@ std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
     if (precisionOf(*n) != Precision::F32 && !((n == qk || n == pv) && precisionOf(*n) == Precision::BF16))
       return std::make_unique<OpByOp>(std::move(fallback), n->kind().toQualString() + " in " +
                                                                std::string(precisionName(precisionOf(*n))));
-  const std::optional<attention::Bf16Path> path = bf16Path();
+  const std::optional<attention::Bf16Path> path = attention::bf16Path();
   if ((bf16_qk || bf16_pv) && !path)
     return std::make_unique<OpByOp>(std::move(fallback),
                                     "bf16 products, and oneDNN runs no bf16 instructions here (it emulates bf16)");

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "backend/dnnl/vec_math.h"
+#include "oneapi/dnnl/dnnl.hpp"
 
 namespace llga::attention {
 namespace {
@@ -520,6 +521,16 @@ bool availableAmx() {
   }();
   return ok;
 }
+
+std::optional<Bf16Path> bf16Path() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (isa == dnnl::cpu_isa::avx512_core_amx && availableAmx()) return Bf16Path::Amx;
+  if ((isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx512_core_bf16) && availableBf16())
+    return Bf16Path::Avx512Bf16;
+  return std::nullopt;
+}
+
+const char* bf16PathName(Bf16Path path) { return path == Bf16Path::Amx ? "amx" : "avx512_bf16"; }
 
 size_t scratchBytes(const Problem& p, int threads) {
   const Layout lay(p);

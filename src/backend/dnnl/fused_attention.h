@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace llga::attention {
@@ -65,6 +66,12 @@ struct Problem {
 bool available();
 bool availableBf16();
 bool availableAmx();  // AMX-BF16 and the kernel's permission to use its tiles
+// Where products are assigned bf16, their instructions here: AMX tiles where
+// oneDNN runs AMX, vdpbf16ps where it runs avx512_core_bf16 (oneDNN's
+// effective ISA, which ONEDNN_MAX_CPU_ISA caps, so an emulated older CPU gets
+// the older path), none where it emulates bf16 (the ops one by one).
+std::optional<Bf16Path> bf16Path();
+const char* bf16PathName(Bf16Path path);  // "amx", "avx512_bf16"
 // Scratch `run` needs with `threads` threads.
 size_t scratchBytes(const Problem& p, int threads);
 // Runs on `threads` threads (OpenMP) with `scratch` of scratchBytes(p, threads)
