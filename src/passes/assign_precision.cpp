@@ -14,11 +14,14 @@
 //
 // Then the edges: a bf16 partition anchored by an op whose kernel reads and
 // writes bf16 activations (a convolution), whose chain reads nothing else
-// (no residual or other operand) and whose one output only such partitions
-// read, each as its anchor's activation, gets out_dtype="bf16": it writes
-// bf16 and its readers skip their conversion (mobilenet's expand -> depthwise
-// -> project, resnet's conv1 -> conv2 in a block). Graph outputs and values
-// read in nested blocks or by anything else stay fp32.
+// but at most a residual (an add of the output's shape), and whose one
+// output only such partitions read, each as its anchor's activation or as
+// its residual, gets out_dtype="bf16": it writes bf16 and its readers skip
+// their conversion (mobilenet's expand -> depthwise -> project, resnet's
+// conv1 -> conv2 in a block, and the residual stream from block to block,
+// which the readers' sum post-ops add as it arrives). Graph outputs and
+// values read in nested blocks or by anything else stay fp32. int8 edges
+// (out_scale, out_dtype) follow the same shape: int8Edges.
 //
 //   Given:  %y = llga::FusionGroup_0[pattern="conv_post_ops"](%x, %w)
 //           with_subgraph: %c = aten::conv2d(%x, %w, ...); %r = aten::relu(%c)
@@ -33,6 +36,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "fuser/post_ops.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 
@@ -275,26 +279,41 @@ class AssignPrecision final : public Pass {
     return changed | int8Edges(g.block());
   }
 
-  // An int8 convolution partition reading nothing but its activation and
-  // weights, whose one output only int8 convolution partitions read, each as
-  // its activation: it writes that value quantized as they read it
-  // (out_scale, out_dtype), so they need not quantize it again.
+  // An int8 convolution partition whose chain reads nothing but its
+  // activation and weights, or besides them one residual (below), and whose
+  // one output only int8 convolution partitions read, each as its activation
+  // or as such a residual: it writes that value quantized as the activation
+  // readers read it (out_scale, out_dtype), so they need not quantize it
+  // again. A residual reader takes it as it arrives: its sum post-op adds
+  // it into its dst where that is int8 too, else it is dequantized first.
+  // An activation reader must be there (its act_scale is the value's
+  // calibrated scale). So a residual stream through resnet's or mobilenet's
+  // blocks is int8 end to end.
   bool int8Edges(Block* b) {
     auto int8Conv = [](const Node& n) {
       const Node* a = anchorOf(n);
       return a && precisionOf(n) == Precision::INT8 && precisionOf(*a) == Precision::INT8 &&
              activationQuantOf(*a) && a->kind().toQualString().find("conv") != std::string::npos;
     };
-    bool changed = false;
+    // llga.quantize's own quantization (not the graph's: there a residual
+    // read quantized would differ from the graph's fp32 one).
+    auto ownInt8 = [this](const Node& n) { return context().int8 && !weightScalesOf(*anchorOf(n)); };
     const std::unordered_set<const Value*> barred = valuesLeavingOps(b);
+    bool changed = false;
     for (Node* n : b->nodes()) {
-      if (!int8Conv(*n) || n->outputs().size() != 1 || !chainReadsNothingElse(*n)) continue;
+      if (!int8Conv(*n) || n->outputs().size() != 1 ||
+          !(chainReadsNothingElse(*n) || (ownInt8(*n) && chainReadsAtMostResidual(*n))))
+        continue;
       const Value* v = n->output(0);
       bool ok = !barred.count(v) && v->hasUses();
       std::optional<ActivationQuant> q;
       for (const Use& u : v->uses()) {
-        ok = ok && u.user->owningBlock() == b && int8Conv(*u.user) && readAsActivation(*u.user, u.offset);
+        ok = ok && u.user->owningBlock() == b && int8Conv(*u.user);
         if (!ok) break;
+        if (!readAsActivation(*u.user, u.offset)) {
+          ok = ownInt8(*n) && ownInt8(*u.user) && readAsResidual(*u.user, u.offset);
+          continue;
+        }
         const std::optional<ActivationQuant> r = activationQuantOf(*anchorOf(*u.user));
         ok = !q || *q == *r;  // one quantization for all readers
         q = r;
@@ -321,18 +340,62 @@ class AssignPrecision final : public Pass {
         if (u.user != a) return false;
     return true;
   }
+  // Group input `i` is its chain's one operand, read once, by an add (alpha
+  // 1) of the chain as the fuser translates it, with the sizes of the
+  // group's output (known): the residual, which the kernel adds as a sum
+  // post-op into its dst (and so can take in dst's own precision).
+  static bool readAsResidual(const Node& group, size_t i) {
+    const Graph& sub = *group.subgraph();
+    const Value* in = sub.inputs()[i];
+    if (in->uses().size() != 1 || group.outputs().size() != 1 || !in->type()->isTensor()) return false;
+    std::vector<const Node*> ops;
+    for (const Node* m : sub.nodes())
+      if (m->kind() != prim::Constant) ops.push_back(m);
+    if (ops.empty()) return false;
+    const PostOpMatch chain = translateChain(ops, 1, ops.size());
+    if (!chain.ok()) return false;
+    const PostOp* residual = nullptr;
+    for (const PostOp& p : chain.ops) {
+      if (!p.operand) continue;
+      if (residual) return false;
+      residual = &p;
+    }
+    if (!residual || residual->operand != in || residual->alg != PostOpAlg::Add) return false;
+    const Value* out = group.output(0);
+    if (!out->type()->isTensor()) return false;
+    const auto sizes = in->type()->tensorInfo().concreteSizes();
+    return sizes && sizes == out->type()->tensorInfo().concreteSizes();
+  }
+  // The chain reads no operand, or one: a residual.
+  static bool chainReadsAtMostResidual(const Node& group) {
+    if (chainReadsNothingElse(group)) return true;
+    const Node* a = anchorOf(group);
+    const auto& ins = group.subgraph()->inputs();
+    for (size_t i = 0; i < ins.size(); ++i) {
+      bool anchor_only = true;
+      for (const Use& u : ins[i]->uses()) anchor_only = anchor_only && u.user == a;
+      if (!anchor_only) return readAsResidual(group, i);
+    }
+    return false;
+  }
 
+  // bf16 edges as int8Edges decides int8 ones: a residual reader takes the
+  // value in bf16 (its sum post-op adds it into its bf16 dst, in fp32, as
+  // PyTorch's autocast adds a bf16 convolution's output to a bf16 residual;
+  // into an fp32 dst it is converted first); activation readers need not be
+  // there.
   bool edges(Block* b) {
     bool changed = false;
     for (Node* n : b->nodes())
       for (Block* sub : n->blocks()) changed |= edges(sub);
     const std::unordered_set<const Value*> barred = valuesLeavingOps(b);
     for (Node* n : b->nodes()) {
-      if (!bf16Io(*n) || n->outputs().size() != 1 || !chainReadsNothingElse(*n)) continue;
+      if (!bf16Io(*n) || n->outputs().size() != 1 || !chainReadsAtMostResidual(*n)) continue;
       const Value* v = n->output(0);
       bool ok = !barred.count(v) && v->hasUses();
       for (const Use& u : v->uses())
-        ok = ok && u.user->owningBlock() == b && bf16Io(*u.user) && readAsActivation(*u.user, u.offset);
+        ok = ok && u.user->owningBlock() == b && bf16Io(*u.user) &&
+             (readAsActivation(*u.user, u.offset) || readAsResidual(*u.user, u.offset));
       changed |= setBf16Output(*n, ok);
     }
     return changed;

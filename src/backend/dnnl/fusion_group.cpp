@@ -211,7 +211,14 @@ std::unique_ptr<Kernel> makeAnchorChainKernel(const Node& group, bool conv) {
   // The weight is constant when the group reads it from a constant outside.
   bool constant_weight = chain.anchor->inputs().size() > 1 && sources[1].input >= 0 &&
                          isConstantInput(group, static_cast<size_t>(sources[1].input));
-  auto inner = conv ? makeFusedConv(*chain.anchor, chain.ops, constant_weight, bf16Output(group), int8OutputOf(group))
+  // A residual written quantized by its producer (assign-precision's int8 edge) arrives so.
+  std::optional<ActivationQuant> residual_quant;
+  for (size_t i = chain.anchor->inputs().size(); i < sources.size(); ++i)
+    if (sources[i].input >= 0)
+      if (std::optional<ActivationQuant> q = int8OutputOf(*group.input(static_cast<size_t>(sources[i].input))->node()))
+        residual_quant = q;
+  auto inner = conv ? makeFusedConv(*chain.anchor, chain.ops, constant_weight, bf16Output(group), int8OutputOf(group),
+                                    residual_quant)
                     : makeFusedMatmul(*chain.anchor, chain.ops, constant_weight);
   auto k = std::make_unique<FusedAnchorKernel>(std::move(inner), std::move(sources), nullptr, nullptr,
                                                chain.ops.empty() ? nullptr : group.subgraph());

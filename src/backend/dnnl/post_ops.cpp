@@ -38,14 +38,18 @@ dnnl::algorithm dnnlAlgorithm(PostOpAlg a) {
   throw std::logic_error("unknown post-op algorithm");
 }
 
-dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vector<dnnl::memory::desc>& operand_mds) {
+dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vector<dnnl::memory::desc>& operand_mds,
+                                const SumParams& sum) {
   dnnl::primitive_attr attr = scratchpadAttr();
   dnnl::post_ops po;
   size_t b = 0;
   for (const PostOp& p : ops) {
     switch (p.kind) {
       case PostOp::Kind::Eltwise: po.append_eltwise(1.0f, dnnlAlgorithm(p.alg), p.alpha, p.beta); break;
-      case PostOp::Kind::Sum: po.append_sum(1.0f); break;
+      case PostOp::Kind::Sum:
+        if (sum.zero_point != 0) po.append_sum(sum.scale, sum.zero_point, sum.dt);
+        else po.append_sum(sum.scale, sum.dt);
+        break;
       case PostOp::Kind::Binary: po.append_binary(dnnlAlgorithm(p.alg), operand_mds.at(b++)); break;
     }
   }

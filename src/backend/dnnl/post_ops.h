@@ -22,9 +22,18 @@ namespace llga {
 // The oneDNN algorithm of a post-op.
 dnnl::algorithm dnnlAlgorithm(PostOpAlg a);
 
+// A Sum op's parameters: dst += scale * (dst's previous value - zero_point),
+// that value read as `dt` (undef: dst's own data type).
+struct SumParams {
+  float scale = 1.0f;
+  int32_t zero_point = 0;
+  dnnl::memory::data_type dt = dnnl::memory::data_type::undef;
+};
+
 // Builds the attribute (user scratchpad plus post-ops); `operand_mds` gives
 // the memory descriptor of each Binary op's operand, in chain order.
-dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vector<dnnl::memory::desc>& operand_mds);
+dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vector<dnnl::memory::desc>& operand_mds,
+                                const SumParams& sum = {});
 
 // When the chain ends in silu or gelu (erf) and the output has enough
 // elements for llga's own pass (backend/dnnl/activations.h) to beat oneDNN's

@@ -61,6 +61,15 @@ struct ConvEntry {
   bool transposed = false;
   std::vector<PostOp> ops;  // the chain for these shapes (a same-shape add becomes a sum)
   int sum_operand = -1;     // which operand pre-fills dst for the sum, if any
+  // The sum's scale and data type: a residual arriving in dst's low
+  // precision (bf16, or int8 with its producer's scale and its own dtype)
+  // is added as it is; an fp32 one into an fp32 dst with scale 1.
+  float sum_scale = 1.0f;
+  int32_t sum_zero_point = 0;
+  memory::data_type sum_dt = memory::data_type::undef;
+  // The entry was made for fp32 stand-ins of low-precision operands (it runs
+  // fp32, or adds them as binary operands): each call converts them first.
+  bool operands_to_f32 = false;
   OwnActivation act_after = OwnActivation::None;  // the chain's final silu/gelu, run after the primitive (backend/dnnl/activations.h)
   bool winograd = false;    // weights in a Winograd format (oneDNN's or llga's): no reorder out of it
   bool bf16 = false;        // src and weights bf16 (the kernel's precision, where oneDNN had a kernel)
@@ -114,13 +123,19 @@ class ConvKernel final : public Kernel {
   // int8 kernel runs fp32 (the report says so). The activation may arrive
   // quantized already (u8/s8, from a producer's out_dtype); `int8_out` (this
   // partition's out_scale and out_dtype) writes dst quantized so, where the
-  // chain has no operand.
+  // chain has no operand but a residual (an add of the output's shape).
+  // A residual may arrive in bf16 (a bf16 partition's) or quantized as
+  // `residual_quant` says (its producer's out_scale and out_dtype): where dst
+  // is in the same precision it is the sum post-op's dst as it is (in place
+  // where it may be); otherwise it is converted to fp32 first.
   ConvKernel(Form form, bool constant_weight, bool constant_params, Precision precision, std::vector<PostOp> post = {},
              size_t anchor_inputs = std::numeric_limits<size_t>::max(), bool bf16_out = false,
-             std::optional<int8::OpQuant> quant = std::nullopt, std::optional<ActivationQuant> int8_out = std::nullopt)
+             std::optional<int8::OpQuant> quant = std::nullopt, std::optional<ActivationQuant> int8_out = std::nullopt,
+             std::optional<ActivationQuant> residual_quant = std::nullopt)
       : form_(form), constant_weight_(constant_weight), constant_params_(constant_params), precision_(precision),
         bf16_out_(bf16_out && precision == Precision::BF16), quant_(precision == Precision::INT8 ? quant : std::nullopt),
-        int8_out_(quant_ ? int8_out : std::nullopt), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
+        int8_out_(quant_ ? int8_out : std::nullopt), residual_quant_(residual_quant), post_(std::move(post)),
+        anchor_inputs_(anchor_inputs) {}
 
   // The activation and the post-op operands may arrive blocked; weight and bias not.
   bool acceptsBlocked(size_t input) const override {
@@ -202,7 +217,7 @@ class ConvKernel final : public Kernel {
     std::vector<Tensor> operands;  // of the Binary post-ops, in chain order
     for (size_t i = anchor_inputs_; i < a.num_in; ++i) {
       Tensor t = a.tensor(i);
-      if (t.dtype() != ScalarType::Float) t = t.to(ScalarType::Float);
+      if (t.dtype() != ScalarType::Float && !lowPrecisionResidual(t)) t = t.to(ScalarType::Float);
       addToKey(key, t);
       operands.push_back(std::move(t));
     }
@@ -231,6 +246,12 @@ class ConvKernel final : public Kernel {
       x_deq = int8::fakeQuantize(a.ctx, x, quant_->act);
     const Tensor& xr = x_deq.defined() ? x_deq : x;
 
+    if (e->operands_to_f32)
+      for (Tensor& t : operands) {
+        if (t.dtype() == ScalarType::BFloat16) t = t.to(ScalarType::Float).contiguous();
+        else if (int8::isInt8(t.dtype()))
+          t = int8::dequantize(a.ctx, t, static_cast<float>(residual_quant_->scale), residual_quant_->zero_point);
+      }
     for (const Tensor& t : operands) checkOperandFits(t, e->out_shape);
     ExecContext& ctx = a.ctx;
     SharedBoundArgs::Lease args = e->bound.lease();
@@ -325,7 +346,14 @@ class ConvKernel final : public Kernel {
     for (size_t i = 0; i < e->ops.size(); ++i) {
       if (e->ops[i].kind == PostOp::Kind::Eltwise) continue;
       if (e->ops[i].kind == PostOp::Kind::Sum) {  // dst starts as the operand; the primitive adds into it
-        if (!in_place) reorder(ctx, memoryOf(operands[o]), dst);
+        if (in_place) {
+        } else if (e->sum_dt == memory::data_type::undef || e->sum_dt == e->dst_md.data_type()) {
+          reorder(ctx, memoryOf(operands[o]), dst);
+        } else {  // int8 of the other signedness: its bytes as they are, read as sum_dt
+          memory::desc as = e->dst_md;
+          as.data.data_type = static_cast<dnnl_data_type_t>(e->sum_dt);
+          reorder(ctx, memoryOf(operands[o]), memory(as, cpuEngine(), dst.get_data_handle()));
+        }
       } else {
         args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k], operandData(o, k));
         ++k;
@@ -460,7 +488,7 @@ class ConvKernel final : public Kernel {
                     const ConvEntry& e, bool keep_blocked, bool keep_strided) const {
     const Tensor& t = operands[static_cast<size_t>(o)];
     if (!a.inputDies(anchor_inputs_ + static_cast<size_t>(o)) || !t.storage() || !t.storage()->owned ||
-        t.storage().use_count() > 2 || t.dtype() != ScalarType::Float || t.sizes() != e.out_shape)
+        t.storage().use_count() > 2 || t.dtype() != e.dst_dtype || t.sizes() != e.out_shape)
       return false;
     if (x.storage() == t.storage()) return false;
     for (size_t j = 0; j < operands.size(); ++j)
@@ -624,7 +652,7 @@ class ConvKernel final : public Kernel {
   }
 
   ConvEntry prepare(const Tensor& x, const Tensor& w, bool has_bias, const ConvParams& p,
-                    const std::vector<Tensor>& operands, Precision mode) const {
+                    const std::vector<Tensor>& given_operands, Precision mode) const {
     const bool bf16 = mode == Precision::BF16, int8 = mode == Precision::INT8;
     const size_t nsp = static_cast<size_t>(w.dim() - 2);
     const int64_t oc = p.transposed ? w.size(1) * p.groups : w.size(0);
@@ -647,7 +675,7 @@ class ConvKernel final : public Kernel {
     const memory::data_type src_dt = !int8 ? in_dt : quant_->act.is_unsigned ? memory::data_type::u8 : memory::data_type::s8;
     // int8 dst: this partition hands its output on quantized (out_scale, out_dtype), and
     // nothing but the chain's own eltwise ops touches dst
-    bool dst_int8 = int8 && int8_out_ && operands.empty();
+    bool dst_int8 = int8 && int8_out_ && (given_operands.empty() || residualChain(given_operands, out));
     // oneDNN 2.6 gives every linear post-op of a chain the first one's
     // parameters: where the chain has a linear (a fake quantization's last
     // step), the quantizing 1 / out_scale joins the last one when only relus
@@ -686,7 +714,17 @@ class ConvKernel final : public Kernel {
     memory::desc wplain = weightsPlainDesc(w, p);
     // bf16 dst: this partition hands its output on in bf16 (out_dtype), and
     // nothing but the chain's own ops touches dst
-    const bool dst_bf16 = bf16 && bf16_out_ && operands.empty();
+    const bool dst_bf16 = bf16 && bf16_out_ && (given_operands.empty() || residualChain(given_operands, out));
+    // A low-precision residual stays so where dst is in its precision;
+    // elsewhere the entry is made for an fp32 stand-in, and each call
+    // converts it (run).
+    std::vector<Tensor> operands = given_operands;
+    for (Tensor& t : operands) {
+      const bool keep = (t.dtype() == ScalarType::BFloat16 && dst_bf16) || (int8::isInt8(t.dtype()) && dst_int8);
+      if (t.dtype() == ScalarType::Float || keep) continue;
+      t = Tensor::empty(ScalarType::Float, t.sizes());
+      e.operands_to_f32 = true;
+    }
     const memory::data_type dst_dt = dst_bf16   ? memory::data_type::bf16
                                      : dst_int8 ? (int8_out_->is_unsigned ? memory::data_type::u8 : memory::data_type::s8)
                                                 : memory::data_type::f32;
@@ -703,9 +741,19 @@ class ConvKernel final : public Kernel {
     for (size_t i = 0, o = 0; i < e.ops.size(); ++i) {
       if (e.ops[i].kind == PostOp::Kind::Eltwise) continue;
       const Tensor& t = operands.at(o);
-      if (e.sum_operand < 0 && e.ops[i].alg == PostOpAlg::Add && t.sizes() == out) {
+      // a sum adds in dst's precision: an fp32 residual into an fp32 dst, a
+      // bf16 or int8 one (kept above) into its own; else a binary add
+      const bool sum_fits = t.dtype() != ScalarType::Float || dst_dt == memory::data_type::f32;
+      if (e.sum_operand < 0 && e.ops[i].alg == PostOpAlg::Add && t.sizes() == out && sum_fits) {
         e.ops[i].kind = PostOp::Kind::Sum;
         e.sum_operand = static_cast<int>(o);
+        if (t.dtype() != ScalarType::Float) {
+          e.sum_dt = dnnlType(t.dtype());
+          if (int8::isInt8(t.dtype())) {
+            e.sum_scale = static_cast<float>(residual_quant_->scale);
+            e.sum_zero_point = residual_quant_->zero_point;
+          }
+        }
       } else {
         e.operand_mds.push_back(binaryOperandDesc(t, out.size()));
       }
@@ -728,7 +776,7 @@ class ConvKernel final : public Kernel {
     } else if (dst_int8) {
       e.ops.push_back({PostOp::Kind::Eltwise, PostOpAlg::Linear, static_cast<float>(1.0 / int8_out_->scale), out_zp});
     }
-    dnnl::primitive_attr attr = postOpAttr(e.ops, e.operand_mds);
+    dnnl::primitive_attr attr = postOpAttr(e.ops, e.operand_mds, {e.sum_scale, e.sum_zero_point, e.sum_dt});
     if (int8) attr.set_output_scales(1 << 1, e.int8_scales);  // per output channel (dst dim 1)
     if (int8 && quant_->act.zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     auto take = [&e](const auto& pd, dnnl::primitive prim) {
@@ -935,6 +983,25 @@ class ConvKernel final : public Kernel {
   bool bf16_out_;
   std::optional<int8::OpQuant> quant_;
   std::optional<ActivationQuant> int8_out_;
+  std::optional<ActivationQuant> residual_quant_;
+
+  // An operand that stays as it arrives (the residual in a low-precision
+  // partition: bf16, or quantized as residual_quant says).
+  bool lowPrecisionResidual(const Tensor& t) const {
+    return (precision_ == Precision::BF16 && t.dtype() == ScalarType::BFloat16) ||
+           (quant_ && residual_quant_ && int8::isInt8(t.dtype()) &&
+            t.dtype() == (residual_quant_->is_unsigned ? ScalarType::Byte : ScalarType::Char));
+  }
+  // The chain's one operand is an add of the output's shape: a residual.
+  bool residualChain(const std::vector<Tensor>& operands, const Shape& out) const {
+    size_t with_operand = 0;
+    for (const PostOp& op : post_)
+      if (op.kind != PostOp::Kind::Eltwise) ++with_operand;
+    return operands.size() == 1 && with_operand == 1 && operands[0].sizes() == out &&
+           std::any_of(post_.begin(), post_.end(), [](const PostOp& op) {
+             return op.kind != PostOp::Kind::Eltwise && op.alg == PostOpAlg::Add;
+           });
+  }
   SharedSlot<const ConvParams> fixed_params_;  // read once, when constant_params_
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
@@ -963,10 +1030,11 @@ bool constantParams(const Node& n) {
 }  // namespace
 
 std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight, bool bf16_out,
-                                      std::optional<ActivationQuant> int8_out) {
+                                      std::optional<ActivationQuant> int8_out,
+                                      std::optional<ActivationQuant> residual_quant) {
   return std::make_unique<ConvKernel>(convForm(anchor.kind().toQualString()), constant_weight, constantParams(anchor),
                                       precisionOf(anchor), std::move(post), anchor.inputs().size(), bf16_out,
-                                      int8::opQuantOf(anchor), int8_out);
+                                      int8::opQuantOf(anchor), int8_out, residual_quant);
 }
 
 void registerConvOps(OpRegistry& r) {

@@ -19,8 +19,11 @@ namespace llga {
 // reorder into the primitive's layout is done once and kept.
 // `bf16_out`: the partition hands its output on in bf16 (out_dtype="bf16");
 // `int8_out`: quantized so (out_scale, out_dtype="u8"/"s8").
+// `residual_quant`: how the chain's residual arrives quantized (its
+// producer's out_scale and out_dtype), where it does.
 std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight,
-                                      bool bf16_out = false, std::optional<ActivationQuant> int8_out = std::nullopt);
+                                      bool bf16_out = false, std::optional<ActivationQuant> int8_out = std::nullopt,
+                                      std::optional<ActivationQuant> residual_quant = std::nullopt);
 std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight);
 // aten::batch_norm's kernel with relu in the same primitive (oneDNN's fuse_norm_relu).
 std::unique_ptr<Kernel> makeBatchNormRelu();
