@@ -1,12 +1,14 @@
 #include "runtime/tensor.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <numeric>
 #include <optional>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "ir/strides.h"
 #include "runtime/strided.h"
@@ -28,21 +30,111 @@ MeterScope::~MeterScope() {
   t_meters[1] = std::move(prev_[1]);
 }
 
-std::shared_ptr<Storage> Storage::heap(size_t nbytes, size_t rounded, const std::shared_ptr<MemoryMeter>& meter) {
+namespace {
+
+// Small heap blocks (up to 4 KiB, in power-of-two classes from 64 bytes) are
+// kept by the thread that frees them, up to kPoolDepth a class, for its next
+// allocations: a loop of small-tensor ops (a scripted loop's state, an RNN
+// step at batch 1) takes and frees a block or two per op, and glibc's
+// aligned_alloc and free were over a third of such a loop's time. Sanitizer
+// builds allocate every block from the heap, so they still see every misuse.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr size_t kPooledMax = 0;
+#else
+constexpr size_t kPooledMax = 4096;
+#endif
+constexpr size_t kPoolClasses = 7;  // 64 << 0 .. 64 << 6
+constexpr size_t kPoolDepth = 32;
+
+struct BlockPool {
+  std::array<std::vector<void*>, kPoolClasses> free;
+  BlockPool();
+  ~BlockPool();
+};
+// 0: not made yet, 1: alive, 2: destroyed (the thread is exiting).
+// Trivially destructible, so readable to the end of the thread.
+thread_local int t_pool_state = 0;
+
+BlockPool::BlockPool() { t_pool_state = 1; }
+BlockPool::~BlockPool() {
+  t_pool_state = 2;
+  for (auto& blocks : free)
+    for (void* p : blocks) std::free(p);
+}
+
+BlockPool& pool() {
+  thread_local BlockPool p;
+  return p;
+}
+
+size_t poolClass(size_t rounded) {
+  size_t k = 0;
+  while ((size_t{64} << k) < rounded) ++k;
+  return k;
+}
+
+void* takeBlock(size_t rounded) {
+  if (rounded <= kPooledMax && t_pool_state != 2) {
+    const size_t k = poolClass(rounded);
+    std::vector<void*>& blocks = pool().free[k];
+    if (!blocks.empty()) {
+      void* p = blocks.back();
+      blocks.pop_back();
+      return p;
+    }
+    rounded = size_t{64} << k;
+  }
   void* p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
-  auto s = std::make_shared<Storage>();
+  return p;
+}
+
+void giveBlock(void* p, size_t rounded) noexcept {
+  if (rounded <= kPooledMax && t_pool_state != 2) {
+    std::vector<void*>& blocks = pool().free[poolClass(rounded)];
+    if (blocks.capacity() == 0) {  // once per thread and class
+      try {
+        blocks.reserve(kPoolDepth);
+      } catch (...) {
+      }
+    }
+    if (blocks.size() < blocks.capacity() && blocks.size() < kPoolDepth) {
+      blocks.push_back(p);  // no allocation: within capacity
+      return;
+    }
+  }
+  std::free(p);
+}
+
+// A heap buffer's storage: frees (or pools) the buffer and uncounts it when
+// the last holder lets go. One allocation besides the buffer.
+struct HeapStorage final : Storage {
+  size_t rounded = 0;
+  std::shared_ptr<MemoryMeter> meter;
+  ~HeapStorage() {
+    if (meter) meter->sub(static_cast<int64_t>(rounded));
+    giveBlock(data, rounded);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Storage> Storage::heap(size_t nbytes, size_t rounded, const std::shared_ptr<MemoryMeter>& meter) {
+  void* p = takeBlock(rounded);
+  std::shared_ptr<HeapStorage> s;
+  try {
+    s = std::make_shared<HeapStorage>();
+  } catch (...) {
+    giveBlock(p, rounded);
+    throw;
+  }
   s->data = p;
   s->nbytes = nbytes;
   s->owned = true;
+  s->rounded = rounded;
   if (meter) {
     meter->add(static_cast<int64_t>(rounded));
-    s->owner = std::shared_ptr<void>(p, [meter, rounded](void* q) {
-      meter->sub(static_cast<int64_t>(rounded));
-      std::free(q);
-    });
-  } else {
-    s->owner = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+    s->meter = meter;
   }
   return s;
 }

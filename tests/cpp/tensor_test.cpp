@@ -1,6 +1,12 @@
 // Tensor views share storage and follow PyTorch's rules; copies convert dtypes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
 #include "runtime/tensor.h"
 
 using namespace llga;
@@ -76,4 +82,29 @@ TEST(Tensor, Promotion) {
   EXPECT_EQ(promoteTypes(ScalarType::Bool, ScalarType::Int), ScalarType::Int);
   EXPECT_EQ(promoteTypes(ScalarType::Byte, ScalarType::Char), ScalarType::Short);
   EXPECT_EQ(promoteTypes(ScalarType::Float, ScalarType::Double), ScalarType::Double);
+}
+
+// Small heap buffers are reused by the thread that frees them: still 64-byte
+// aligned, never shared by two live buffers, counted on the meter while they
+// live (the requested size), and safe to free from another thread.
+TEST(Storage, SmallBuffersAreReusedSafely) {
+  auto meter = std::make_shared<MemoryMeter>();
+  std::vector<std::shared_ptr<Storage>> live;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t bytes : {1, 64, 65, 200, 1000, 4096, 4097, 20000}) {
+      const size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+      std::shared_ptr<Storage> s = Storage::heap(bytes, rounded, meter);
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(s->data) % 64, 0u);
+      std::memset(s->data, round + 1, rounded);  // the whole rounded size is ours to write
+      live.push_back(std::move(s));
+    }
+    for (size_t i = 0; i < live.size(); ++i)
+      for (size_t j = i + 1; j < live.size(); ++j) ASSERT_NE(live[i]->data, live[j]->data);
+    live.erase(live.begin(), live.begin() + static_cast<std::ptrdiff_t>(live.size() / 2));  // half die, half live on
+  }
+  std::shared_ptr<Storage> other_thread = Storage::heap(100, 128, meter);
+  std::thread([s = std::move(other_thread)]() mutable { s.reset(); }).join();  // freed (and pooled) by another thread
+  live.clear();
+  EXPECT_EQ(meter->live.load(), 0);
+  EXPECT_GT(meter->peak.load(), 0);
 }
