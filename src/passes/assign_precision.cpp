@@ -36,7 +36,6 @@
 #include <map>
 #include <unordered_set>
 
-#include "fuser/post_ops.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 
@@ -341,26 +340,25 @@ class AssignPrecision final : public Pass {
     return true;
   }
   // Group input `i` is its chain's one operand, read once, by an add (alpha
-  // 1) of the chain as the fuser translates it, with the sizes of the
-  // group's output (known): the residual, which the kernel adds as a sum
-  // post-op into its dst (and so can take in dst's own precision).
+  // 1) of a value the group computes, with the sizes of the group's output
+  // (known): the residual, which the kernel adds as a sum post-op into its
+  // dst (and so can take in dst's own precision).
   static bool readAsResidual(const Node& group, size_t i) {
     const Graph& sub = *group.subgraph();
     const Value* in = sub.inputs()[i];
     if (in->uses().size() != 1 || group.outputs().size() != 1 || !in->type()->isTensor()) return false;
-    std::vector<const Node*> ops;
-    for (const Node* m : sub.nodes())
-      if (m->kind() != prim::Constant) ops.push_back(m);
-    if (ops.empty()) return false;
-    const PostOpMatch chain = translateChain(ops, 1, ops.size());
-    if (!chain.ok()) return false;
-    const PostOp* residual = nullptr;
-    for (const PostOp& p : chain.ops) {
-      if (!p.operand) continue;
-      if (residual) return false;
-      residual = &p;
-    }
-    if (!residual || residual->operand != in || residual->alg != PostOpAlg::Add) return false;
+    const Node* add = in->uses()[0].user;
+    const std::string kind = add->kind().toQualString();
+    if ((kind != "aten::add" && kind != "aten::add_") || add->inputs().size() != 3 || in->uses()[0].offset > 1)
+      return false;
+    const Value* other = add->input(1 - in->uses()[0].offset);
+    const std::optional<int64_t> alpha = constantInt(add->input(2));
+    if (!alpha || *alpha != 1 || std::find(sub.inputs().begin(), sub.inputs().end(), other) != sub.inputs().end())
+      return false;
+    for (const Value* v : sub.inputs())  // no other operand: every other input is the anchor's
+      if (v != in)
+        for (const Use& u : v->uses())
+          if (u.user != anchorOf(group)) return false;
     const Value* out = group.output(0);
     if (!out->type()->isTensor()) return false;
     const auto sizes = in->type()->tensorInfo().concreteSizes();
