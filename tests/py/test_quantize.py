@@ -11,10 +11,12 @@ What is checked here:
   fp32 llga, and run their convolutions in int8;
 - errors: no or malformed calibration, unknown method, unknown kinds to skip;
   skip keeps the named kind fp32."""
+import os
 import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -346,6 +348,22 @@ def test_int8_residual_stream_stays_int8_and_sums_as_it_arrives():
     block's int8 output (of either signedness) or, for the last block, into
     its fp32 output (dequantized first). The result is what quantizing each
     value at its reader's scale gives, in float64."""
+    check_residual_stream()
+
+
+def test_int8_residual_stream_on_vnni_without_amx():
+    """The same on oneDNN's AVX512-VNNI kernels (as on a Zen 5 EPYC: jit
+    int8 convolutions, not AMX's brgconv), capped by ONEDNN_MAX_CPU_ISA;
+    judged by the ISA oneDNN reports there."""
+    code = ("import sys; sys.path.insert(0, %r); import test_quantize, llga; "
+            "test_quantize.check_residual_stream(); print(llga.cpu_capabilities()['isa'])") % str(Path(__file__).parent)
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX512_CORE_VNNI")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] in VNNI_ISAS, out.stdout
+
+
+def check_residual_stream():
     model = ResStream().eval()
     calib = calibration_batches((1, 3, 12, 12), n=4, seed=6)
     traced = torch.jit.trace(model, calib[0])
