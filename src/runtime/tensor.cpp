@@ -511,6 +511,11 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
 }
 
 void Tensor::copyFrom(const Tensor& src) {
+  // Elements are found by strides here; a blocked layout's are not (the
+  // backend's toPlain makes such a tensor plain first).
+  if (src.isBlocked() || isBlocked())
+    throw std::logic_error("copy: " + std::string(src.isBlocked() ? "from" : "into") + " a blocked tensor (" +
+                           (src.isBlocked() ? src : *this).describe() + "): make it plain first");
   if (src.sizes_ != sizes_) {
     if (src.numel() != numel()) throw std::invalid_argument("copy: " + src.describe() + " into " + describe());
     copyFrom(src.reshape(sizes_));

@@ -248,7 +248,7 @@ class ConvKernel final : public Kernel {
 
     if (e->operands_to_f32)
       for (Tensor& t : operands) {
-        if (t.dtype() == ScalarType::BFloat16) t = t.to(ScalarType::Float).contiguous();
+        if (t.dtype() == ScalarType::BFloat16) t = toPlain(a.ctx, t).to(ScalarType::Float);  // a blocked one too
         else if (int8::isInt8(t.dtype()))
           t = int8::dequantize(a.ctx, t, static_cast<float>(residual_quant_->scale), residual_quant_->zero_point);
       }
