@@ -248,13 +248,25 @@ class Fuse final : public Pass {
     std::set<const Value*> read;
     for (const std::vector<Node*>* ns : {&chain, &take})
       for (const Node* n : *ns)
-        for (const Value* in : n->inputs()) read.insert(aliasRoot(*in));
+        for (const Value* in : n->inputs()) read.insert(memoryRoot(*in));
     for (const Node* k = chain.back()->next(); k && k != to; k = k->next()) {
       if (std::find(take.begin(), take.end(), k) != take.end() || !hasSideEffects(*k)) continue;
       for (size_t i = 0; i < k->inputs().size(); ++i)
-        if (writesInput(*k, i) && read.count(aliasRoot(*k->input(i)))) return k;
+        if (writesInput(*k, i) && read.count(memoryRoot(*k->input(i)))) return k;
     }
     return nullptr;
+  }
+
+  // The value whose memory `v` is: through views and through in-place ops'
+  // results (x.add_(y) returns x). A chain reading x.unsqueeze(3) must not
+  // move past x.add_(0.25).add_(m): the second writes the first's result,
+  // which is x (found by the graph fuzzer: the group read x after both).
+  static const Value* memoryRoot(const Value& v) {
+    const Value* r = aliasRoot(v);
+    while (r->node()->kind() != prim::Param && r->node()->outputs().size() == 1 && !r->node()->inputs().empty() &&
+           writesInput(*r->node(), 0))
+      r = aliasRoot(*r->node()->input(0));
+    return r;
   }
 
   // A binary post-op's operand must broadcast to the chain value without

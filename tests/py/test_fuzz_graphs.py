@@ -39,6 +39,8 @@ FOUND = {
     171092: "a fused group's op-by-op fallback read a blocked input as if it were plain",
     180104: "batch_norm folded into the conv reading it although its input is written in between",
     432428: "a conv's per-channel divisor [16, 1, 1] at another batch: its tail binary op reordered it at rank 3",
+    1795791255: "a group reading x.unsqueeze(3) moved past x.add_(c).add_(m): the fuser missed that the second "
+                "add_ writes x (through the first's result)",
 }
 
 
