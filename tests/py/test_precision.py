@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 import corpus
+from residual_stream import ResStream
 import llga
 import llga.precision
 
@@ -287,26 +288,6 @@ def test_bf16_between_convolutions_stays_bf16():
     assert [p.precision for p in r.partitions] == ["bf16"] * 3 and r.partitions[0].max_abs > 0
 
 
-class ResStream(nn.Module):
-    """Residual blocks (conv -> relu -> conv -> add [-> relu]): each block's
-    output is read by the next block's first convolution and by its add; the
-    last block's output is the graph's."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(9)
-        self.stem = nn.Conv2d(3, 16, 3, padding=1)
-        self.blocks = nn.ModuleList(nn.ModuleList([nn.Conv2d(16, 32, 1), nn.Conv2d(32, 16, 3, padding=1)])
-                                    for _ in range(3))
-
-    def forward(self, x):
-        r = torch.relu(self.stem(x))
-        for i, (c1, c2) in enumerate(self.blocks):
-            y = c2(torch.relu(c1(r))) + r
-            r = torch.relu(y) if i != 1 else y
-        return r
-
-
 def bf16_round(t):
     """t rounded to bf16 (to nearest even) and back, as oneDNN converts."""
     return t.float().to(torch.bfloat16).double()
@@ -319,7 +300,7 @@ def test_bf16_residual_stream_stays_bf16():
     (into a bf16 output, or converted into the last block's fp32 one). The
     result is what rounding each edge to bf16 gives, in float64."""
     x = torch.randn(1, 3, 12, 12, generator=torch.Generator().manual_seed(3))
-    model = ResStream().eval()
+    model = ResStream(blocks=3, width=32, relu_after=(0, 2), seed=9).eval()
     c = llga.optimize(torch.jit.trace(model, x), precision="bf16")
     parts = c.partitions
     assert [p.out_dtype for p in parts] == ["bf16"] * 6 + ["fp32"], [(p.ops, p.out_dtype) for p in parts]

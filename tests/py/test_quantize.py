@@ -26,6 +26,7 @@ from torch import nn
 import llga
 from llga import zoo
 from llga.quantization import VNNI_ISAS
+from residual_stream import ResStream
 
 ISA = llga.cpu_capabilities()["isa"]
 # int8 runs where oneDNN has VNNI (llga.quantize raises elsewhere: test_int8_needs_vnni)
@@ -293,9 +294,7 @@ def test_int8_edges_and_the_accuracy_report():
     (the same value, rounded the same way), and the accuracy report sees real
     values on the edges (dequantized), not the 8-bit codes."""
     model = Chain().eval()
-    calib = calibration_batches((1, 3, 20, 20), n=4, seed=3)
-    traced = torch.jit.trace(model, calib[0])
-    q = llga.quantize(traced, calibration=calib)
+    traced, q = quantized(model, (1, 3, 20, 20), seed=3)
     x = torch.randn(1, 3, 20, 20, generator=torch.Generator().manual_seed(11)).numpy()
     out = q(x)
     parts = list(q.partitions)
@@ -318,27 +317,19 @@ def test_int8_edges_and_the_accuracy_report():
         assert row.cosine > 0.999 and row.max_rel < 0.1, row
 
 
-class ResStream(nn.Module):
-    """Residual blocks as resnet and mobilenet have them: each block's output
-    is read by the next block's first convolution and by its add. Block 1
-    adds a u8 residual into a u8 output (relu after the add), block 2 a u8
-    one into an s8 output (no relu), block 3 an s8 one into a u8 output,
-    block 4 a u8 one into the graph's fp32 output."""
+def res_stream():
+    """Block 1 adds a u8 residual into a u8 output (relu after the add),
+    block 2 a u8 one into an s8 output (no relu), block 3 an s8 one into a
+    u8 output, block 4 a u8 one into the graph's fp32 output."""
+    return ResStream(blocks=4, width=24, relu_after=(0, 2), seed=8).eval()
 
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(8)
-        self.stem = nn.Conv2d(3, 16, 3, padding=1)
-        self.blocks = nn.ModuleList(nn.ModuleList([nn.Conv2d(16, 24, 1), nn.Conv2d(24, 16, 3, padding=1)])
-                                    for _ in range(4))
-        self.head = nn.Conv2d(16, 8, 1)
 
-    def forward(self, x):
-        r = torch.relu(self.stem(x))
-        for i, (c1, c2) in enumerate(self.blocks):
-            y = c2(torch.relu(c1(r))) + r
-            r = torch.relu(y) if i in (0, 2) else y
-        return r
+def quantized(model, shape, seed):
+    """model traced on the first of 4 calibration batches of `shape` (from
+    `seed`) and quantized on all of them: (traced, llga's int8 model)."""
+    calib = calibration_batches(shape, n=4, seed=seed)
+    traced = torch.jit.trace(model, calib[0])
+    return traced, llga.quantize(traced, calibration=calib)
 
 
 def test_int8_residual_stream_stays_int8_and_sums_as_it_arrives():
@@ -364,10 +355,8 @@ def test_int8_residual_stream_on_vnni_without_amx():
 
 
 def check_residual_stream():
-    model = ResStream().eval()
-    calib = calibration_batches((1, 3, 12, 12), n=4, seed=6)
-    traced = torch.jit.trace(model, calib[0])
-    q = llga.quantize(traced, calibration=calib)
+    model = res_stream()
+    _, q = quantized(model, (1, 3, 12, 12), seed=6)
     parts = list(q.partitions)
     # stem, then per block: c1 (u8 after relu), c2 + residual
     assert [p.out_dtype for p in parts] == ["u8", "u8", "u8", "u8", "s8", "u8", "u8", "u8", "fp32"], \
@@ -422,9 +411,7 @@ class ScaledChain(nn.Module):
 
 def test_int8_edge_through_a_chain_with_a_linear_post_op():
     model = ScaledChain().eval()
-    calib = calibration_batches((1, 3, 20, 20), n=4, seed=5)
-    traced = torch.jit.trace(model, calib[0])
-    q = llga.quantize(traced, calibration=calib)
+    _, q = quantized(model, (1, 3, 20, 20), seed=5)
     parts = list(q.partitions)
     assert parts[0].ops[:2] == ["aten::_convolution", "aten::hardsigmoid"] and parts[0].out_dtype == "u8", parts
     x = torch.randn(1, 3, 20, 20, generator=torch.Generator().manual_seed(12)).numpy()

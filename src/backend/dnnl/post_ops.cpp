@@ -46,10 +46,7 @@ dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vecto
   for (const PostOp& p : ops) {
     switch (p.kind) {
       case PostOp::Kind::Eltwise: po.append_eltwise(1.0f, dnnlAlgorithm(p.alg), p.alpha, p.beta); break;
-      case PostOp::Kind::Sum:
-        if (sum.zero_point != 0) po.append_sum(sum.scale, sum.zero_point, sum.dt);
-        else po.append_sum(sum.scale, sum.dt);
-        break;
+      case PostOp::Kind::Sum: po.append_sum(sum.scale, sum.zero_point, sum.dt); break;
       case PostOp::Kind::Binary: po.append_binary(dnnlAlgorithm(p.alg), operand_mds.at(b++)); break;
     }
   }

@@ -165,7 +165,7 @@ bool hasVnni() {
 }
 
 Tensor fakeQuantize(ExecContext& ctx, const Tensor& x, const ActivationQuant& q) {
-  Tensor xq = Tensor::empty(q.is_unsigned ? ScalarType::Byte : ScalarType::Char, x.sizes());
+  Tensor xq = Tensor::empty(storageType(q), x.sizes());
   quantizeActivation(ctx, x.isBlocked() ? memoryOf(x) : wrap(x), wrap(xq), static_cast<float>(q.scale), q.zero_point);
   return dequantize(ctx, xq, static_cast<float>(q.scale), q.zero_point);
 }

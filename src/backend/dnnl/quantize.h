@@ -80,6 +80,8 @@ void quantizeActivationShifted(ExecContext& ctx, const dnnl::memory& src, const 
 Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale, int32_t zero_point = 0);
 
 bool isInt8(ScalarType t);  // Byte (u8) or Char (s8)
+// The tensor type a value quantized so is held in: Byte (u8) or Char (s8).
+inline ScalarType storageType(const ActivationQuant& q) { return q.is_unsigned ? ScalarType::Byte : ScalarType::Char; }
 
 // The bias as an int8 primitive takes it: oneDNN adds it to the int32 sums
 // before the output scales, so each element (the last dim cycling through

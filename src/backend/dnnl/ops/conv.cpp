@@ -177,7 +177,7 @@ class ConvKernel final : public Kernel {
     const Tensor& w = a.tensor(1);
     const Tensor* b = a.isNone(2) ? nullptr : &a.tensor(2);
     const bool x_ok = x_in.dtype() == ScalarType::Float || (precision_ == Precision::BF16 && x_in.dtype() == ScalarType::BFloat16) ||
-                      (quant_ && x_in.dtype() == (quant_->act.is_unsigned ? ScalarType::Byte : ScalarType::Char));
+                      (quant_ && x_in.dtype() == int8::storageType(quant_->act));
     if (!x_ok || w.dtype() != ScalarType::Float)
       throw std::invalid_argument("convolution supports float32, got " + x_in.describe() + " and " + w.describe());
     const int64_t nsp = w.dim() - 2;
@@ -346,13 +346,10 @@ class ConvKernel final : public Kernel {
     for (size_t i = 0; i < e->ops.size(); ++i) {
       if (e->ops[i].kind == PostOp::Kind::Eltwise) continue;
       if (e->ops[i].kind == PostOp::Kind::Sum) {  // dst starts as the operand; the primitive adds into it
-        if (in_place) {
-        } else if (e->sum_dt == memory::data_type::undef || e->sum_dt == e->dst_md.data_type()) {
-          reorder(ctx, memoryOf(operands[o]), dst);
-        } else {  // int8 of the other signedness: its bytes as they are, read as sum_dt
+        if (!in_place) {  // into dst as the sum reads it (int8 of the other signedness: its bytes as they are)
           memory::desc as = e->dst_md;
-          as.data.data_type = static_cast<dnnl_data_type_t>(e->sum_dt);
-          reorder(ctx, memoryOf(operands[o]), memory(as, cpuEngine(), dst.get_data_handle()));
+          if (e->sum_dt != memory::data_type::undef) as.data.data_type = static_cast<dnnl_data_type_t>(e->sum_dt);
+          reorder(ctx, memoryOf(operands[o]), as == e->dst_md ? dst : memory(as, cpuEngine(), dst.get_data_handle()));
         }
       } else {
         args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, e->operand_mds[k], operandData(o, k));
@@ -989,18 +986,17 @@ class ConvKernel final : public Kernel {
   // partition: bf16, or quantized as residual_quant says).
   bool lowPrecisionResidual(const Tensor& t) const {
     return (precision_ == Precision::BF16 && t.dtype() == ScalarType::BFloat16) ||
-           (quant_ && residual_quant_ && int8::isInt8(t.dtype()) &&
-            t.dtype() == (residual_quant_->is_unsigned ? ScalarType::Byte : ScalarType::Char));
+           (quant_ && residual_quant_ && t.dtype() == int8::storageType(*residual_quant_));
   }
   // The chain's one operand is an add of the output's shape: a residual.
   bool residualChain(const std::vector<Tensor>& operands, const Shape& out) const {
-    size_t with_operand = 0;
-    for (const PostOp& op : post_)
-      if (op.kind != PostOp::Kind::Eltwise) ++with_operand;
-    return operands.size() == 1 && with_operand == 1 && operands[0].sizes() == out &&
-           std::any_of(post_.begin(), post_.end(), [](const PostOp& op) {
-             return op.kind != PostOp::Kind::Eltwise && op.alg == PostOpAlg::Add;
-           });
+    const PostOp* only = nullptr;
+    for (const PostOp& op : post_) {
+      if (op.kind == PostOp::Kind::Eltwise) continue;
+      if (only) return false;
+      only = &op;
+    }
+    return only && only->alg == PostOpAlg::Add && operands.size() == 1 && operands[0].sizes() == out;
   }
   SharedSlot<const ConvParams> fixed_params_;  // read once, when constant_params_
   std::vector<PostOp> post_;

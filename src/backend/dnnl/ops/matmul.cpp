@@ -274,7 +274,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, e->operand_mds[0], &call_scale);
     if (bb) args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, e->operand_mds[1], bb->data());
   } else if (e->int8) {
-    a16 = Tensor::empty(quant->act.is_unsigned ? ScalarType::Byte : ScalarType::Char, a.sizes());
+    a16 = Tensor::empty(int8::storageType(quant->act), a.sizes());
     int8::quantizeActivation(ctx, wrap(a), memory(e->src_md, cpuEngine(), a16.data()), static_cast<float>(quant->act.scale),
                              quant->act.zero_point);
     if (quant->act.zero_point != 0)  // the activation's zero point, as oneDNN takes it at run time
