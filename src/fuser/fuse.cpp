@@ -172,6 +172,12 @@ class Fuse final : public Pass {
           break;
         }
         if (auto dt = knownDtype(next->output()); dt && *dt != ScalarType::Float) break;
+        if (!p->selects && std::any_of(m.ops.begin(), m.ops.end(), [](const PostOp& op) {
+              return op.kind == PostOp::Kind::Select;
+            })) {
+          stop = "no " + std::string(p->name) + " kernel applies " + next->kind().toQualString();
+          break;
+        }
         if (p->one_primitive)
           if (std::string why = sameAlgorithmTwice(chain_ops, m); !why.empty()) {
             stop = why;
@@ -293,8 +299,13 @@ class Fuse final : public Pass {
           if (od != 1 && od != cd) return "%" + o->debugName() + " would broadcast the chain value";
         }
       }
-      // float32, or a 0-dim number (PyTorch computes in float32 then too).
+      // float32, or a 0-dim number (PyTorch computes in float32 then too);
+      // a select's mask bool.
       auto dt = knownDtype(o);
+      if (op.kind == PostOp::Kind::Select) {
+        if (dt != ScalarType::Bool) return "mask %" + o->debugName() + " is not known bool";
+        continue;
+      }
       bool zero_dim_number = os->empty() && dt && *dt != ScalarType::Bool && scalarTypeSize(*dt) <= 8 &&
                              *dt != ScalarType::ComplexHalf && *dt != ScalarType::ComplexFloat;
       if (!zero_dim_number && (!dt || *dt != ScalarType::Float))

@@ -10,7 +10,8 @@ namespace llga {
 namespace {
 
 // attention's ops: q @ kt, the score chain (a scale and/or a mask: alpha * s
-// + beta, or + - * / an operand), softmax over the last dim in the scores'
+// + beta, + - * / an operand, or masked_fill with a bool mask and a constant
+// value), softmax over the last dim in the scores'
 // dtype, then the probabilities @ v; q, kt and v of one rank (2+), which the
 // kernel needs to split them into rows per batch entry.
 std::string checkAttention(const std::vector<const Node*>& ops) {
@@ -35,9 +36,10 @@ std::string checkAttention(const std::vector<const Node*>& ops) {
   if (!m.ok()) return m.why_not;
   for (const PostOp& op : m.ops) {
     const bool scale = op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Linear;
-    const bool mask = op.kind == PostOp::Kind::Binary &&
-                      (op.alg == PostOpAlg::Add || op.alg == PostOpAlg::Sub || op.alg == PostOpAlg::Mul ||
-                       op.alg == PostOpAlg::Div);
+    const bool mask = (op.kind == PostOp::Kind::Binary &&
+                       (op.alg == PostOpAlg::Add || op.alg == PostOpAlg::Sub || op.alg == PostOpAlg::Mul ||
+                        op.alg == PostOpAlg::Div)) ||
+                      op.kind == PostOp::Kind::Select;
     if (!scale && !mask) return op.name + " is no scale or mask";
   }
   return "";
@@ -108,13 +110,13 @@ std::string checkScaledConv(const std::vector<const Node*>& ops) {
 // its producer's blocked layout rather than outside on a plain copy. A lone
 // batch_norm, softmax or binary op stays outside.
 static const std::vector<FusionPattern> kPatterns = {
-    {"attention", 4, {"aten::matmul", "aten::bmm"}, 2, false,
+    {"attention", 4, {"aten::matmul", "aten::bmm"}, 3, false,
      R"(
         q    k^T
          \   /
          matmul
             |
-        [scale | mask] x0..2      mul/div by a number, add a mask
+        [scale | mask] x0..3      mul/div by a number, add a mask, masked_fill
             |
         softmax(-1)
             |     v
@@ -123,7 +125,7 @@ static const std::vector<FusionPattern> kPatterns = {
             |                     rows, scores stay in cache (AVX-512)
            out
 )",
-     false, false, nullptr, {"aten::softmax", "aten::matmul|aten::bmm"}, checkAttention},
+     false, false, nullptr, {"aten::softmax", "aten::matmul|aten::bmm"}, checkAttention, true},
     {"conv_post_ops", 3, opsWith(op_trait::Conv), 4, true,
      R"(
         x   W  b

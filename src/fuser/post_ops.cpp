@@ -141,6 +141,24 @@ PostOpMatch binary(const Node& n, const Value* chain) {
   return {{p}, ""};
 }
 
+// masked_fill(chain, mask, value): value a constant number, mask a tensor
+// that is not known to be other than bool.
+PostOpMatch select(const Node& n, const Value* chain) {
+  if (n.inputs().size() != 3 || n.input(0) != chain) return fail("the chain value is not masked_fill's input");
+  if (n.input(1) == chain) return fail("the chain value is its own mask");
+  if (!n.input(1)->type()->isTensor()) return fail("the mask is not a tensor");
+  if (auto dt = n.input(1)->type()->tensorInfo().dtype; dt && *dt != ScalarType::Bool)
+    return fail("the mask is not bool");
+  auto v = number(n.input(2));
+  if (!v) return fail("the fill value is not a constant number");
+  PostOp p;
+  p.kind = PostOp::Kind::Select;
+  p.alpha = static_cast<float>(*v);
+  p.operand = n.input(1);
+  p.name = "masked_fill";
+  return {{p}, ""};
+}
+
 }  // namespace
 
 PostOpMatch translateChain(const std::vector<const Node*>& ops, size_t first, size_t end) {
@@ -155,6 +173,7 @@ PostOpMatch translateChain(const std::vector<const Node*>& ops, size_t first, si
 
 PostOpMatch translatePostOp(const Node& n, const Value* chain) {
   if (n.outputs().size() != 1 || n.inputs().empty()) return fail("not a single-output op");
+  if (n.kind().toQualString() == "aten::masked_fill") return select(n, chain);
   if (hasTrait(n.kind(), op_trait::Binary)) {
     if (n.inputs().size() < 2) return fail("unexpected arity");
     return binary(n, chain);

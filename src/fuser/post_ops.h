@@ -32,10 +32,13 @@ enum class PostOpAlg : uint8_t {
 };
 
 struct PostOp {
-  enum class Kind { Eltwise, Binary, Sum } kind = Kind::Eltwise;
+  // Select: x = operand ? alpha : x, operand a bool mask (masked_fill with a
+  // constant value). No oneDNN primitive applies it: only a pattern whose
+  // kernel does (FusionPattern::selects, attention's score chain) takes it.
+  enum class Kind { Eltwise, Binary, Sum, Select } kind = Kind::Eltwise;
   PostOpAlg alg = PostOpAlg::Relu;
   float alpha = 0, beta = 0;
-  // Binary and Sum: the other operand.
+  // Binary, Sum and Select: the other operand.
   const Value* operand = nullptr;
   std::string name;  // "relu", "add", ... for partition tables and logs
 };

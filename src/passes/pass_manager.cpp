@@ -43,7 +43,8 @@ std::string_view defaultPipeline() {
   // whose identity that folding reveals get their fields forwarded then.
   // With example inputs, rank and dtype queries are answered first (guarded).
   return "inline,forward-attributes,freeze,specialize-inputs,canonicalize,constant-propagation,forward-attributes,"
-         "remove-dropout,observable-layouts,remove-mutation,decompose,import-quantization,merge-linears,propagate-shapes,prepare-binary,fold-batchnorm,canonicalize,constant-propagation,"
+         "remove-dropout,observable-layouts,remove-mutation,decompose,lower-einsum,import-quantization,merge-linears,"
+         "propagate-shapes,prepare-binary,fold-batchnorm,canonicalize,constant-propagation,"
          "defer-size-check,cse,dce,fuse,assign-precision,propagate-layouts";
 }
 

@@ -121,14 +121,22 @@ std::vector<CheckLine> parseChecks(std::string_view text, std::string_view prefi
       p = l.find(prefix, p + 1);
     if (p == std::string::npos) continue;
     size_t q = p + prefix.size();
+    bool known = false;
     for (const auto& [suf, kind] : suffixes) {
       if (l.compare(q, suf.size(), suf) != 0) continue;
       std::string pat = l.substr(q + suf.size());
       size_t b = pat.find_first_not_of(' '), e = pat.find_last_not_of(" \r");
       pat = b == std::string::npos ? "" : pat.substr(b, e - b + 1);
       out.push_back({kind, pat, i + 1});
+      known = true;
       break;
     }
+    // A directive this checker does not have (CHECK-COUNT-2:, CHECK-EMPTY:)
+    // would otherwise be skipped, and the test pass without checking it.
+    const size_t colon = l.find(':', q);
+    if (!known && q < l.size() && l[q] == '-' && colon != std::string::npos &&
+        l.find_first_of(" \t", q) > colon)
+      throw std::invalid_argument("line " + std::to_string(i + 1) + ": unknown directive " + l.substr(p, colon - p + 1));
   }
   return out;
 }

@@ -51,3 +51,11 @@ TEST(FileCheck, LabelAndNoChecks) {
   EXPECT_TRUE(passes("# CHECK-LABEL: graph(\n# CHECK: return", kOut));
   EXPECT_FALSE(passes("", kOut));
 }
+
+TEST(FileCheck, UnknownDirectiveIsAnError) {
+  // Skipped, it would let a test pass without checking what it says.
+  EXPECT_THROW(parseChecks("# CHECK-COUNT-2: aten::relu"), std::invalid_argument);
+  EXPECT_THROW(parseChecks("# CHECK-EMPTY:"), std::invalid_argument);
+  // Prose that names the checker is no directive.
+  EXPECT_TRUE(passes("# the CHECK-NOT lines below: none\n# CHECK: aten::relu", kOut));
+}

@@ -142,6 +142,69 @@ def test_masked_rows_and_nan_match_pytorch():
     assert np.isnan(got[0, :, 2]).all() and np.isnan(got[0, 1, 4]).all() and not np.isnan(got[0, 0, 4]).any()
 
 
+class _Selected(nn.Module):
+    """Scores masked by masked_fill with a bool mask (GPT's causal mask),
+    then softmax and @ v."""
+
+    def __init__(self, fill):
+        super().__init__()
+        self.fill = fill
+
+    def forward(self, q, k, v, mask):
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        return torch.softmax(s.masked_fill(mask, self.fill), dim=-1) @ v
+
+
+@pytest.mark.parametrize("fill", [-math.inf, -1e4, 2.5])
+@pytest.mark.parametrize("L,S,mask_shape", [
+    (33, 33, "causal"),        # above the diagonal hidden; tails of 16 lanes
+    (5, 40, (2, 1, 1, 40)),    # key padding per batch entry
+    (7, 19, (2, 3, 7, 19)),    # a full mask
+    (6, 17, (17,)),            # one mask row for every query, through a copy of its tail
+])
+def test_masked_fill_joins_the_attention_partition(fill, L, S, mask_shape):
+    g = torch.Generator().manual_seed(L * 10 + S)
+    q, k = torch.randn(2, 3, L, 16, generator=g), torch.randn(2, 3, S, 16, generator=g)
+    v = torch.randn(2, 3, S, 8, generator=g)
+    if mask_shape == "causal":
+        mask = ~torch.tril(torch.ones(L, S, dtype=torch.bool))
+    else:
+        mask = torch.rand(*mask_shape, generator=g) < 0.4
+    m = _Selected(fill)
+    c = compile_(m, q, k, v, mask)
+    (part,) = attention_parts(c)
+    assert part.ops == ["aten::matmul", "aten::div", "aten::masked_fill", "aten::softmax", "aten::matmul"], part.ops
+    assert ("llga_attention" in part.impl) == FUSED, part.impl
+    check(c, m, q, k, v, mask)
+    if mask.dim() == 4 and mask.shape[-2] == L:  # a whole row hidden: NaN with -inf (as PyTorch), else v's mean
+        hidden = mask.clone()
+        hidden[:, :, 0, :] = True
+        got = check(c, m, q, k, v, hidden) if math.isfinite(fill) else c(*[x.numpy() for x in (q, k, v, hidden)])
+        assert np.isnan(got[:, :, 0]).all() != math.isfinite(fill)
+
+
+def test_einsum_attention_with_causal_mask_is_one_partition():
+    """GPT-style attention written with einsum (lower-einsum makes matmuls of
+    it) and masked_fill: the scores, the mask, the softmax and @ v are one
+    attention partition reading q, k and v through their strides."""
+    class M(nn.Module):
+        def forward(self, q, k, v):
+            T = q.shape[1]
+            causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+            att = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(q.shape[-1])
+            att = att.masked_fill(~causal, float("-inf")).softmax(-1)
+            return torch.einsum("bhqk,bkhd->bqhd", att, v)
+
+    g = torch.Generator().manual_seed(11)
+    q, k, v = (torch.randn(2, 21, 4, 16, generator=g) for _ in range(3))
+    c = compile_(M(), q, k, v)
+    (part,) = attention_parts(c)
+    assert part.ops == ["aten::matmul", "aten::div", "aten::masked_fill", "aten::softmax", "aten::matmul"], part.ops
+    assert c.graph.node_counts().get("aten::einsum", 0) == 0
+    assert not any(n.kind == "aten::contiguous" for n in c.graph.nodes())
+    check(c, M(), q, k, v)
+
+
 def test_torchvision_style_multihead_attention():
     # nn.MultiheadAttention as ViT traces it: q scaled before the product, bmm.
     mha = nn.MultiheadAttention(64, 4).eval()

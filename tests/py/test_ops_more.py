@@ -103,9 +103,38 @@ def test_einsum(eq, shapes):
 
 
 def test_einsum_errors_name_the_equation():
-    traced = torch.jit.trace(lambda a, b: torch.einsum("ij,jk->ik", a, b), (rnd(3, 4), rnd(4, 5)))
-    with pytest.raises(llga.ExecutionError, match=r"einsum\(\"ij,jk->ik\"\).*sizes 4 and 6|subscript 'j' has sizes"):
+    # Run by llga's einsum (an implicit output is not lowered to a matmul).
+    traced = torch.jit.trace(lambda a, b: torch.einsum("ij,jk", a, b), (rnd(3, 4), rnd(4, 5)))
+    with pytest.raises(llga.ExecutionError, match=r"einsum\(\"ij,jk\"\).*sizes 4 and 6|subscript 'j' has sizes"):
         llga.optimize(traced)(np.zeros((3, 4), np.float32), np.zeros((6, 5), np.float32))
+    # Lowered to a matmul (lower-einsum): its error names the equation too.
+    traced = torch.jit.trace(lambda a, b: torch.einsum("ij,jk->ik", a, b), (rnd(3, 4), rnd(4, 5)))
+    with pytest.raises(llga.ExecutionError,
+                       match=r'einsum "ij,jk->ik".*Float\(3, 4\) and Float\(6, 5\) cannot be multiplied'):
+        llga.optimize(traced)(np.zeros((3, 4), np.float32), np.zeros((6, 5), np.float32))
+
+
+# Equations lower-einsum turns into one matmul, with the operands' ranks and
+# roles varied (batch labels in any order, several free labels on a side,
+# none contracted, none free), against PyTorch; each must leave no einsum.
+LOWERED = [
+    ("bqhd,bkhd->bhqk", [(2, 5, 3, 8), (2, 7, 3, 8)]), ("bhqk,bkhd->bqhd", [(2, 3, 5, 7), (2, 7, 3, 8)]),
+    ("bnd,de->bne", [(2, 3, 6), (6, 5)]), ("de,bnd->nbe", [(6, 5), (2, 3, 6)]), ("i,j->ij", [(3,), (4,)]),
+    ("i,i->", [(5,), (5,)]), ("ab,cd->dbca", [(2, 3), (4, 5)]), ("hbk,bkh->bh", [(3, 2, 4), (2, 4, 3)]),
+    ("bij,bjk->bki", [(2, 3, 4), (2, 4, 5)]), ("xay,yb->bxa", [(2, 3, 4), (4, 5)]), ("ab,b->a", [(3, 4), (4,)]),
+    ("b,ab->a", [(4,), (3, 4)]), ("bij,jk->bik", [(1, 3, 4), (4, 5)]), ("bij,bjk->bik", [(1, 3, 4), (2, 4, 5)]),
+]
+
+
+@pytest.mark.parametrize("eq,shapes", LOWERED, ids=[e for e, _ in LOWERED])
+def test_einsum_lowered_to_matmul_matches_pytorch(eq, shapes):
+    args = [rnd(*s) for s in shapes]
+    traced = torch.jit.trace(lambda *a: torch.einsum(eq, *a), args)
+    c = llga.optimize(traced)
+    counts = c.graph.node_counts()
+    assert "aten::einsum" not in counts, counts
+    assert counts.get("aten::matmul") or any("aten::matmul" in p.ops for p in c.partitions), counts
+    np.testing.assert_allclose(c(*[a.numpy() for a in args]), torch.einsum(eq, *args).numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_bilinear_layer_runs_on_einsum():

@@ -1,5 +1,5 @@
 // The `attention` pattern's kernel (fuser/patterns.cpp): the group
-//   s = matmul(q, kt) -> [scale | mask: linear, add, sub, mul, div] -> softmax(s, -1) -> matmul(., v)
+//   s = matmul(q, kt) -> [scale | mask: linear, add, sub, mul, div, masked_fill] -> softmax(s, -1) -> matmul(., v)
 // runs as llga's fused attention (backend/dnnl/fused_attention.h) when the
 // CPU has AVX-512 (and AVX512-BF16 for products assigned bf16) and the
 // call's tensors fit it (fp32, plain, same batch dims, operands broadcasting
@@ -129,7 +129,11 @@ class AttentionKernel final : public Kernel {
       op.alpha = o.alpha;
       op.beta = o.beta;
       if (o.input >= 0) {
-        if (!usable(a.input(static_cast<size_t>(o.input)))) return std::nullopt;
+        const bool select = o.kind == attention::ScoreOp::Kind::Select;
+        const RtValue& in = a.input(static_cast<size_t>(o.input));
+        if (select ? !(in.isTensor() && in.tensor().dtype() == ScalarType::Bool && !in.tensor().isBlocked())
+                   : !usable(in))
+          return std::nullopt;
         const Tensor& t = a.tensor(static_cast<size_t>(o.input));
         if (t.dim() > n) return std::nullopt;
         const Shape scores = [&] {
@@ -142,7 +146,8 @@ class AttentionKernel final : public Kernel {
           const int64_t td = t.size(t.dim() - 1 - i), sd = scores[scores.size() - 1 - static_cast<size_t>(i)];
           if (td != 1 && td != sd) return std::nullopt;
         }
-        op.data = t.data<float>();
+        if (select) op.mask = t.data<bool>();
+        else op.data = t.data<float>();
         op.batch_offset = batchOffsets(t, batch);
         op.row_stride = t.dim() >= 2 && t.size(-2) != 1 ? t.stride(-2) : 0;
         op.col_stride = t.dim() >= 1 && t.size(-1) != 1 ? t.stride(-1) : 0;
@@ -227,6 +232,11 @@ std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
         case PostOpAlg::Div: s.kind = attention::ScoreOp::Kind::Div; break;
         default: return fallback;
       }
+      s.input = sourceOf(sub, op.operand).input;
+      if (s.input < 0) return fallback;
+    } else if (op.kind == PostOp::Kind::Select && op.operand) {
+      s.kind = attention::ScoreOp::Kind::Select;
+      s.alpha = op.alpha;
       s.input = sourceOf(sub, op.operand).input;
       if (s.input < 0) return fallback;
     } else {

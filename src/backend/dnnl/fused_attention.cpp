@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -183,6 +184,29 @@ LLGA_AVX512 float scoreRow(float* row, int64_t s, const std::vector<ScoreOp>& op
       for (int64_t j = 0; j < s; j += 16) {
         const __mmask16 m = tailMask(s - j);
         _mm512_mask_storeu_ps(row + j, m, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, row + j), a, c));
+      }
+      continue;
+    }
+    if (op.kind == ScoreOp::Kind::Select) {
+      const bool* mrow = op.mask + op.batch_offset[static_cast<size_t>(b)] + i * op.row_stride;
+      const __m512 fill = _mm512_set1_ps(op.alpha);
+      for (int64_t j = 0; j < s; j += 16) {
+        const __mmask16 m = tailMask(s - j);
+        __mmask16 sel;
+        if (op.col_stride == 1) {  // 16 bools widened to 16 ints (AVX512F alone), the tail through a copy
+          alignas(16) bool tail[16] = {};
+          const bool* src = mrow + j;
+          if (s - j < 16) src = static_cast<const bool*>(std::memcpy(tail, src, static_cast<size_t>(s - j)));
+          const __m512i ints = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+          sel = _mm512_test_epi32_mask(ints, ints);
+        } else if (op.col_stride == 0) {
+          sel = *mrow ? m : 0;
+        } else {
+          sel = 0;
+          for (int64_t t = 0; t < std::min<int64_t>(16, s - j); ++t)
+            if (mrow[(j + t) * op.col_stride]) sel = static_cast<__mmask16>(sel | (1u << t));
+        }
+        _mm512_mask_storeu_ps(row + j, static_cast<__mmask16>(sel & m), fill);
       }
       continue;
     }

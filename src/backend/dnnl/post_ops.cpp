@@ -48,6 +48,8 @@ dnnl::primitive_attr postOpAttr(const std::vector<PostOp>& ops, const std::vecto
       case PostOp::Kind::Eltwise: po.append_eltwise(1.0f, dnnlAlgorithm(p.alg), p.alpha, p.beta); break;
       case PostOp::Kind::Sum: po.append_sum(sum.scale, sum.zero_point, sum.dt); break;
       case PostOp::Kind::Binary: po.append_binary(dnnlAlgorithm(p.alg), operand_mds.at(b++)); break;
+      case PostOp::Kind::Select:  // the fuser gives it only to patterns whose kernels apply it
+        throw std::logic_error("post-ops: oneDNN applies no " + p.name);
     }
   }
   attr.set_post_ops(po);
