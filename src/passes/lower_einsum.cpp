@@ -25,11 +25,13 @@
 // implicit output ("ij,jk"), "...", a label twice in one term, a label
 // summed out of one operand only, more than one contracted label (the
 // operands would need a reshape that copies), other operand counts, operand
-// dtypes not known to be float32 or ranks not known to be their terms'. Where a contracted label is 1 in one
-// operand and n in the other, einsum broadcasts it and matmul raises a size
-// mismatch; batch labels of size 1 broadcast in both. The ops emitted keep
-// the einsum's source, with the equation after it, so errors and reports
-// name the einsum they came from.
+// dtypes not known to be float32 or ranks not known to be their terms', a
+// contracted label whose sizes are not known equal in the two operands
+// (einsum broadcasts 1 against n there, matmul does not; a later call with
+// such sizes gets matmul's size error, naming the einsum). Batch labels of
+// size 1 broadcast in both. The ops emitted keep the einsum's source, with
+// the equation after it, so errors and reports name the einsum they came
+// from.
 #include <algorithm>
 #include <cctype>
 
@@ -141,6 +143,14 @@ class LowerEinsum final : public Pass {
       if (!has(out, c) && !has(l, c))
         return skip(n, "\"" + eq + "\": '" + std::string(1, c) + "' is summed out of one operand");
     if (contracted.size() > 1) return skip(n, "\"" + eq + "\": more than one contracted label");
+    // einsum broadcasts a contracted label of size 1 against n; matmul does not.
+    for (char c : contracted) {
+      const auto& la = *a->type()->tensorInfo().sizes;
+      const auto& lb = *b->type()->tensorInfo().sizes;
+      const std::optional<int64_t> sa = la[l.find(c)], sb = lb[r.find(c)];
+      if (!sa || !sb || *sa != *sb)
+        return skip(n, "\"" + eq + "\": the sizes of contracted label '" + std::string(1, c) + "' are not known equal");
+    }
 
     Node* const before = n->prev();  // the nodes emitted go between it and n
     Emitter e(g, n, n);

@@ -93,6 +93,7 @@ EINSUM = [
     ("i...->...", [(3, 4, 5)]), ("iij->j", [(3, 3, 4)]), ("b i d, b j d -> b i j", [(2, 3, 4), (2, 5, 4)]),
     ("ab,ab,ab->ab", [(2, 3)] * 3), ("Ab,bC->AC", [(2, 3), (3, 4)]), ("...i,...i", [(2, 1, 3), (4, 3)]),
     ("bcij,bckl->bcijkl", [(1, 2, 2, 2), (1, 2, 2, 3)]), ("ij,kj->ik", [(0, 3), (4, 3)]),
+    ("ij,jk->ik", [(3, 1), (4, 5)]),  # j broadcasts (1 against 4): left as einsum, not a matmul
 ]
 
 
