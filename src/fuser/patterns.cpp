@@ -10,8 +10,8 @@ namespace llga {
 namespace {
 
 // attention's ops: q @ kt, the score chain (a scale and/or a mask: alpha * s
-// + beta, + - * / an operand, or masked_fill with a bool mask and a constant
-// value), softmax over the last dim in the scores'
+// + beta, + - * / an operand, or masked_fill / where with a bool mask and a
+// constant value), softmax over the last dim in the scores'
 // dtype, then the probabilities @ v; q, kt and v of one rank (2+), which the
 // kernel needs to split them into rows per batch entry.
 std::string checkAttention(const std::vector<const Node*>& ops) {
@@ -116,7 +116,7 @@ static const std::vector<FusionPattern> kPatterns = {
          \   /
          matmul
             |
-        [scale | mask] x0..3      mul/div by a number, add a mask, masked_fill
+        [scale | mask] x0..3      mul/div by a number, add a mask, masked_fill/where
             |
         softmax(-1)
             |     v

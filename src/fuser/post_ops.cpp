@@ -141,21 +141,27 @@ PostOpMatch binary(const Node& n, const Value* chain) {
   return {{p}, ""};
 }
 
-// masked_fill(chain, mask, value): value a constant number, mask a tensor
-// that is not known to be other than bool.
+// masked_fill(chain, mask, value), where(mask, value, chain) and
+// where(mask, chain, value): value a constant number (canonicalize makes one
+// of a 0-dim constant tensor), mask a tensor that is not known to be other
+// than bool.
 PostOpMatch select(const Node& n, const Value* chain) {
-  if (n.inputs().size() != 3 || n.input(0) != chain) return fail("the chain value is not masked_fill's input");
-  if (n.input(1) == chain) return fail("the chain value is its own mask");
-  if (!n.input(1)->type()->isTensor()) return fail("the mask is not a tensor");
-  if (auto dt = n.input(1)->type()->tensorInfo().dtype; dt && *dt != ScalarType::Bool)
-    return fail("the mask is not bool");
-  auto v = number(n.input(2));
+  const bool where = n.kind().toQualString() == "aten::where";
+  if (n.inputs().size() != 3) return fail("unexpected arity");
+  const Value* mask = where ? n.input(0) : n.input(1);
+  const Value* value = where ? (n.input(1) == chain ? n.input(2) : n.input(1)) : n.input(2);
+  if ((where ? n.input(1) != chain && n.input(2) != chain : n.input(0) != chain) || mask == chain || value == chain)
+    return fail("the chain value is not the selected-from input");
+  if (!mask->type()->isTensor()) return fail("the mask is not a tensor");
+  if (auto dt = mask->type()->tensorInfo().dtype; dt && *dt != ScalarType::Bool) return fail("the mask is not bool");
+  auto v = number(value);
   if (!v) return fail("the fill value is not a constant number");
   PostOp p;
   p.kind = PostOp::Kind::Select;
   p.alpha = static_cast<float>(*v);
-  p.operand = n.input(1);
-  p.name = "masked_fill";
+  p.operand = mask;
+  p.invert = where && n.input(1) == chain;
+  p.name = where ? "where" : "masked_fill";
   return {{p}, ""};
 }
 
@@ -173,7 +179,8 @@ PostOpMatch translateChain(const std::vector<const Node*>& ops, size_t first, si
 
 PostOpMatch translatePostOp(const Node& n, const Value* chain) {
   if (n.outputs().size() != 1 || n.inputs().empty()) return fail("not a single-output op");
-  if (n.kind().toQualString() == "aten::masked_fill") return select(n, chain);
+  if (n.kind().toQualString() == "aten::masked_fill" || n.kind().toQualString() == "aten::where")
+    return select(n, chain);
   if (hasTrait(n.kind(), op_trait::Binary)) {
     if (n.inputs().size() < 2) return fail("unexpected arity");
     return binary(n, chain);

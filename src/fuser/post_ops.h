@@ -33,13 +33,16 @@ enum class PostOpAlg : uint8_t {
 
 struct PostOp {
   // Select: x = operand ? alpha : x, operand a bool mask (masked_fill with a
-  // constant value). No oneDNN primitive applies it: only a pattern whose
-  // kernel does (FusionPattern::selects, attention's score chain) takes it.
+  // constant value, where(mask, value, x)); with `invert`, x = operand ? x :
+  // alpha (where(mask, x, value)). No oneDNN primitive applies it: only a
+  // pattern whose kernel does (FusionPattern::selects, attention's score
+  // chain) takes it.
   enum class Kind { Eltwise, Binary, Sum, Select } kind = Kind::Eltwise;
   PostOpAlg alg = PostOpAlg::Relu;
   float alpha = 0, beta = 0;
   // Binary, Sum and Select: the other operand.
   const Value* operand = nullptr;
+  bool invert = false;  // Select: fill where the mask is false
   std::string name;  // "relu", "add", ... for partition tables and logs
 };
 

@@ -214,6 +214,31 @@ Value* isNoneKnown(Node* n, Graph& g) {
   return Emitter(g, n, n).b(n->kind().toQualString() == "aten::__isnot__");
 }
 
+// The value a select op fills in, given as a 0-dim float constant tensor
+// (GPT-2's torch.full([], finfo.min), folded), becomes a number: the op then
+// joins attention's score chain (PostOp select takes constant numbers), and
+// computes the same, as the selected-from tensor is a float32 tensor with
+// dims (a 0-dim float tensor and a number both leave its dtype). Not for a
+// constant parsed from PyTorch's 4-digit print (bound exactly later, by name).
+//   where(c, x, t) / where(c, t, x) / masked_fill(x, m, t)  ->  the same with t's value
+Value* selectScalarValue(Node* n, Graph& g) {
+  const bool where = n->kind().toQualString() == "aten::where";
+  if (n->inputs().size() != 3) return nullptr;
+  for (size_t i : where ? std::vector<size_t>{1, 2} : std::vector<size_t>{2}) {
+    const Value* t = n->input(i);
+    const ConstantTensor* c = boundTensor(t);
+    const Value* x = where ? n->input(3 - i) : n->input(0);
+    const std::optional<size_t> rank = x->type()->isTensor() ? x->type()->tensorInfo().rank() : std::nullopt;
+    if (!c || !c->sizes.empty() || !c->hasData() || c->approximate ||
+        (c->dtype != ScalarType::Float && c->dtype != ScalarType::Double) || knownDtype(x) != ScalarType::Float ||
+        !rank || *rank == 0)
+      continue;
+    n->replaceInput(i, Emitter(g, n, n).f(c->scalarAsDouble(0)));
+    return n->output();
+  }
+  return nullptr;
+}
+
 // clang-format off
 const Rule kRules[] = {
   {"transpose-transpose", "aten::transpose", "transpose(transpose(x, a, b), a, b)  ->  x", transposeTranspose},
@@ -232,6 +257,8 @@ const Rule kRules[] = {
   {"to-same-dtype",       "aten::to",        "to(x, dtype(x), copy=False)  ->  x",         toSameDtype},
   {"is-none-known",       "aten::__is__",    "x is None  ->  False       (x's type holds no None)", isNoneKnown},
   {"isnot-none-known",    "aten::__isnot__", "x is not None  ->  True    (x's type holds no None)", isNoneKnown},
+  {"where-scalar-value",  "aten::where",     "where(c, x, t0) -> where(c, x, value)  (t0 a 0-dim float constant)", selectScalarValue},
+  {"masked-fill-scalar-value", "aten::masked_fill", "masked_fill(x, m, t0) -> masked_fill(x, m, value)", selectScalarValue},
 };
 // clang-format on
 

@@ -183,6 +183,39 @@ def test_masked_fill_joins_the_attention_partition(fill, L, S, mask_shape):
         assert np.isnan(got[:, :, 0]).all() != math.isfinite(fill)
 
 
+class _Where(nn.Module):
+    """GPT-2's form (Hugging Face): the scores kept where the causal mask is
+    true, else a 0-dim tensor holding float32's lowest value; the other
+    operand order too."""
+
+    def __init__(self, keep_where_true=True):
+        super().__init__()
+        self.keep = keep_where_true
+
+    def forward(self, q, k, v, mask):
+        s = q @ k.transpose(-1, -2) * 0.25
+        low = torch.full([], torch.finfo(s.dtype).min, dtype=s.dtype)
+        s = torch.where(mask, s, low) if self.keep else torch.where(mask, low, s)
+        return torch.softmax(s, dim=-1) @ v
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_where_joins_the_attention_partition(keep):
+    g = torch.Generator().manual_seed(5)
+    q, k = torch.randn(2, 4, 19, 16, generator=g), torch.randn(2, 4, 19, 16, generator=g)
+    v = torch.randn(2, 4, 19, 8, generator=g)
+    mask = torch.tril(torch.ones(19, 19, dtype=torch.bool))
+    if not keep:
+        mask = ~mask
+    m = _Where(keep)
+    c = compile_(m, q, k, v, mask)
+    (part,) = attention_parts(c)
+    assert part.ops == ["aten::matmul", "aten::mul", "aten::where", "aten::softmax", "aten::matmul"], part.ops
+    assert ("llga_attention" in part.impl) == FUSED, part.impl
+    check(c, m, q, k, v, mask)
+    check(c, m, q, k, v, torch.rand(19, 19, generator=g) < 0.5)  # a random mask, rows all hidden among them
+
+
 def test_einsum_attention_with_causal_mask_is_one_partition():
     """GPT-style attention written with einsum (lower-einsum makes matmuls of
     it) and masked_fill: the scores, the mask, the softmax and @ v are one

@@ -1,5 +1,6 @@
 // The `attention` pattern's kernel (fuser/patterns.cpp): the group
-//   s = matmul(q, kt) -> [scale | mask: linear, add, sub, mul, div, masked_fill] -> softmax(s, -1) -> matmul(., v)
+//   s = matmul(q, kt) -> [scale | mask: linear, add, sub, mul, div, masked_fill, where]
+//     -> softmax(s, -1) -> matmul(., v)
 // runs as llga's fused attention (backend/dnnl/fused_attention.h) when the
 // CPU has AVX-512 (and AVX512-BF16 for products assigned bf16) and the
 // call's tensors fit it (fp32, plain, same batch dims, operands broadcasting
@@ -23,7 +24,8 @@ const Symbol kSoftmax = Symbol::fromQualString("aten::softmax");
 struct OpSource {
   attention::ScoreOp::Kind kind;
   float alpha = 1, beta = 0;
-  int input = -1;  // the operand's group input (Add..Div)
+  int input = -1;  // the operand's group input (Add..Div, Select)
+  bool invert = false;  // Select
 };
 
 // Offsets of a tensor's element (b, 0, 0) for each flattened batch index b of
@@ -128,6 +130,7 @@ class AttentionKernel final : public Kernel {
       op.kind = o.kind;
       op.alpha = o.alpha;
       op.beta = o.beta;
+      op.invert = o.invert;
       if (o.input >= 0) {
         const bool select = o.kind == attention::ScoreOp::Kind::Select;
         const RtValue& in = a.input(static_cast<size_t>(o.input));
@@ -237,6 +240,7 @@ std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
     } else if (op.kind == PostOp::Kind::Select && op.operand) {
       s.kind = attention::ScoreOp::Kind::Select;
       s.alpha = op.alpha;
+      s.invert = op.invert;
       s.input = sourceOf(sub, op.operand).input;
       if (s.input < 0) return fallback;
     } else {

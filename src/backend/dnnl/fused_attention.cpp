@@ -206,6 +206,7 @@ LLGA_AVX512 float scoreRow(float* row, int64_t s, const std::vector<ScoreOp>& op
           for (int64_t t = 0; t < std::min<int64_t>(16, s - j); ++t)
             if (mrow[(j + t) * op.col_stride]) sel = static_cast<__mmask16>(sel | (1u << t));
         }
+        if (op.invert) sel = static_cast<__mmask16>(~sel);
         _mm512_mask_storeu_ps(row + j, static_cast<__mmask16>(sel & m), fill);
       }
       continue;

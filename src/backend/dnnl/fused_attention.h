@@ -2,7 +2,7 @@
 //   out = softmax(f(q @ kt), dim=-1) @ v
 // where f is the chain between the first product and the softmax (a scale,
 // an additive mask: alpha * s + beta, + - * / a broadcast operand, or a
-// bool mask selecting a constant: masked_fill).
+// bool mask selecting a constant: masked_fill, where).
 //
 // oneDNN 2.6 has no primitive for it; op by op it is two matmul primitives, a
 // softmax primitive and a [B, H, L, S] score tensor written and read three
@@ -34,9 +34,11 @@ struct ScoreOp {
   float alpha = 1, beta = 0;  // Linear: alpha * s + beta; Select: the fill value
   // Add..Div: s op operand, the operand read at data + batch_offset[b] +
   // row * row_stride + col * col_stride (strides 0 where it broadcasts).
-  // Select: s = mask ? alpha : s, the bool mask read at `mask` + the same offsets.
+  // Select: s = mask ? alpha : s (with `invert`, mask ? s : alpha), the bool
+  // mask read at `mask` + the same offsets.
   const float* data = nullptr;
   const bool* mask = nullptr;
+  bool invert = false;
   std::vector<int64_t> batch_offset;
   int64_t row_stride = 0, col_stride = 0;
 };
