@@ -354,6 +354,63 @@ def test_int8_residual_stream_on_vnni_without_amx():
     assert out.stdout.strip().splitlines()[-1] in VNNI_ISAS, out.stdout
 
 
+class _StemPool(nn.Module):
+    """resnet's stem: conv -> relu -> 3x3/2 max pooling, then conv -> relu ->
+    conv, and with `residual` an add of the pooling's output (a residual
+    reader); with `pool_out` the pooling's output is returned too."""
+
+    def __init__(self, residual=False, pool_out=False):
+        super().__init__()
+        torch.manual_seed(2)
+        self.stem, self.c1 = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 16, 1)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.residual, self.pool_out = residual, pool_out
+
+    def forward(self, x):
+        p = nn.functional.max_pool2d(torch.relu(self.stem(x)), 3, 2, 1)
+        y = self.c2(torch.relu(self.c1(p)))
+        y = y + p if self.residual else y
+        return (y, p) if self.pool_out else y
+
+
+def test_int8_passes_through_max_pooling():
+    """The stem writes u8 at the scale the pooling's readers take, the
+    pooling pools u8 (precision int8, out_dtype u8) and its readers take it
+    as it arrives. The maximum commutes with quantizing, so the result has
+    the bits of the same model whose pooling runs fp32 (there the pooling's
+    output is also returned, so nothing may change its dtype)."""
+    x = torch.randn(1, 3, 17, 17, generator=torch.Generator().manual_seed(9)).numpy()
+    _, q = quantized(_StemPool(), (1, 3, 17, 17), seed=8)
+    _, ref = quantized(_StemPool(pool_out=True), (1, 3, 17, 17), seed=8)
+    stem, pool = list(q.partitions)[:2]
+    assert pool.pattern == "pool_post_ops" and (pool.precision, pool.out_dtype) == ("int8", "u8"), pool
+    assert stem.out_dtype == "u8", stem
+    stem_ref, pool_ref = list(ref.partitions)[:2]
+    assert (pool_ref.precision, pool_ref.out_dtype, stem_ref.out_dtype) == ("fp32", "fp32", "fp32")
+    np.testing.assert_array_equal(q(x), ref(x)[0])
+    # and with the pooling's output also a residual: read u8 there too, the model close to fp32
+    model = _StemPool(residual=True)
+    traced, q = quantized(model, (1, 3, 17, 17), seed=8)
+    stem, pool = list(q.partitions)[:2]
+    assert (pool.precision, pool.out_dtype, stem.out_dtype) == ("int8", "u8", "u8"), (stem, pool)
+    log = kernel_log(q, x)
+    assert [e["inputs"][3].split(":")[1].split()[0] for e in log if len(e["inputs"]) == 4] == ["Byte"]  # the residual
+    with torch.no_grad():
+        want = model(torch.from_numpy(x)).numpy().ravel().astype(np.float64)
+    got = q(x).ravel().astype(np.float64)
+    assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) > 0.999
+
+
+def kernel_log(q, x):
+    llga.profiler.kernel_log.enable()
+    try:
+        llga.profiler.kernel_log.clear()
+        q(x)
+        return [e for e in llga.profiler.kernel_log.entries() if e["depth"] == 0]
+    finally:
+        llga.profiler.kernel_log.disable()
+
+
 def check_residual_stream():
     model = res_stream()
     _, q = quantized(model, (1, 3, 12, 12), seed=6)

@@ -14,6 +14,7 @@
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "backend/dnnl/global_pool.h"
 #include "backend/dnnl/max_pool.h"
+#include "backend/dnnl/quantize.h"
 #include "runtime/threads.h"
 
 namespace llga {
@@ -98,6 +99,9 @@ std::optional<global_pool::Geometry> globalPoolGeometry(const Tensor& x, const P
 // copy first: one pass over x instead of a scalar loop over every window.
 // A pooling over the whole plane of a channels-last or nChw{8,16}c x is
 // llga's own (global_pool.h), one pass over x split across the threads.
+// A u8/s8 x (max pooling between int8 convolutions: assign-precision's int8
+// edge through it) is pooled in its own type by oneDNN's int8 kernels: the
+// maximum of quantized values is the quantized maximum, at the same scale.
 Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor& x, const PoolGeom& g,
                dnnl::algorithm alg, bool follow, bool keep_blocked, PoolTrace& trace) {
   Shape out_shape(x.sizes().begin(), x.sizes().begin() + 2);
@@ -105,6 +109,9 @@ Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor&
   thread_local std::vector<int64_t> key;  // reused: no allocation per call
   key.clear();
   addToKey(key, x);
+  key.push_back(static_cast<int64_t>(x.dtype()));
+  const ScalarType dtype = x.dtype();
+  const memory::data_type dt = dnnlType(dtype);
   if (x.isBlocked()) addBlockedToKey(key, blockedDesc(x));
   for (const Shape* s : {&g.kernel, &g.stride, &g.pad_l, &g.pad_r, &g.dilation}) key.insert(key.end(), s->begin(), s->end());
   key.push_back(static_cast<int64_t>(alg));
@@ -118,7 +125,7 @@ Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor&
                                        g.pad_l, g.pad_r);
       return dnnl::pooling_v2_forward::primitive_desc(d, scratchpadAttr(), cpuEngine());
     };
-    if (globalPoolGeometry(x, g)) {  // no padding: every average algorithm is the mean
+    if (dtype == ScalarType::Float && globalPoolGeometry(x, g)) {  // no padding: every average algorithm is the mean
       pe.own_global = true;
       pe.src_md = x.isBlocked() ? blockedDesc(x) : plainDesc(x);
       pe.dst_md = memory::desc(out_shape, memory::data_type::f32, memory::format_tag::nchw);
@@ -126,7 +133,7 @@ Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor&
       pe.impl = "llga_global_pool";
       return pe;
     }
-    const memory::desc any(out_shape, memory::data_type::f32, memory::format_tag::any);
+    const memory::desc any(out_shape, dt, memory::format_tag::any);
     std::optional<dnnl::pooling_v2_forward::primitive_desc> pd;
     if (x.isBlocked()) {
       pe.src_md = blockedDesc(x);
@@ -134,9 +141,9 @@ Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor&
     } else {
       // src and dst in the same order (mixed orders fall to oneDNN's slow reference kernels)
       pe.src_md = pe.x_md = plainDesc(x);
-      pd = make(pe.src_md, plainDesc(Tensor::emptyLike(ScalarType::Float, out_shape, x)));
+      pd = make(pe.src_md, plainDesc(Tensor::emptyLike(dtype, out_shape, x)));
       for (memory::format_tag t : scalarKernel(implName(*pd)) ? blockedTags(x.dim()) : std::vector<memory::format_tag>{}) {
-        const memory::desc src(x.sizes(), memory::data_type::f32, t);
+        const memory::desc src(x.sizes(), dt, t);
         auto blocked = make(src, any);
         if (scalarKernel(implName(blocked))) continue;
         pd = blocked, pe.src_md = src, pe.reorder_src = true;
@@ -169,9 +176,8 @@ Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor&
   Tensor src_buf;  // x in the blocked layout, for this call
   if (e->reorder_src) reorder(ctx, wrap(x, e->x_md), temporary(e->src_md, src_buf));
   const void* src = e->reorder_src ? src_buf.data() : x.data();
-  Tensor out = e->blocked_dst ? Tensor::blocked(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, out_shape,
-                                                e->dst_layout)
-                              : Tensor::fromStorage(Storage::allocate(e->dst_md.get_size()), ScalarType::Float, out_shape,
+  Tensor out = e->blocked_dst ? Tensor::blocked(Storage::allocate(e->dst_md.get_size()), dtype, out_shape, e->dst_layout)
+                              : Tensor::fromStorage(Storage::allocate(e->dst_md.get_size()), dtype, out_shape,
                                                     e->dst_strides, 0);
   if (e->own_max) {
     pool8c::run(e->own_geometry, static_cast<const float*>(src), static_cast<float*>(out.data()));
@@ -253,7 +259,8 @@ class PoolKernel final : public Kernel {
 
   void run(const KernelArgs& a) override {
     Tensor x = a.tensor(0);
-    if (x.dtype() != ScalarType::Float) throw std::invalid_argument("pooling supports float32, got " + x.describe());
+    if (x.dtype() != ScalarType::Float && !(kind_ == Kind::Max && int8::isInt8(x.dtype())))
+      throw std::invalid_argument("pooling supports float32 (and u8/s8 for max pooling), got " + x.describe());
     bool batched = x.dim() == static_cast<int64_t>(nsp_) + 2;
     if (!batched && x.isBlocked()) x = toPlain(a.ctx, x);
     if (!batched && x.dim() == static_cast<int64_t>(nsp_) + 1) x = x.unsqueeze(0);
@@ -296,7 +303,7 @@ class PoolKernel final : public Kernel {
     if (std::find(g.out.begin(), g.out.end(), 0) != g.out.end() || x.numel() == 0) {
       Shape sizes{x.size(0), x.size(1)};
       sizes.insert(sizes.end(), g.out.begin(), g.out.end());
-      out = Tensor::empty(ScalarType::Float, sizes);
+      out = Tensor::empty(x.dtype(), sizes);
     } else if (kind_ == Kind::Max) {
       out = runPool(a.ctx, cache_, x, g, dnnl::algorithm::pooling_max, follow_, keep_blocked_ && batched, trace_);
     } else if (divisor || (count_include_pad && beyond_padding)) {
