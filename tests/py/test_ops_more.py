@@ -504,3 +504,22 @@ def test_tiny_elementwise_matches_pytorch(shape):
     want = fn(x, y, 0.25)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("n", [7, 16, 33, 100_003])
+def test_fake_quantize_matches_pytorch_bit_for_bit(n):
+    """llga's vectorised fake quantization against PyTorch's kernel: ties
+    (rounded half to even), NaN and infinities (to quant_min, as PyTorch's
+    int64 cast), values far past the range, 16-lane tails and the threads'
+    chunks; per tensor and per channel."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(n, generator=g) * 4
+    special = torch.tensor([float("nan"), float("inf"), -float("inf"), 1e30, -1e30, 0.5 * 0.037, 2.5 * 0.037])
+    x[: min(n, 7)] = special[: min(n, 7)]
+    ties = torch.arange(0, n, dtype=torch.float32)[: n // 3] * 0.5 * 0.25  # k/2 steps of scale 0.25
+    x[n - ties.numel():] = ties
+    check_traced(lambda t: torch.fake_quantize_per_tensor_affine(t, 0.25, 3, 0, 255), x, rtol=0, atol=0)
+    check_traced(lambda t: torch.fake_quantize_per_tensor_affine(t, 0.037, 0, -128, 127), x, rtol=0, atol=0)
+    xc = x[: n - n % 3].reshape(3, -1) if n >= 3 else x.reshape(1, -1)
+    s, z = torch.tensor([0.25, 0.037, 0.1])[: xc.shape[0]], torch.tensor([3, 0, 10], dtype=torch.int32)[: xc.shape[0]]
+    check_traced(lambda t: torch.fake_quantize_per_channel_affine(t, s, z, 0, 0, 255), xc, rtol=0, atol=0)
