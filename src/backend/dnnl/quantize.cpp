@@ -115,6 +115,16 @@ void quantizeAffine(const float* x, int64_t n, float scale, int32_t zero_point, 
   }
 }
 
+// out = (x - zero_point) * scale: the difference is a whole number, exact
+// in float, so one rounding, as PyTorch's dequantize.
+template <typename T>
+void dequantizeAffine(const T* x, int64_t n, float scale, int32_t zero_point, float* out) {
+  const float z = static_cast<float>(zero_point);
+  const int threads = n < kParallelGrain ? 1 : getNumThreads();
+#pragma omp parallel for simd schedule(static) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i) out[i] = (static_cast<float>(x[i]) - z) * scale;
+}
+
 }  // namespace
 
 void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale,
@@ -172,9 +182,27 @@ Tensor fakeQuantize(ExecContext& ctx, const Tensor& x, const ActivationQuant& q)
 
 Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale, int32_t zero_point) {
   Tensor out = Tensor::empty(ScalarType::Float, x.sizes());
+  if (zero_point != 0) {
+    // Not oneDNN's reorder with a source zero point: where it also changes
+    // the layout (u8/s8 nhwc -> f32 nchw at odd spatial sizes, e.g. 7x7,
+    // any channel count), oneDNN 2.6's jit:uni reorder gets the zero point
+    // wrong (values off by up to the zero point times the scale). The
+    // integers plain first (a copy without attributes), then llga's loop.
+    Tensor plain = x;
+    if (x.isBlocked() || !x.isContiguous()) {
+      plain = Tensor::empty(x.dtype(), x.sizes());
+      reorder(ctx, x.isBlocked() ? memoryOf(x) : wrap(x), wrap(plain));
+    }
+    if (x.dtype() == ScalarType::Byte)
+      dequantizeAffine(static_cast<const uint8_t*>(plain.data()), out.numel(), scale, zero_point,
+                       static_cast<float*>(out.data()));
+    else
+      dequantizeAffine(static_cast<const int8_t*>(plain.data()), out.numel(), scale, zero_point,
+                       static_cast<float*>(out.data()));
+    return out;
+  }
   dnnl::primitive_attr attr = scratchpadAttr();
   attr.set_output_scales(0, {scale});
-  if (zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {zero_point});
   const dnnl::memory src = x.isBlocked() ? memoryOf(x) : wrap(x), dst = wrap(out);
   dnnl::reorder::primitive_desc pd(src, dst, attr);
   execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
