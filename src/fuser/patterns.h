@@ -40,8 +40,9 @@ struct FusionPattern {
   // The whole group's ops in order (anchor, chain, closing): "" to accept,
   // else why not (the anchor then tries the next pattern). Null: any.
   std::string (*check)(const std::vector<const Node*>& ops) = nullptr;
-  // The chain may take masked_fill with a constant value (PostOp::Kind::Select),
-  // which the pattern's own kernel applies (no oneDNN primitive does).
+  // The chain may take masked_fill / where with a constant value
+  // (PostOp::Kind::Select), which the pattern's own kernel applies (no
+  // oneDNN primitive does).
   bool selects = false;
 };
 
