@@ -298,40 +298,45 @@ class AssignPrecision final : public Pass {
     // read quantized would differ from the graph's fp32 one).
     auto ownInt8 = [this](const Node& n) { return context().int8 && !weightScalesOf(*anchorOf(n)); };
     const std::unordered_set<const Value*> barred = valuesLeavingOps(b);
-    // Whether every reader of v (written by the int8 convolution `producer`)
-    // takes it int8: an int8 convolution reading it as its activation (all
-    // with one quantization, q) or as its residual, or a max pooling
-    // (through: its output's readers, likewise; `pools` collects them).
-    std::function<bool(const Value*, const Node&, std::optional<ActivationQuant>&, std::vector<Node*>&, bool)> readers =
-        [&](const Value* v, const Node& producer, std::optional<ActivationQuant>& q, std::vector<Node*>& pools,
-            bool through_pool) {
-          if (barred.count(v) || !v->hasUses()) return false;
-          for (const Use& u : v->uses()) {
-            if (u.user->owningBlock() != b) return false;
-            if (through_pool && u.offset == 0 && maxPooling(*u.user)) {
-              pools.push_back(u.user);
-              if (!readers(u.user->output(0), producer, q, pools, false)) return false;
-              continue;
-            }
-            if (!int8Conv(*u.user)) return false;
-            if (!readAsActivation(*u.user, u.offset)) {
-              if (!(ownInt8(producer) && ownInt8(*u.user) && readAsResidual(*u.user, u.offset))) return false;
-              continue;
-            }
-            const std::optional<ActivationQuant> r = activationQuantOf(*anchorOf(*u.user));
-            if (q && *q != *r) return false;  // one quantization for all readers
-            q = r;
-          }
-          return true;
-        };
+    // Where v goes: its uses, a max pooling's (int8 passes through it, see
+    // maxPooling) replaced by its output's; `pools` collects those poolings.
+    // Empty where a value on the way leaves the block's ops or is not read.
+    auto uses = [&](const Value* v, std::vector<Node*>& pools) {
+      std::vector<Use> out;
+      if (barred.count(v) || !v->hasUses()) return out;
+      for (const Use& u : v->uses()) {
+        if (u.user->owningBlock() != b || u.offset != 0 || !maxPooling(*u.user)) {
+          out.push_back(u);
+          continue;
+        }
+        const Value* p = u.user->output(0);
+        if (barred.count(p) || !p->hasUses()) return std::vector<Use>{};
+        pools.push_back(u.user);
+        out.insert(out.end(), p->uses().begin(), p->uses().end());
+      }
+      return out;
+    };
     bool changed = false;
     for (Node* n : b->nodes()) {
       if (!int8Conv(*n) || n->outputs().size() != 1 ||
           !(chainReadsNothingElse(*n) || (ownInt8(*n) && chainReadsAtMostResidual(*n))))
         continue;
-      std::optional<ActivationQuant> q;
       std::vector<Node*> pools;
-      const bool ok = readers(n->output(0), *n, q, pools, true) && q;
+      const std::vector<Use> readers = uses(n->output(0), pools);
+      bool ok = !readers.empty();
+      std::optional<ActivationQuant> q;
+      for (const Use& u : readers) {
+        ok = ok && u.user->owningBlock() == b && int8Conv(*u.user);
+        if (!ok) break;
+        if (!readAsActivation(*u.user, u.offset)) {
+          ok = ownInt8(*n) && ownInt8(*u.user) && readAsResidual(*u.user, u.offset);
+          continue;
+        }
+        const std::optional<ActivationQuant> r = activationQuantOf(*anchorOf(*u.user));
+        ok = !q || *q == *r;  // one quantization for all readers
+        q = r;
+      }
+      ok = ok && q;
       changed |= setInt8Output(*n, ok ? q : std::nullopt);
       for (Node* p : pools) {  // int8 in and out, at the producer's scale
         changed |= setPrecision(*p, ok ? Precision::INT8 : Precision::F32);

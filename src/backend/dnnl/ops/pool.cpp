@@ -108,8 +108,7 @@ Tensor runPool(ExecContext& ctx, PrimitiveCache<PoolEntry>& cache, const Tensor&
   out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
   thread_local std::vector<int64_t> key;  // reused: no allocation per call
   key.clear();
-  addToKey(key, x);
-  key.push_back(static_cast<int64_t>(x.dtype()));
+  addToKey(key, x);  // (its dtype too: u8/s8 max pooling has entries of its own)
   const ScalarType dtype = x.dtype();
   const memory::data_type dt = dnnlType(dtype);
   if (x.isBlocked()) addBlockedToKey(key, blockedDesc(x));
