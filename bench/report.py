@@ -94,6 +94,7 @@ def bf16_table(run: dict) -> List[str]:
     out = ["", f"bf16: oneDNN ISA {m.get('onednn_isa', '?')}, bf16 {m.get('bf16_path', '?')}; limit "
                + (f"{lim['bf16']['gflops']:.0f} GFLOP/s bf16 ({lim['bf16']['impl']}) against "
                   f"{lim['f32']['gflops']:.0f} f32" if lim["bf16"]["supported"] else "bf16 unsupported")
+               + (f"; precision='auto' takes {m['auto_precision']} here" if "auto_precision" in m else "")
                + ". Ratios: llga bf16's time / the peer's, paired by round.",
            "",
            "| model | batch | threads | llga fp32 | llga bf16 | PyTorch autocast bf16 | ONNX Runtime fp32 "

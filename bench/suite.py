@@ -109,6 +109,7 @@ def machine_info() -> Dict[str, object]:
     info["onednn_isa"] = llga.cpu_capabilities()["isa"]
     info["bf16_path"] = ("native" if llga.precision.native_bf16() else
                          "emulated" if llga.cpu_capabilities()["bf16"] else "none")
+    info["auto_precision"] = llga.precision.resolve("auto").used  # what precision="auto" takes here (measured)
     return info
 
 

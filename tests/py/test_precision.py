@@ -110,6 +110,43 @@ print(json.dumps(out))
     assert r["used"] == "fp32" and "no native bf16" in r["note"] and r["exact"] and not r["marked"], r
 
 
+LINEAR_TEXT = '''graph(%x : Float(2, 8), %w : Float(4, 8)):
+  %none : NoneType = prim::Constant()
+  %y : Float(2, 4) = aten::linear(%x, %w, %none)
+  return (%y)'''
+
+
+@pytest.mark.parametrize("isa,bf16_gflops,expect", [
+    ("avx512_core_amx", 1500.0, "bf16"),    # AMX: several times fp32
+    ("avx512_core_bf16", 700.0, "bf16"),    # AMD Zen with AVX512-BF16: about twice
+    ("avx512_core_bf16", 180.0, "fp32"),    # an Intel core with AVX512-BF16 and no AMX: half
+    ("avx512_core_bf16", 400.0, "fp32"),    # a little faster does not pay for the rounding
+])
+def test_auto_takes_bf16_only_where_it_measured_faster(monkeypatch, isa, bf16_gflops, expect):
+    # The rule, on the figures a CPU of each kind reports (the measurement
+    # itself is checked on this CPU below).
+    speed = llga.precision.Bf16Speed(350.0, bf16_gflops, "brgconv:avx512_core", f"brgconv:{isa}")
+    monkeypatch.setattr(llga.precision, "_capabilities", lambda: {"isa": isa, "bf16": True})
+    monkeypatch.setattr(llga.precision, "bf16_speed", lambda: speed)
+    r = llga.precision.resolve("auto")
+    assert r.used == expect and r.bf16 == (expect == "bf16"), r
+    assert f"{bf16_gflops:.0f} against 350 GFLOP/s" in r.note and isa in r.note, r.note
+    explicit = llga.precision.resolve("bf16")  # asked for: bf16 whatever it costs, and the note says what
+    assert explicit.used == "bf16" and ("expect it slower" in explicit.note) == (bf16_gflops < 350.0), explicit.note
+
+
+def test_auto_on_this_cpu_follows_its_own_measurement():
+    c = llga.optimize(LINEAR_TEXT, precision="auto")
+    speed = llga.precision.bf16_speed()
+    if not llga.precision.native_bf16():
+        assert c.precision == "fp32" and "no native bf16" in c.precision_note, c.precision_note
+        return
+    assert speed.fp32_impl and speed.bf16_impl and speed.fp32_gflops > 0 and speed.bf16_gflops > 0, speed
+    assert c.precision == ("bf16" if speed.speedup >= llga.precision.AUTO_MIN_SPEEDUP else "fp32"), c.precision_note
+    assert f"{speed.speedup:.2f}x fp32's speed" in c.precision_note, c.precision_note
+    assert llga.precision.bf16_speed() is speed  # measured once per process
+
+
 @needs_bf16
 def test_bf16_decisions_are_on_the_ir_and_in_the_partitions():
     x = torch.randn(2, 3, 16, 16)
