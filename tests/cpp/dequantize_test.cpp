@@ -6,6 +6,8 @@
 // llga's own loop avoids; these cases failed with it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "backend/dnnl/dnnl_utils.h"
@@ -61,4 +63,51 @@ TEST(Dequantize, EveryLayoutWithAndWithoutZeroPoint) {
             if (dt == ScalarType::Char && zp == 120) continue;
             check(dt, c, h, zp, layout);
           }
+}
+
+namespace {
+
+// quantizeActivation from a dense NCHW float tensor into a dense NHWC int8
+// one (a CNN's input entering its int8 stem: llga's own one-pass loop)
+// against the definition: saturate(zero_point + round-half-even(x / scale)),
+// NaN to the lowest value, as PyTorch's quantize_per_tensor.
+void checkQuantizeToChannelsLast(ScalarType dt, int64_t n, int64_t c, int64_t h, int64_t w, int32_t zp) {
+  SCOPED_TRACE("n=" + std::to_string(n) + " c=" + std::to_string(c) + " h=" + std::to_string(h) + " w=" +
+               std::to_string(w) + " zp=" + std::to_string(zp));
+  const float scale = 0.05f;
+  Tensor x = Tensor::empty(ScalarType::Float, {n, c, h, w});
+  float* xp = static_cast<float*>(x.data());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    // ties (k + 0.5 steps), values past both ends, and a NaN every 97th
+    xp[i] = i % 97 == 5 ? std::nanf("") : (static_cast<float>((i * 53) % 701) - 350.0f + (i % 3 == 0 ? 0.5f : 0.25f)) * scale;
+  }
+  const Tensor out = Tensor::empty(dt, {n, h, w, c});  // channels-last storage
+  ExecContext ctx;
+  const dnnl::memory::desc to({n, c, h, w}, dnnlType(dt), dnnl::memory::format_tag::nhwc);
+  int8::quantizeActivation(ctx, wrap(x), dnnl::memory(to, cpuEngine(), out.data()), scale, zp);
+  const float lo = dt == ScalarType::Byte ? 0.0f : -128.0f, hi = dt == ScalarType::Byte ? 255.0f : 127.0f;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < h * w; ++p) {
+        const float v = xp[(i * c + ch) * h * w + p];
+        const float r = std::nearbyint(v * (1.0f / scale)) + static_cast<float>(zp);  // the default mode: half to even
+        const float want = std::isnan(v) ? lo : std::clamp(r, lo, hi);
+        const int64_t at = (i * h * w + p) * c + ch;
+        const float got = dt == ScalarType::Byte ? static_cast<float>(static_cast<const uint8_t*>(out.data())[at])
+                                                 : static_cast<float>(static_cast<const int8_t*>(out.data())[at]);
+        ASSERT_EQ(got, want) << "image " << i << " channel " << ch << " position " << p << " x " << v;
+      }
+}
+
+}  // namespace
+
+TEST(Quantize, DenseNchwIntoChannelsLast) {
+  for (ScalarType dt : {ScalarType::Byte, ScalarType::Char})
+    for (int32_t zp : {0, 7, 128}) {
+      if (dt == ScalarType::Char && zp == 128) continue;
+      checkQuantizeToChannelsLast(dt, 1, 3, 224, 224, zp);  // above the parallel grain, positions a multiple of 64
+      checkQuantizeToChannelsLast(dt, 2, 3, 9, 13, zp);     // a block shorter than 64, two images
+      checkQuantizeToChannelsLast(dt, 1, 17, 31, 7, zp);
+      checkQuantizeToChannelsLast(dt, 3, 64, 5, 5, zp);
+    }
 }
