@@ -74,6 +74,9 @@ TEST(ChannelAffine, EveryRowFormMatchesTheReference) {
       {2, 16 * 9, 16, 16, 144, 144},  // nChw16c blocks
       {9, 20, 20, 0, 20, 52},  // channels-last pixels: 20 of a 52-channel result's each
       {4, 7, 7, 0, 7, 30},     // channels-last, shorter than a vector
+      {37, 16, 16, 0, 16, 80},  // a 16-channel block into a channels-last result, a pixel a row
+      {6, 41, 41, 0, 41, 90},   // channels-last, 8-lane vectors and a tail of 1
+      {3, 16 * 5, 16, 16, 80, 96},  // nChw16c blocks into a wider strided destination
   };
   for (const Case& k : cases)
     for (bool relu : {false, true}) runCase(k, relu, 3);
@@ -83,6 +86,7 @@ TEST(ChannelAffine, LargeJobsSplitAcrossThreads) {
   if (!affine::available()) GTEST_SKIP() << "llga's AVX2 kernels do not run on this CPU";
   runCase({40, 8 * 1024, 8, 8, 8 * 1024, 8 * 1024}, true, 4);  // 1.3M floats
   runCase({3000, 48, 48, 0, 48, 64}, false, 2);
+  runCase({4000, 16, 16, 0, 16, 528}, true, 3);  // densenet's nChw16c parts into a channels-last concat
 }
 
 TEST(ChannelAffine, RejectsAPeriodThatDoesNotTileItsRows) {

@@ -67,6 +67,43 @@ TEST(Tensor, CopyConvertsAndFollowsStrides) {
   EXPECT_EQ(f.data<float>()[1], 2.5f);
 }
 
+// Copies whose source is a transposition (contiguous along a dim other than
+// the destination's inner one) take a tiled path: every element where its
+// strides say, for each element size, sizes not multiples of the 16-element
+// tile, above and below the parallel grain, with and without outer dims.
+TEST(Tensor, TransposedCopiesPutEveryElementInPlace) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{1, 56, 56, 256}, {0, 3, 1, 2}},  // channels-last made NCHW (above the grain: two threads)
+      {{2, 7, 9, 35}, {0, 3, 1, 2}},     // two images, odd sizes
+      {{37, 19}, {1, 0}},                // a transposed matrix
+      {{3, 5, 17, 4}, {2, 0, 3, 1}},     // the contiguous dim in the middle
+      {{6, 33, 2, 18}, {1, 3, 0, 2}},
+  };
+  for (ScalarType dt : {ScalarType::Byte, ScalarType::BFloat16, ScalarType::Float, ScalarType::Long})
+    for (const auto& [sizes, perm] : cases) {
+      SCOPED_TRACE(std::string(scalarTypeName(dt)) + " " + std::to_string(sizes.size()) + "-d, first size " +
+                   std::to_string(sizes[0]));
+      Tensor base = Tensor::empty(dt, sizes);
+      const int64_t item = static_cast<int64_t>(base.itemsize());
+      auto* bytes = static_cast<unsigned char*>(base.data());
+      for (int64_t i = 0; i < base.numel() * item; ++i) bytes[i] = static_cast<unsigned char>((i * 131 + i / 251) % 253);
+      const Tensor view = base.permute(perm);
+      const Tensor copy = view.contiguous();
+      ASSERT_TRUE(copy.isContiguous());
+      const auto* out = static_cast<const unsigned char*>(copy.data());
+      std::vector<int64_t> idx(view.sizes().size(), 0);
+      for (int64_t n = 0; n < copy.numel(); ++n) {  // row-major over the view's indices
+        int64_t off = 0;
+        for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * view.strides()[d];
+        ASSERT_EQ(std::memcmp(out + n * item, bytes + off * item, static_cast<size_t>(item)), 0) << "element " << n;
+        for (size_t d = idx.size(); d-- > 0;) {
+          if (++idx[d] < view.sizes()[d]) break;
+          idx[d] = 0;
+        }
+      }
+    }
+}
+
 TEST(Tensor, WrapDimAndSqueeze) {
   Tensor t = iota({1, 3, 1});
   EXPECT_EQ(t.squeeze().sizes(), (Shape{3}));
