@@ -187,7 +187,7 @@ void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::m
     // the bytes moved into channels-last by a reorder without attributes.
     // oneDNN's quantizing reorder took 74 us for a 3 x 224 x 224 image into
     // u8 channels-last here, the float reorder then the loop (zero point)
-    // about 55; this about 30.
+    // about 55; this 37.
     dnnl::memory::desc q = src.get_desc();
     q.data.data_type = dst.get_desc().data.data_type;
     Tensor keep;

@@ -64,10 +64,10 @@ std::vector<float> quantizeWeights(const float* w, int64_t rows, int64_t cols, c
 
 // dst (u8 or s8, any layout) = saturate(round(src / scale) + zero_point),
 // rounding half to even before the shift (PyTorch's order), NaN to the
-// lowest value: a dense NCHW src into a dense NHWC dst (a CNN's input) in one
-// pass of llga's loop; otherwise one oneDNN reorder (src f32 in any layout)
-// without a zero point, and with one, src in dst's layout (a reorder first
-// where it is not) and llga's loop.
+// lowest value: a dense NCHW src into a dense NHWC dst (a CNN's input) by
+// llga's loop where src lies, then a byte reorder into dst; otherwise one
+// oneDNN reorder (src f32 in any layout) without a zero point, and with one,
+// src in dst's layout (a reorder first where it is not) and llga's loop.
 void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale,
                         int32_t zero_point = 0);
 
