@@ -57,7 +57,7 @@ struct Attention {
     Tensor merged = ctxv.permute({0, 2, 1, 3}).reshape({b, l, e});
     if (residual)  // the output projection with the residual added in the same primitive
       return {linearChainOp(ctx, merged, proj_w, proj_b, *proj, constant, precision,
-                            {{PostOp::Kind::Binary, PostOpAlg::Add}}, {*residual}),
+                            {{.kind = PostOp::Kind::Binary, .alg = PostOpAlg::Add, .name = "add"}}, {*residual}),
               attn};
     return {linearOp(ctx, merged, proj_w, proj_b, *proj, constant, precision), attn};
   }
@@ -150,8 +150,9 @@ class EncoderLayerKernel final : public Kernel {
                        mask_type, constant_, precision_, &residual).first;
     };
     // FFN: linear -> gelu (erf) or relu as one primitive, then linear -> + residual as another
-    const std::vector<PostOp> act{{PostOp::Kind::Eltwise, use_gelu ? PostOpAlg::GeluErf : PostOpAlg::Relu}};
-    const std::vector<PostOp> plus{{PostOp::Kind::Binary, PostOpAlg::Add}};
+    const std::vector<PostOp> act{{.kind = PostOp::Kind::Eltwise, .alg = use_gelu ? PostOpAlg::GeluErf : PostOpAlg::Relu,
+                                    .name = use_gelu ? "gelu" : "relu"}};
+    const std::vector<PostOp> plus{{.kind = PostOp::Kind::Binary, .alg = PostOpAlg::Add, .name = "add"}};
     auto ffnPlus = [&](const Tensor& x, const Tensor& residual) {
       Tensor h = linearChainOp(a.ctx, x, a.tensor(14), a.tensor(15), *mm_, constant_, precision_, act, {});
       return linearChainOp(a.ctx, h, a.tensor(16), a.tensor(17), *mm_, constant_, precision_, plus, {residual});

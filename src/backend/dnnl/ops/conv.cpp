@@ -771,7 +771,8 @@ class ConvKernel final : public Kernel {
       e.ops[scale_into].alpha = static_cast<float>(e.ops[scale_into].alpha / int8_out_->scale);
       e.ops[scale_into].beta = static_cast<float>(e.ops[scale_into].beta / int8_out_->scale) + out_zp;
     } else if (dst_int8) {
-      e.ops.push_back({PostOp::Kind::Eltwise, PostOpAlg::Linear, static_cast<float>(1.0 / int8_out_->scale), out_zp});
+      e.ops.push_back({.kind = PostOp::Kind::Eltwise, .alg = PostOpAlg::Linear,
+                       .alpha = static_cast<float>(1.0 / int8_out_->scale), .beta = out_zp, .name = "quantize"});
     }
     dnnl::primitive_attr attr = postOpAttr(e.ops, e.operand_mds, {e.sum_scale, e.sum_zero_point, e.sum_dt});
     if (int8) attr.set_output_scales(1 << 1, e.int8_scales);  // per output channel (dst dim 1)

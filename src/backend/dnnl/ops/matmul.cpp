@@ -149,11 +149,11 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       // would leave oneDNN only its gemm kernel (no AMX), so the weights'
       // scales are the output scales and this call's activation scale is a
       // binary post-op operand (a 1x1 tensor), with the bias added after it.
-      std::vector<PostOp> front{{PostOp::Kind::Binary, PostOpAlg::Mul}};
+      std::vector<PostOp> front{{.kind = PostOp::Kind::Binary, .alg = PostOpAlg::Mul, .name = "act_scale"}};
       std::vector<memory::desc> front_mds{memory::desc(memory::dims(static_cast<size_t>(nd), 1), memory::data_type::f32,
                                                        memory::dims(static_cast<size_t>(nd), 1))};
       if (bb) {
-        front.push_back({PostOp::Kind::Binary, PostOpAlg::Add});
+        front.push_back({.kind = PostOp::Kind::Binary, .alg = PostOpAlg::Add, .name = "bias"});
         front_mds.push_back(e.bias_md);
         e.bias_md = memory::desc();
       }
