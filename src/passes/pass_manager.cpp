@@ -1,4 +1,5 @@
 #include <chrono>
+#include <optional>
 
 #include "ir/verifier.h"
 #include "passes/pass.h"
@@ -98,11 +99,11 @@ std::vector<PassRecord> PassManager::run(Graph& g) const {
     if (options_.keep_ir) rec.ir = rec.changed ? g.toString() : before_ir;
     before = rec.after;
     before_ir = rec.ir;
-    records.push_back(rec);
+    std::optional<std::string> invalid;  // the verifier's first complaint
+    if (!rec.verify_errors.empty()) invalid = rec.verify_errors.front();
+    records.push_back(std::move(rec));
     if (options_.after_pass) options_.after_pass(records.back());
-    if (!records.back().verify_errors.empty())
-      throw PassError("pass '" + name + "' left an invalid graph: " + records.back().verify_errors.front(),
-                      std::move(records));
+    if (invalid) throw PassError("pass '" + name + "' left an invalid graph: " + *invalid, std::move(records));
   }
   return records;
 }

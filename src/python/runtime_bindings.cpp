@@ -231,7 +231,7 @@ void bindRuntime(py::module_& m) {
           if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) != 0) throw py::error_already_set();  // warnings as errors
         py::list result;
         for (const RtValue& v : out) result.append(toPython(v));
-        if (!observe) return std::move(result);
+        if (!observe) return result;
         py::dict values;
         for (const auto& [name, t] : seen) values[py::str(name)] = toPython(RtValue(t));
         return py::make_tuple(result, values);

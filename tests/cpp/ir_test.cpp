@@ -4,6 +4,7 @@
 #include "frontend/parser.h"
 #include "ir/ir.h"
 #include "ir/verifier.h"
+#include "passes/pass.h"
 
 using namespace llga;
 
@@ -21,6 +22,20 @@ Node* findKind(Graph& g, const char* kind) {
     if (n->kind().toQualString() == kind) return n;
   return nullptr;
 }
+
+// A pass that breaks the IR the way Ir.VerifierCatchesUseBeforeDefinition
+// does, registered in this test binary only: the pass manager must stop
+// after it with the verifier's complaint and every record so far.
+class BreakOrderForTest final : public Pass {
+ public:
+  std::string_view name() const override { return "test-break-order"; }
+  std::string_view description() const override { return "moves aten::sigmoid before its input's definition (tests only)"; }
+  bool run(Graph& g) override {
+    findKind(g, "aten::sigmoid")->moveBefore(findKind(g, "aten::relu"));
+    return true;
+  }
+};
+LLGA_REGISTER_PASS(BreakOrderForTest);
 
 }  // namespace
 
@@ -86,6 +101,24 @@ TEST(Ir, VerifierCatchesUseBeforeDefinition) {
   ASSERT_FALSE(errors.empty());
   EXPECT_NE(errors[0].find("not defined before its use"), std::string::npos) << errors[0];
   EXPECT_THROW(verifyOrThrow(*g), VerifyError);
+}
+
+TEST(Ir, PassManagerStopsAtAPassThatBreaksTheGraph) {
+  auto g = parseGraph(kChain);
+  std::vector<std::string> seen;
+  PassManagerOptions options;
+  options.after_pass = [&](const PassRecord& r) { seen.push_back(r.name); };
+  try {
+    PassManager("dce,test-break-order,dce", options).run(*g);
+    FAIL() << "no PassError";
+  } catch (const PassError& e) {
+    EXPECT_NE(std::string(e.what()).find("pass 'test-break-order' left an invalid graph: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not defined before its use"), std::string::npos) << e.what();
+    ASSERT_EQ(e.records.size(), 2u);  // the passes up to and including the one that broke it
+    EXPECT_EQ(e.records[1].name, "test-break-order");
+    EXPECT_FALSE(e.records[1].verify_errors.empty());
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"dce", "test-break-order"}));  // the third never ran
 }
 
 TEST(Ir, CopyIsDeepAndPrintsTheSame) {
