@@ -52,7 +52,7 @@ test-asan: bootstrap
 TSAN ?= build-tsan
 TSAN_PY_TESTS ?= tests/py/test_stress.py tests/py/test_runtime.py tests/py/test_memory_plan.py \
 	tests/py/test_fuser.py tests/py/test_fuzz_graphs.py tests/py/test_precision.py tests/py/test_quantize.py \
-	tests/py/test_quantized_graphs.py tests/py/test_model_file.py tests/py/test_attention.py \
+	tests/py/test_quantized_graphs.py tests/py/test_model_file.py tests/py/test_attention.py tests/py/test_rnn.py \
 	-k "thread or concurren or fuzzed_program or found_a_bug"
 test-tsan: bootstrap
 	@cmake -S . -B $(TSAN) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLGA_TSAN=ON -DLLGA_BUILD_TESTS=OFF \

@@ -82,7 +82,9 @@ def cpu_capabilities() -> dict:
     one), and ``llga_attention_bf16`` (that kernel's products under
     ``precision="bf16"``: "amx" where oneDNN runs AMX, "avx512_bf16" where it
     runs AVX512-BF16 without AMX, None where it emulates bf16 and the ops run
-    one by one)."""
+    one by one), and ``llga_recurrence`` (LSTM, GRU and RNN layers at small
+    batches run llga's own recurrence: the CPU has AVX-512F and
+    ``LLGA_OWN_RNN`` is not "0"; otherwise oneDNN's RNN primitives)."""
     return dict(_llga.dnnl_capabilities())
 
 

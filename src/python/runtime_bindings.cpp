@@ -12,6 +12,7 @@
 #include "runtime/compiled.h"
 #include "backend/dnnl/fused_attention.h"
 #include "backend/dnnl/microbench.h"
+#include "backend/dnnl/recurrent.h"
 #include "backend/dnnl/activations.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "runtime/profiler.h"
@@ -342,6 +343,7 @@ void bindRuntime(py::module_& m) {
     d["fast_swish"] = fastSwishEnabled();
     d["fast_gelu"] = fastGeluEnabled();
     d["llga_attention"] = attention::available();
+    d["llga_recurrence"] = recurrent::available();
     const std::optional<attention::Bf16Path> bf16_attention = attention::bf16Path();
     d["llga_attention_bf16"] = bf16_attention ? py::object(py::str(attention::bf16PathName(*bf16_attention))) : py::none();
     return d;

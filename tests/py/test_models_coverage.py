@@ -51,16 +51,24 @@ def test_wavernn_scripted_and_frozen(form):
     assert_matches(llga.optimize(obj)(*[x.numpy() for x in inputs]), want)
 
 
-def test_recurrent_models_run_on_onednn_rnn_primitives():
+@pytest.mark.parametrize("own", [True, False])
+def test_recurrent_models_run_on_a_recurrent_kernel(own, monkeypatch):
+    # llga's recurrence at this small batch where the CPU has AVX-512 (backend/dnnl/recurrent.h), else
+    # (or with LLGA_OWN_RNN=0) oneDNN's LSTM primitive
+    if not own:
+        monkeypatch.setenv("LLGA_OWN_RNN", "0")
     model, inputs = zoo.coverage_model("lstm_tagger", batch=2)
     with torch.no_grad():
         compiled = llga.optimize(torch.jit.trace(model, inputs))
+        want = model(*inputs)
     llga.profiler.kernel_log.clear()
     llga.profiler.kernel_log.enable()
     try:
-        compiled(*[x.numpy() for x in inputs])
+        got = compiled(*[x.numpy() for x in inputs])
     finally:
         llga.profiler.kernel_log.disable()
     lstm = [e for e in llga.profiler.kernel_log.entries() if e["op"] == "aten::lstm"]
     llga.profiler.kernel_log.clear()
-    assert len(lstm) == 1 and lstm[0]["primitive"] == "lstm" and lstm[0]["impl"], lstm
+    expected = "llga recurrence" if own and llga.cpu_capabilities()["llga_recurrence"] else "lstm"
+    assert len(lstm) == 1 and lstm[0]["primitive"] == expected and lstm[0]["impl"], lstm
+    assert_matches(got, want)

@@ -11,12 +11,22 @@
 // biases become one sum per gate. The rearranged weights are PyTorch's
 // ldgoi order, reordered into the layout the primitive picks; with constant
 // params this happens once per shape specialization.
+//
+// At small batches without LSTM projection, where the CPU has AVX-512, a
+// layer runs instead as one oneDNN matmul for the input projection of every
+// step and direction, then llga's own recurrence (backend/dnnl/recurrent.h,
+// one direction per thread, PyTorch's gate order and formulas):
+// ownRecurrencePays has the figures.
+#include <omp.h>
+
 #include <cstring>
 
 #include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/recurrent.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "runtime/exec_context.h"
+#include "runtime/threads.h"
 
 namespace llga {
 namespace {
@@ -24,9 +34,8 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-enum class Cell { Lstm, Gru, RnnTanh, RnnRelu };
-
-int64_t gatesOf(Cell c) { return c == Cell::Lstm ? 4 : c == Cell::Gru ? 3 : 1; }
+using recurrent::Cell;
+using recurrent::gatesOf;
 const char* cellName(Cell c) {
   switch (c) {
     case Cell::Lstm: return "lstm";
@@ -46,7 +55,18 @@ struct Config {
   int64_t perLayerDir() const { return 2 + (has_biases ? 2 : 0) + (P != H ? 1 : 0); }
 };
 
+// llga's recurrence for a layer: the input projection [T*N, in] x [in, D*G*H]
+// + b_ih as a oneDNN matmul (PyTorch's gate order), then recurrent::run per direction.
+struct OwnLayer {
+  dnnl::primitive proj;
+  memory::desc x_md, w_md, b_md, xg_md, scratch_md;
+  memory w, b;  // constant params: in the matmul's layout, once
+  Tensor keep_w, keep_b;
+  std::vector<recurrent::IterWeights> iter;  // per direction (constant params)
+};
+
 struct LayerEntry {
+  OwnLayer own;
   dnnl::primitive prim;
   memory::desc scratch_md, wl_md, wi_md, bias_md, proj_md, src_md, dst_md, iter_md, iter_c_md;
   memory wl, wi, bias, proj;  // reordered constant weights (empty when the params change per call)
@@ -55,6 +75,7 @@ struct LayerEntry {
 struct RnnEntry {
   std::vector<LayerEntry> layers;
   std::string impl;
+  bool own = false;  // llga's recurrence (OwnLayer), else oneDNN's RNN primitives
 };
 
 float* f(Tensor& t) { return t.data<float>(); }
@@ -71,17 +92,20 @@ struct LayerWeights {
   Tensor wl, wi, bias, proj;
 };
 
+// A layer's weight as float, contiguous, checked against the shape the config implies.
+Tensor checkedParam(const Config& c, const Tensor& t, const Shape& s, int64_t layer, const char* what) {
+  if (t.sizes() != s)
+    throw std::invalid_argument(std::string(cellName(c.cell)) + ": layer " + std::to_string(layer) + " " + what + " is " +
+                                t.describe() + ", expected " + shapeString(s));
+  return t.to(ScalarType::Float).contiguous();
+}
+
 LayerWeights rearrange(const Config& c, const std::vector<Tensor>& params, int64_t layer, int64_t in_size) {
   const int64_t G = gatesOf(c.cell), Gb = c.cell == Cell::Gru ? 4 : G, H = c.H, P = c.P, D = c.dirs;
   LayerWeights w{Tensor::empty(ScalarType::Float, {D, G, H, in_size}), Tensor::empty(ScalarType::Float, {D, G, H, P}),
                  Tensor::zeros(ScalarType::Float, {D, Gb, H}), Tensor()};
   if (P != H) w.proj = Tensor::empty(ScalarType::Float, {D, P, H});
-  auto expect = [&](const Tensor& t, const Shape& s, const char* what) {
-    if (t.sizes() != s)
-      throw std::invalid_argument(std::string(cellName(c.cell)) + ": layer " + std::to_string(layer) + " " + what +
-                                  " is " + t.describe() + ", expected " + shapeString(s));
-    return t.to(ScalarType::Float).contiguous();
-  };
+  auto expect = [&](const Tensor& t, const Shape& s, const char* what) { return checkedParam(c, t, s, layer, what); };
   for (int64_t d = 0; d < D; ++d) {
     const size_t base = static_cast<size_t>((layer * D + d) * c.perLayerDir());
     Tensor w_ih = expect(params[base], {G * H, in_size}, "w_ih");
@@ -112,10 +136,41 @@ LayerWeights rearrange(const Config& c, const std::vector<Tensor>& params, int64
   return w;
 }
 
+// A layer's weights for llga's recurrence, in PyTorch's gate order: w_ih of
+// every direction stacked ([D * G * H][in]), b_ih likewise (zeros without
+// biases), and each direction's W_hh and b_hh prepared (recurrent::prepareIter).
+struct OwnWeights {
+  Tensor w_ih, b_ih;
+  std::vector<recurrent::IterWeights> iter;
+};
+
+OwnWeights ownWeights(const Config& c, const std::vector<Tensor>& params, int64_t layer, int64_t in_size) {
+  const int64_t GH = gatesOf(c.cell) * c.H, D = c.dirs;
+  OwnWeights w{Tensor::empty(ScalarType::Float, {D * GH, in_size}), Tensor::zeros(ScalarType::Float, {D * GH}), {}};
+  for (int64_t d = 0; d < D; ++d) {
+    const size_t base = static_cast<size_t>((layer * D + d) * c.perLayerDir());
+    Tensor w_ih = checkedParam(c, params[base], {GH, in_size}, layer, "w_ih");
+    Tensor w_hh = checkedParam(c, params[base + 1], {GH, c.H}, layer, "w_hh");
+    std::memcpy(f(w.w_ih) + d * GH * in_size, w_ih.data<float>(), static_cast<size_t>(GH * in_size) * sizeof(float));
+    Tensor b_hh;
+    if (c.has_biases) {
+      Tensor b_ih = checkedParam(c, params[base + 2], {GH}, layer, "b_ih");
+      b_hh = checkedParam(c, params[base + 3], {GH}, layer, "b_hh");
+      std::memcpy(f(w.b_ih) + d * GH, b_ih.data<float>(), static_cast<size_t>(GH) * sizeof(float));
+    }
+    w.iter.push_back(recurrent::prepareIter(w_hh.data<float>(), c.H, c.has_biases ? b_hh.data<float>() : nullptr, GH, c.H));
+  }
+  return w;
+}
+
 class RnnKernel final : public Kernel {
  public:
   RnnKernel(Cell cell, bool constant_params) : cell_(cell), constant_params_(constant_params) {}
-  const char* primitiveKind() const override { return cell_ == Cell::Lstm ? "lstm" : cell_ == Cell::Gru ? "lbr_gru" : "vanilla_rnn"; }
+  const char* primitiveKind() const override {
+    std::shared_ptr<const RnnEntry> e = last_.load();  // the latest call's path
+    if (e && e->own) return "llga recurrence";
+    return cell_ == Cell::Lstm ? "lstm" : cell_ == Cell::Gru ? "lbr_gru" : "vanilla_rnn";
+  }
   KernelReport report() const override {
     std::shared_ptr<const RnnEntry> e = last_.load();
     if (!e) return {};
@@ -262,6 +317,11 @@ class RnnKernel final : public Kernel {
     for (int64_t l = 0; l < c.layers; ++l) {
       const LayerEntry& le = e->layers[static_cast<size_t>(l)];
       layer_out = l + 1 == c.layers ? out : Tensor::empty(ScalarType::Float, {c.T, c.N, out_c});
+      if (e->own) {
+        ownLayer(ctx, c, le.own, l, layer_in, layer_out, states, final_states, params);
+        layer_in = layer_out;
+        continue;
+      }
       std::unordered_map<int, memory> args;
       args[DNNL_ARG_SRC_LAYER] = memory(le.src_md, cpuEngine(), layer_in.data());
       args[DNNL_ARG_DST_LAYER] = memory(le.dst_md, cpuEngine(), layer_out.data());
@@ -292,6 +352,76 @@ class RnnKernel final : public Kernel {
     return {out, final_states};
   }
 
+  // oneDNN's RNN kernels run a step as a small GEMM with their threads
+  // meeting at every step; at batch 1 that overhead is most of the time.
+  // llga's recurrence, measured against them (2 threads, AVX-512 without
+  // AMX, llga.optimize on an nn.LSTM/GRU/RNN with 64 inputs, best of 15):
+  // - batch 1: LSTM H=256 bidirectional 50 steps 583-607 against 993-1228
+  //   us, unidirectional 572 / 794; 2-layer LSTM H=128 314 / 472; GRU H=128
+  //   118 / 181; bidirectional RNN H=128 60 / 282; LSTM H=20 at batch 3
+  //   30 / 82; in the models, torchaudio's DeepSpeech 375 -> 140 us, the
+  //   LSTM tagger 776 -> 297, the GRU encoder 336 -> 152;
+  // - up to batch 8 where W_hh is at most 256 KiB (LSTM H=128: 295 / 405 at
+  //   4, GRU H=128 397 / 549 at 8) or both directions run (one a thread:
+  //   LSTM H=256 bidirectional 1198 / 1760 at 4, 2163 / 2576 at 8);
+  // - slower where W_hh passes 1 MiB a direction (LSTM H=384
+  //   bidirectional 1816 / 1193, H=512 3579 / 3026: each step reads it from
+  //   L3) and for one direction of LSTM H=256 at batch 2+ (954 / 661:
+  //   oneDNN shares each step's product between the threads, llga's runs
+  //   a direction on one).
+  static constexpr int64_t kOwnMaxBatch = 8;
+  static constexpr int64_t kOwnMaxIterBytes = int64_t{1} << 20, kOwnOneThreadBytes = int64_t{256} << 10;
+  static bool ownRecurrencePays(const Config& c) {
+    const int64_t iter_bytes = gatesOf(c.cell) * c.H * c.H * static_cast<int64_t>(sizeof(float));
+    if (c.P != c.H || c.N > kOwnMaxBatch || iter_bytes > kOwnMaxIterBytes || !recurrent::available()) return false;
+    return c.dirs == 2 || c.N == 1 || iter_bytes <= kOwnOneThreadBytes;
+  }
+
+  // One layer by llga's recurrence: the input projection of every step and
+  // direction (one matmul), then the directions, one per thread.
+  void ownLayer(ExecContext& ctx, const Config& c, const OwnLayer& le, int64_t l, const Tensor& layer_in, Tensor& layer_out,
+                const std::vector<Tensor>& states, std::vector<Tensor>& final_states,
+                const std::vector<Tensor>& params) const {
+    const int64_t GH = gatesOf(c.cell) * c.H, DGH = c.dirs * GH, out_c = c.dirs * c.H;
+    Tensor xg = Tensor::empty(ScalarType::Float, {c.T * c.N, DGH});
+    OwnWeights call_w;  // this call's weights when they are not constant
+    std::unordered_map<int, memory> args;
+    args[DNNL_ARG_SRC] = memory(le.x_md, cpuEngine(), const_cast<void*>(layer_in.data()));
+    args[DNNL_ARG_DST] = memory(le.xg_md, cpuEngine(), xg.data());
+    Tensor keep_w;
+    if (constant_params_) {
+      args[DNNL_ARG_WEIGHTS] = le.w;
+      args[DNNL_ARG_BIAS] = le.b;
+    } else {
+      call_w = ownWeights(c, params, l, l == 0 ? c.I : out_c);
+      args[DNNL_ARG_WEIGHTS] = toLayout(ctx, call_w.w_ih, le.w_md, ownProjPlain(l == 0 ? c.I : out_c, DGH), keep_w);
+      args[DNNL_ARG_BIAS] = memory(le.b_md, cpuEngine(), call_w.b_ih.data());
+    }
+    execute(ctx, le.proj, le.scratch_md, std::move(args));
+    const std::vector<recurrent::IterWeights>& iter = constant_params_ ? le.iter : call_w.iter;
+    // Rows of xg and of the output: (t, n) at t * N + n, or n * T + t where batch_first
+    const bool in_bf = l == 0 && c.batch_first, out_bf = l + 1 == c.layers && c.batch_first;
+    const size_t per_dir = recurrent::scratchFloats(iter[0], c.N, c.H);
+    Tensor scratch = Tensor::empty(ScalarType::Float, {static_cast<int64_t>(per_dir) * c.dirs});
+    const bool lstm = c.cell == Cell::Lstm;
+    const int threads = c.dirs > 1 && getNumThreads() > 1 ? 2 : 1;
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int64_t d = 0; d < c.dirs; ++d) {
+      const int64_t state = (l * c.dirs + d) * c.N * c.H;
+      recurrent::Direction dir{c.cell, c.H, c.T, c.N, d == 1,
+                               xg.data<float>() + d * GH, (in_bf ? 1 : c.N) * DGH, (in_bf ? c.T : 1) * DGH,
+                               states[0].data<float>() + state, lstm ? states[1].data<float>() + state : nullptr,
+                               layer_out.data<float>() + d * c.H, (out_bf ? 1 : c.N) * out_c, (out_bf ? c.T : 1) * out_c,
+                               final_states[0].data<float>() + state, lstm ? final_states[1].data<float>() + state : nullptr};
+      recurrent::run(dir, iter[static_cast<size_t>(d)], scratch.data<float>() + static_cast<int64_t>(per_dir) * d);
+    }
+  }
+
+  // The stacked w_ih ([D * G * H][in]) seen as the matmul's [in][D * G * H] weights.
+  static memory::desc ownProjPlain(int64_t in, int64_t dgh) {
+    return memory::desc({in, dgh}, memory::data_type::f32, tag::ba);
+  }
+
   // The rearranged weights' own layout: {1, D, in, G, H} as ldgoi.
   static memory::desc plainWeights(const Config& c, int64_t in, int64_t /*p*/, bool iter) {
     return memory::desc({1, c.dirs, iter ? c.P : in, gatesOf(c.cell), c.H}, memory::data_type::f32, tag::ldgoi);
@@ -306,6 +436,7 @@ class RnnKernel final : public Kernel {
   }
 
   RnnEntry prepare(ExecContext& ctx, const Config& c, const std::vector<Tensor>* params) const {
+    if (ownRecurrencePays(c)) return prepareOwn(ctx, c, params);
     RnnEntry e;
     const auto f32 = memory::data_type::f32;
     const int64_t G = gatesOf(c.cell), Gb = c.cell == Cell::Gru ? 4 : G, out_c = c.dirs * c.P;
@@ -378,6 +509,36 @@ class RnnKernel final : public Kernel {
         le.keep_bias = w.bias;
         le.bias = memory(le.bias_md, cpuEngine(), le.keep_bias.data());
         if (c.P != c.H) le.proj = toLayout(ctx, w.proj, le.proj_md, projPlain(c), le.keep_proj);
+      }
+      e.layers.push_back(std::move(le));
+    }
+    return e;
+  }
+
+  RnnEntry prepareOwn(ExecContext& ctx, const Config& c, const std::vector<Tensor>* params) const {
+    RnnEntry e;
+    e.own = true;
+    e.impl = "llga_recurrence:avx512";
+    const auto f32 = memory::data_type::f32;
+    const int64_t DGH = c.dirs * gatesOf(c.cell) * c.H, rows = c.T * c.N;
+    for (int64_t l = 0; l < c.layers; ++l) {
+      LayerEntry le;
+      OwnLayer& o = le.own;
+      const int64_t in = l == 0 ? c.I : c.dirs * c.H;
+      o.x_md = memory::desc({rows, in}, f32, tag::ab);
+      o.xg_md = memory::desc({rows, DGH}, f32, tag::ab);
+      o.b_md = memory::desc({1, DGH}, f32, tag::ab);
+      dnnl::matmul::desc d(o.x_md, memory::desc({in, DGH}, f32, tag::any), o.b_md, o.xg_md);
+      dnnl::matmul::primitive_desc pd(d, scratchpadAttr(), cpuEngine());
+      o.w_md = pd.weights_desc();
+      o.scratch_md = pd.scratchpad_desc();
+      o.proj = dnnl::matmul(pd);
+      if (params) {  // constant weights: stacked, reordered and the recurrent ones prepared once
+        OwnWeights w = ownWeights(c, *params, l, in);
+        o.w = toLayout(ctx, w.w_ih, o.w_md, ownProjPlain(in, DGH), o.keep_w);
+        o.keep_b = w.b_ih;
+        o.b = memory(o.b_md, cpuEngine(), o.keep_b.data());
+        o.iter = std::move(w.iter);
       }
       e.layers.push_back(std::move(le));
     }
