@@ -1456,3 +1456,57 @@ def test_unary_op_on_a_channels_last_output_keeps_it_or_hands_out_plain(op):
         into_conv, out = [e for e in log if e["pattern"] == "eltwise_post_ops"]
         assert into_conv["outputs"][0].endswith("strided"), into_conv
         assert out["outputs"][0].endswith("plain"), out
+
+
+# A 1-D depthwise convolution (groups = input channels: conformer's and
+# ConvTasNet's) runs as a 2-D one of height 1, where oneDNN 2.6 has its
+# depthwise kernels (1-D: only its gemm one); the partition says so in its
+# detail. Its chain's operands get the extra dim too, a kept channels-last
+# output loses it again, and other 1-D convolutions are not lifted.
+class Depthwise1d(nn.Module):
+    def __init__(self, c=24, mult=1, k=31, stride=1, dilation=1, padding=15, bias=True, chain="none", layout="ncw"):
+        super().__init__()
+        torch.manual_seed(3)
+        self.conv = nn.Conv1d(c, c * mult, k, stride=stride, dilation=dilation, padding=padding, groups=c, bias=bias)
+        self.pw = nn.Conv1d(c * mult, 8, 1)
+        self.chain, self.layout = chain, layout
+        self.scale = nn.Parameter(torch.rand(c * mult, 1) + 0.5)
+
+    def forward(self, x, r=None):
+        if self.layout == "nwc":  # [N, W, C] transposed in, as conformer's convolution module does
+            x = x.transpose(1, 2)
+        y = self.conv(x)
+        if self.chain == "silu":
+            y = nn.functional.silu(y)
+        elif self.chain == "residual":
+            y = torch.relu(y + r)
+        elif self.chain == "scale":
+            y = y * self.scale
+        return self.pw(y) if self.chain != "out" else y
+
+
+@pytest.mark.parametrize("kw,shape,lifted", [
+    (dict(), (1, 24, 50), True),
+    (dict(layout="nwc"), (2, 50, 24), True),
+    (dict(mult=2, k=3, padding=1, stride=2, bias=False), (3, 24, 33), True),
+    (dict(k=3, padding=4, dilation=4), (1, 24, 40), True),
+    (dict(chain="silu"), (1, 24, 50), True),
+    (dict(chain="residual"), (2, 24, 50), True),
+    (dict(chain="scale"), (1, 24, 50), True),
+    (dict(chain="out"), (1, 24, 17), True),
+    (dict(padding="same", k=4), (1, 24, 20), True),
+    (dict(), (24, 50), True),  # unbatched
+])
+def test_depthwise_1d_runs_as_2d(kw, shape, lifted):
+    model = Depthwise1d(**kw)
+    x = torch.randn(*shape)
+    args = (x, torch.randn(shape[0], model.conv.out_channels, 50)) if kw.get("chain") == "residual" else (x,)
+    c = compile_and_check(model, *args)
+    convs = [p for p in c.partitions if p.pattern == "conv_post_ops" and "1-D depthwise" in p.detail]
+    assert len(convs) == (1 if lifted else 0), [(p.impl, p.detail) for p in c.partitions]
+
+
+def test_grouped_1d_that_is_not_depthwise_stays_1d():
+    model = nn.Sequential(nn.Conv1d(16, 16, 5, padding=2, groups=4), nn.ReLU(), nn.Conv1d(16, 8, 1))
+    c = compile_and_check(model, torch.randn(1, 16, 40))
+    assert not [p for p in c.partitions if "1-D depthwise" in p.detail], [(p.impl, p.detail) for p in c.partitions]

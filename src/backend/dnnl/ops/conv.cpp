@@ -72,6 +72,7 @@ struct ConvEntry {
   bool operands_to_f32 = false;
   OwnActivation act_after = OwnActivation::None;  // the chain's final silu/gelu, run after the primitive (backend/dnnl/activations.h)
   bool winograd = false;    // weights in a Winograd format (oneDNN's or llga's): no reorder out of it
+  bool height_one = false;  // a 1-D depthwise convolution run as a 2-D one of height 1 (liftsTo2d)
   bool bf16 = false;        // src and weights bf16 (the kernel's precision, where oneDNN had a kernel)
   bool int8 = false;        // src u8/s8 (quantized per call), weights s8 per output channel, output scales
   std::vector<float> int8_scales;  // per output channel: act_scale * weight scale (the bias is divided by it)
@@ -160,7 +161,8 @@ class ConvKernel final : public Kernel {
   KernelReport report() const override {
     std::shared_ptr<const ConvEntry> e = last_.load();
     if (!e) return {};
-    const bool kept = e->dst_md != e->dst_plain && (blocked_output_ || (strided_output_ && e->dst_strided));
+    const bool kept =
+        e->dst_md != e->dst_plain && ((blocked_output_ && !e->height_one) || (strided_output_ && e->dst_strided));
     std::string detail;
     if (precision_ == Precision::BF16 && !e->bf16) detail = "fp32: oneDNN has no bf16 kernel for this convolution";
     if (precision_ == Precision::INT8 && !e->int8)
@@ -168,6 +170,7 @@ class ConvKernel final : public Kernel {
                : !constant_weight_ ? "fp32: int8 needs constant weights"
                : !int8::hasVnni()  ? "fp32: oneDNN's int8 kernels here have no VNNI"
                                    : "fp32: oneDNN has no int8 kernel for this convolution";
+    if (e->height_one) detail += (detail.empty() ? "" : "; ") + std::string("1-D depthwise run as 2-D of height 1");
     return {e->impl + ownActivationSuffix(e->act_after), layoutName(e->src_md), layoutName(e->wei_md, true),
             layoutName(e->dst_md), kept ? "kept" : "plain", detail};
   }
@@ -194,14 +197,54 @@ class ConvKernel final : public Kernel {
       params_now = std::make_shared<const ConvParams>(params(a, static_cast<size_t>(nsp), x, w));
       if (constant_params_ && !params_now->same) fixed_params_.store(params_now);  // "same" padding depends on w
     }
-    const ConvParams& p = *params_now;
+    if (liftsTo2d(x, w, *params_now)) {
+      // views of height 1 (no copy); operands and the output likewise
+      return runConv(a, x.unsqueeze(2), w.unsqueeze(2), b, heightOne(*params_now), batched, true);
+    }
+    runConv(a, x, w, b, *params_now, batched, false);
+  }
+
+ private:
+  // oneDNN 2.6 has no jit kernel for a 1-D depthwise convolution: it runs
+  // its gemm one (im2col, then a product per channel). As a 2-D convolution
+  // of height 1 in channels-last it takes brdgmm_dw. Measured (2 threads,
+  // AVX-512): conformer's 80 channels x 50 frames, kernel 31: 67-105 us ->
+  // 4.9; 256 x 200: 600 -> 15. Other 1-D convolutions run the same kernels
+  // either way (brgconv, brgconv_1x1: within 3%), so only depthwise ones
+  // are lifted. A blocked input or weight (another partition's layout)
+  // stays 1-D.
+  static bool liftsTo2d(const Tensor& x, const Tensor& w, const ConvParams& p) {
+    return p.nsp == 1 && !p.transposed && p.groups > 1 && x.dim() == 3 && p.groups == x.size(1) && !x.isBlocked() &&
+           !w.isBlocked();
+  }
+  static ConvParams heightOne(const ConvParams& p) {
+    ConvParams q = p;
+    auto lift = [](Shape& v, int64_t first) { v.insert(v.begin(), first); };
+    lift(q.stride, 1);
+    lift(q.padding_l, 0);
+    lift(q.padding_r, 0);
+    lift(q.dilation, 1);
+    lift(q.output_padding, 0);
+    q.nsp = 2;
+    return q;
+  }
+
+  // The convolution on batched x (a 2-D one of height 1 where `lifted`: its
+  // operands get that dim too, and the output loses it).
+  void runConv(const KernelArgs& a, const Tensor& x, const Tensor& w, const Tensor* b, const ConvParams& p, bool batched,
+               bool lifted) {
+    auto result = [&](const Tensor& out) {
+      const Tensor r = lifted ? out.squeeze(2) : out;
+      a.set(0, batched ? r : r.squeeze(0));
+    };
     if (x.numel() == 0) {  // nothing for oneDNN to do (its kernels divide by the empty sizes)
       if (x.size(0) != 0)  // PyTorch rejects empty spatial dims too (and llga empty channels, which it takes)
         throw std::invalid_argument("convolution: an empty input is supported only with an empty batch, got input " +
                                     x.describe());
       Tensor out = Tensor::empty(ScalarType::Float, outShape(x, w, p));
-      for (size_t i = anchor_inputs_; i < a.num_in; ++i) checkOperandFits(a.tensor(i), out.sizes());
-      return a.set(0, batched ? out : out.squeeze(0));
+      for (size_t i = anchor_inputs_; i < a.num_in; ++i)
+        checkOperandFits(lifted && a.tensor(i).dim() > 0 ? a.tensor(i).unsqueeze(-2) : a.tensor(i), out.sizes());
+      return result(out);
     }
 
     thread_local std::vector<int64_t> key;  // reused: no allocation per call
@@ -217,27 +260,18 @@ class ConvKernel final : public Kernel {
     std::vector<Tensor> operands;  // of the Binary post-ops, in chain order
     for (size_t i = anchor_inputs_; i < a.num_in; ++i) {
       Tensor t = a.tensor(i);
+      if (lifted && t.dim() > 0) {
+        if (t.isBlocked()) t = toPlain(a.ctx, t);
+        t = t.unsqueeze(-2);  // [.., C, W] -> [.., C, 1, W]; a [W] one broadcasts either way
+      }
       if (t.dtype() != ScalarType::Float && !lowPrecisionResidual(t)) t = t.to(ScalarType::Float);
       addToKey(key, t);
       operands.push_back(std::move(t));
     }
     auto e = cache_.get(key, [&] {
-      if (precision_ == Precision::BF16) {
-        try {
-          return prepare(x, w, b != nullptr, p, operands, Precision::BF16);
-        } catch (const dnnl::error&) {  // no bf16 kernel for this shape or chain: fp32
-        }
-      }
-      if (quant_ && constant_weight_ && !p.transposed && int8::hasVnni()) {
-        try {
-          return prepare(x, w, b != nullptr, p, operands, Precision::INT8);
-        } catch (const dnnl::error&) {  // no int8 kernel for this shape or chain: fp32
-        }
-      }
-      if (int8::isInt8(x.dtype()) || (quant_ && quant_->fromGraph()))  // fp32 after all: from the activation
-                                                                        // dequantized or fake-quantized (as below)
-        return prepare(Tensor::empty(ScalarType::Float, x.sizes()), w, b != nullptr, p, operands, Precision::F32);
-      return prepare(x, w, b != nullptr, p, operands, Precision::F32);
+      ConvEntry made = prepareAny(x, w, b, p, operands);
+      made.height_one = lifted;
+      return made;
     });
     Tensor x_deq;  // a quantized activation, for a convolution that runs fp32 after all
     if (!e->int8 && int8::isInt8(x.dtype()))
@@ -300,7 +334,7 @@ class ConvKernel final : public Kernel {
     // pooling splits channels-last rows, concat copies rows), else as a
     // blocked tensor.
     const bool keep_strided = strided_output_ && batched && e->dst_strided && e->dst_md != e->dst_plain;
-    const bool keep_blocked = !keep_strided && blocked_output_ && batched && e->dst_md != e->dst_plain;
+    const bool keep_blocked = !keep_strided && blocked_output_ && batched && !lifted && e->dst_md != e->dst_plain;
     // dst is written in the primitive's layout: into `out` itself, or into a
     // temporary reordered into `out` (plain) afterwards.
     const bool direct = keep_blocked || keep_strided || e->dst_md == e->dst_plain;
@@ -391,10 +425,30 @@ class ConvKernel final : public Kernel {
                        static_cast<int64_t>(e->dst_md.get_size() / sizeof(float)));
     if (!direct) reorder(ctx, dst, wrap(out, e->dst_plain));
     last_.store(e);
-    a.set(0, batched ? out : out.squeeze(0));
+    result(out);
   }
 
- private:
+  // The entry for this call's shapes: in the requested precision where oneDNN has a kernel, else fp32.
+  ConvEntry prepareAny(const Tensor& x, const Tensor& w, const Tensor* b, const ConvParams& p,
+                       const std::vector<Tensor>& operands) const {
+    if (precision_ == Precision::BF16) {
+      try {
+        return prepare(x, w, b != nullptr, p, operands, Precision::BF16);
+      } catch (const dnnl::error&) {  // no bf16 kernel for this shape or chain: fp32
+      }
+    }
+    if (quant_ && constant_weight_ && !p.transposed && int8::hasVnni()) {
+      try {
+        return prepare(x, w, b != nullptr, p, operands, Precision::INT8);
+      } catch (const dnnl::error&) {  // no int8 kernel for this shape or chain: fp32
+      }
+    }
+    // fp32 after all: from the activation dequantized or fake-quantized (as run does)
+    if (int8::isInt8(x.dtype()) || (quant_ && quant_->fromGraph()))
+      return prepare(Tensor::empty(ScalarType::Float, x.sizes()), w, b != nullptr, p, operands, Precision::F32);
+    return prepare(x, w, b != nullptr, p, operands, Precision::F32);
+  }
+
   // A chain whose full-size binary operands leave oneDNN only its gemm or
   // reference convolution (on AVX2, its jit kernels take none: RAFT's GRU
   // gates, conv -> sigmoid -> mul(h), ran at a third of the jit kernel's
