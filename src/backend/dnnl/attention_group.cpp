@@ -67,7 +67,9 @@ class AttentionKernel final : public Kernel {
     out_sizes.back() = p->Dv;
     Tensor out = Tensor::empty(ScalarType::Float, out_sizes);
     p->out = out.data<float>();
-    const int threads = getNumThreads();
+    // a small transformer's attention (4 heads x 12 x 12 x 16) is done before a woken team would start
+    const int64_t macs = p->batch * p->L * p->S * (p->D + p->Dv);
+    const int threads = macs < kSerialMacs ? 1 : getNumThreads();
     attention::run(*p, threads, a.ctx.scratchpadData(attention::scratchBytes(*p, threads)));
     a.set(0, RtValue(std::move(out)));
   }

@@ -19,6 +19,7 @@
 
 #include "backend/dnnl/ops/functional.h"
 #include "backend/dnnl/ops/op_utils.h"
+#include "runtime/threads.h"
 
 namespace llga {
 namespace {
@@ -280,7 +281,7 @@ Tensor bilinear(ExecContext& ctx, MatmulCache& cache, const Tensor& x1, const Te
   const int64_t n = w.size(0), rows = out.numel() / n, bs = b->stride(0);
   float* o = out.data<float>();
   const float* bias = b->data<float>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     float* row = o + r * n;
 #pragma omp simd

@@ -315,7 +315,7 @@ void prelu(const KernelArgs& a) {
   const float* wp = w.data<float>();
   float* dst = out.data<float>();
   const bool per_channel = w.numel() > 1;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float slope = wp[per_channel ? r % channels : 0];
     const float* s = src + r * inner;
@@ -346,7 +346,7 @@ void glu(const KernelArgs& a) {
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const int64_t row = half * inner;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
   for (int64_t o = 0; o < outer; ++o) {
     const float *p = src + o * 2 * row, *q = p + row;
     float* d = dst + o * row;
@@ -395,7 +395,7 @@ const ScalarParamDef kScalarParam[] = {
 template <typename F>
 void floatMap(const float* s, float* d, int64_t n, F f) {
   constexpr int64_t kChunk = 4096;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
   for (int64_t b = 0; b < n; b += kChunk) {
     const int64_t e = std::min(n, b + kChunk);
     for (int64_t i = b; i < e; ++i) d[i] = f(s[i]);

@@ -24,6 +24,7 @@
 
 #include "backend/dnnl/ops/functional.h"
 #include "backend/dnnl/ops/op_utils.h"
+#include "runtime/threads.h"
 
 namespace llga {
 namespace {
@@ -57,7 +58,7 @@ Tensor indexSelect(const Tensor& input, int64_t dim_arg, const Tensor& index) {
   const auto* src = static_cast<const char*>(x.data());
   auto* dst = static_cast<char*>(out.data());
   const int64_t len = static_cast<int64_t>(idx.size());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (len * inner >= kParallelGrain)
   for (int64_t r = 0; r < outer * len; ++r) {
     const int64_t o = r / len, k = r % len;
     std::memcpy(dst + static_cast<size_t>(r) * row, src + static_cast<size_t>(o * n + idx[static_cast<size_t>(k)]) * row, row);
@@ -85,7 +86,7 @@ Tensor gather(const Tensor& input, int64_t dim_arg, const Tensor& index) {
   const size_t item = x.itemsize();
   const auto* src = static_cast<const char*>(x.data());
   auto* dst = static_cast<char*>(out.data());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     // The row's coordinates in every dimension but the last.
     int64_t base = 0, rest = r;
@@ -283,7 +284,7 @@ void embeddingBag(const KernelArgs& a) {
   const float* wp = wf.data<float>();
   float* op = out.data<float>();
   const int64_t n = static_cast<int64_t>(idx.size());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * D >= kParallelGrain)
   for (int64_t b = 0; b < bags; ++b) {
     const int64_t lo = offsets[static_cast<size_t>(b)], hi = b + 1 < static_cast<int64_t>(offsets.size()) ? offsets[static_cast<size_t>(b + 1)] : n;
     float* row = op + b * D;

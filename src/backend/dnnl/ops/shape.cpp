@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/dnnl/ops/op_utils.h"
+#include "runtime/threads.h"
 #include "runtime/exec_context.h"
 
 namespace llga {
@@ -206,7 +207,7 @@ Tensor triangle(const Tensor& x, int64_t diagonal, bool lower) {
   const int64_t rows = x.size(-2), cols = x.size(-1), mats = rows * cols == 0 ? 0 : out.numel() / (rows * cols);
   const size_t item = scalarTypeSize(x.dtype());
   auto* base = static_cast<char*>(out.data());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
   for (int64_t m = 0; m < mats * rows; ++m) {
     const int64_t i = m % rows;
     char* row = base + static_cast<size_t>(m * cols) * item;
