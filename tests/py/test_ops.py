@@ -188,6 +188,21 @@ def test_binary_broadcasting_both_ways():
     check(arith, rnd(3, 1, 4), rnd(2, 1) + 3.0)
 
 
+def sliced_halves(x: torch.Tensor, b: torch.Tensor):
+    # a bidirectional RNN's two halves summed, and the like: operands whose
+    # rows are contiguous but whose row starts are not dense (llga's row loop,
+    # no copies); a broadcast row, an operand read backwards and a short row too
+    y = torch.relu(x)
+    h = y.shape[-1] // 2
+    return (y[..., :h] + y[..., h:], y[..., :h] * b, y[..., h:] - y[..., :h].flip(-1), y[:, :, :3] / (y[:, :, 5:8] + 1),
+            torch.maximum(y[..., ::2], y[..., 1::2]))
+
+
+@pytest.mark.parametrize("shape", [(50, 1, 256), (3, 7, 40), (2, 3, 4096)])
+def test_binary_on_sliced_rows(shape):
+    check(sliced_halves, rnd(*shape), rnd(shape[-1] // 2))
+
+
 def test_binary_integer_semantics():
     check(int_arith, rnd(4, 5, dtype=torch.int64), rnd(4, 5, dtype=torch.int64))
 
