@@ -2,6 +2,7 @@
 // one node (its root) and returns the value that replaces the root's output,
 // the root's own output when it rewrote the root in place, or null. Rules never fire on a result that something writes in place.
 // Runs to a fixed point (bounded).
+#include <cstdlib>
 #include <optional>
 
 #include "ir/effects.h"
@@ -239,6 +240,70 @@ Value* selectScalarValue(Node* n, Graph& g) {
   return nullptr;
 }
 
+// A traced model's shape arithmetic (nn.MultiheadAttention's head_dim =
+// embed_dim // num_heads, bsz * num_heads) runs on 0-dim int64 tensors made
+// from sizes: NumToTensor(size), mul, div(.., rounding_mode), then Int() back
+// to a number for a reshape. Each of those allocated a tensor a call (41 ops
+// of a 2+2-layer transformer's 280). Int() of such a chain becomes the same
+// arithmetic on the ints, which runs as numbers; the tensor ops go with dce
+// where nothing else reads them. int64 tensor arithmetic and TorchScript's
+// int arithmetic agree (both wrap); a division rounds to floor as floordiv
+// does, or to zero where both sides are known non-negative (sizes, products
+// and floor quotients of them, non-negative constants).
+struct IntChain {
+  Value* value;   // the int
+  bool nonneg;    // known >= 0
+};
+
+// The int a 0-dim int64 tensor (or an int) holds: with `e`, emitted before
+// its node; without, only whether it is such a chain (nothing emitted).
+std::optional<IntChain> intOf(Value* v, Emitter* e, int depth = 0) {
+  if (depth > 16) return std::nullopt;
+  if (v->type()->isSimple("int")) {
+    const std::optional<int64_t> c = constantInt(v);
+    const std::string_view from = v->node()->kind().toQualString();
+    return IntChain{v, (c && *c >= 0) || from == "aten::size" || from == "aten::len"};
+  }
+  if (!v->type()->isTensor() || mayBeMutated(*v)) return std::nullopt;  // a write would change what Int() reads
+  if (const ConstantTensor* c = boundTensor(v)) {  // a 0-dim int64 constant (nn.MultiheadAttention's num_heads)
+    if (!c->sizes.empty() || !c->hasData() || c->dtype != ScalarType::Long) return std::nullopt;
+    const auto k = static_cast<int64_t>(c->scalarAsDouble(0));
+    if (std::abs(k) > (int64_t{1} << 52)) return std::nullopt;  // read back through a double: exact below 2^53
+    return IntChain{e ? e->i(k) : v, k >= 0};
+  }
+  Node* p = v->node();
+  const std::string_view kind = p->kind().toQualString();
+  if (kind == "prim::NumToTensor" && p->input(0)->type()->isSimple("int")) return intOf(p->input(0), e, depth + 1);
+  const bool add = kind == "aten::add" || kind == "aten::sub";
+  if (kind != "aten::mul" && kind != "aten::div" && !add) return std::nullopt;
+  if (add && (p->inputs().size() != 3 || constantInt(p->input(2)) != std::optional<int64_t>{1})) return std::nullopt;
+  if (kind == "aten::mul" && p->inputs().size() != 2) return std::nullopt;
+  std::string mode;
+  if (kind == "aten::div") {
+    const Node* m = p->inputs().size() == 3 ? p->input(2)->node() : nullptr;
+    const AttrValue* a = m && m->kind() == prim::Constant ? m->attributes().find(attr::value) : nullptr;
+    if (!a || !a->is<std::string>()) return std::nullopt;  // true division: a float
+    mode = a->get<std::string>();
+    if (mode != "floor" && mode != "trunc") return std::nullopt;
+  }
+  const std::optional<IntChain> a = intOf(p->input(0), e, depth + 1);
+  const std::optional<IntChain> b = a ? intOf(p->input(1), e, depth + 1) : std::nullopt;
+  if (!a || !b) return std::nullopt;
+  if (mode == "trunc" && !(a->nonneg && b->nonneg)) return std::nullopt;  // floor == trunc only then
+  const bool both = a->nonneg && b->nonneg;
+  const char* op = kind == "aten::div" ? "aten::floordiv" : kind == "aten::mul" ? "aten::mul"
+                   : kind == "aten::add" ? "aten::add" : "aten::sub";
+  return IntChain{e ? e->op(op, {a->value, b->value}, Type::Int()) : v, kind != "aten::sub" && both};
+}
+
+//   Int(NumToTensor(i))                          ->  i
+//   Int(div(mul(NumToTensor(i), NumToTensor(j)), NumToTensor(k), "floor"))  ->  floordiv(mul(i, j), k)
+Value* intOfTensorArithmetic(Node* n, Graph& g) {
+  if (n->inputs().size() != 1 || !n->output()->type()->isSimple("int") || !intOf(n->input(0), nullptr)) return nullptr;
+  Emitter e(g, n, n);
+  return intOf(n->input(0), &e)->value;
+}
+
 // clang-format off
 const Rule kRules[] = {
   {"transpose-transpose", "aten::transpose", "transpose(transpose(x, a, b), a, b)  ->  x", transposeTranspose},
@@ -259,6 +324,7 @@ const Rule kRules[] = {
   {"isnot-none-known",    "aten::__isnot__", "x is not None  ->  True    (x's type holds no None)", isNoneKnown},
   {"where-scalar-value",  "aten::where",     "where(c, x, t0) -> where(c, x, value)  (t0 a 0-dim float constant)", selectScalarValue},
   {"masked-fill-scalar-value", "aten::masked_fill", "masked_fill(x, m, t0) -> masked_fill(x, m, value)", selectScalarValue},
+  {"int-of-tensor-arithmetic", "aten::Int", "Int(mul(NumToTensor(i), NumToTensor(j)))  ->  mul(i, j)   (and add, sub, floor division)", intOfTensorArithmetic},
 };
 // clang-format on
 

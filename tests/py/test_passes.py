@@ -297,3 +297,25 @@ def test_merge_linears_stacks_projections_of_one_input_and_matches_pytorch(flat)
     x2 = torch.randn(3, 5, 24)  # another shape: the slices and reshapes follow
     with torch.no_grad():
         np.testing.assert_allclose(c(x2.numpy()), model(x2).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_traced_shape_arithmetic_runs_on_ints():
+    # nn.MultiheadAttention traces bsz * num_heads and embed_dim // num_heads
+    # as 0-dim int64 tensors read back with Int(); canonicalize makes them int
+    # arithmetic on the sizes (int-of-tensor-arithmetic), which still follows
+    # the input's sizes call by call.
+    torch.manual_seed(0)
+    m = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0).eval()
+    x = torch.randn(10, 2, 32)
+    c = llga.optimize(torch.jit.trace(m, x))
+    kinds = c.passes[-1].after.kinds
+    assert "prim::NumToTensor" not in kinds and "aten::Int" not in kinds, kinds
+    by = {r.name: r for r in c.passes}
+    assert any("int-of-tensor-arithmetic" in n for r in c.passes if r.name == "canonicalize" for n in r.notes), [
+        r.notes for r in c.passes if r.name == "canonicalize"]
+    for shape in [(10, 2, 32), (7, 3, 32), (1, 1, 32)]:
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            want = m(x).numpy()
+        np.testing.assert_allclose(c(x.numpy()), want, rtol=1e-4, atol=1e-5)
+    assert by["canonicalize"].changed
