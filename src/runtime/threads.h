@@ -35,6 +35,12 @@ constexpr int64_t kParallelGrain = 32768;
 // (a scripted loop's tanh(h * 0.5 + c) on 4x4: 13.5 us per trip against
 // PyTorch's 12), where a loop over a few hundred floats costs well under one.
 constexpr int64_t kTinyElements = 256;
+// Float add, sub, mul, div, max and min on at most this many elements run
+// llga's loop (no oneDNN primitive, any strides): its few cycles an element
+// beat the primitive's fixed cost up to here (a small transformer's 640-float
+// residual add took 5 us through the primitive, a scaled and transposed q of
+// 640 with its relu 12.7).
+constexpr int64_t kSmallBinaryElements = 4096;
 // A matrix product below this many multiply-adds likewise (a 10x32x32 one of
 // a small transformer took 10 us with the team).
 constexpr int64_t kSerialMacs = 1 << 17;

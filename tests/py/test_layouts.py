@@ -1090,15 +1090,15 @@ _PERMUTED_BINARY = """
 import numpy as np, torch, llga
 
 def f(q, k, x, g, y, s, m, w, bias):
-    qt = q.view(25, 4, 16).transpose(0, 1)  # dense, dims in memory order 1, 0, 2 (emformer's scaled query)
-    kt = k.view(25, 4, 16).transpose(0, 1)
+    qt = q.view(100, 4, 16).transpose(0, 1)  # dense, dims in memory order 1, 0, 2 (emformer's scaled query)
+    kt = k.view(100, 4, 16).transpose(0, 1)
     # convnext's layer scale: a 16x1x1 gain on an NHWC result seen as NCHW
     # (the gain's size-1 dims, permuted, looked like a blocked layout), and
     # its NCHW shortcut added to that NHWC branch
     xt = torch.tanh(x).permute(0, 3, 1, 2)
     # swin's shifted-window mask, shared by the heads (oneDNN's jit kernel
     # takes it once the dims are merged: 8x3x49 + 8x1x49)
-    masked = torch.tanh(s).view(1, 8, 3, 7, 7) + m.unsqueeze(1).unsqueeze(0)
+    masked = torch.tanh(s).view(1, 32, 3, 7, 7) + m.unsqueeze(1).unsqueeze(0)
     # and its position bias added to the attention scores (a post-op of the matmul)
     scores = torch.matmul(s, w) + bias
     # mvit's relative positions added in place into a slice (a strided dst:
@@ -1109,9 +1109,10 @@ def f(q, k, x, g, y, s, m, w, bias):
     return (qt * 0.25, qt + kt, qt - torch.arange(16.0), torch.maximum(qt, kt), g * xt, xt + y, masked, scores,
             attn, torch.arange(16.0) - qt)
 
-q, k = torch.randn(25, 1, 64), torch.randn(25, 1, 64)
-x, g, y = torch.randn(1, 6, 7, 16), torch.randn(16, 1, 1), torch.randn(1, 16, 6, 7)
-s, m, w, bias = torch.randn(8, 3, 7, 7), torch.randn(8, 7, 7), torch.randn(8, 3, 7, 7), torch.randn(1, 3, 7, 7)
+# sizes above kSmallBinaryElements (4096), below which llga's own loop runs instead of oneDNN
+q, k = torch.randn(100, 1, 64), torch.randn(100, 1, 64)
+x, g, y = torch.randn(1, 24, 14, 16), torch.randn(16, 1, 1), torch.randn(1, 16, 24, 14)
+s, m, w, bias = torch.randn(32, 3, 7, 7), torch.randn(32, 7, 7), torch.randn(32, 3, 7, 7), torch.randn(1, 3, 7, 7)
 args = (q, k, x, g, y, s, m, w, bias)
 c = llga.optimize(torch.jit.trace(f, args))
 for got, want in zip(c(*[t.numpy() for t in args]), f(*args)):

@@ -301,7 +301,7 @@ std::optional<std::array<Tensor, 3>> mergedDims(const Tensor& a, const Tensor& b
 
 // a op b into out (float32, a has out's shape, b broadcasts) on oneDNN.
 void dnnlBinaryRun(ExecContext& ctx, BinCache& cache, Bin op, const Tensor& a_in, const Tensor& b, const Tensor& out) {
-  if (out.numel() <= kTinyElements && stridedBinaryF32(op, a_in, b, out)) return;  // b broadcasts as it is
+  if (out.numel() <= kSmallBinaryElements && stridedBinaryF32(op, a_in, b, out)) return;  // b broadcasts as it is
   Shape bshape(out.dim() - b.dim(), 1);
   bshape.insert(bshape.end(), b.sizes().begin(), b.sizes().end());
   Tensor a = a_in, bb = b.dim() == out.dim() ? b : b.view(bshape);
