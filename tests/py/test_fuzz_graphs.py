@@ -41,6 +41,8 @@ FOUND = {
     432428: "a conv's per-channel divisor [16, 1, 1] at another batch: its tail binary op reordered it at rank 3",
     1795791255: "a group reading x.unsqueeze(3) moved past x.add_(c).add_(m): the fuser missed that the second "
                 "add_ writes x (through the first's result)",
+    1795823769: "a grouped 1x1 conv's tail binary op (* x) with tanh post-ops on nChw4c: oneDNN wrote past its dst "
+                "(heap corruption)",
 }
 
 

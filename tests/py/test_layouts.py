@@ -1231,6 +1231,34 @@ def test_conv_with_a_full_size_binary_operand_keeps_a_jit_kernel():
         assert not any(s in conv_chain for s in slow), (conv_alone, conv_chain)
 
 
+@pytest.mark.parametrize("chain", ["mul", "mul_tanh", "mul_tanh_abs_add"])
+def test_split_chain_on_a_four_channel_block(chain):
+    # A grouped 1x1 convolution with 4 channels a group runs in nChw4c on
+    # AVX-512; its full-size mul(x) ran as a binary primitive in place, and
+    # oneDNN 2.6's jit binary with eltwise post-ops on that layout wrote past
+    # its dst (heap corruption; fuzz seed 1795823769). llga splits such a
+    # chain only where the tail needs no post-ops there. Several calls: the
+    # corruption showed on a later allocation.
+    torch.manual_seed(9)
+    w = torch.randn(8, 4, 1, 1)
+
+    class Grouped(nn.Module):
+        def forward(self, x):
+            y = F.conv2d(x, w, None, groups=2) * x
+            if chain != "mul":
+                y = torch.tanh(y)
+            if chain == "mul_tanh_abs_add":
+                y = y.abs() + 0.5
+            return y
+
+    x = torch.randn(1, 8, 8, 11)
+    c = compile_and_check(Grouped(), x)
+    with torch.no_grad():
+        want = Grouped()(x).numpy()
+    for _ in range(4):
+        np.testing.assert_allclose(c(x.numpy()), want, rtol=1e-5, atol=1e-5)
+
+
 class _BinaryChain(nn.Module):
     def __init__(self, oc, mode):
         super().__init__()

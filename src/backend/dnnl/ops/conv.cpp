@@ -488,6 +488,12 @@ class ConvKernel final : public Kernel {
       const memory::desc dst_md = pd.dst_desc();
       bool padded = false;
       for (int d = 0; d < dst_md.data.ndims; ++d) padded = padded || dst_md.data.padded_dims[d] != dst_md.data.dims[d];
+      // Nor on a dst blocked by other than 8 or 16 channels: oneDNN 2.6's jit
+      // binary with an eltwise post-op on nChw4c (a grouped 1x1 convolution
+      // with 4 channels a group, on AVX-512) wrote past its dst and corrupted
+      // the heap (found by scripts/fuzz_graphs.py, seed 1795823769).
+      const auto& blk = dst_md.data.format_desc.blocking;
+      for (int i = 0; i < blk.inner_nblks; ++i) padded = padded || (blk.inner_blks[i] != 8 && blk.inner_blks[i] != 16);
       std::vector<memory::desc> mds;  // in chain order; full-size ones in dst's layout
       std::vector<bool> moved;
       for (size_t i = 0; i < ops.size(); ++i) {
@@ -503,7 +509,7 @@ class ConvKernel final : public Kernel {
         std::vector<PostOp> after;
         std::vector<memory::desc> after_mds;
         for (++i; i < ops.size() && !full[i]; ++i) {
-          if (padded) return;  // no post-ops on a binary primitive there, not even eltwise ones
+          if (padded) return;  // no post-ops on a binary primitive there (above), not even eltwise ones
           if (operand_of[i] >= 0) {
             t.binary_at.push_back(static_cast<int>(after.size()));
             after_mds.push_back(mds[static_cast<size_t>(operand_of[i])]);
