@@ -280,10 +280,9 @@ std::optional<IntChain> intOf(Value* v, Emitter* e, int depth = 0) {
   if (kind == "aten::mul" && p->inputs().size() != 2) return std::nullopt;
   std::string mode;
   if (kind == "aten::div") {
-    const Node* m = p->inputs().size() == 3 ? p->input(2)->node() : nullptr;
-    const AttrValue* a = m && m->kind() == prim::Constant ? m->attributes().find(attr::value) : nullptr;
-    if (!a || !a->is<std::string>()) return std::nullopt;  // true division: a float
-    mode = a->get<std::string>();
+    const std::optional<std::string> m = p->inputs().size() == 3 ? constantString(p->input(2)) : std::nullopt;
+    if (!m) return std::nullopt;  // true division: a float
+    mode = *m;
     if (mode != "floor" && mode != "trunc") return std::nullopt;
   }
   const std::optional<IntChain> a = intOf(p->input(0), e, depth + 1);

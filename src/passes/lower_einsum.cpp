@@ -109,11 +109,9 @@ class LowerEinsum final : public Pass {
   bool lower(Graph& g, Node* n) {
     if (n->inputs().size() < 2 || n->outputs().size() != 1) return skip(n, "unexpected arity");
     if (n->inputs().size() > 2 && !isNone(n->input(2))) return skip(n, "a contraction path is given");
-    const Node* eq_node = n->input(0)->node();
-    if (eq_node->kind() != prim::Constant || !eq_node->hasAttribute(attr::value) ||
-        !eq_node->attr(attr::value).is<std::string>())
-      return skip(n, "the equation is not a constant");
-    const std::string eq = eq_node->attr(attr::value).get<std::string>();
+    const std::optional<std::string> eq_constant = constantString(n->input(0));
+    if (!eq_constant) return skip(n, "the equation is not a constant");
+    const std::string& eq = *eq_constant;
     const Node* list = n->input(1)->node();
     if (list->kind() != prim::ListConstruct || list->inputs().size() != 2) return skip(n, "not two listed operands");
     Value* a = list->input(0);

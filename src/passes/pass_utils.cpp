@@ -35,6 +35,14 @@ std::optional<int64_t> constantInt(const Value* v) {
   return std::nullopt;
 }
 
+std::optional<std::string> constantString(const Value* v) {
+  const Node* n = v->node();
+  if (n->kind() != prim::Constant) return std::nullopt;
+  const AttrValue* a = n->attributes().find(attr::value);
+  if (!a || !a->is<std::string>()) return std::nullopt;
+  return a->get<std::string>();
+}
+
 std::optional<std::vector<int64_t>> constantInts(const Value* v) {
   const Node* n = v->node();
   std::vector<int64_t> out;

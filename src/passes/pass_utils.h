@@ -18,6 +18,8 @@ bool isNone(const Value* v);
 // A constant int, float or bool, as a double.
 std::optional<double> constantNumber(const Value* v);
 std::optional<int64_t> constantInt(const Value* v);
+// A constant str (an equation, a mode name).
+std::optional<std::string> constantString(const Value* v);
 // An int[] given as a constant or as a prim::ListConstruct of constant ints.
 std::optional<std::vector<int64_t>> constantInts(const Value* v);
 // "aten::relu_ at f.py:3:4 (%y)"

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ir/strides.h"
+#include "passes/pass_utils.h"
 #include "passes/shape_fn_helpers.h"
 
 namespace llga::shape_fn {
@@ -44,11 +45,10 @@ Out padShape(const ShapeArgs& a) {
   std::vector<int64_t> xs = sizesOf(*x);
   if (pad->size() / 2 > xs.size()) return std::nullopt;
   if (a.node().kind().toQualString() == std::string_view("aten::pad")) {
-    const Value* mode = a.node().inputs().size() > 2 ? a.node().input(2) : nullptr;
-    const Node* m = mode ? mode->node() : nullptr;
-    if (!m || m->kind() != prim::Constant || !m->hasAttribute(attr::value) || !m->attr(attr::value).is<std::string>())
-      return std::nullopt;
-    const std::string& mode_name = m->attr(attr::value).get<std::string>();
+    const std::optional<std::string> mode =
+        a.node().inputs().size() > 2 ? constantString(a.node().input(2)) : std::nullopt;
+    if (!mode) return std::nullopt;
+    const std::string& mode_name = *mode;
     if (mode_name != "constant" && mode_name != "reflect" && mode_name != "replicate" && mode_name != "circular")
       return std::nullopt;
   }
