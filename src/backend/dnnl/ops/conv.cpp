@@ -228,6 +228,11 @@ class ConvKernel final : public Kernel {
     q.nsp = 2;
     return q;
   }
+  // A chain operand of a lifted convolution: [.., C, W] -> [.., C, 1, W] (a [W] one broadcasts either way).
+  static Tensor heightOne(ExecContext& ctx, const Tensor& t) {
+    if (t.dim() == 0) return t;
+    return (t.isBlocked() ? toPlain(ctx, t) : t).unsqueeze(-2);
+  }
 
   // The convolution on batched x (a 2-D one of height 1 where `lifted`: its
   // operands get that dim too, and the output loses it).
@@ -243,7 +248,7 @@ class ConvKernel final : public Kernel {
                                     x.describe());
       Tensor out = Tensor::empty(ScalarType::Float, outShape(x, w, p));
       for (size_t i = anchor_inputs_; i < a.num_in; ++i)
-        checkOperandFits(lifted && a.tensor(i).dim() > 0 ? a.tensor(i).unsqueeze(-2) : a.tensor(i), out.sizes());
+        checkOperandFits(lifted ? heightOne(a.ctx, a.tensor(i)) : a.tensor(i), out.sizes());
       return result(out);
     }
 
@@ -259,11 +264,7 @@ class ConvKernel final : public Kernel {
     key.push_back(p.transposed);
     std::vector<Tensor> operands;  // of the Binary post-ops, in chain order
     for (size_t i = anchor_inputs_; i < a.num_in; ++i) {
-      Tensor t = a.tensor(i);
-      if (lifted && t.dim() > 0) {
-        if (t.isBlocked()) t = toPlain(a.ctx, t);
-        t = t.unsqueeze(-2);  // [.., C, W] -> [.., C, 1, W]; a [W] one broadcasts either way
-      }
+      Tensor t = lifted ? heightOne(a.ctx, a.tensor(i)) : a.tensor(i);
       if (t.dtype() != ScalarType::Float && !lowPrecisionResidual(t)) t = t.to(ScalarType::Float);
       addToKey(key, t);
       operands.push_back(std::move(t));
