@@ -44,7 +44,8 @@ inline std::shared_ptr<void> keepAlive(py::object o) {
 }
 
 // Element strides of arr, or false when they are negative or not whole elements.
-inline bool elementStrides(const py::array& arr, std::vector<int64_t>& sizes, std::vector<int64_t>& strides) {
+template <typename Dims>  // Shape or std::vector<int64_t>
+bool elementStrides(const py::array& arr, Dims& sizes, Dims& strides) {
   auto item = static_cast<int64_t>(arr.itemsize());
   bool ok = true;
   for (py::ssize_t d = 0; d < arr.ndim(); ++d) {

@@ -43,7 +43,7 @@ struct KernelArgs {
   double toDouble(size_t i) const { return in[i]->toDouble(); }
   bool toBool(size_t i) const { return in[i]->toBool(); }
   bool isNone(size_t i) const { return i >= num_in || in[i]->isNone(); }
-  std::vector<int64_t> intList(size_t i) const { return in[i]->intList(); }
+  Shape intList(size_t i) const { return in[i]->intList(); }
   void set(size_t i, RtValue v) const { *out[i] = std::move(v); }
   bool inputDies(size_t i) const { return i < 64 && ((dying >> i) & 1u); }
   bool stridedOutputOk(size_t i) const { return i < 64 && ((strided_out >> i) & 1u); }

@@ -8,16 +8,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/shape.h"
+
 namespace llga {
 
 template <size_t N>
 struct StridedLoop {
-  std::vector<int64_t> sizes;                    // outer..inner, after merging
-  std::array<std::vector<int64_t>, N> strides;   // in bytes
+  Shape sizes;                    // outer..inner, after merging
+  std::array<Shape, N> strides;   // in bytes
 };
 
 template <size_t N>
-StridedLoop<N> makeLoop(const std::vector<int64_t>& sizes, const std::array<std::vector<int64_t>, N>& byte_strides) {
+StridedLoop<N> makeLoop(const Shape& sizes, const std::array<Shape, N>& byte_strides) {
   StridedLoop<N> loop;
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] == 1) continue;  // size-1 dims do not move
@@ -52,7 +54,7 @@ void forEachInner(const StridedLoop<N>& loop, std::array<char*, N> base, Fn&& fn
     fn(base, count, inner);
     return;
   }
-  std::vector<int64_t> idx(nd - 1, 0);
+  Shape idx(nd - 1, 0);
   int64_t outer = 1;
   for (size_t d = 0; d + 1 < nd; ++d) outer *= loop.sizes[d];
   std::array<char*, N> p = base;

@@ -14,10 +14,11 @@
 #include <vector>
 
 #include "ir/type.h"
+#include "runtime/shape.h"
 
 namespace llga {
 
-using Shape = std::vector<int64_t>;
+// Shape (runtime/shape.h): sizes or strides, inline up to 6 dims.
 
 // A buffer. Owned (aligned allocation) or borrowed from someone else (a numpy
 // array, a torch tensor), in which case `owner` keeps that memory alive.

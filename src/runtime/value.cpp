@@ -54,9 +54,9 @@ bool RtValue::sameKey(const RtValue& o) const {
   if (isInt() || isDouble() || isBool()) return (o.isInt() || o.isDouble() || o.isBool()) && toDouble() == o.toDouble();
   throw std::invalid_argument(std::string("unsupported dict key type ") + kindName());
 }
-std::vector<int64_t> RtValue::intList() const {
+Shape RtValue::intList() const {
   if (isInt()) return {toInt()};
-  std::vector<int64_t> out;
+  Shape out;
   for (const RtValue& x : *list()) out.push_back(x.toInt());
   return out;
 }

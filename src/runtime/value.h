@@ -64,7 +64,7 @@ struct RtValue {
   const RtDict& dict() const;
   // Equality of dict keys (str, int, float, bool).
   bool sameKey(const RtValue& o) const;
-  std::vector<int64_t> intList() const;  // int[] (also accepts a single int)
+  Shape intList() const;  // int[] (also accepts a single int)
 };
 
 RtValue makeList(std::vector<RtValue> items);

@@ -627,7 +627,7 @@ void registerShapeOps(OpRegistry& r) {
   // roll(self, shifts, dims)
   r.add("aten::roll", 2, 3, [](const KernelArgs& a) {
     Tensor t = a.tensor(0);
-    Shape shifts = a.intList(1), dims = a.num_in > 2 ? a.intList(2) : Shape{};
+    Shape shifts = a.intList(1), dims = a.num_in > 2 ? Shape(a.intList(2)) : Shape{};
     if (dims.empty()) {
       Tensor flat = t.contiguous().view({t.numel()});
       dims = {0};
