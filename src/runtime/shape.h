@@ -155,7 +155,7 @@ class Shape {
   }
   template <typename It, typename = std::enable_if_t<!std::is_integral_v<It>>>
   iterator insert(const_iterator pos, It first, It last) {
-    const std::vector<int64_t> items(first, last);  // the range may be this shape's own
+    const Shape items(first, last);  // the range may be this shape's own
     const size_t at = gap(pos, items.size());
     std::copy(items.begin(), items.end(), data() + at);
     return data() + at;

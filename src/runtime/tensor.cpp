@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
+#include <memory_resource>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -333,8 +335,27 @@ bool Tensor::isContiguous() const {
   return true;
 }
 
+namespace {
+
+// (stride, size) pairs of a tensor's dims: on the stack for up to 8 dims
+// (these checks run on every view a kernel is handed), on the heap beyond.
+class DimPairs {
+ public:
+  explicit DimPairs(size_t n) : res_(buf_.data(), buf_.size()), v_(&res_) { v_.reserve(n); }
+  std::pmr::vector<std::pair<int64_t, int64_t>>& operator*() { return v_; }
+  std::pmr::vector<std::pair<int64_t, int64_t>>* operator->() { return &v_; }
+
+ private:
+  alignas(16) std::array<std::byte, 8 * sizeof(std::pair<int64_t, int64_t>)> buf_;
+  std::pmr::monotonic_buffer_resource res_;
+  std::pmr::vector<std::pair<int64_t, int64_t>> v_;
+};
+
+}  // namespace
+
 bool Tensor::stridesNest() const {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims that step
+  DimPairs pairs(sizes_.size());
+  auto& dims = *pairs;  // (stride, size) of the dims that step
   for (size_t i = 0; i < sizes_.size(); ++i)
     if (sizes_[i] > 1 && strides_[i] != 0) dims.emplace_back(strides_[i] < 0 ? -strides_[i] : strides_[i], sizes_[i]);
   std::sort(dims.begin(), dims.end());
@@ -346,7 +367,8 @@ bool Tensor::stridesNest() const {
 bool Tensor::mayOverlapItself() const {
   // Dims of 2+ elements by increasing stride: each must step past everything
   // the smaller ones span (a sufficient condition for distinct addresses).
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  DimPairs pairs(sizes_.size());
+  auto& dims = *pairs;  // (stride, size)
   for (size_t i = 0; i < sizes_.size(); ++i) {
     if (sizes_[i] == 0) return false;
     if (sizes_[i] > 1) dims.emplace_back(strides_[i] < 0 ? -strides_[i] : strides_[i], sizes_[i]);

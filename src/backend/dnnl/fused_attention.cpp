@@ -577,8 +577,7 @@ void run(const Problem& p, int threads, void* scratch) {
   float* per_thread = kp_all + lay.shared();
   const int64_t blocks = (p.L + kRows - 1) / kRows, tasks = p.batch * blocks;
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, tasks)));
-#pragma omp parallel num_threads(threads)
-  {
+  auto work = [&] {  // on each thread of the team (its loops are OpenMP's orphaned worksharing)
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < p.batch; ++b) {
       packKt(p, b, lay.sp, kp_all + b * p.D * lay.sp);
@@ -591,7 +590,16 @@ void run(const Problem& p, int threads, void* scratch) {
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tasks; ++t) block(p, lay, kp_all, kb_all, vb_all, mine, t / blocks, t % blocks * kRows);
     if (amx) amxEnd();
+  };
+  // Without entering OpenMP where a team of one would run it (0.3 us a call:
+  // runtime/threads.h, parallelFor); not inside another region, whose team
+  // the loops would bind to.
+  if (threads == 1 && !omp_in_parallel()) {
+    work();
+    return;
   }
+#pragma omp parallel num_threads(threads)
+  work();
 }
 
 }  // namespace llga::attention

@@ -281,12 +281,11 @@ Tensor bilinear(ExecContext& ctx, MatmulCache& cache, const Tensor& x1, const Te
   const int64_t n = w.size(0), rows = out.numel() / n, bs = b->stride(0);
   float* o = out.data<float>();
   const float* bias = b->data<float>();
-#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallelFor(rows, out.numel() >= kParallelGrain, [&](int64_t r) {
     float* row = o + r * n;
 #pragma omp simd
     for (int64_t k = 0; k < n; ++k) row[k] += bias[k * bs];
-  }
+  });
   return out;
 }
 

@@ -315,14 +315,13 @@ void prelu(const KernelArgs& a) {
   const float* wp = w.data<float>();
   float* dst = out.data<float>();
   const bool per_channel = w.numel() > 1;
-#pragma omp parallel for schedule(static) if (x.numel() >= kParallelGrain)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallelFor(rows, x.numel() >= kParallelGrain, [&](int64_t r) {
     const float slope = wp[per_channel ? r % channels : 0];
     const float* s = src + r * inner;
     float* d = dst + r * inner;
 #pragma omp simd
     for (int64_t i = 0; i < inner; ++i) d[i] = s[i] > 0.f ? s[i] : slope * s[i];
-  }
+  });
   a.set(0, out);
 }
 
@@ -346,13 +345,12 @@ void glu(const KernelArgs& a) {
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const int64_t row = half * inner;
-#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
-  for (int64_t o = 0; o < outer; ++o) {
+  parallelFor(outer, out.numel() >= kParallelGrain, [&](int64_t o) {
     const float *p = src + o * 2 * row, *q = p + row;
     float* d = dst + o * row;
 #pragma omp simd
     for (int64_t i = 0; i < row; ++i) d[i] = p[i] / (1.0f + std::exp(-q[i]));
-  }
+  });
   a.set(0, out.to(in.dtype()));
 }
 
@@ -395,11 +393,10 @@ const ScalarParamDef kScalarParam[] = {
 template <typename F>
 void floatMap(const float* s, float* d, int64_t n, F f) {
   constexpr int64_t kChunk = 4096;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (int64_t b = 0; b < n; b += kChunk) {
-    const int64_t e = std::min(n, b + kChunk);
+  parallelFor((n + kChunk - 1) / kChunk, n >= kParallelGrain, [&](int64_t c) {
+    const int64_t b = c * kChunk, e = std::min(n, b + kChunk);
     for (int64_t i = b; i < e; ++i) d[i] = f(s[i]);
-  }
+  });
 }
 
 // The float32 fast path of kScalarParam's ops (branch-free where the math allows);

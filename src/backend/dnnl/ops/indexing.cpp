@@ -58,11 +58,10 @@ Tensor indexSelect(const Tensor& input, int64_t dim_arg, const Tensor& index) {
   const auto* src = static_cast<const char*>(x.data());
   auto* dst = static_cast<char*>(out.data());
   const int64_t len = static_cast<int64_t>(idx.size());
-#pragma omp parallel for schedule(static) if (len * inner >= kParallelGrain)
-  for (int64_t r = 0; r < outer * len; ++r) {
+  parallelFor(outer * len, len * inner >= kParallelGrain, [&](int64_t r) {
     const int64_t o = r / len, k = r % len;
     std::memcpy(dst + static_cast<size_t>(r) * row, src + static_cast<size_t>(o * n + idx[static_cast<size_t>(k)]) * row, row);
-  }
+  });
   return input.dim() == 0 ? out.view({}) : out;
 }
 
@@ -86,8 +85,7 @@ Tensor gather(const Tensor& input, int64_t dim_arg, const Tensor& index) {
   const size_t item = x.itemsize();
   const auto* src = static_cast<const char*>(x.data());
   auto* dst = static_cast<char*>(out.data());
-#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallelFor(rows, out.numel() >= kParallelGrain, [&](int64_t r) {
     // The row's coordinates in every dimension but the last.
     int64_t base = 0, rest = r;
     for (int64_t d = rank - 2; d >= 0; --d) {
@@ -100,7 +98,7 @@ Tensor gather(const Tensor& input, int64_t dim_arg, const Tensor& index) {
       const int64_t off = base + idx[static_cast<size_t>(at)] * xstride[dim] + (dim == rank - 1 ? 0 : j * xstride[rank - 1]);
       std::memcpy(dst + static_cast<size_t>(at) * item, src + static_cast<size_t>(off) * item, item);
     }
-  }
+  });
   return out;
 }
 
@@ -284,8 +282,7 @@ void embeddingBag(const KernelArgs& a) {
   const float* wp = wf.data<float>();
   float* op = out.data<float>();
   const int64_t n = static_cast<int64_t>(idx.size());
-#pragma omp parallel for schedule(static) if (n * D >= kParallelGrain)
-  for (int64_t b = 0; b < bags; ++b) {
+  parallelFor(bags, n * D >= kParallelGrain, [&](int64_t b) {
     const int64_t lo = offsets[static_cast<size_t>(b)], hi = b + 1 < static_cast<int64_t>(offsets.size()) ? offsets[static_cast<size_t>(b + 1)] : n;
     float* row = op + b * D;
     int64_t count = 0;
@@ -310,7 +307,7 @@ void embeddingBag(const KernelArgs& a) {
     bag_size.data<int64_t>()[b] = count;
     if (mode == 1 && count > 0)
       for (int64_t j = 0; j < D; ++j) row[j] /= static_cast<float>(count);
-  }
+  });
   a.set(0, out.to(w.dtype()));
   if (a.num_out > 1) a.set(1, offset2bag);
   if (a.num_out > 2) a.set(2, bag_size);

@@ -585,8 +585,7 @@ void registerMatmulOps(OpRegistry& r) {
       const float* q = bc.data<float>();
       const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
       const int64_t n = prod.numel();
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) p[i] = fa * p[i] + (fb == 0.f ? 0.f : fb * q[i]);
+      parallelFor(n, n >= kParallelGrain, [&](int64_t i) { p[i] = fa * p[i] + (fb == 0.f ? 0.f : fb * q[i]); });
       a.set(0, prod);
     });
   }

@@ -207,15 +207,14 @@ Tensor triangle(const Tensor& x, int64_t diagonal, bool lower) {
   const int64_t rows = x.size(-2), cols = x.size(-1), mats = rows * cols == 0 ? 0 : out.numel() / (rows * cols);
   const size_t item = scalarTypeSize(x.dtype());
   auto* base = static_cast<char*>(out.data());
-#pragma omp parallel for schedule(static) if (out.numel() >= kParallelGrain)
-  for (int64_t m = 0; m < mats * rows; ++m) {
+  parallelFor(mats * rows, out.numel() >= kParallelGrain, [&](int64_t m) {
     const int64_t i = m % rows;
     char* row = base + static_cast<size_t>(m * cols) * item;
     // lower keeps columns j <= i + diagonal; upper keeps j >= i + diagonal.
     int64_t edge = std::clamp<int64_t>(i + diagonal + (lower ? 1 : 0), 0, cols);
     if (lower) std::memset(row + edge * item, 0, static_cast<size_t>(cols - edge) * item);
     else std::memset(row, 0, static_cast<size_t>(edge) * item);
-  }
+  });
   return out;
 }
 
