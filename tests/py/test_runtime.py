@@ -184,6 +184,29 @@ def test_threads_setting():
         llga.set_num_threads(old)
 
 
+def test_thread_count_change_rebuilds_primitives():
+    # oneDNN's jit kernels fix their work split when they are made: entries
+    # made at one thread count ran with it after llga.set_num_threads changed
+    # it (a model called once at 1 thread stayed on one thread at 2, and the
+    # other way round). The count is part of each entry's key.
+    m = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 8, 1)).eval()
+    x = torch.randn(1, 8, 20, 20)
+    c = llga.optimize(torch.jit.trace(m, x))
+    want = m(x).detach().numpy()
+    old = llga.get_num_threads()
+    try:
+        built = []
+        for n in (1, 1, 2, 2, 1):
+            llga.set_num_threads(n)
+            np.testing.assert_allclose(c(x.numpy()), want, rtol=1e-4, atol=1e-5)
+            built.append(llga._llga.specialization_stats()["built"])
+        assert built[1] == built[0], built  # the same count again: the same entries
+        assert built[2] > built[1], built   # another count: its own primitives
+        assert built[3] == built[2] and built[4] == built[3], built  # each count's entries kept
+    finally:
+        llga.set_num_threads(old)
+
+
 _THREADS_AFTER_TORCH = """
 import os, torch
 torch.set_num_threads(1)  # what torch does by itself where cpuinfo counts one core

@@ -13,6 +13,8 @@
 #include <mutex>
 #include <vector>
 
+#include <omp.h>
+
 namespace llga {
 
 inline constexpr size_t kMaxSpecializations = 16;
@@ -45,15 +47,20 @@ struct PrimitiveCacheStats {
 };
 PrimitiveCacheStats& primitiveCacheStats();  // process-wide
 
+// Entries are also keyed by OpenMP's thread count where they are made (what
+// oneDNN reads as its maximum): its jit kernels fix their work split at
+// creation, so a primitive made for one thread ran on one thread after
+// llga.set_num_threads(2), and one made for two kept two after (1).
 template <typename Entry>
 class PrimitiveCache {
  public:
   using Key = std::vector<int64_t>;
   template <typename Make>
   std::shared_ptr<Entry> get(const Key& key, Make&& make) {
+    const Probe probe{omp_get_max_threads(), key};
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = map_.find(key); it != map_.end()) {
+      if (auto it = map_.find(probe); it != map_.end()) {
         it->second.last_use = ++clock_;
         primitiveCacheStats().hits.fetch_add(1, std::memory_order_relaxed);
         return it->second.entry;
@@ -62,14 +69,14 @@ class PrimitiveCache {
     auto e = std::make_shared<Entry>(make());  // built outside the lock; a racing twin is harmless
     primitiveCacheStats().built.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(mu_);
-    if (map_.size() >= kMaxSpecializations && !map_.count(key)) {
+    if (map_.size() >= kMaxSpecializations && !map_.count(probe)) {
       auto victim = map_.begin();
       for (auto it = map_.begin(); it != map_.end(); ++it)
         if (it->second.last_use < victim->second.last_use) victim = it;
       map_.erase(victim);  // entries in use elsewhere stay alive through their shared_ptr
       primitiveCacheStats().evicted.fetch_add(1, std::memory_order_relaxed);
     }
-    auto [it, inserted] = map_.try_emplace(key, Slot{e, 0});
+    auto [it, inserted] = map_.try_emplace(Stored{probe.threads, key}, Slot{e, 0});
     it->second.last_use = ++clock_;
     return it->second.entry;
   }
@@ -83,8 +90,23 @@ class PrimitiveCache {
     std::shared_ptr<Entry> entry;
     uint64_t last_use;
   };
+  struct Stored {
+    int threads;
+    Key key;
+  };
+  struct Probe {  // a lookup without copying the key
+    int threads;
+    const Key& key;
+  };
+  struct Less {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return a.threads != b.threads ? a.threads < b.threads : a.key < b.key;
+    }
+  };
   mutable std::mutex mu_;
-  std::map<Key, Slot> map_;
+  std::map<Stored, Slot, Less> map_;
   uint64_t clock_ = 0;
 };
 
