@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <utility>
+#include <vector>
 #include <map>
 
 namespace llga {
@@ -55,19 +57,21 @@ struct ArenaPlanner::Buffer {
   }
   ~Buffer() { std::free(data); }
   // Hands out [offset, offset + bytes) unless a block still alive overlaps
-  // it: O(log n) in the blocks alive, whatever the recording's length (a
-  // scripted loop records thousands).
+  // it: a binary search in the blocks alive, whatever the recording's length
+  // (a scripted loop records thousands), and no allocation once the list
+  // has grown to the most blocks alive at once (a std::map allocated a node
+  // per activation).
   bool take(size_t offset, size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto next = busy_.lower_bound(offset);
+    auto next = firstAtOrAfter(offset);
     if (next != busy_.end() && next->first < offset + bytes) return false;
     if (next != busy_.begin() && std::prev(next)->second > offset) return false;
-    busy_.emplace_hint(next, offset, offset + bytes);
+    busy_.insert(next, {offset, offset + bytes});
     return true;
   }
   void give_back(size_t offset) {
     std::lock_guard<std::mutex> lock(mu_);
-    busy_.erase(offset);
+    if (auto it = firstAtOrAfter(offset); it != busy_.end() && it->first == offset) busy_.erase(it);
   }
   bool anyLive() const { return liveCount() > 0; }
   int64_t liveCount() const {
@@ -76,8 +80,13 @@ struct ArenaPlanner::Buffer {
   }
 
  private:
+  std::vector<std::pair<size_t, size_t>>::iterator firstAtOrAfter(size_t offset) {
+    return std::lower_bound(busy_.begin(), busy_.end(), offset,
+                            [](const std::pair<size_t, size_t>& r, size_t o) { return r.first < o; });
+  }
+
   mutable std::mutex mu_;
-  std::map<size_t, size_t> busy_;  // offset -> end of the blocks handed out and not freed
+  std::vector<std::pair<size_t, size_t>> busy_;  // [offset, end) of the blocks handed out and not freed, by offset
 };
 
 namespace {
@@ -147,6 +156,18 @@ class RecordingSource final : public ActivationSource {
   std::shared_ptr<Recording> rec_;
 };
 
+// A block of the arena: gives its bytes back (and uncounts them) when the
+// last tensor on it goes.
+struct PlannedStorage final : Storage {
+  std::shared_ptr<Buffer> buffer;
+  size_t offset = 0, rounded = 0;
+  std::shared_ptr<MemoryMeter> meter;
+  ~PlannedStorage() {
+    if (meter) meter->sub(static_cast<int64_t>(rounded));
+    if (buffer) buffer->give_back(offset);
+  }
+};
+
 class PlannedSource final : public ActivationSource {
  public:
   PlannedSource(std::shared_ptr<const Layout> layout, std::shared_ptr<Buffer> buffer)
@@ -157,19 +178,21 @@ class PlannedSource final : public ActivationSource {
     const Layout& l = *layout_;
     if (!deviated_ && (i >= l.bytes.size() || l.bytes[i] != rounded)) deviated_ = true;
     if (deviated_ || l.heap[i]) return Storage::heap(nbytes, rounded, meter);
+    auto s = std::make_shared<PlannedStorage>();  // one allocation, made before the range is taken
     if (!buffer_->take(l.offset[i], rounded)) {  // lifetimes differ from the recording
       deviated_ = true;
       return Storage::heap(nbytes, rounded, meter);
     }
-    if (meter) meter->add(static_cast<int64_t>(rounded));
-    auto s = std::make_shared<Storage>();
     s->data = static_cast<char*>(buffer_->data) + l.offset[i];
     s->nbytes = nbytes;
     s->owned = true;
-    s->owner = std::shared_ptr<void>(s->data, [buf = buffer_, offset = l.offset[i], meter, rounded](void*) {
-      if (meter) meter->sub(static_cast<int64_t>(rounded));
-      buf->give_back(offset);
-    });
+    s->buffer = buffer_;
+    s->offset = l.offset[i];
+    s->rounded = rounded;
+    if (meter) {
+      meter->add(static_cast<int64_t>(rounded));
+      s->meter = meter;
+    }
     return s;
   }
 
