@@ -6,7 +6,6 @@
 #include <iterator>
 #include <utility>
 #include <vector>
-#include <map>
 
 namespace llga {
 

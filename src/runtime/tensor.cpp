@@ -343,7 +343,6 @@ class DimPairs {
  public:
   explicit DimPairs(size_t n) : res_(buf_.data(), buf_.size()), v_(&res_) { v_.reserve(n); }
   std::pmr::vector<std::pair<int64_t, int64_t>>& operator*() { return v_; }
-  std::pmr::vector<std::pair<int64_t, int64_t>>* operator->() { return &v_; }
 
  private:
   alignas(16) std::array<std::byte, 8 * sizeof(std::pair<int64_t, int64_t>)> buf_;
