@@ -1,5 +1,7 @@
 #include "runtime/value.h"
 
+#include <cmath>
+#include <optional>
 #include <stdexcept>
 
 namespace llga {
@@ -49,9 +51,28 @@ const RtDict& RtValue::dict() const {
   if (auto* d = std::get_if<RtDict>(&v)) return *d;
   wrongKind(*this, "a dict");
 }
+namespace {
+// Python's equality of an int and a float: exact, not through a double
+// (2**53 + 1 != float(2**53)).
+bool intEqualsDouble(int64_t i, double d) {
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != std::trunc(d)) return false;
+  return static_cast<int64_t>(d) == i;
+}
+}  // namespace
+
 bool RtValue::sameKey(const RtValue& o) const {
   if (auto* s = std::get_if<std::string>(&v)) return std::holds_alternative<std::string>(o.v) && *s == o.str();
-  if (isInt() || isDouble() || isBool()) return (o.isInt() || o.isDouble() || o.isBool()) && toDouble() == o.toDouble();
+  auto asInt = [](const RtValue& x) -> std::optional<int64_t> {  // ints and bools (True == 1)
+    if (auto* i = std::get_if<int64_t>(&x.v)) return *i;
+    if (auto* b = std::get_if<bool>(&x.v)) return *b ? 1 : 0;
+    return std::nullopt;
+  };
+  const std::optional<int64_t> a = asInt(*this), b = asInt(o);
+  if (a && b) return *a == *b;  // the common case (Dict[int, ...]), exact beyond 2**53
+  if (a && o.isDouble()) return intEqualsDouble(*a, o.toDouble());
+  if (b && isDouble()) return intEqualsDouble(*b, toDouble());
+  if (isDouble()) return o.isDouble() && toDouble() == o.toDouble();
+  if (a) return false;  // an int against a string or anything else
   throw std::invalid_argument(std::string("unsupported dict key type ") + kindName());
 }
 Shape RtValue::intList() const {

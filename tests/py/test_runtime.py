@@ -2,7 +2,7 @@
 
 import gc
 import os
-from typing import List
+from typing import Dict, List
 
 import numpy as np
 import pytest
@@ -265,6 +265,32 @@ def test_number_ops_run_directly_as_pytorch_does_and_as_their_kernels_do(a, b, f
         np.testing.assert_array_equal(c(x.numpy(), a, b, f), want)
     kinds = {e["name"] for e in llga.profiler.events()}
     assert {"aten::floordiv", "aten::remainder", "aten::div", "prim::max"} <= kinds
+
+
+@torch.jit.script
+def _big_int_keys(x: torch.Tensor, n: int):
+    d: Dict[int, int] = {}
+    base = 9007199254740992  # 2**53: base + 1 has no double of its own
+    for i in range(n):
+        k = base + i % 3
+        if k in d:
+            d[k] = d[k] + 1
+        else:
+            d[k] = 1
+    t = 0
+    for k in d.keys():
+        t = t * 10 + d[k]
+    return x + float(len(d) * 1000 + t)
+
+
+def test_dict_int_keys_compare_exactly():
+    # Keys were compared as doubles: 2**53 and 2**53 + 1 were one key (a
+    # dict of 2 where PyTorch has 3).
+    x = torch.zeros(2)
+    c = llga.optimize(_big_int_keys, example_inputs=(x, 7))
+    want = _big_int_keys(x, 7).numpy()
+    assert want[0] == 3322.0
+    np.testing.assert_array_equal(c(x.numpy(), 7), want)
 
 
 def test_number_op_errors_name_the_op_and_line():
