@@ -289,7 +289,8 @@ Tensor biasForInt8(const Tensor& bias, const std::vector<float>& scales) {
   const float* from = static_cast<const float*>(given.data());
   float* to = static_cast<float*>(out.data());
   const int64_t n = static_cast<int64_t>(scales.size()), total = out.numel();
-  if (n == 0 || total % n != 0) throw std::logic_error("int8 bias of " + std::to_string(total) + " for " + std::to_string(n) + " scales");
+  if (n == 0 || total % n != 0)
+    throw std::logic_error("int8 bias of " + std::to_string(total) + " for " + std::to_string(n) + " scales");
   // Runs on every call of an int8 convolution or linear: vectorised, no modulo
   for (int64_t at = 0; at < total; at += n)
 #pragma omp simd
