@@ -38,6 +38,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "ir/ops.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 
@@ -277,7 +278,7 @@ class AssignPrecision final : public Pass {
       // shifted by 128. oneDNN's VNNI kernels multiply u8 by s8; an s8 source
       // costs them a shift and a compensation that measured 10-30% more than
       // a zero point (mobilenet_v2's expand convolutions).
-      const bool shifted = !non_negative && c.op->kind().toQualString().find("conv") != std::string::npos;
+      const bool shifted = !non_negative && hasTrait(c.op->kind(), op_trait::Conv);
       q.is_unsigned = non_negative || shifted;
       q.zero_point = shifted ? 128 : 0;
       changed |= setPrecision(*c.op, Precision::INT8);
@@ -301,7 +302,7 @@ class AssignPrecision final : public Pass {
     auto int8Conv = [](const Node& n) {
       const Node* a = anchorOf(n);
       return a && precisionOf(n) == Precision::INT8 && precisionOf(*a) == Precision::INT8 &&
-             activationQuantOf(*a) && a->kind().toQualString().find("conv") != std::string::npos;
+             activationQuantOf(*a) && hasTrait(a->kind(), op_trait::Conv);
     };
     // llga.quantize's own quantization (not the graph's: there a residual
     // read quantized would differ from the graph's fp32 one).

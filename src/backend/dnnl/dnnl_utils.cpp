@@ -1,7 +1,6 @@
 #include "backend/dnnl/dnnl_utils.h"
 
 #include <algorithm>
-#include <array>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -102,21 +101,12 @@ Shape unitDimStrides(const Shape& sizes, Shape strides) {
 }
 
 bool dnnlDescribable(const Tensor& t) {
-  // (stride, size) of the dims of extent > 1; on the stack (this runs for
-  // every elementwise op, where a heap vector was a visible share of a small
-  // op's time); oneDNN takes at most DNNL_MAX_NDIMS dims anyway
+  // oneDNN takes at most DNNL_MAX_NDIMS dims, positive strides, and dims
+  // that nest (Tensor::stridesNest, which sorts them on the stack)
   if (t.dim() > DNNL_MAX_NDIMS) return false;
-  std::array<std::pair<int64_t, int64_t>, DNNL_MAX_NDIMS> dims;
-  size_t n = 0;
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (t.size(d) <= 1) continue;
-    if (t.stride(d) <= 0) return false;
-    dims[n++] = {t.stride(d), t.size(d)};
-  }
-  std::sort(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(n));
-  for (size_t i = 1; i < n; ++i)
-    if (dims[i].first < dims[i - 1].first * dims[i - 1].second) return false;
-  return true;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1 && t.stride(d) <= 0) return false;
+  return t.stridesNest();
 }
 
 dnnl::memory::desc plainDesc(const Tensor& t) { return plainDesc(t, t.sizes()); }
