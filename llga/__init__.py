@@ -72,7 +72,10 @@ def cpu_capabilities() -> dict:
     convolutions), ``llga_winograd`` (llga's own AVX2 Winograd F(2x2,3x3)
     can run, used for 3x3 convolutions where oneDNN has none: the CPU has
     AVX2 and FMA, oneDNN's ISA is at least AVX2 and ``LLGA_WINOGRAD`` is not
-    "0"), ``bf16`` (bf16 convolutions run on a jit kernel: native with
+    "0"), ``llga_dw_int8`` (llga's own int8 depthwise convolution can run:
+    oneDNN's ISA is AVX512-VNNI or later and ``LLGA_DW_INT8`` is not "0"; it
+    runs int8 3x3-and-similar depthwise convolutions of stride 1 and 64+
+    channels whose output stays int8), ``bf16`` (bf16 convolutions run on a jit kernel: native with
     AVX512-BF16 or AMX, emulated on plain AVX-512; see ``isa``), and
     ``fast_swish`` (llga's own swish runs a final silu on large outputs: the
     CPU has AVX-512F, or AVX2 and FMA, and ``LLGA_FAST_SWISH`` is not "0"),

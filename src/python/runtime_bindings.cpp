@@ -339,6 +339,7 @@ void bindRuntime(py::module_& m) {
     d["isa"] = c.isa;
     d["winograd"] = c.winograd;
     d["llga_winograd"] = c.llga_winograd;
+    d["llga_dw_int8"] = c.llga_dw_int8;
     d["bf16"] = c.bf16;
     d["fast_swish"] = fastSwishEnabled();
     d["fast_gelu"] = fastGeluEnabled();

@@ -149,6 +149,43 @@ def test_signed_conv_activation_is_u8_with_zero_point_128():
     np.testing.assert_allclose(q(x.numpy()), want.numpy(), rtol=1e-4, atol=2e-5)
 
 
+class DwBlock(nn.Module):
+    """A depthwise 3x3 with relu6 whose output a 1x1 reads in int8 (mobilenet's shape of block)."""
+
+    def __init__(self, c, stride=1):
+        super().__init__()
+        torch.manual_seed(c)
+        self.dw = nn.Conv2d(c, c, 3, stride=stride, padding=1, groups=c)
+        self.pw = nn.Conv2d(c, 8, 1)
+
+    def forward(self, x):
+        return self.pw(torch.clamp(self.dw(x), 0, 6))
+
+
+# 144: two blocks of 64 and a 16-channel unit; 96: a block and one overlapping
+# it; 64: one block; stride 2 and 32 channels stay oneDNN's (measured slower)
+@pytest.mark.parametrize("c, stride", [(144, 1), (96, 1), (64, 1), (96, 2), (32, 1)])
+def test_int8_depthwise_is_int8_arithmetic_and_its_kernel_as_decided(c, stride):
+    model = DwBlock(c, stride).eval()
+    calib = calibration_batches((1, c, 10, 11))
+    q = llga.quantize(torch.jit.trace(model, calib[0]), calibration=calib)
+    (_, s_dw, g_dw), (_, s_pw, g_pw) = act_quant(q)
+    assert (g_dw, g_pw) == ("s8", "u8")  # relu6's output is unsigned
+    x = torch.randn(1, c, 10, 11, generator=torch.Generator().manual_seed(3))
+    log = kernel_log(q, x.numpy())
+    own = llga.cpu_capabilities()["llga_dw_int8"] and stride == 1 and c >= 64
+    dw_impl = [e["impl"] for e in log if e.get("inputs") and f"{c}x1x3x3" in str(e["inputs"])]
+    assert len(dw_impl) == 1 and ("llga_dw_int8" in dw_impl[0]) == own, (dw_impl, own)
+    with torch.no_grad():
+        h = torch.clamp(nn.functional.conv2d(fake_quant(x, s_dw, False).double(), fake_quant_weight(model.dw.weight).double(),
+                                             model.dw.bias.double(), stride=stride, padding=1, groups=c), 0, 6)
+        w_pw = fake_quant_weight(model.pw.weight).double()
+        want = nn.functional.conv2d(fake_quant(h, s_pw, True), w_pw, model.pw.bias.double())
+    # one element of h a step off (a product sum landing on a half in float) moves an output by at most this
+    step = s_pw * float(w_pw.abs().max())
+    np.testing.assert_allclose(q(x.numpy()), want.numpy(), rtol=0, atol=1.01 * step)
+
+
 def test_int8_linear_is_int8_arithmetic_on_the_quantized_operands():
     model = Lin().eval()
     calib = calibration_batches((5, 48), n=3)

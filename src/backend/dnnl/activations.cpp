@@ -21,26 +21,6 @@ using vec::kLog2e;
 // The AVX2 form's e^r (below): degree-6 Taylor, highest power first.
 constexpr float kTaylor[] = {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
 
-// x * sigmoid(x) for 16 lanes. With e = exp(-|x|) in [0, 1] (0 below -87:
-// vec::expNonPositive16 never writes a denormal),
-//   x * sigmoid(x) = (x < 0 ? x * e : x) / (1 + e).
-// The divide is a reciprocal estimate and one Newton step (vdivps issues about
-// once per 10-16 cycles). No special case: e is 0 there, so -inf gives
-// -inf * 0 = NaN as PyTorch's silu(-inf) does, and x < -87 gives x * 0 = -0
-// (PyTorch's is at most 7e-38 in magnitude). 20 vector instructions, ~20%
-// faster than the earlier form (degree-6 Taylor, |x| as 0 - abs(x), a
-// compare and blend for -inf).
-LLGA_AVX512 inline __m512 swish16(__m512 x) {
-  const __m512 minus_abs = _mm512_castsi512_ps(
-      _mm512_or_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
-  const __m512 e = vec::expNonPositive16(minus_abs);
-  const __m512 d = _mm512_add_ps(e, _mm512_set1_ps(1.0f));  // in [1, 2]
-  __m512 inv = _mm512_rcp14_ps(d);
-  inv = _mm512_mul_ps(inv, _mm512_fnmadd_ps(d, inv, _mm512_set1_ps(2.0f)));  // Newton step
-  const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-  return _mm512_mul_ps(_mm512_mask_mul_ps(x, neg, x, e), inv);
-}
-
 // f over p[begin, end) in place, 16 lanes at a time, four vectors a step
 // (their independent chains overlap), the tail masked.
 template <__m512 (*f)(__m512)>
@@ -106,7 +86,7 @@ LLGA_AVX2 void swishRangeAvx2(float* p, int64_t begin, int64_t end) {
 
 void swishAnyRange(float* p, int64_t begin, int64_t end) {
   static const bool avx512 = vec::cpuHasAvx512();
-  if (avx512) range16<swish16>(p, begin, end);
+  if (avx512) range16<vec::swish16>(p, begin, end);
   else swishRangeAvx2(p, begin, end);
 }
 

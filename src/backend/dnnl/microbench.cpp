@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/depthwise_int8.h"
 #include "backend/dnnl/winograd.h"
 #include "runtime/threads.h"
 
@@ -97,6 +98,7 @@ DnnlCapabilities dnnlCapabilities() {
   c.isa = dnnlIsaName();
   c.winograd = dnnlHasWinograd();
   c.llga_winograd = winograd::available();
+  c.llga_dw_int8 = dw_int8::available();
   ConvThroughput bf = convThroughput(1, 16, 8, 8, 16, 3, "bf16", 1);
   c.bf16 = bf.supported;
   return c;

@@ -30,6 +30,7 @@ struct DnnlCapabilities {
   std::string isa;        // oneDNN's effective ISA: "avx2", "avx512_core", "avx512_core_bf16", "avx512_core_amx", ...
   bool winograd = false;  // a Winograd fp32 convolution can be created
   bool llga_winograd = false;  // llga's own Winograd (backend/dnnl/winograd.h) can run, for where oneDNN has none
+  bool llga_dw_int8 = false;   // llga's own int8 depthwise convolution (backend/dnnl/depthwise_int8.h) can run
   bool bf16 = false;      // a bf16 convolution runs on a jit kernel (native with AVX512-BF16/AMX, emulated on AVX-512)
 };
 DnnlCapabilities dnnlCapabilities();  // runs a small bf16 convolution to find out

@@ -10,6 +10,8 @@
 // where oneDNN has none (AVX2) llga's own (ownWinogradPays). A chain
 // ending in silu or gelu over a large output runs llga's own activation after
 // the primitive (backend/dnnl/activations.h).
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -22,6 +24,7 @@
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/post_ops.h"
 #include "backend/dnnl/activations.h"
+#include "backend/dnnl/depthwise_int8.h"
 #include "backend/dnnl/winograd.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "backend/dnnl/quantize.h"
@@ -81,6 +84,12 @@ struct ConvEntry {
   std::shared_ptr<const winograd::Weights> own_wino;
   winograd::Geometry wino_geometry;
   std::vector<winograd::Step> wino_steps;
+  // llga's own int8 depthwise convolution (backend/dnnl/depthwise_int8.h)
+  // runs instead of a primitive: src and dst dense channels-last.
+  std::shared_ptr<const dw_int8::Weights> own_dw;
+  dw_int8::Geometry dw_geometry;
+  std::vector<dw_int8::Step> dw_steps;
+  dw_int8::Output dw_out = dw_int8::Output::F32;
   memory::desc bias_md;
   std::vector<memory::desc> operand_mds;  // of the binary post-ops (not the sum), in chain order
   std::vector<bool> operand_reorder;      // per binary operand: given in dst's layout (a reorder per call)
@@ -310,7 +319,7 @@ class ConvKernel final : public Kernel {
       src_data = src_buf.data();
       args->bind(DNNL_ARG_SRC, e->src_md, src_buf.data());
     }
-    if (e->own_wino) {  // transformed once, in the entry
+    if (e->own_wino || e->own_dw) {  // transformed or packed once, in the entry
     } else if (constant_weight_) {
       args->bind(DNNL_ARG_WEIGHTS, e->weights);
     } else {
@@ -393,7 +402,7 @@ class ConvKernel final : public Kernel {
       ++o;
     }
     Tensor bias_copy;
-    if (b && e->int8) {  // oneDNN adds the bias to the int32 sums before scaling them
+    if (b && e->int8 && !e->own_dw) {  // oneDNN adds the bias to the int32 sums before scaling them
       bias_copy = int8::biasForInt8(*b, e->int8_scales);
     } else if (b && !b->isContiguous()) {
       bias_copy = b->contiguous();
@@ -404,6 +413,10 @@ class ConvKernel final : public Kernel {
       winograd::run(*e->own_wino, e->wino_geometry, static_cast<const float*>(src_data),
                     static_cast<float*>(dst.get_data_handle()), bias ? static_cast<const float*>(bias->data()) : nullptr,
                     e->wino_steps, scratch);
+    } else if (e->own_dw) {  // the chain is its steps; the bias as given (real values)
+      void* scratch = ctx.scratchpadData(dw_int8::scratchBytes(e->dw_geometry, omp_get_max_threads()));
+      dw_int8::run(*e->own_dw, e->dw_geometry, static_cast<const uint8_t*>(src_data), dst.get_data_handle(), e->dw_out,
+                   bias ? static_cast<const float*>(bias->data()) : nullptr, e->dw_steps, scratch);
     } else {
       if (bias) args->bind(DNNL_ARG_BIAS, e->bias_md, bias->data());
       if (e->int8 && quant_->act.zero_point != 0)  // the activation's zero point, as oneDNN takes it at run time
@@ -696,6 +709,58 @@ class ConvKernel final : public Kernel {
     return !dnnlHasWinograd() && winograd::available();
   }
 
+  // llga's own int8 depthwise convolution (backend/dnnl/depthwise_int8.h),
+  // where oneDNN's runs no faster than its fp32 one (on AVX512-VNNI CPUs): a
+  // 2-D one with one filter per channel, dilation 1, a u8 activation (a
+  // signed one arrives as u8 with zero point 128), no operand, and a chain
+  // of relu, clip, linear (the quantizing one too) and a final silu. Fills
+  // e's geometry, steps (the silu llga would run after the primitive
+  // becomes the last) and output type. Measured against oneDNN's
+  // brdgmm_dw, batch 1, 2 threads: see docs/benchmarks.md.
+  bool ownDepthwiseInt8(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t oc, const Shape& out,
+                        memory::data_type src_dt, memory::data_type dst_dt, ConvEntry& e) const {
+    if (!dw_int8::available() || x.dim() != 4 || w.dim() != 4 || p.transposed || p.groups != x.size(1) || oc != p.groups ||
+        w.size(1) != 1 || src_dt != memory::data_type::u8 || !e.operand_mds.empty() || e.sum_operand >= 0 ||
+        e.act_after == OwnActivation::GeluErf)
+      return false;
+    for (size_t i = 0; i < 2; ++i)
+      if (p.dilation[i] != 1 || p.stride[i] != 1) return false;
+    if (x.size(1) < 64 || (dst_dt != memory::data_type::u8 && dst_dt != memory::data_type::s8)) return false;
+    std::vector<dw_int8::Step> steps;
+    for (size_t i = 0; i < e.ops.size(); ++i) {
+      const PostOp& op = e.ops[i];
+      if (op.kind != PostOp::Kind::Eltwise) return false;
+      using K = dw_int8::Step::Kind;
+      switch (op.alg) {
+        case PostOpAlg::Relu: steps.push_back({K::Relu, op.alpha, 0}); break;
+        case PostOpAlg::Clip: steps.push_back({K::Clip, op.alpha, op.beta}); break;
+        case PostOpAlg::Linear: steps.push_back({K::Linear, op.alpha, op.beta}); break;
+        case PostOpAlg::Swish:
+          if (op.alpha != 1.0f || i + 1 != e.ops.size()) return false;
+          steps.push_back({K::Swish, 1, 0});
+          break;
+        default: return false;
+      }
+    }
+    if (e.act_after == OwnActivation::Swish) steps.push_back({dw_int8::Step::Kind::Swish, 1, 0});
+    dw_int8::Geometry g;
+    g.n = x.size(0), g.c = x.size(1), g.h = x.size(2), g.w = x.size(3), g.oh = out[2], g.ow = out[3];
+    g.kh = w.size(2), g.kw = w.size(3), g.stride_h = p.stride[0], g.stride_w = p.stride[1];
+    g.pad_t = p.padding_l[0], g.pad_l = p.padding_l[1];
+    const int64_t src[3] = {g.h * g.w * g.c, g.w * g.c, g.c}, dst[3] = {g.oh * g.ow * g.c, g.ow * g.c, g.c};
+    std::copy(src, src + 3, g.src_strides);
+    std::copy(dst, dst + 3, g.dst_strides);
+    if (!dw_int8::supports(g)) return false;
+    e.own_dw = std::make_shared<const dw_int8::Weights>();  // packed with the weights below
+    e.dw_geometry = g;
+    e.dw_steps = std::move(steps);
+    e.dw_out = dst_dt == memory::data_type::u8 ? dw_int8::Output::U8
+               : dst_dt == memory::data_type::s8 ? dw_int8::Output::S8
+                                                  : dw_int8::Output::F32;
+    e.act_after = OwnActivation::None;
+    return true;
+  }
+
   static Shape outShape(const Tensor& x, const Tensor& w, const ConvParams& p) {
     Shape out = {x.size(0), p.transposed ? w.size(1) * p.groups : w.size(0)};
     for (size_t i = 0; i + 2 < static_cast<size_t>(w.dim()); ++i) {
@@ -883,7 +948,12 @@ class ConvKernel final : public Kernel {
       }
       build(src_any);
     };
-    if (mode == Precision::F32 && !p.transposed && ownWinogradPays(x, w, p, oc, out, e)) {
+    if (int8 && ownDepthwiseInt8(x, w, p, oc, out, src_dt, dst_dt, e)) {
+      e.src_md = memory::desc(x.sizes(), src_dt, tag::nhwc);
+      e.dst_md = memory::desc(out, dst_dt, tag::nhwc);
+      e.wei_md = wplain;
+      e.impl = "llga_dw_int8:avx512_vnni";
+    } else if (mode == Precision::F32 && !p.transposed && ownWinogradPays(x, w, p, oc, out, e)) {
       e.own_wino = std::make_shared<const winograd::Weights>();  // filled with the weights below
       e.winograd = true;
       e.wino_geometry = {x.size(0), x.size(1), x.size(2), x.size(3), oc, out[2], out[3], p.padding_l[0], p.padding_l[1]};
@@ -921,7 +991,7 @@ class ConvKernel final : public Kernel {
                                           p.stride, dil, p.padding_l, pad_r);
       dnnl::deconvolution_forward::primitive_desc pd(d, attr, cpuEngine());
       take(pd, dnnl::deconvolution_forward(pd));
-    } else if (!e.winograd) {
+    } else if (!e.winograd && !e.own_dw) {
       conv(dnnl::algorithm::convolution_direct, wei_any);
       // int8 takes what oneDNN picked, unless that is its reference kernel:
       // then fp32 (the fallbacks below build without output scales)
@@ -1011,6 +1081,9 @@ class ConvKernel final : public Kernel {
         e.own_wino = winograd::transformWeights(static_cast<const float*>(plain.data()), strides, oc, x.size(1));
         own_wino_weights_.store(e.own_wino);  // a race transforms twice at worst
       }
+    } else if (e.own_dw) {
+      e.own_dw = dw_int8::pack(static_cast<const int8_t*>(w_q.data()), e.int8_scales.data(), oc, w.size(2), w.size(3),
+                               quant_->act.zero_point);
     } else if (int8) {  // the quantized weight into the primitive's layout (and its compensation, where it has one)
       e.weights_buf = allocateFor(e.wei_md, AllocPurpose::WeightCache);
       ExecContext rctx;
