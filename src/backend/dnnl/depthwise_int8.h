@@ -5,7 +5,7 @@
 // tap on 16 channels, using one of the instruction's four byte products, and
 // vpdpbusd issues on one port where fp32's FMA issues on two: mobilenet_v2's
 // depthwise layers took 457 us a call in int8 against 586 in fp32 (a third of
-// its int8 time), efficientnet_b0's with swish about 1 ms of 4.6.
+// its int8 time).
 //
 // How: a depthwise tap multiplies one channel by one weight, but vpdpbusd
 // sums four adjacent byte products. So the input is interleaved: each dword
@@ -14,10 +14,16 @@
 // four taps of 16 channels. A 3x3 kernel takes 3 vpdpbusd per output pixel
 // and 16 channels instead of 9. Each input column of an output row is
 // interleaved once (byte and word unpacks of 64 channels, 8 shuffles),
-// whatever the stride, into a per-thread row buffer; the unpacks leave
+// whatever the stride, into a per-thread row buffer (channels past the last
+// block of 64: see Units in the .cpp); the unpacks leave
 // channels in a fixed order within each 128-bit lane, which the packed
 // weights, scales and bias follow, and which the saturating packs of the
 // quantized output (or a 128-bit transpose of an fp32 one) undo.
+//
+// Where it runs (ownDepthwiseInt8 in ops/conv.cpp) is where it measured
+// faster: stride 1, 64+ channels, an int8 output (docs/fusion-and-layouts.md
+// has the figures); the kernel itself takes any stride, channel count, kernel
+// up to 8x8 and an fp32 output, and its test covers them.
 //
 // Arithmetic: activations u8 with a zero point (padding reads the zero
 // point, a real 0), weights s8 per output channel, int32 sums; then in float
