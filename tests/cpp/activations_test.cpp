@@ -147,3 +147,30 @@ TEST(Gelu, SplitAcrossThreadsCoversEveryElementOnce) {
   if (!fastGeluEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
   checkThreadSplit(geluErfInPlace, expectGeluClose);
 }
+
+// swishQuantize against swish in double, scaled, rounded half to even and
+// saturated: every length up to past four vectors (each tail), u8 and s8,
+// values spanning both saturations, split across threads (100k elements).
+TEST(SwishQuantize, RoundsAndSaturatesAsTheReference) {
+  if (!swishQuantizeEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (bool is_unsigned : {true, false}) {
+    const float inv_scale = 9.5f;
+    const int32_t zp = is_unsigned ? 128 : -3;
+    for (int64_t n : {1, 15, 16, 17, 63, 64, 65, 79, 100000}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = -30.0f + 60.0f * static_cast<float>((i * 7919) % 1000) / 1000.0f;
+      std::vector<uint8_t> q(static_cast<size_t>(n) + 16, 0xa5);
+      swishQuantize(x.data(), q.data(), n, inv_scale, zp, is_unsigned);
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = reference(x[static_cast<size_t>(i)]) * inv_scale + zp;
+        const double lo = is_unsigned ? 0 : -128, hi = is_unsigned ? 255 : 127;
+        const double want = std::min(std::max(std::nearbyint(v), lo), hi);
+        const double got = is_unsigned ? q[static_cast<size_t>(i)] : static_cast<int8_t>(q[static_cast<size_t>(i)]);
+        // float's swish may land on the other side of a half
+        const double slack = std::fabs(v - std::floor(v) - 0.5) < 1e-4 ? 1 : 0;
+        ASSERT_LE(std::fabs(got - want), slack) << "x=" << x[static_cast<size_t>(i)] << " n=" << n;
+      }
+      for (size_t i = static_cast<size_t>(n); i < q.size(); ++i) ASSERT_EQ(q[i], 0xa5) << "wrote past the end, n=" << n;
+    }
+  }
+}

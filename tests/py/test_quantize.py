@@ -186,6 +186,43 @@ def test_int8_depthwise_is_int8_arithmetic_and_its_kernel_as_decided(c, stride):
     np.testing.assert_allclose(q(x.numpy()), want.numpy(), rtol=0, atol=1.01 * step)
 
 
+class SiluBlock(nn.Module):
+    """An expand 1x1 ending in silu whose output the next 1x1 reads in int8 (efficientnet's)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(6)
+        self.expand, self.project = nn.Conv2d(16, 96, 1), nn.Conv2d(96, 8, 1)
+
+    def forward(self, x):
+        return self.project(nn.functional.silu(self.expand(x)))
+
+
+def test_int8_conv_ending_in_silu_quantizes_after_llga_swish():
+    # oneDNN's int8 kernels run a swish post-op at a fraction of their speed:
+    # where llga's swish can run, the primitive writes fp32 and llga's swish
+    # quantizes it for the next int8 reader (24576 outputs: enough for it)
+    model = SiluBlock().eval()
+    calib = calibration_batches((1, 16, 16, 16))
+    q = llga.quantize(torch.jit.trace(model, calib[0]), calibration=calib)
+    (_, s_in, g_in), (_, s_mid, g_mid) = act_quant(q)
+    assert g_mid == "s8"  # silu's output has negatives: u8 with zero point 128
+    x = torch.randn(1, 16, 16, 16, generator=torch.Generator().manual_seed(7))
+    caps = llga.cpu_capabilities()
+    own = caps["fast_swish"] and caps["isa"].startswith("avx512")
+    (expand,) = [e["impl"] for e in kernel_log(q, x.numpy()) if "96x16x1x1" in str(e.get("inputs"))]
+    assert ("+llga_swish_quantize" in expand) == own, (expand, caps)
+    with torch.no_grad():
+        h = nn.functional.silu(nn.functional.conv2d(fake_quant(x, s_in, g_in == "u8").double(),
+                                                    fake_quant_weight(model.expand.weight).double(),
+                                                    model.expand.bias.double()))
+        w = fake_quant_weight(model.project.weight).double()
+        want = nn.functional.conv2d(fake_quant(h, s_mid, False), w, model.project.bias.double())
+    # an element of h a step off (a product sum or silu landing on a half in float) moves an output by at most this
+    step = s_mid * float(w.abs().max())
+    np.testing.assert_allclose(q(x.numpy()), want.numpy(), rtol=0, atol=1.01 * step)
+
+
 def test_int8_linear_is_int8_arithmetic_on_the_quantized_operands():
     model = Lin().eval()
     calib = calibration_batches((5, 48), n=3)

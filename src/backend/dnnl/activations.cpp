@@ -117,14 +117,14 @@ LLGA_AVX512 inline __m512 gelu16(__m512 x) {
   return _mm512_mul_ps(x, _mm512_mask_sub_ps(q, nonneg, _mm512_set1_ps(1.0f), q));
 }
 
-// range(p, lo, hi) over p[0, n) on llga's threads, in equal parts of whole
-// cache lines; serially below 16k elements a thread.
-template <void (*range)(float*, int64_t, int64_t)>
-void inParallel(float* p, int64_t n) {
+// range(lo, hi) over [0, n) on llga's threads, in equal parts of whole
+// 16-float cache lines; serially below 16k elements a thread.
+template <typename Range>
+void inParallel(int64_t n, const Range& range) {
   constexpr int64_t kPerThreadMin = 16384;  // below this a fork costs more than it saves
   const int threads = static_cast<int>(std::min<int64_t>(getNumThreads(), std::max<int64_t>(1, n / kPerThreadMin)));
   if (threads <= 1) {
-    range(p, 0, n);
+    range(0, n);
     return;
   }
   const int64_t lines = (n + 15) / 16;
@@ -132,7 +132,36 @@ void inParallel(float* p, int64_t n) {
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t lo = std::min(n, lines * t / nt * 16), hi = std::min(n, lines * (t + 1) / nt * 16);
-    range(p, lo, hi);
+    range(lo, hi);
+  }
+}
+
+// q[i] = saturate(round(swish(p[i]) * inv_scale + zero_point)) for i in
+// [begin, end), as u8 (U) or s8; round half to even, as oneDNN's int8 dst.
+template <bool U>
+LLGA_AVX512 void swishQuantizeRange(const float* p, uint8_t* q, int64_t begin, int64_t end, float inv_scale,
+                                    float zero_point) {
+  const __m512 s = _mm512_set1_ps(inv_scale), z = _mm512_set1_ps(zero_point);
+  auto one = [&](__m512 x) LLGA_AVX512 {
+    const __m512i v = _mm512_cvtps_epi32(_mm512_fmadd_ps(vec::swish16(x), s, z));
+    return U ? _mm512_max_epi32(v, _mm512_setzero_si512()) : v;  // (vpmovusdb reads dwords as unsigned)
+  };
+  auto store = [&](int64_t at, __m512i v) LLGA_AVX512 {
+    if constexpr (U) _mm_storeu_si128(reinterpret_cast<__m128i*>(q + at), _mm512_cvtusepi32_epi8(v));
+    else _mm_storeu_si128(reinterpret_cast<__m128i*>(q + at), _mm512_cvtsepi32_epi8(v));
+  };
+  int64_t i = begin;
+  for (; i + 64 <= end; i += 64) {  // four vectors a step, as range16 (their long chains overlap)
+    const __m512i a = one(_mm512_loadu_ps(p + i)), b = one(_mm512_loadu_ps(p + i + 16));
+    const __m512i c = one(_mm512_loadu_ps(p + i + 32)), d = one(_mm512_loadu_ps(p + i + 48));
+    store(i, a), store(i + 16, b), store(i + 32, c), store(i + 48, d);
+  }
+  for (; i + 16 <= end; i += 16) store(i, one(_mm512_loadu_ps(p + i)));
+  if (i < end) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (end - i)) - 1);
+    const __m512i v = one(_mm512_maskz_loadu_ps(m, p + i));
+    if constexpr (U) _mm512_mask_cvtusepi32_storeu_epi8(q + i, m, v);
+    else _mm512_mask_cvtsepi32_storeu_epi8(q + i, m, v);
   }
 }
 
@@ -149,7 +178,18 @@ bool fastSwishEnabled() {
   return cpu && !(env && std::strcmp(env, "0") == 0);
 }
 
-void swishInPlace(float* p, int64_t n) { inParallel<swishAnyRange>(p, n); }
+void swishInPlace(float* p, int64_t n) {
+  inParallel(n, [p](int64_t lo, int64_t hi) { swishAnyRange(p, lo, hi); });
+}
+
+bool swishQuantizeEnabled() { return fastSwishEnabled() && vec::cpuHasAvx512(); }
+
+void swishQuantize(const float* p, void* q, int64_t n, float inv_scale, int32_t zero_point, bool is_unsigned) {
+  auto* out = static_cast<uint8_t*>(q);
+  const float zp = static_cast<float>(zero_point);
+  if (is_unsigned) inParallel(n, [&](int64_t lo, int64_t hi) { swishQuantizeRange<true>(p, out, lo, hi, inv_scale, zp); });
+  else inParallel(n, [&](int64_t lo, int64_t hi) { swishQuantizeRange<false>(p, out, lo, hi, inv_scale, zp); });
+}
 
 bool fastGeluEnabled() {
   static const bool cpu = vec::cpuHasAvx512();
@@ -157,7 +197,9 @@ bool fastGeluEnabled() {
   return cpu && !(env && std::strcmp(env, "0") == 0);
 }
 
-void geluErfInPlace(float* p, int64_t n) { inParallel<range16<gelu16>>(p, n); }
+void geluErfInPlace(float* p, int64_t n) {
+  inParallel(n, [p](int64_t lo, int64_t hi) { range16<gelu16>(p, lo, hi); });
+}
 
 void runOwnActivation(OwnActivation a, float* p, int64_t n) {
   switch (a) {
