@@ -184,8 +184,9 @@ class ConvKernel final : public Kernel {
                : !int8::hasVnni()  ? "fp32: oneDNN's int8 kernels here have no VNNI"
                                    : "fp32: oneDNN has no int8 kernel for this convolution";
     if (e->height_one) detail += (detail.empty() ? "" : "; ") + std::string("1-D depthwise run as 2-D of height 1");
-    return {e->impl + ownActivationSuffix(e->act_after) + (e->swish_quantize ? "+llga_swish_quantize" : ""), layoutName(e->src_md), layoutName(e->wei_md, true),
-            layoutName(e->dst_md), kept ? "kept" : "plain", detail};
+    const std::string impl = e->impl + ownActivationSuffix(e->act_after) + (e->swish_quantize ? "+llga_swish_quantize" : "");
+    return {impl, layoutName(e->src_md), layoutName(e->wei_md, true), layoutName(e->dst_md), kept ? "kept" : "plain",
+            detail};
   }
 
   void run(const KernelArgs& a) override {
@@ -734,15 +735,15 @@ class ConvKernel final : public Kernel {
   // where oneDNN's runs no faster than its fp32 one (on AVX512-VNNI CPUs): a
   // 2-D one with one filter per channel, dilation 1, a u8 activation (a
   // signed one arrives as u8 with zero point 128), no operand, and a chain
-  // of relu, clip, linear (the quantizing one too) and a final silu. Fills
-  // e's geometry, steps (the silu llga would run after the primitive
-  // becomes the last) and output type. Measured against oneDNN's
-  // brdgmm_dw, batch 1, 2 threads: see docs/benchmarks.md.
+  // of relu, clip, linear (the quantizing one too) and a final silu, where
+  // it measured faster than oneDNN's brdgmm_dw: stride 1, 64+ channels, an
+  // int8 output (docs/fusion-and-layouts.md). Fills e's geometry, steps and
+  // output type.
   bool ownDepthwiseInt8(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t oc, const Shape& out,
                         memory::data_type src_dt, memory::data_type dst_dt, ConvEntry& e) const {
     if (!dw_int8::available() || x.dim() != 4 || w.dim() != 4 || p.transposed || p.groups != x.size(1) || oc != p.groups ||
         w.size(1) != 1 || src_dt != memory::data_type::u8 || !e.operand_mds.empty() || e.sum_operand >= 0 ||
-        e.act_after == OwnActivation::GeluErf)
+        e.act_after != OwnActivation::None)
       return false;
     for (size_t i = 0; i < 2; ++i)
       if (p.dilation[i] != 1 || p.stride[i] != 1) return false;
@@ -763,7 +764,6 @@ class ConvKernel final : public Kernel {
         default: return false;
       }
     }
-    if (e.act_after == OwnActivation::Swish) steps.push_back({dw_int8::Step::Kind::Swish, 1, 0});
     dw_int8::Geometry g;
     g.n = x.size(0), g.c = x.size(1), g.h = x.size(2), g.w = x.size(3), g.oh = out[2], g.ow = out[3];
     g.kh = w.size(2), g.kw = w.size(3), g.stride_h = p.stride[0], g.stride_w = p.stride[1];
@@ -775,10 +775,7 @@ class ConvKernel final : public Kernel {
     e.own_dw = std::make_shared<const dw_int8::Weights>();  // packed with the weights below
     e.dw_geometry = g;
     e.dw_steps = std::move(steps);
-    e.dw_out = dst_dt == memory::data_type::u8 ? dw_int8::Output::U8
-               : dst_dt == memory::data_type::s8 ? dw_int8::Output::S8
-                                                  : dw_int8::Output::F32;
-    e.act_after = OwnActivation::None;
+    e.dw_out = dst_dt == memory::data_type::u8 ? dw_int8::Output::U8 : dw_int8::Output::S8;
     return true;
   }
 
