@@ -706,17 +706,41 @@ def test_dynamic_int8_quantizes_each_call_with_its_own_scale():
         llga.quantize(traced, [x], mode="weights")
 
 
-@pytest.mark.parametrize("mode", ["static", "dynamic"])
+class DwSiluChain(nn.Module):
+    """llga's own int8 kernels where the CPU has them: a depthwise convolution
+    (96 channels: a block and one overlapping it) and a silu quantized after
+    llga's swish (96 x 16 x 16 outputs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dw = DwBlock(96).dw
+        torch.manual_seed(8)
+        self.mid, self.out = nn.Conv2d(96, 96, 1), nn.Conv2d(96, 8, 1)
+
+    def forward(self, x):
+        return self.out(nn.functional.silu(self.mid(torch.clamp(self.dw(x), 0, 6))))
+
+
+@pytest.mark.parametrize("mode", ["static", "dynamic", "own_kernels"])
 def test_int8_model_called_concurrently_from_threads(mode):
     """One int8 model (static: int8 edges and quantized weights made once;
-    dynamic: a scale per call) called from four threads with two batch sizes
-    at once: every result as when called alone."""
+    dynamic: a scale per call; own_kernels: llga's int8 depthwise and swish
+    quantization) called from four threads with two batch sizes at once:
+    every result as when called alone."""
     from concurrency import run_concurrently
 
     xs = [np.random.default_rng(i).standard_normal((1 + i % 2, 3, 14, 14)).astype(np.float32) for i in range(4)]
     if mode == "static":
         model = Chain().eval()
         q = llga.quantize(torch.jit.trace(model, torch.from_numpy(xs[0])), calibration=xs[:2])
+    elif mode == "own_kernels":
+        model = DwSiluChain().eval()
+        xs = [np.random.default_rng(i).standard_normal((1 + i % 2, 96, 16, 16)).astype(np.float32) for i in range(4)]
+        q = llga.quantize(torch.jit.trace(model, torch.from_numpy(xs[0])), calibration=xs[:2])
+        impls = " ".join(e["impl"] for e in kernel_log(q, xs[1]) if e.get("impl"))
+        caps = llga.cpu_capabilities()
+        assert ("llga_dw_int8" in impls) == caps["llga_dw_int8"], impls
+        assert ("llga_swish_quantize" in impls) == (caps["fast_swish"] and caps["isa"].startswith("avx512")), impls
     else:
         model = Mlp().eval()
         xs = [np.random.default_rng(i).standard_normal((1 + i % 2, 8, 32)).astype(np.float32) * (i + 1) for i in range(4)]
