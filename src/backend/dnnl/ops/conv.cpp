@@ -444,7 +444,7 @@ class ConvKernel final : public Kernel {
     if (e->act_after != OwnActivation::None)  // over dst's whole dense buffer (a blocked layout's padding is 0 and stays 0)
       runOwnActivation(e->act_after, static_cast<float*>(dst.get_data_handle()),
                        static_cast<int64_t>(e->dst_md.get_size() / sizeof(float)));
-    if (e->swish_quantize) {  // dst (fp32, channels-last) -> out, at dst's strides or through a copy at them
+    if (e->swish_quantize) {  // dst (fp32, channels-last) -> out, at dst's strides (or, unbatched, through a copy at them)
       const ActivationQuant& q = *e->swish_quantize;
       const int64_t n = static_cast<int64_t>(e->dst_md.get_size() / sizeof(float));
       const float* from = static_cast<const float*>(dst.get_data_handle());
@@ -840,12 +840,13 @@ class ConvKernel final : public Kernel {
       if (int8_out_->zero_point != 0 && scale_into < post_.size() && scale_into + 1 != post_.size()) dst_int8 = false;
     }
     // A chain that ends in silu (and has no linear) into a quantized 2-D
-    // output: oneDNN's int8 kernels apply the swish post-op at a fraction of
-    // their speed (activations.h), so the primitive writes fp32 channels-last
-    // without it and llga's swish quantizes from there.
+    // output its readers take channels-last: oneDNN's int8 kernels apply the
+    // swish post-op at a fraction of their speed (activations.h), so the
+    // primitive writes fp32 channels-last without it and llga's swish
+    // quantizes from there into the output.
     int64_t out_elems = 1;
     for (int64_t d : out) out_elems *= d;
-    const bool swish_quantize = dst_int8 && given_operands.empty() && scale_into == post_.size() && out.size() == 4 &&
+    const bool swish_quantize = dst_int8 && strided_output_ && given_operands.empty() && scale_into == post_.size() && out.size() == 4 &&
                                 !post_.empty() && post_.back().kind == PostOp::Kind::Eltwise &&
                                 post_.back().alg == PostOpAlg::Swish && post_.back().alpha == 1.0f &&
                                 out_elems >= kOwnActivationMinElements && swishQuantizeEnabled();
