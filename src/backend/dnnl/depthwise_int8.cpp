@@ -10,8 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
+#include "backend/dnnl/quantize.h"
 #include "backend/dnnl/vec_math.h"
 
 // AVX-512 BW for the byte unpacks and packs, VNNI for vpdpbusd.
@@ -296,13 +295,7 @@ RowFn rowFor(const Geometry& g, Form f) {
 bool available() {
   static const bool yes = [] {
     const char* env = std::getenv("LLGA_DW_INT8");
-    if (env && std::string(env) == "0") return false;
-    switch (dnnl::get_effective_cpu_isa()) {
-      case dnnl::cpu_isa::avx512_core_vnni:
-      case dnnl::cpu_isa::avx512_core_bf16:
-      case dnnl::cpu_isa::avx512_core_amx: return true;
-      default: return false;
-    }
+    return !(env && std::string(env) == "0") && int8::hasAvx512Vnni();
   }();
   return yes;
 }

@@ -233,18 +233,24 @@ void quantizeActivationShifted(ExecContext& ctx, const dnnl::memory& src, const 
   execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
 }
 
-bool hasVnni() {
-  static const bool vnni = [] {
+namespace {
+// The vector width of VNNI in oneDNN's effective ISA: 0 (none), 256 or 512.
+int vnniBits() {
+  static const int bits = [] {
     switch (dnnl::get_effective_cpu_isa()) {
-      case dnnl::cpu_isa::avx2_vnni:
+      case dnnl::cpu_isa::avx2_vnni: return 256;
       case dnnl::cpu_isa::avx512_core_vnni:
       case dnnl::cpu_isa::avx512_core_bf16:
-      case dnnl::cpu_isa::avx512_core_amx: return true;
-      default: return false;
+      case dnnl::cpu_isa::avx512_core_amx: return 512;
+      default: return 0;
     }
   }();
-  return vnni;
+  return bits;
 }
+}  // namespace
+
+bool hasVnni() { return vnniBits() > 0; }
+bool hasAvx512Vnni() { return vnniBits() == 512; }
 
 Tensor fakeQuantize(ExecContext& ctx, const Tensor& x, const ActivationQuant& q) {
   Tensor xq = Tensor::empty(storageType(q), x.sizes());

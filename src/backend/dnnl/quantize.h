@@ -52,6 +52,8 @@ std::optional<OpQuant> opQuantOf(const Node& n);
 // they saturate 16-bit sums (llga.quantize refuses; the graph's own int8 ops
 // run fp32 on the fake-quantized values).
 bool hasVnni();
+// The same, with AVX-512 (AVX512-VNNI, or AMX's CPUs): not AVX-VNNI's 256 bits.
+bool hasAvx512Vnni();
 
 // x (f32, any layout) rounded to q's grid and back: plain contiguous f32.
 Tensor fakeQuantize(ExecContext& ctx, const Tensor& x, const ActivationQuant& q);
