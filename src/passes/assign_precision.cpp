@@ -12,7 +12,8 @@
 // partition: u8 where no negative value was seen, else s8, the scale mapping
 // the largest magnitude seen to 255 or 127 (min-max calibration, zero point
 // 0); a convolution's signed activation is that s8 grid as u8 with zero
-// point 128 (act_zero_point), which oneDNN's kernels take faster.
+// point 128 (act_zero_point) where the context's int8_shift_signed says the
+// backend takes that faster (oneDNN's VNNI kernels), else s8 (with AMX).
 //
 // Then the edges: a bf16 partition anchored by an op whose kernel reads and
 // writes bf16 activations (a convolution), whose chain reads nothing else
@@ -275,10 +276,11 @@ class AssignPrecision final : public Pass {
       const double magnitude = clipThreshold(r, method, context().percentile, steps);
       q.scale = magnitude > 0 ? magnitude / steps : 1.0;
       // A convolution's signed activation: u8 with zero point 128, the s8 grid
-      // shifted by 128. oneDNN's VNNI kernels multiply u8 by s8; an s8 source
-      // costs them a shift and a compensation that measured 10-30% more than
-      // a zero point (mobilenet_v2's expand convolutions).
-      const bool shifted = !non_negative && hasTrait(c.op->kind(), op_trait::Conv);
+      // shifted by 128, where the context says the backend takes that faster
+      // (oneDNN's VNNI kernels multiply u8 by s8; an s8 source costs them a
+      // shift and a compensation that measured 10-30% more than a zero point
+      // on mobilenet_v2's expand convolutions); else s8.
+      const bool shifted = !non_negative && hasTrait(c.op->kind(), op_trait::Conv) && context().int8_shift_signed;
       q.is_unsigned = non_negative || shifted;
       q.zero_point = shifted ? 128 : 0;
       changed |= setPrecision(*c.op, Precision::INT8);

@@ -61,6 +61,11 @@ struct PassContext {
   // from the ranges these input sets give (each set: the graph's inputs).
   bool int8 = false;
   std::vector<std::vector<TensorRef>> calibration;
+  // How a convolution's signed activation is written: the s8 grid shifted
+  // into u8 with zero point 128 (true), or s8. The backend's answer for this
+  // CPU (int8::shiftSignedActivations: which its kernels take faster), put
+  // here by whoever builds the context.
+  bool int8_shift_signed = true;
   // How a range becomes a scale: "minmax" (the largest magnitude seen),
   // "percentile" (the `percentile`-th percentile of the magnitudes) or
   // "histogram" (the clipping threshold whose expected squared error,

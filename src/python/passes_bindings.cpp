@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "backend/dnnl/fusion_group.h"
+#include "backend/dnnl/quantize.h"
 #include "fuser/patterns.h"
 #include "runtime/evaluator.h"
 #include "passes/assign_precision.h"
@@ -34,6 +35,7 @@ std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict me
     throw py::value_error("precision must be 'fp32', 'bf16' or 'int8', not '" + precision + "'");
   ctx->bf16 = precision == "bf16";
   ctx->int8 = precision == "int8";
+  if (ctx->int8) ctx->int8_shift_signed = int8::shiftSignedActivations();
   ctx->precision_overrides = precision_overrides;
   // llga.quantize's options: {"calibration": [[array, ...], ...], "method": str,
   // "percentile": float, "skip": [name, ...], "only": [name, ...] or None}

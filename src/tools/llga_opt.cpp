@@ -26,7 +26,10 @@
 //       what llga.optimize(precision="bf16") asks of assign-precision
 //   llga-opt --precision=int8 ...
 //       what llga.quantize asks of it, calibrated on one input set per case
-//       whose values spread evenly over [-1, 1] (the inputs need complete types)
+//       whose values spread evenly over [-1, 1] (the inputs need complete types);
+//       a convolution's signed activation is written as this CPU's oneDNN
+//       takes it best, or as --int8-signed=u8 (shifted, zero point 128) or
+//       s8 says (golden tests name one, to hold on every CPU)
 //
 // Method graphs for the inline pass: a line "# method: <class>.<name>" in
 // a case starts that method's graph; the text before the first such line is
@@ -35,12 +38,14 @@
 // Exit status: 0 on success, 1 if any case failed to parse or verify, 2 on usage errors.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "backend/dnnl/quantize.h"
 #include "driver/compile.h"
 #include "frontend/parser.h"
 #include "ir/verifier.h"
@@ -54,7 +59,7 @@ constexpr std::string_view kSplitMarker = "# -----";
 void usage(std::ostream& os) {
   os << "usage: llga-opt [--passes=a,b,c] [--print-ir-after-all|--print-ir-after-change]\n"
         "                [--verify-each] [--split-input-file] [--list-passes] [--shapes=SOURCE] [--compile]\n"
-        "                [--precision=fp32|bf16|int8] [FILE|-]\n"
+        "                [--precision=fp32|bf16|int8] [--int8-signed=u8|s8] [FILE|-]\n"
         "Parses TorchScript IR text, runs passes (verifying the result) and prints it.\n"
         "  --passes=LIST          comma-separated pass names (see --list-passes)\n"
         "  --print-ir-after-all   print the IR after every pass\n"
@@ -65,7 +70,9 @@ void usage(std::ostream& os) {
         "  --shapes=SOURCE        propagate-shapes from 'functions' only or 'execute' only (default: both)\n"
         "  --compile              what llga.optimize runs: the default pipeline (or --passes), then the plan\n"
         "  --precision=P          fp32 (default), bf16 or int8: assign-precision runs the policy's op kinds\n"
-        "                         in bf16, or in int8 calibrated on inputs spread over [-1, 1]\n";
+        "                         in bf16, or in int8 calibrated on inputs spread over [-1, 1]\n"
+        "  --int8-signed=u8|s8    int8: a convolution's signed activation as u8 with zero point 128, or as s8\n"
+        "                         (default: as this CPU's oneDNN kernels take it faster)\n";
 }
 
 std::vector<std::string> splitCases(const std::string& text) {
@@ -113,6 +120,7 @@ int main(int argc, char** argv) {
   std::string path = "-", pipeline;
   llga::ShapeSource shapes = llga::ShapeSource::Infer;
   bool bf16 = false, int8 = false;
+  std::optional<bool> shift_signed;  // --int8-signed; unset: the backend's answer
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--split-input-file") {
@@ -129,6 +137,8 @@ int main(int argc, char** argv) {
     } else if (a == "--precision=bf16" || a == "--precision=fp32" || a == "--precision=int8") {
       bf16 = a == "--precision=bf16";
       int8 = a == "--precision=int8";
+    } else if (a == "--int8-signed=u8" || a == "--int8-signed=s8") {
+      shift_signed = a == "--int8-signed=u8";
     } else if (a == "--print-ir-after-all") {
       after_all = true;
     } else if (a == "--print-ir-after-change") {
@@ -169,6 +179,7 @@ int main(int argc, char** argv) {
   context->shapes = shapes;
   context->bf16 = bf16;
   context->int8 = int8;
+  if (int8) context->int8_shift_signed = shift_signed ? *shift_signed : llga::int8::shiftSignedActivations();
   std::unique_ptr<llga::PassManager> pm;
   try {
     llga::PassManagerOptions opts;

@@ -25,7 +25,7 @@ namespace {
 struct Case {
   int64_t n, c, h, w, kh, kw, sh, sw, pad_t, pad_l, pad_b, pad_r;
   int64_t src_pixel_extra = 0;  // elements between one pixel's channels and the next's
-  int32_t zp = 0;
+  int32_t zp = 0;  // of a u8 source; -1: an s8 source
   Output out = Output::U8;
   std::vector<Step> steps;
   bool bias = true;
@@ -55,6 +55,8 @@ void check(const Case& k, int threads) {
 
   std::vector<uint8_t> src(static_cast<size_t>(g.src_strides[0] * k.n));
   for (auto& v : src) v = static_cast<uint8_t>(rng() % 256);
+  const bool s8 = k.zp < 0;  // the bytes read as int8_t, real zero 0
+  const int32_t zp = s8 ? 0 : k.zp;
   std::vector<int8_t> w(static_cast<size_t>(k.c * k.kh * k.kw));
   for (auto& v : w) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
   std::vector<float> scale(static_cast<size_t>(k.c)), bias(static_cast<size_t>(k.c));
@@ -62,7 +64,7 @@ void check(const Case& k, int threads) {
     scale[static_cast<size_t>(c)] = 1e-6f * static_cast<float>(1 + rng() % 50);
     bias[static_cast<size_t>(c)] = 0.01f * static_cast<float>(static_cast<int>(rng() % 200) - 100);
   }
-  auto wt = dw_int8::pack(w.data(), scale.data(), k.c, k.kh, k.kw, k.zp);
+  auto wt = dw_int8::pack(w.data(), scale.data(), k.c, k.kh, k.kw, zp, s8);
   const size_t elem = k.out == Output::F32 ? 4 : 1;
   const size_t out_n = static_cast<size_t>(g.dst_strides[0] * k.n);
   std::vector<char> dst(out_n * elem + 64, 0x5a);  // the bytes past the output stay 0x5a
@@ -83,10 +85,11 @@ void check(const Case& k, int threads) {
             for (int64_t j = 0; j < k.kw; ++j) {
               const int64_t ih = oh * k.sh - k.pad_t + i, iw = ow * k.sw - k.pad_l + j;
               const bool inside = ih >= 0 && ih < k.h && iw >= 0 && iw < k.w;
-              const int64_t x = inside ? src[static_cast<size_t>(n * g.src_strides[0] + ih * g.src_strides[1] +
+              const uint8_t byte = inside ? src[static_cast<size_t>(n * g.src_strides[0] + ih * g.src_strides[1] +
                                                                  iw * g.src_strides[2] + c)]
-                                       : k.zp;
-              sum += (x - k.zp) * w[static_cast<size_t>((c * k.kh + i) * k.kw + j)];
+                                          : static_cast<uint8_t>(zp);
+              const int64_t x = s8 ? static_cast<int8_t>(byte) : byte;
+              sum += (x - zp) * w[static_cast<size_t>((c * k.kh + i) * k.kw + j)];
             }
           double y = static_cast<double>(scale[static_cast<size_t>(c)]) * static_cast<double>(sum) +
                      (k.bias ? bias[static_cast<size_t>(c)] : 0.0);
@@ -131,6 +134,10 @@ TEST(DepthwiseInt8, MatchesIntegerReference) {
       {1, 65, 10, 10, 7, 7, 1, 1, 3, 3, 3, 3, 0, 128, Output::F32, {}, false},
       {1, 64, 8, 9, 4, 2, 1, 2, 1, 0, 2, 1, 0, 0, Output::U8, {quant}, false},
       {1, 20, 11, 8, 3, 1, 3, 1, 1, 0, 1, 0, 1, 128, Output::S8, {quant_s}},
+      // s8 sources (a signed grid where the backend writes it so): a block and a tail, both unit widths
+      {1, 144, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 0, -1, Output::U8, {clip6, quant}},
+      {2, 17, 5, 9, 3, 3, 2, 1, 1, 1, 1, 1, 3, -1, Output::S8, {quant_s}},
+      {1, 70, 9, 8, 5, 5, 1, 1, 2, 2, 2, 2, 0, -1, Output::F32, {swish}},
   };
   for (const Case& k : cases)
     for (int threads : {1, 2, 3}) check(k, threads);
@@ -140,4 +147,5 @@ TEST(DepthwiseInt8, PackRejectsLargeKernels) {
   std::vector<int8_t> w(9 * 9);
   std::vector<float> s(1, 1.0f);
   EXPECT_THROW(dw_int8::pack(w.data(), s.data(), 1, 9, 9, 0), std::invalid_argument);
+  EXPECT_THROW(dw_int8::pack(w.data(), s.data(), 1, 3, 3, 5, true), std::invalid_argument);  // s8 has no zero point
 }

@@ -37,7 +37,7 @@ def act_quant(compiled):
     """[(kind, act_scale, grid)] of every int8 op, in IR order. The grid is
     "u8" (0..255 steps) or "s8" (-128..127 steps): a convolution's signed
     activation is written u8 with act_zero_point=128, the s8 grid shifted,
-    and is reported as "s8" here (test_signed_conv_activation_is_u8_with_zero_point_128)."""
+    and is reported as "s8" here (check_signed_conv_activation)."""
     out = []
     for m in re.finditer(r"(aten::\w+)\[precision=\"int8\", act_scale=([0-9.e+-]+), act_dtype=\"(u8|s8)\""
                          r"(?:, act_zero_point=(-?\d+))?[,\]]", str(compiled.graph)):
@@ -116,25 +116,50 @@ def test_int8_conv_is_int8_arithmetic_on_the_quantized_operands(groups, shift):
     assert np.abs(got - fp32.numpy()).max() > 1e-4  # not the fp32 result
 
 
-def test_signed_conv_activation_is_u8_with_zero_point_128():
-    # oneDNN's VNNI kernels multiply u8 by s8: an s8 source costs them a shift
-    # and a compensation (10-30% on mobilenet_v2's expand convolutions), a
-    # zero point less. The grid is s8's (-128..127 steps of the scale); a
-    # linear keeps s8.
-    class ConvLin(nn.Module):
-        def __init__(self):
-            super().__init__()
-            torch.manual_seed(4)
-            self.c, self.fc = nn.Conv2d(8, 6, 3), nn.Linear(6, 5)
+def signed_grid():
+    """How this process writes a convolution's signed activation, as the
+    backend reports it (llga.cpu_capabilities()["int8_signed"]): the
+    (act_dtype, zero point, kernel log dtype) of the s8 grid: u8 shifted by
+    128 where oneDNN picks the same kernel for it as for s8 (its VNNI
+    kernels), else s8 (with AMX, whose brgemm kernels take no zero point)."""
+    enc = llga.cpu_capabilities()["int8_signed"]
+    assert enc in ("u8+128", "s8"), enc
+    return ("u8", 128, "Byte") if enc == "u8+128" else ("s8", 0, "Char")
 
-        def forward(self, x):
-            return self.fc(self.c(x).mean((2, 3)))
 
+def run_with_signed(encoding, code):
+    """`code` (after `import test_quantize, llga`) in a fresh process whose
+    signed activations are written as `encoding` ("u8" or "s8",
+    LLGA_INT8_SIGNED): its last line of output."""
+    env = dict(os.environ, LLGA_INT8_SIGNED=encoding)
+    prog = "import sys; sys.path.insert(0, %r); import test_quantize, llga; " % str(Path(__file__).parent) + code
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+class ConvLin(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(4)
+        self.c, self.fc = nn.Conv2d(8, 6, 3), nn.Linear(6, 5)
+
+    def forward(self, x):
+        return self.fc(self.c(x).mean((2, 3)))
+
+
+
+def check_signed_conv_activation():
+    """The IR writes the signed grid as the backend says, and the result is
+    int8 arithmetic on that grid (the same values either way). The grid is
+    s8's (-128..127 steps of the scale); a linear keeps s8."""
+    dtype, zp, _ = signed_grid()
     model = ConvLin().eval()
     calib = calibration_batches((2, 8, 9, 9))
     q = llga.quantize(torch.jit.trace(model, calib[0]), calibration=calib)
     text = str(q.graph)
-    conv = re.search(r"aten::_convolution\[precision=\"int8\", act_scale=([0-9.e+-]+), act_dtype=\"u8\", act_zero_point=128\]", text)
+    want_attrs = f'act_dtype="{dtype}"' + (f", act_zero_point={zp}" if zp else "")
+    conv = re.search(r"aten::_convolution\[precision=\"int8\", act_scale=([0-9.e+-]+), " + want_attrs + r"\]", text)
     assert conv, text
     assert re.search(r"aten::linear\[precision=\"int8\", act_scale=[0-9.e+-]+, act_dtype=\"s8\"\]", text), text
     np.testing.assert_allclose(float(conv.group(1)), max(float(c.abs().max()) for c in calib) / 127, rtol=1e-6)
@@ -148,6 +173,34 @@ def test_signed_conv_activation_is_u8_with_zero_point_128():
                                     model.fc.bias.double())
     np.testing.assert_allclose(q(x.numpy()), want.numpy(), rtol=1e-4, atol=2e-5)
 
+
+
+def test_signed_conv_activation_is_written_as_the_backend_takes_it():
+    check_signed_conv_activation()
+
+
+@pytest.mark.parametrize("encoding", ["u8", "s8"])
+def test_signed_conv_activation_either_way(encoding):
+    # LLGA_INT8_SIGNED chooses the grid's encoding; the IR, the kernels and
+    # the arithmetic follow it on any VNNI CPU
+    enc = run_with_signed(encoding, "test_quantize.check_signed_conv_activation(); "
+                                    "print(llga.cpu_capabilities()['int8_signed'])")
+    assert enc == {"u8": "u8+128", "s8": "s8"}[encoding]
+
+
+def test_signed_encoding_follows_the_kernels_oneDNN_picks():
+    """The backend shifts the signed grid into u8 exactly where oneDNN runs a
+    u8 source with a zero point on the kernel it runs an s8 source on: seen
+    here in the kernel log of mobilenet's expansion (32 -> 192, 1x1, 28x28)."""
+    code = ("import torch, numpy as np; from torch import nn; torch.manual_seed(0); "
+            "m = nn.Sequential(nn.Conv2d(32, 192, 1), nn.ReLU6(), nn.Conv2d(192, 8, 1)).eval(); "
+            "cal = [torch.randn(1, 32, 28, 28) for _ in range(2)]; "
+            "q = llga.quantize(torch.jit.trace(m, cal[0]), calibration=cal); "
+            "e = [e for e in test_quantize.kernel_log(q, cal[0].numpy()) if '192x32x1x1' in str(e['inputs'])]; "
+            "print(e[0]['impl'].split('+')[0])")
+    shifted, s8 = run_with_signed("u8", code), run_with_signed("s8", code)
+    want = "u8+128" if shifted == s8 else "s8"
+    assert llga.cpu_capabilities()["int8_signed"] == want, (shifted, s8)
 
 class DwBlock(nn.Module):
     """A depthwise 3x3 with relu6 whose output a 1x1 reads in int8 (mobilenet's shape of block)."""
@@ -206,7 +259,7 @@ def test_int8_conv_ending_in_silu_quantizes_after_llga_swish():
     calib = calibration_batches((1, 16, 16, 16))
     q = llga.quantize(torch.jit.trace(model, calib[0]), calibration=calib)
     (_, s_in, g_in), (_, s_mid, g_mid) = act_quant(q)
-    assert g_mid == "s8"  # silu's output has negatives: u8 with zero point 128
+    assert g_mid == "s8"  # silu's output has negatives: the s8 grid
     x = torch.randn(1, 16, 16, 16, generator=torch.Generator().manual_seed(7))
     caps = llga.cpu_capabilities()
     own = caps["fast_swish"] and caps["isa"].startswith("avx512")
@@ -531,8 +584,9 @@ def check_residual_stream():
     _, q = quantized(model, (1, 3, 12, 12), seed=6)
     parts = list(q.partitions)
     # stem, then per block: c1 (u8 after relu), c2 + residual
-    # (block 2's output is signed: the s8 grid, written u8 with zero point 128)
-    assert [p.out_dtype for p in parts] == ["u8", "u8", "u8", "u8", "u8", "u8", "u8", "u8", "fp32"], \
+    # (block 2's output is signed: the s8 grid, as the backend writes it)
+    signed, _, signed_log = signed_grid()
+    assert [p.out_dtype for p in parts] == ["u8", "u8", "u8", "u8", signed, "u8", "u8", "u8", "fp32"], \
         [(p.ops, p.out_dtype) for p in parts]
     assert all(p.precision == "int8" and not p.detail for p in parts), parts
     assert [len(p.inputs) for p in parts][2::2] == [4, 4, 4, 4]  # activation, weight, bias, residual
@@ -547,7 +601,7 @@ def check_residual_stream():
     finally:
         llga.profiler.kernel_log.disable()
     residual_dtypes = [e["inputs"][3].split(":")[1].split()[0] for e in log if len(e["inputs"]) == 4]
-    assert residual_dtypes == ["Byte", "Byte", "Byte", "Byte"], residual_dtypes
+    assert residual_dtypes == ["Byte", "Byte", signed_log, "Byte"], residual_dtypes
     assert [d for _, _, d in quants][5] == "s8"  # block 3's first convolution reads the signed one
 
     def conv(c, v, k):

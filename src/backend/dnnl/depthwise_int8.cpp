@@ -144,7 +144,7 @@ struct Item {
   Output out;
   const float* scale;     // kernel order, this call's (Epilogue::folded)
   const float* bias;      // kernel order, compensation included
-  const uint8_t* zp_row;  // 64 bytes of the zero point: padding rows
+  const uint8_t* zp_row;  // 64 bytes of a real 0 in the source's bytes: padding rows
   const Epilogue& epilogue;
 };
 
@@ -175,6 +175,8 @@ LLGA_AVX512_VNNI void row(const Item& it, int64_t n, int64_t oh, int64_t unit, _
     col_stride[r] = inside ? g.src_strides[2] : 0;
   }
   const __m512i zp = _mm512_set1_epi8(static_cast<char>(it.wt.src_zero_point));
+  const bool flip = it.wt.src_s8;  // s8 bytes: + 128 as u8 (padding columns are stored as the zero point)
+  const __m512i top = _mm512_set1_epi8(static_cast<char>(0x80));
   // Column `col` of the buffer (input column col - pad_l) interleaved. Each
   // output pixel builds the columns the next one is the first to read, before
   // its own epilogue, so the unpacks (port 5) overlap the vpdpbusd (port 0)
@@ -194,13 +196,15 @@ LLGA_AVX512_VNNI void row(const Item& it, int64_t n, int64_t oh, int64_t unit, _
         auto load = [&](int64_t k) LLGA_AVX512_VNNI {
           if (r + k >= kh) return _mm512_setzero_si512();
           const uint8_t* at = rows[r + k] + iw * col_stride[r + k];
-          return cn == kBlock ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi8(cm, at);
+          const __m512i x = cn == kBlock ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi8(cm, at);
+          return flip ? _mm512_xor_si512(x, top) : x;
         };
         interleave(load(0), load(1), load(2), load(3), v);
       } else {  // 16 channels: each row's bytes widened to dwords and shifted into place
         const __mmask16 m = static_cast<__mmask16>(cm);
         auto widen = [&](int64_t k) LLGA_AVX512_VNNI {
-          return _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, rows[r + k] + iw * col_stride[r + k]));
+          const __m128i x = _mm_maskz_loadu_epi8(m, rows[r + k] + iw * col_stride[r + k]);
+          return _mm512_cvtepu8_epi32(flip ? _mm_xor_si128(x, _mm512_castsi512_si128(top)) : x);
         };
         const __m512i a01 = _mm512_or_si512(widen(0), _mm512_slli_epi32(widen(1), 8));
         const __m512i a012 = _mm512_or_si512(a01, _mm512_slli_epi32(widen(2), 16));
@@ -306,11 +310,13 @@ bool supports(const Geometry& g) {
 }
 
 std::shared_ptr<const Weights> pack(const int8_t* w, const float* scale, int64_t c, int64_t kh, int64_t kw,
-                                    int32_t src_zero_point) {
+                                    int32_t src_zero_point, bool src_s8) {
   if (kh < 1 || kh > kMaxTaps || kw < 1 || kw > kMaxTaps)
     throw std::invalid_argument("dw_int8::pack: a " + std::to_string(kh) + "x" + std::to_string(kw) + " kernel");
+  if (src_s8 && src_zero_point != 0) throw std::invalid_argument("dw_int8::pack: an s8 source with a zero point");
   auto wt = std::make_shared<Weights>();
-  wt->c = c, wt->kh = kh, wt->kw = kw, wt->src_zero_point = src_zero_point;
+  if (src_s8) src_zero_point = 128;  // x + 128 as u8 (run flips each byte's top bit)
+  wt->c = c, wt->kh = kh, wt->kw = kw, wt->src_zero_point = src_zero_point, wt->src_s8 = src_s8;
   const Units units(c);
   const int64_t G = rowGroups(kh), positions = units.positions();
   const size_t taps = tapBytes(c, kh, kw);
@@ -357,10 +363,11 @@ size_t frameBytes(const Geometry& g) {
 
 size_t scratchBytes(const Geometry& g, int threads) { return static_cast<size_t>(std::max(threads, 1)) * frameBytes(g); }
 
-void run(const Weights& wt, const Geometry& g, const uint8_t* src, void* dst, Output out, const float* bias,
+void run(const Weights& wt, const Geometry& g, const void* src_bytes, void* dst, Output out, const float* bias,
          const std::vector<Step>& steps, void* scratch) {
   if (wt.c != g.c || wt.kh != g.kh || wt.kw != g.kw)
     throw std::logic_error("dw_int8::run: weights packed for another kernel");
+  const auto* src = static_cast<const uint8_t*>(src_bytes);
   const Units units(g.c);
   const int64_t per_row = units.count(), padded = units.positions(), items = g.n * g.oh * per_row;
   // One thread's share: items [begin, end) with its own frame.
@@ -378,7 +385,8 @@ void run(const Weights& wt, const Geometry& g, const uint8_t* src, void* dst, Ou
       bias_k[at] = (comp[at] + (bias && ch < g.c ? bias[ch] : 0.0f)) * fa + fb;
     }
     auto* zp_row = reinterpret_cast<uint8_t*>(bias_k + padded);
-    std::memset(zp_row, static_cast<int>(static_cast<uint8_t>(wt.src_zero_point)), kVecBytes);
+    // a real 0 as the source holds it (read like the source: an s8 one flipped into the zero point)
+    std::memset(zp_row, wt.src_s8 ? 0 : static_cast<int>(static_cast<uint8_t>(wt.src_zero_point)), kVecBytes);
     auto* buf = reinterpret_cast<__m512i*>(zp_row + kVecBytes);
     const Item it{wt, g, src, dst, out, scale_k, bias_k, zp_row, epilogue};
     const RowFn full = rowFor<4>(g, epilogue.form), tail = rowFor<1>(g, epilogue.form);

@@ -26,7 +26,9 @@
 // up to 8x8 and an fp32 output, and its test covers them.
 //
 // Arithmetic: activations u8 with a zero point (padding reads the zero
-// point, a real 0), weights s8 per output channel, int32 sums; then in float
+// point, a real 0), or s8 read as u8 with zero point 128 (the top bit of
+// each byte flipped as it is interleaved), weights s8 per output channel,
+// int32 sums; then in float
 //   y = scale[c] * (sum - zp * sum_taps(w[c])) + bias[c]
 // the chain's eltwise steps, and for a quantized output round to nearest
 // even and saturate (as oneDNN's int8 kernels do). Layouts: channels
@@ -69,14 +71,18 @@ enum class Output : uint8_t { U8, S8, F32 };
 // The weights in the kernel's order, with what follows from them alone.
 struct Weights {
   int64_t c = 0, kh = 0, kw = 0;
-  int32_t src_zero_point = 0;
+  int32_t src_zero_point = 0;  // of the bytes as the kernel multiplies them (u8)
+  // The source is s8 (no zero point): each byte is read with its top bit
+  // flipped, x + 128 as u8, against src_zero_point 128.
+  bool src_s8 = false;
   std::shared_ptr<Storage> storage;  // packed taps, then scale and zero-point compensation per channel (kernel order)
 };
 
 // From w[c][kh][kw] (s8, dense) and scale[c] = activation scale x weight
-// scale; `src_zero_point` is the activation's.
+// scale; `src_zero_point` is the activation's (u8), or `src_s8` says the
+// activation is s8 (then its zero point is 0).
 std::shared_ptr<const Weights> pack(const int8_t* w, const float* scale, int64_t c, int64_t kh, int64_t kw,
-                                    int32_t src_zero_point);
+                                    int32_t src_zero_point, bool src_s8 = false);
 
 // Scratch the run needs (bytes), for `threads` threads.
 size_t scratchBytes(const Geometry& g, int threads);
@@ -85,7 +91,8 @@ size_t scratchBytes(const Geometry& g, int threads);
 // saturated; the steps include the quantizing scale and zero point).
 // `bias` (c floats, real values) may be null. `scratch`: scratchBytes(g,
 // omp_get_max_threads()) bytes, 64-byte aligned. Uses llga's threads (OpenMP).
-void run(const Weights& wt, const Geometry& g, const uint8_t* src, void* dst, Output out, const float* bias,
+// `src`: u8, or s8 bytes where the weights were packed with src_s8.
+void run(const Weights& wt, const Geometry& g, const void* src, void* dst, Output out, const float* bias,
          const std::vector<Step>& steps, void* scratch);
 
 }  // namespace llga::dw_int8

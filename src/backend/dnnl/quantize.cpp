@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -251,6 +252,33 @@ int vnniBits() {
 
 bool hasVnni() { return vnniBits() > 0; }
 bool hasAvx512Vnni() { return vnniBits() == 512; }
+
+bool shiftSignedActivations() {
+  static const bool shifted = [] {
+    if (!hasVnni()) return false;
+    if (const char* env = std::getenv("LLGA_INT8_SIGNED"); env && std::string(env) == "u8") return true;
+    if (const char* env = std::getenv("LLGA_INT8_SIGNED"); env && std::string(env) == "s8") return false;
+    using dnnl::memory;
+    // the implementation oneDNN picks for the probe with this source
+    auto pick = [](memory::data_type src_dt, bool zero_point) {
+      const memory::desc src({1, 32, 28, 28}, src_dt, memory::format_tag::nhwc),
+          wei({192, 32, 1, 1}, memory::data_type::s8, memory::format_tag::any),
+          dst({1, 192, 28, 28}, memory::data_type::u8, memory::format_tag::nhwc);
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, wei,
+                                        dst, {1, 1}, {0, 0}, {0, 0});
+      dnnl::primitive_attr attr;
+      attr.set_output_scales(1 << 1, std::vector<float>(192, 1.0f));
+      if (zero_point) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      return std::string(dnnl::convolution_forward::primitive_desc(d, attr, cpuEngine()).impl_info_str());
+    };
+    try {
+      return pick(memory::data_type::u8, true) == pick(memory::data_type::s8, false);
+    } catch (const dnnl::error&) {  // no kernel for one of them: the other
+      return false;
+    }
+  }();
+  return shifted;
+}
 
 Tensor fakeQuantize(ExecContext& ctx, const Tensor& x, const ActivationQuant& q) {
   Tensor xq = Tensor::empty(storageType(q), x.sizes());

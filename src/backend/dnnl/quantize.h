@@ -55,6 +55,19 @@ bool hasVnni();
 // The same, with AVX-512 (AVX512-VNNI, or AMX's CPUs): not AVX-VNNI's 256 bits.
 bool hasAvx512Vnni();
 
+// How a convolution takes a signed activation best here: true, the s8 grid
+// shifted into u8 with zero point 128; false, as s8. Shifted where oneDNN
+// picks the same kernel for a u8 source with a zero point as for an s8 one
+// (a 1x1 convolution of mobilenet_v2's, 32 -> 192 channels over 28x28,
+// channels-last): there the zero point costs less than the s8 source's
+// compensation (AVX512-VNNI: 10-30% on mobilenet_v2's expansions). With AMX,
+// oneDNN 2.6's brgemm kernels take no source zero point, and it falls back
+// to its older AMX 1x1 kernel, 2-5x slower than brgemm on s8 (mobilenet_v2
+// int8 2.1 ms shifted, 1.4 ms as s8). Asked of oneDNN once (no primitive is
+// run); false without VNNI (no int8 kernels to ask about). LLGA_INT8_SIGNED=u8
+// or s8 (read once) chooses instead, to compare the two.
+bool shiftSignedActivations();
+
 // x (f32, any layout) rounded to q's grid and back: plain contiguous f32.
 Tensor fakeQuantize(ExecContext& ctx, const Tensor& x, const ActivationQuant& q);
 

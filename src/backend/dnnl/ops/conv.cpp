@@ -422,7 +422,7 @@ class ConvKernel final : public Kernel {
                     e->wino_steps, scratch);
     } else if (e->own_dw) {  // the chain is its steps; the bias as given (real values)
       void* scratch = ctx.scratchpadData(dw_int8::scratchBytes(e->dw_geometry, omp_get_max_threads()));
-      dw_int8::run(*e->own_dw, e->dw_geometry, static_cast<const uint8_t*>(src_data), dst.get_data_handle(), e->dw_out,
+      dw_int8::run(*e->own_dw, e->dw_geometry, src_data, dst.get_data_handle(), e->dw_out,
                    bias ? static_cast<const float*>(bias->data()) : nullptr, e->dw_steps, scratch);
     } else {
       if (bias) args->bind(DNNL_ARG_BIAS, e->bias_md, bias->data());
@@ -733,8 +733,8 @@ class ConvKernel final : public Kernel {
 
   // llga's own int8 depthwise convolution (backend/dnnl/depthwise_int8.h),
   // where oneDNN's runs no faster than its fp32 one (on AVX512-VNNI CPUs): a
-  // 2-D one with one filter per channel, dilation 1, a u8 activation (a
-  // signed one arrives as u8 with zero point 128), no operand, and a chain
+  // 2-D one with one filter per channel, dilation 1, a u8 activation (with a
+  // zero point) or an s8 one, no operand, and a chain
   // of relu, clip, linear (the quantizing one too) and a final silu, where
   // it measured faster than oneDNN's brdgmm_dw: stride 1, 64+ channels, an
   // int8 output (docs/fusion-and-layouts.md). Fills e's geometry, steps and
@@ -742,7 +742,8 @@ class ConvKernel final : public Kernel {
   bool ownDepthwiseInt8(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t oc, const Shape& out,
                         memory::data_type src_dt, memory::data_type dst_dt, ConvEntry& e) const {
     if (!dw_int8::available() || x.dim() != 4 || w.dim() != 4 || p.transposed || p.groups != x.size(1) || oc != p.groups ||
-        w.size(1) != 1 || src_dt != memory::data_type::u8 || !e.operand_mds.empty() || e.sum_operand >= 0 ||
+        w.size(1) != 1 || (src_dt != memory::data_type::u8 && src_dt != memory::data_type::s8) ||
+        !e.operand_mds.empty() || e.sum_operand >= 0 ||
         e.act_after != OwnActivation::None)
       return false;
     for (size_t i = 0; i < 2; ++i)
@@ -1122,7 +1123,7 @@ class ConvKernel final : public Kernel {
       }
     } else if (e.own_dw) {
       e.own_dw = dw_int8::pack(static_cast<const int8_t*>(w_q.data()), e.int8_scales.data(), oc, w.size(2), w.size(3),
-                               quant_->act.zero_point);
+                               quant_->act.zero_point, src_dt == memory::data_type::s8);
     } else if (int8) {  // the quantized weight into the primitive's layout (and its compensation, where it has one)
       e.weights_buf = allocateFor(e.wei_md, AllocPurpose::WeightCache);
       ExecContext rctx;
