@@ -75,7 +75,11 @@ def cpu_capabilities() -> dict:
     "0"), ``llga_dw_int8`` (llga's own int8 depthwise convolution can run:
     oneDNN's ISA is AVX512-VNNI or later and ``LLGA_DW_INT8`` is not "0"; it
     runs int8 3x3-and-similar depthwise convolutions of stride 1 and 64+
-    channels whose output stays int8), ``bf16`` (bf16 convolutions run on a jit kernel: native with
+    channels whose output stays int8), ``int8_signed`` (how llga.quantize writes a
+    convolution's signed activation: "u8+128", the s8 grid shifted into u8 with
+    zero point 128, where oneDNN runs that on the kernel it runs s8 on; "s8"
+    where a zero point would cost it that kernel (AMX); None without VNNI;
+    ``LLGA_INT8_SIGNED=u8|s8`` chooses), ``bf16`` (bf16 convolutions run on a jit kernel: native with
     AVX512-BF16 or AMX, emulated on plain AVX-512; see ``isa``), and
     ``fast_swish`` (llga's own swish runs a final silu on large outputs: the
     CPU has AVX-512F, or AVX2 and FMA, and ``LLGA_FAST_SWISH`` is not "0"),
