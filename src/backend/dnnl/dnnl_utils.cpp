@@ -1,5 +1,7 @@
 #include "backend/dnnl/dnnl_utils.h"
 
+#include "backend/dnnl/image_layout.h"
+
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -69,6 +71,11 @@ void BoundArgs::execute(ExecContext& ctx, const dnnl::primitive& prim, const dnn
 
 
 void reorder(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst) {
+  // a CNN's input into its stem's channels-last (oneDNN's reorder gathers it: image_layout.h)
+  const dnnl::memory::data_type to = dst.get_desc().data_type();
+  if ((to == dnnl::memory::data_type::f32 || to == dnnl::memory::data_type::bf16) &&
+      image::takes(src.get_desc(), dst.get_desc()))
+    return image::toChannelsLast(src, dst);
   dnnl::reorder::primitive_desc pd(src, dst, scratchpadAttr());
   execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
 }
