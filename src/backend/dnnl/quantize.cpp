@@ -261,6 +261,19 @@ int vnniBits() {
 bool hasVnni() { return vnniBits() > 0; }
 bool hasAvx512Vnni() { return vnniBits() == 512; }
 
+dnnl::convolution_forward::primitive_desc convolutionWithZeroPoint(const dnnl::convolution_forward::desc& d,
+                                                                    const dnnl::primitive_attr& attr) {
+  auto brgemm = [](const dnnl::convolution_forward::primitive_desc& pd) {
+    return std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
+  };
+  dnnl::convolution_forward::primitive_desc first(d, attr, cpuEngine());
+  if (brgemm(first)) return first;
+  dnnl::convolution_forward::primitive_desc pd(d, attr, cpuEngine());  // iterated: next_impl changes it in place
+  while (pd.next_impl())
+    if (brgemm(pd)) return pd;
+  return first;
+}
+
 bool shiftSignedActivations() {
   static const bool shifted = [] {
     if (!hasVnni()) return false;
@@ -276,8 +289,9 @@ bool shiftSignedActivations() {
                                         dst, {1, 1}, {0, 0}, {0, 0});
       dnnl::primitive_attr attr;
       attr.set_output_scales(1 << 1, std::vector<float>(192, 1.0f));
-      if (zero_point) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-      return std::string(dnnl::convolution_forward::primitive_desc(d, attr, cpuEngine()).impl_info_str());
+      if (!zero_point) return std::string(dnnl::convolution_forward::primitive_desc(d, attr, cpuEngine()).impl_info_str());
+      attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      return std::string(convolutionWithZeroPoint(d, attr).impl_info_str());
     };
     try {
       return pick(memory::data_type::u8, true) == pick(memory::data_type::s8, false);

@@ -55,17 +55,29 @@ bool hasVnni();
 // The same, with AVX-512 (AVX512-VNNI, or AMX's CPUs): not AVX-VNNI's 256 bits.
 bool hasAvx512Vnni();
 
+// The primitive for an int8 convolution whose source has a zero point
+// (`attr` sets it): oneDNN's first brgemm kernel for it, where its first pick
+// is another. oneDNN 2.6 lists its older AMX kernels (jit_1x1: and
+// jit:avx512_core_amx_int8) before its brgemm ones, and its AMX brgemm
+// kernels take no source zero point: with AMX a zero point left
+// mobilenet_v2's 1x1 convolutions on the older kernel, where its VNNI brgemm
+// kernel runs them 1.6-3.6x faster (16 -> 96 at 112x112: 157 against 96 us;
+// 64 -> 384 at 14x14: 43 against 12; the model 0.65x of its time).
+dnnl::convolution_forward::primitive_desc convolutionWithZeroPoint(const dnnl::convolution_forward::desc& d,
+                                                                    const dnnl::primitive_attr& attr);
+
 // How a convolution takes a signed activation best here: true, the s8 grid
-// shifted into u8 with zero point 128; false, as s8. Shifted where oneDNN
-// picks the same kernel for a u8 source with a zero point as for an s8 one
-// (a 1x1 convolution of mobilenet_v2's, 32 -> 192 channels over 28x28,
-// channels-last): there the zero point costs less than the s8 source's
-// compensation (AVX512-VNNI: 10-30% on mobilenet_v2's expansions). With AMX,
-// oneDNN 2.6's brgemm kernels take no source zero point, and it falls back
-// to its older AMX 1x1 kernel, 2-5x slower than brgemm on s8 (mobilenet_v2
-// int8 2.1 ms shifted, 1.4 ms as s8). Asked of oneDNN once (no primitive is
-// run); false without VNNI (no int8 kernels to ask about). LLGA_INT8_SIGNED=u8
-// or s8 (read once) chooses instead, to compare the two.
+// shifted into u8 with zero point 128; false, as s8. Shifted where a u8
+// source with a zero point runs on the kernel an s8 one does (as
+// convolutionWithZeroPoint picks it; a 1x1 convolution of mobilenet_v2's,
+// 32 -> 192 channels over 28x28, channels-last): there the zero point costs
+// less than the s8 source's compensation (AVX512-VNNI: 10-30% on
+// mobilenet_v2's expansions). With AMX, s8 runs on oneDNN 2.6's AMX brgemm
+// kernels, which take no source zero point (mobilenet_v2 int8 2.1 ms shifted
+// on its older AMX kernel, 1.5 on its VNNI brgemm one, 1.4 as s8). Asked of
+// oneDNN once (no primitive is run); false without VNNI (no int8 kernels to
+// ask about). LLGA_INT8_SIGNED=u8 or s8 (read once) chooses instead, to
+// compare the two.
 bool shiftSignedActivations();
 
 // x (f32, any layout) rounded to q's grid and back: plain contiguous f32.

@@ -953,7 +953,9 @@ class ConvKernel final : public Kernel {
     auto conv = [&](dnnl::algorithm a, const memory::desc& wei) {
       auto build = [&](const memory::desc& src, const memory::desc& dst = memory::desc()) {
         dnnl::convolution_forward::desc d(prop, a, src, wei, bias_md, dst ? dst : dst_any, p.stride, dil, p.padding_l, pad_r);
-        dnnl::convolution_forward::primitive_desc pd(d, attr, cpuEngine());
+        const dnnl::convolution_forward::primitive_desc pd =
+            int8 && quant_->act.zero_point != 0 ? int8::convolutionWithZeroPoint(d, attr)
+                                                : dnnl::convolution_forward::primitive_desc(d, attr, cpuEngine());
         take(pd, dnnl::convolution_forward(pd));
       };
       const bool follow = a == dnnl::algorithm::convolution_winograd && x.isBlocked() &&
