@@ -77,6 +77,8 @@ TEST(ChannelAffine, EveryRowFormMatchesTheReference) {
       {37, 16, 16, 0, 16, 80},  // a 16-channel block into a channels-last result, a pixel a row
       {6, 41, 41, 0, 41, 90},   // channels-last, 8-lane vectors and a tail of 1
       {3, 16 * 5, 16, 16, 80, 96},  // nChw16c blocks into a wider strided destination
+      {33, 8, 8, 0, 8, 40},    // an 8-channel block into a channels-last result (nChw8c, AVX2 CPUs)
+      {5, 13, 1, 0, 13, 20},   // rows of one channel, the same for every row
   };
   for (const Case& k : cases)
     for (bool relu : {false, true}) runCase(k, relu, 3);
