@@ -16,7 +16,6 @@
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/image_layout.h"
 #include "backend/dnnl/quantize.h"
-#include "backend/dnnl/vec_math.h"
 #include "runtime/exec_context.h"
 
 using namespace llga;
@@ -89,7 +88,8 @@ void check(dt to, int64_t n, int64_t c, int64_t h, int64_t w, float scale, int32
 }  // namespace
 
 TEST(ImageLayout, EveryTypeAndChannelCount) {
-  if (!vec::cpuHasAvx512()) GTEST_SKIP() << "no AVX-512 here";
+  if (!image::takes(dnnl::memory::desc({1, 3, 4, 4}, dt::f32, tag::nchw), dnnl::memory::desc({1, 3, 4, 4}, dt::f32, tag::nhwc)))
+    GTEST_SKIP() << "no AVX-512 F, BW and VL here";
   const bool bf16 = image::takes(dnnl::memory::desc({1, 3, 4, 4}, dt::f32, tag::nchw),
                                  dnnl::memory::desc({1, 3, 4, 4}, dt::bf16, tag::nhwc));
   for (int64_t c : {1, 2, 3, 4})
@@ -108,7 +108,8 @@ TEST(ImageLayout, EveryTypeAndChannelCount) {
 }
 
 TEST(ImageLayout, TakesOnlyDenseImagesOfFewChannels) {
-  if (!vec::cpuHasAvx512()) GTEST_SKIP() << "no AVX-512 here";
+  if (!image::takes(dnnl::memory::desc({1, 3, 4, 4}, dt::f32, tag::nchw), dnnl::memory::desc({1, 3, 4, 4}, dt::f32, tag::nhwc)))
+    GTEST_SKIP() << "no AVX-512 F, BW and VL here";
   EXPECT_TRUE(image::takes(dnnl::memory::desc({1, 4, 8, 8}, dt::f32, tag::nchw),
                            dnnl::memory::desc({1, 4, 8, 8}, dt::u8, tag::nhwc)));
   EXPECT_FALSE(image::takes(dnnl::memory::desc({1, 5, 8, 8}, dt::f32, tag::nchw),

@@ -1,12 +1,11 @@
 #include "backend/dnnl/dnnl_utils.h"
 
-#include "backend/dnnl/image_layout.h"
-
 #include <algorithm>
 #include <map>
 #include <mutex>
 #include <utility>
 
+#include "backend/dnnl/image_layout.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "runtime/plan.h"
 

@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <limits>
+#include <type_traits>
 
 #include "backend/dnnl/quantize.h"
 #include "backend/dnnl/vec_math.h"
@@ -16,12 +16,15 @@ namespace {
 using dt = dnnl::memory::data_type;
 constexpr int64_t kLanes = 16;
 
-bool cpuHasAvx512Bf16() {
-  static const bool yes = [] {
+// What the kernels here are compiled for (LLGA_AVX512_BF16): AVX-512 F, BW
+// and VL, and AVX512-BF16 for a bf16 destination.
+bool cpuRuns(dt to) {
+  static const bool avx512 = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") != 0;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   }();
-  return yes;
+  static const bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+  return to == dt::bf16 ? bf16 : avx512;
 }
 
 // For output vector v of 16 pixels' C channels (element e is pixel
@@ -120,11 +123,11 @@ void run(const float* src, void* dst, int64_t n, int64_t c, int64_t hw, const Co
 }  // namespace
 
 bool takes(const dnnl::memory::desc& src, const dnnl::memory::desc& dst) {
+  // (reorder() asks for every reorder: the cheap tests first, on the C struct)
+  if (src.data.ndims != 4 || src.data.dims[1] < 1 || src.data.dims[1] > 4 || src.data.data_type != dnnl_f32) return false;
   const dnnl::memory::dims dims = src.dims();
-  if (dims.size() != 4 || dst.dims() != dims || dims[1] < 1 || dims[1] > 4 || src.data_type() != dt::f32) return false;
   const dt t = dst.data_type();
-  if (t != dt::f32 && t != dt::bf16 && t != dt::u8 && t != dt::s8) return false;
-  if (!vec::cpuHasAvx512() || (t == dt::bf16 && !cpuHasAvx512Bf16())) return false;
+  if (dst.dims() != dims || (t != dt::f32 && t != dt::bf16 && t != dt::u8 && t != dt::s8) || !cpuRuns(t)) return false;
   return src == dnnl::memory::desc(dims, dt::f32, dnnl::memory::format_tag::nchw) &&
          dst == dnnl::memory::desc(dims, t, dnnl::memory::format_tag::nhwc);
 }

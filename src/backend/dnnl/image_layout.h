@@ -18,7 +18,7 @@ namespace llga::image {
 
 // Whether toChannelsLast takes src -> dst: src a dense f32 NCHW of 1..4
 // channels, dst the same sizes dense NHWC in f32, bf16, u8 or s8, and the
-// CPU has AVX-512 (bf16: and AVX512-BF16).
+// CPU has AVX-512 F, BW and VL (bf16: and AVX512-BF16).
 bool takes(const dnnl::memory::desc& src, const dnnl::memory::desc& dst);
 
 // dst = src in dst's layout and type; a quantized dst is
