@@ -37,10 +37,10 @@
 //
 // Exit status: 0 on success, 1 if any case failed to parse or verify, 2 on usage errors.
 #include <algorithm>
-#include <map>
-#include <optional>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>

@@ -277,8 +277,8 @@ dnnl::convolution_forward::primitive_desc convolutionWithZeroPoint(const dnnl::c
 bool shiftSignedActivations() {
   static const bool shifted = [] {
     if (!hasVnni()) return false;
-    if (const char* env = std::getenv("LLGA_INT8_SIGNED"); env && std::string(env) == "u8") return true;
-    if (const char* env = std::getenv("LLGA_INT8_SIGNED"); env && std::string(env) == "s8") return false;
+    const std::string chosen = std::getenv("LLGA_INT8_SIGNED") ? std::getenv("LLGA_INT8_SIGNED") : "";
+    if (chosen == "u8" || chosen == "s8") return chosen == "u8";
     using dnnl::memory;
     // the implementation oneDNN picks for the probe with this source
     auto pick = [](memory::data_type src_dt, bool zero_point) {
