@@ -7,6 +7,7 @@
 
 #include "backend/dnnl/quantize.h"
 #include "backend/dnnl/vec_math.h"
+#include "runtime/tensor.h"
 #include "runtime/threads.h"
 
 namespace llga::image {
@@ -59,10 +60,9 @@ LLGA_AVX512_BF16 inline void put(void* dst, int64_t at, __m512 v, const Convert<
                         reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
   } else {
     using T = std::conditional_t<Out == dt::u8, uint8_t, int8_t>;
-    const __m512 lo = _mm512_set1_ps(std::numeric_limits<T>::min()), hi = _mm512_set1_ps(std::numeric_limits<T>::max());
-    const __m512 r = _mm512_add_ps(_mm512_set1_ps(k.z), _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(k.inv)),
-                                                                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi));  // max(NaN, lo) = lo
+    const __m512i q = vec::quantize16(v, _mm512_set1_ps(k.inv), _mm512_set1_ps(k.z),
+                                      _mm512_set1_ps(std::numeric_limits<T>::min()),
+                                      _mm512_set1_ps(std::numeric_limits<T>::max()));
     auto* p = reinterpret_cast<__m128i*>(static_cast<T*>(dst) + at);
     if constexpr (Out == dt::u8) _mm_storeu_si128(p, _mm512_cvtusepi32_epi8(q));
     else _mm_storeu_si128(p, _mm512_cvtsepi32_epi8(q));
@@ -77,9 +77,8 @@ inline void putOne(void* dst, int64_t at, float x, const Convert<Out>& k) {
   } else if constexpr (Out == dt::bf16) {
     uint32_t bits;
     std::memcpy(&bits, &x, 4);
-    // round to nearest even; a NaN stays a (quiet) NaN
-    static_cast<uint16_t*>(dst)[at] = std::isnan(x) ? static_cast<uint16_t>((bits >> 16) | 0x40)
-                                                    : static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+    // rounded to nearest even; a NaN stays a (quiet) NaN, as vcvtneps2bf16 keeps it
+    static_cast<uint16_t*>(dst)[at] = std::isnan(x) ? static_cast<uint16_t>((bits >> 16) | 0x40) : BFloat16::from(x).bits;
   } else {
     using T = std::conditional_t<Out == dt::u8, uint8_t, int8_t>;
     const float lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();

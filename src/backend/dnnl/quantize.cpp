@@ -113,14 +113,8 @@ void quantizeAffineScalar(const float* x, int64_t n, float inv, float z, T* out)
   }
 }
 
-// The same 16 lanes at a time: roundscale rounds half to even as
-// roundHalfEven does, max(r, lo) gives lo for a NaN r (the second operand),
-// and the saturating narrowing stores whole numbers already in range. The
-// SSE2 loop above took ~60 us for 150K elements on two threads, this ~10.
-LLGA_AVX512 inline __m512i quantize16(__m512 v, __m512 inv, __m512 z, __m512 lo, __m512 hi) {
-  const __m512 r = _mm512_add_ps(z, _mm512_roundscale_ps(_mm512_mul_ps(v, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  return _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi));
-}
+// The same 16 lanes at a time (vec::quantize16). The SSE2 loop above took
+// ~60 us for 150K elements on two threads, this ~10.
 
 template <typename T>
 LLGA_AVX512 void quantizeAffineAvx512(const float* x, int64_t n, float inv, float z, T* out) {
@@ -128,13 +122,13 @@ LLGA_AVX512 void quantizeAffineAvx512(const float* x, int64_t n, float inv, floa
   const __m512 vlo = _mm512_set1_ps(std::numeric_limits<T>::min()), vhi = _mm512_set1_ps(std::numeric_limits<T>::max());
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512i q = quantize16(_mm512_loadu_ps(x + i), vinv, vz, vlo, vhi);
+    const __m512i q = vec::quantize16(_mm512_loadu_ps(x + i), vinv, vz, vlo, vhi);
     if constexpr (std::is_same_v<T, uint8_t>) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtusepi32_epi8(q));
     else _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtsepi32_epi8(q));
   }
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512i q = quantize16(_mm512_maskz_loadu_ps(m, x + i), vinv, vz, vlo, vhi);
+    const __m512i q = vec::quantize16(_mm512_maskz_loadu_ps(m, x + i), vinv, vz, vlo, vhi);
     if constexpr (std::is_same_v<T, uint8_t>) _mm512_mask_cvtusepi32_storeu_epi8(out + i, m, q);
     else _mm512_mask_cvtsepi32_storeu_epi8(out + i, m, q);
   }

@@ -67,6 +67,15 @@ LLGA_AVX512 inline __m512 swish16(__m512 x) {
   return _mm512_mul_ps(_mm512_mask_mul_ps(x, neg, x, e), inv);
 }
 
+// 16 lanes quantized: min(max(z + round-half-even(v * inv), lo), hi) as
+// int32 (int8::quantizeAffine's arithmetic; roundscale rounds half to even,
+// and max(r, lo) gives lo for a NaN r, the second operand), for a
+// saturating narrowing to store.
+LLGA_AVX512 inline __m512i quantize16(__m512 v, __m512 inv, __m512 z, __m512 lo, __m512 hi) {
+  const __m512 r = _mm512_add_ps(z, _mm512_roundscale_ps(_mm512_mul_ps(v, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  return _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi));
+}
+
 // Whether this CPU runs the AVX-512F functions here.
 bool cpuHasAvx512();
 
