@@ -36,8 +36,8 @@ pytestmark = pytest.mark.skipif(ISA not in VNNI_ISAS, reason=f"int8 needs VNNI; 
 def act_quant(compiled):
     """[(kind, act_scale, grid)] of every int8 op, in IR order. The grid is
     "u8" (0..255 steps) or "s8" (-128..127 steps): a convolution's signed
-    activation is written u8 with act_zero_point=128, the s8 grid shifted,
-    and is reported as "s8" here (check_signed_conv_activation)."""
+    activation, where the backend writes it u8 with act_zero_point=128 (the
+    s8 grid shifted), is reported as "s8" here (check_signed_conv_activation)."""
     out = []
     for m in re.finditer(r"(aten::\w+)\[precision=\"int8\", act_scale=([0-9.e+-]+), act_dtype=\"(u8|s8)\""
                          r"(?:, act_zero_point=(-?\d+))?[,\]]", str(compiled.graph)):
@@ -127,15 +127,19 @@ def signed_grid():
     return ("u8", 128, "Byte") if enc == "u8+128" else ("s8", 0, "Char")
 
 
-def run_with_signed(encoding, code):
-    """`code` (after `import test_quantize, llga`) in a fresh process whose
-    signed activations are written as `encoding` ("u8" or "s8",
-    LLGA_INT8_SIGNED): its last line of output."""
-    env = dict(os.environ, LLGA_INT8_SIGNED=encoding)
+def run_fresh(code, **env):
+    """`code` (after `import test_quantize, llga`) in a fresh process with
+    `env` added to the environment: its last line of output."""
     prog = "import sys; sys.path.insert(0, %r); import test_quantize, llga; " % str(Path(__file__).parent) + code
-    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=dict(os.environ, **env),
+                         timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.strip().splitlines()[-1]
+
+
+def run_with_signed(encoding, code):
+    """run_fresh with signed activations written as `encoding` ("u8" or "s8", LLGA_INT8_SIGNED)."""
+    return run_fresh(code, LLGA_INT8_SIGNED=encoding)
 
 
 class ConvLin(nn.Module):
@@ -146,7 +150,6 @@ class ConvLin(nn.Module):
 
     def forward(self, x):
         return self.fc(self.c(x).mean((2, 3)))
-
 
 
 def check_signed_conv_activation():
@@ -172,7 +175,6 @@ def check_signed_conv_activation():
         want = nn.functional.linear(fake_quant(h, s_fc, False), fake_quant_weight(model.fc.weight).double(),
                                     model.fc.bias.double())
     np.testing.assert_allclose(q(x.numpy()), want.numpy(), rtol=1e-4, atol=2e-5)
-
 
 
 def test_signed_conv_activation_is_written_as_the_backend_takes_it():
@@ -206,6 +208,7 @@ def test_signed_encoding_follows_the_kernels_oneDNN_picks():
     # with AMX lists its older, slower AMX kernels first
     if ISA.startswith("avx512"):
         assert shifted.startswith("brg"), shifted
+
 
 class DwBlock(nn.Module):
     """A depthwise 3x3 with relu6 whose output a 1x1 reads in int8 (mobilenet's shape of block)."""
@@ -519,12 +522,9 @@ def test_int8_residual_stream_on_vnni_without_amx():
     """The same on oneDNN's AVX512-VNNI kernels (as on a Zen 5 EPYC: jit
     int8 convolutions, not AMX's brgconv), capped by ONEDNN_MAX_CPU_ISA;
     judged by the ISA oneDNN reports there."""
-    code = ("import sys; sys.path.insert(0, %r); import test_quantize, llga; "
-            "test_quantize.check_residual_stream(); print(llga.cpu_capabilities()['isa'])") % str(Path(__file__).parent)
-    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX512_CORE_VNNI")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip().splitlines()[-1] in VNNI_ISAS, out.stdout
+    isa = run_fresh("test_quantize.check_residual_stream(); print(llga.cpu_capabilities()['isa'])",
+                    ONEDNN_MAX_CPU_ISA="AVX512_CORE_VNNI")
+    assert isa in VNNI_ISAS, isa
 
 
 class _StemPool(nn.Module):
