@@ -9,7 +9,7 @@ CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all bootstrap build demo test test-cpp test-asan test-tsan test-py test-isa test-isa-all test-install test-deps test-fresh test-ops-long \
-	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs stress test-zoo test-zoo-int8 bench bench-quick bench-coverage bench-parse bench-runtime bench-load bench-dask clean
+	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs stress test-zoo test-zoo-int8 test-zoo-bf16 bench bench-quick bench-coverage bench-parse bench-runtime bench-load bench-dask clean
 
 all: build
 
@@ -162,10 +162,13 @@ test-zoo: build
 	LLGA_ZOO=all $(PY) -m pytest -q tests/py/test_tv_dumps.py
 	$(PY) scripts/zoo_sweep.py --rows $(BUILD)/zoo-rows.jsonl --write docs/zoo.md $(ZOO_ARGS)
 
-# Every torchvision classifier through llga.quantize: int8 coverage and logits against PyTorch's
-# fp32 into docs/zoo-int8.md (minutes on 2 cores).
+# Every torchvision classifier in low precision, against PyTorch's fp32 (minutes on 2 cores each):
+# through llga.quantize into docs/zoo-int8.md, through precision="bf16" into docs/zoo-bf16.md.
 test-zoo-int8: build
-	$(PY) scripts/zoo_int8.py --write docs/zoo-int8.md $(ZOO_ARGS)
+	$(PY) scripts/zoo_precision.py --precision int8 --write docs/zoo-int8.md $(ZOO_ARGS)
+
+test-zoo-bf16: build
+	$(PY) scripts/zoo_precision.py --precision bf16 --write docs/zoo-bf16.md $(ZOO_ARGS)
 
 # The coverage models (torchaudio, recurrent, transformer decoders) against PyTorch and ONNX Runtime.
 bench-coverage: build
