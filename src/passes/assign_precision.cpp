@@ -48,13 +48,14 @@ namespace llga {
 const std::vector<PrecisionRule>& precisionPolicy() {
   static const std::vector<PrecisionRule> rules = [] {
     std::vector<PrecisionRule> r;
+    // The convolutions and matrix products are the op groups of ir/ops.def.
+    // int8: the non-transposed convolutions and linear (constant weights).
     const std::string conv = "a convolution: bf16 activation and weights, fp32 accumulation, fp32 output and post-ops";
-    for (const char* k : {"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::_convolution_mode",
-                          "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"})
-      r.push_back({k, Precision::BF16, true, conv, true, std::string_view(k).find("transpose") == std::string_view::npos});
+    for (const std::string& k : opsWith(op_trait::Conv))
+      r.push_back({k, Precision::BF16, true, conv, true, k.find("transpose") == std::string::npos});
     const std::string mm = "a matrix product: bf16 operands, fp32 accumulation, fp32 output and post-ops";
-    for (const char* k : {"aten::linear", "aten::matmul", "aten::mm", "aten::bmm"})
-      r.push_back({k, Precision::BF16, true, mm, false, std::string_view(k) == "aten::linear"});
+    for (const std::string& k : opsWith(op_trait::Matmul))
+      r.push_back({k, Precision::BF16, true, mm, false, k == "aten::linear"});
     const std::string fused = "PyTorch's fused transformer ops: their products in bf16, softmax and layer norms fp32";
     for (const char* k : {"aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd"})
       r.push_back({k, Precision::BF16, true, fused});
