@@ -23,9 +23,16 @@ A mismatch is minimised by delta debugging over the steps (a step is dropped by
 giving its readers another value of the same shape, its own input where it
 can) and over the outputs, and written as a standalone pytest reproducer.
 
+With --precision bf16 every program is compiled with precision="bf16" and
+held to TOLERANCE["bf16"] against PyTorch's fp32 instead of TOLERANCE["fp32"]:
+bf16 keeps 8 bits of mantissa, so each rounding moves a value by up to 2^-9
+of it, and a dozen steps of products add that up; a wrong layout, dtype or
+fallback is off by far more.
+
     python3 scripts/fuzz_graphs.py --seconds 300          # make fuzz-graphs
     python3 scripts/fuzz_graphs.py --programs 40 --seed 1  # the short run in make test
     python3 scripts/fuzz_graphs.py --replay 1234           # one program, by its seed
+    python3 scripts/fuzz_graphs.py --seconds 300 --precision bf16   # make fuzz-graphs-bf16
 """
 
 from __future__ import annotations
@@ -45,6 +52,37 @@ import zlib
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Largest difference from PyTorch's fp32, relative to max(1, max|PyTorch|), per precision.
+TOLERANCE = {"fp32": 2e-3, "bf16": 5e-2}
+# bf16: an output is also allowed this many times the difference PyTorch itself
+# shows when every value is rounded to bf16 (parameters, inputs and each op's
+# result: _bf16_everywhere), the program's own sensitivity: a layer_norm over
+# 3 values close together amplifies a rounding of its input by 1/std, a
+# where() may flip.
+SENSITIVITY_FACTOR = 4.0
+
+
+def _bf16_everywhere():
+    """A torch function mode that rounds every new float32 result to bf16 (not
+    views or in-place results: the program's aliasing stays as written)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class Round(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if getattr(func, "__name__", "").endswith("_"):
+                return out
+            def rounded(t):
+                if not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t._is_view():
+                    return t
+                if any(isinstance(a, torch.Tensor) and a.data_ptr() == t.data_ptr() for a in args):
+                    return t  # the input itself (contiguous() of a contiguous tensor)
+                return t.bfloat16().float()
+            return tuple(rounded(t) for t in out) if isinstance(out, tuple) else rounded(out)
+
+    return Round()
 
 
 # ---------------------------------------------------------------- programs
@@ -555,25 +593,38 @@ def _inputs_at(prog, rng, batch=None, grow=0):
     return [rng.standard_normal(s).astype(np.float32) for s in _shapes_at(prog, batch, grow)]
 
 
-def _compare(got, want, where):
-    """None, or what differs."""
-    got = got if isinstance(got, tuple) else (got,)
-    want = want if isinstance(want, (tuple, list)) else (want,)
+def _difference(g, w):
+    """The largest difference of g from w, relative to max(1, max|w|)."""
+    scale = max(1.0, float(np.abs(w).max()) if w.size else 1.0)
+    return float(np.abs(np.asarray(g, dtype=np.float64) - w).max()) / scale if w.size else 0.0
+
+
+def _as_tuple(out):
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _compare(got, want, where, precision="fp32", near=None):
+    """None, or what differs. `near`: PyTorch's outputs on bf16-rounded
+    parameters and inputs (bf16), which widen each output's tolerance."""
+    got, want = _as_tuple(got), _as_tuple(want)
     if len(got) != len(want):
         return f"{where}: {len(got)} outputs, PyTorch {len(want)}"
-    for i, (g, w) in enumerate(zip(got, want)):
+    near = _as_tuple(near) if near is not None else (None,) * len(want)
+    for i, (g, w, n) in enumerate(zip(got, want, near)):
         w = w.detach().numpy()
         g = np.asarray(g)
         if g.shape != w.shape:
             return f"{where}: output {i} has shape {g.shape}, PyTorch {w.shape}"
         if g.dtype != w.dtype:
             return f"{where}: output {i} has dtype {g.dtype}, PyTorch {w.dtype}"
-        scale = max(1.0, float(np.abs(w).max()) if w.size else 1.0)
-        err = float(np.abs(g.astype(np.float64) - w).max()) / scale if w.size else 0.0
+        err = _difference(g, w)
         if not np.isfinite(g).all() and np.isfinite(w).all():
             return f"{where}: output {i} has non-finite values"
-        if err > 2e-3:
-            return f"{where}: output {i} off by {err:.2e} (relative to max(1, max|PyTorch|))"
+        tol = TOLERANCE[precision]
+        if n is not None and n.shape == w.shape:
+            tol = max(tol, SENSITIVITY_FACTOR * _difference(n.detach().numpy(), w))
+        if not err <= tol:
+            return f"{where}: output {i} off by {err:.2e} (relative to max(1, max|PyTorch|); tolerance {tol:.1e})"
     return None
 
 
@@ -584,10 +635,10 @@ def _skip(why):
     SKIPPED[why] = SKIPPED.get(why, 0) + 1
 
 
-def check(prog, deep=True):
-    """Runs prog through llga and PyTorch; None when they agree (or cannot be
-    compared: counted in SKIPPED), else a description of the first
-    difference (an exception is one too)."""
+def check(prog, deep=True, precision="fp32"):
+    """Runs prog through llga (compiled in `precision`) and PyTorch; None when
+    they agree (or cannot be compared: counted in SKIPPED), else a
+    description of the first difference (an exception is one too)."""
     import torch
     import llga
     rng = np.random.default_rng(prog.seed)
@@ -603,16 +654,28 @@ def check(prog, deep=True):
         _skip("PyTorch cannot " + ("script" if prog.scripted else "trace") + " it")
         return None
     findings = []
+    lowp = None  # bf16: the program with every value rounded to bf16, for its sensitivity (see _compare)
+    if precision == "bf16":
+        rounded = prog.module()
+        with torch.no_grad():
+            for t in list(rounded.parameters()) + list(rounded.buffers()):
+                if t.is_floating_point():
+                    t.copy_(t.bfloat16().float())
 
-    def reference(arrs):
+        def lowp(*ts):
+            with _bf16_everywhere():
+                return rounded(*ts)
+
+    def reference(arrs, model=None):
         """PyTorch's outputs, and its inputs afterwards (a program may write into them)."""
+        model = model or obj
         ts = [torch.from_numpy(a) for a in arrs]  # fresh arrays, in the layout llga gets
         # The graph as written, without the JIT's own optimisations (thread-local): PyTorch
         # 1.13's concat combining ignores a write into a cat's input between two cats
         # (seed 102060: cat(x, x, x); x[:, :1].mul_(0.5); cat(x + 0, that) differs from eager).
         with torch.no_grad(), torch.jit.optimized_execution(False):
             try:
-                return obj(*ts), [t.numpy() for t in ts]
+                return model(*ts), [t.numpy() for t in ts]
             except Exception:  # noqa: BLE001 - not valid at this shape in PyTorch either
                 return None, None
 
@@ -622,6 +685,9 @@ def check(prog, deep=True):
         want, want_inputs = reference(make())
         if want is None:
             return
+        near = None
+        if lowp is not None:
+            near, _ = reference([torch.from_numpy(a).bfloat16().float().numpy() for a in make()], lowp)
         for k in range(calls):
             arrs = make()
             try:
@@ -629,7 +695,7 @@ def check(prog, deep=True):
             except Exception as e:  # noqa: BLE001
                 findings.append(f"{where}, call {k + 1}: {type(e).__name__}: {e}")
                 return
-            why = _compare(got, want, f"{where}, call {k + 1}")
+            why = _compare(got, want, f"{where}, call {k + 1}", precision, near)
             if why:
                 findings.append(why)
                 return
@@ -644,7 +710,7 @@ def check(prog, deep=True):
         for plan in ((True, False) if deep else (True,)):
             llga.set_memory_planning(plan)
             try:
-                compiled = llga.optimize(obj, example)
+                compiled = llga.optimize(obj, example, precision=precision)
             except llga.UnsupportedOpError as e:
                 _skip(f"llga does not support {str(e).split(':')[0][:60]}")
                 return None
@@ -738,11 +804,11 @@ def _values(prog):
     return {k: v for k, v in vals.items() if isinstance(v, torch.Tensor)}
 
 
-def minimise(prog, why, log=print):
+def minimise(prog, why, log=print, precision="fp32"):
     """Delta debugging over steps, then outputs: the smallest program that still fails."""
     def fails(p):
         try:
-            return check(p) is not None
+            return check(p, precision=precision) is not None
         except Exception:  # noqa: BLE001
             return False
     changed = True
@@ -759,10 +825,10 @@ def minimise(prog, why, log=print):
             cand = dataclasses.replace(prog, outputs=[x for x in prog.outputs if x != o])
             if fails(cand):
                 prog = cand
-    return prog, check(prog) or why
+    return prog, check(prog, precision=precision) or why
 
 
-def reproducer(prog, why):
+def reproducer(prog, why, precision="fp32"):
     """A standalone pytest file: compiles at the traced shapes and checks there
     and, when the finding was at another batch or size, at that one too."""
     sets = [_shapes_at(prog)]
@@ -770,9 +836,11 @@ def reproducer(prog, why):
     if other:
         sets.append(_shapes_at(prog, int(other.group(1)), int(other.group(2))))
     draw = lambda shapes: "[" + ", ".join(f"rng.standard_normal({s}).astype(np.float32)" for s in shapes) + "]"
+    found_at = re.search(r"tolerance ([0-9.e+-]+)\)", why)  # bf16's, widened by the program's sensitivity
+    tol = float(found_at.group(1)) if found_at else TOLERANCE[precision]
     compile_line = ("torch.jit.script(m)" if prog.scripted else
                     "torch.jit.trace(m, tuple(torch.from_numpy(a.copy()) for a in xs), check_trace=False)")
-    return (f'"""Found by scripts/fuzz_graphs.py (seed {prog.seed}): {why}"""\n\n'
+    return (f'"""Found by scripts/fuzz_graphs.py (seed {prog.seed}, precision {precision}): {why}"""\n\n'
             "import numpy as np\n"
             + prog.source().replace("import torch\n", "import torch\n\nimport llga\n", 1)
             + "\n\ndef test_fuzzed_program_matches_pytorch():\n"
@@ -781,7 +849,7 @@ def reproducer(prog, why):
             "    m = Fuzzed().eval()\n"
             "    with torch.no_grad(), torch.jit.optimized_execution(False):  # the graph as written\n"
             f"        obj = {compile_line}\n"
-            "    c = llga.optimize(obj, [torch.from_numpy(a.copy()) for a in xs])\n"
+            f"    c = llga.optimize(obj, [torch.from_numpy(a.copy()) for a in xs], precision={precision!r})\n"
             f"    for inputs in [xs{''.join(', ' + draw(x) for x in sets[1:])}]:  # the traced shapes, then where it was found\n"
             "        with torch.no_grad(), torch.jit.optimized_execution(False):\n"
             "            ts = [torch.from_numpy(a.copy()) for a in inputs]  # a program may write into its inputs\n"
@@ -794,7 +862,7 @@ def reproducer(prog, why):
             "            for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):\n"
             "                w = w.numpy()\n"
             "                assert g.shape == w.shape and g.dtype == w.dtype\n"
-            "                assert np.abs(g - w).max() <= 2e-3 * max(1.0, np.abs(w).max())\n")
+            f"                assert np.abs(g - w).max() <= {tol:.1e} * max(1.0, np.abs(w).max())\n")
 
 
 # ---------------------------------------------------------------- main
@@ -809,16 +877,24 @@ def main(argv=None):
     ap.add_argument("--repro-dir", default=os.path.join(ROOT, "build", "fuzz-graphs"),
                     help="where reproducers are written")
     ap.add_argument("--no-minimise", action="store_true")
+    ap.add_argument("--precision", choices=sorted(TOLERANCE), default="fp32",
+                    help="compile every program in this precision (its tolerance: TOLERANCE)")
     args = ap.parse_args(argv)
     sys.path.insert(0, ROOT)
     import warnings
     warnings.filterwarnings("ignore")
     import torch
     torch.set_num_threads(1)
+    if args.precision == "bf16":
+        import llga
+        if not llga.cpu_capabilities()["bf16"]:
+            print(f"fuzz_graphs: oneDNN ISA {llga.cpu_capabilities()['isa']} has no bf16 kernels "
+                  "(precision='bf16' raises here); nothing run", file=sys.stderr)
+            return 2
     if args.replay is not None:
         prog = Gen(args.replay, args.steps).draw()
         print(prog.source())
-        why = check(prog)
+        why = check(prog, precision=args.precision)
         print("ok" if why is None else f"MISMATCH: {why}")
         return 0 if why is None else 1
     if args.seconds is None and args.programs is None:
@@ -847,7 +923,7 @@ def main(argv=None):
             k = k.group(1).strip() if k else "arithmetic"
             ops[k] = ops.get(k, 0) + 1
         try:
-            why = check(prog)
+            why = check(prog, precision=args.precision)
         except KeyboardInterrupt:
             n -= 1  # not checked
             break
@@ -859,15 +935,16 @@ def main(argv=None):
             continue
         bad += 1
         print(f"[{n}] seed {prog.seed}: MISMATCH: {why}", flush=True)
-        small, why2 = (prog, why) if args.no_minimise else minimise(prog, why, log=lambda m: print(m, flush=True))
+        small, why2 = (prog, why) if args.no_minimise else minimise(prog, why, log=lambda m: print(m, flush=True),
+                                                                     precision=args.precision)
         os.makedirs(args.repro_dir, exist_ok=True)
         path = os.path.join(args.repro_dir, f"test_fuzzed_{prog.seed}.py")
         with open(path, "w") as f:
-            f.write(reproducer(small, why2))
+            f.write(reproducer(small, why2, args.precision))
         print(f"  {len(small.steps)} steps: {why2}\n  reproducer: {path}", flush=True)
     if SKIPPED:
         print("not compared: " + ", ".join(f"{k} ({v})" for k, v in SKIPPED.items()))
-    print(f"{n} programs in {time.time() - t0:.0f} s, {bad} mismatches; steps by op: "
+    print(f"{n} programs ({args.precision}) in {time.time() - t0:.0f} s, {bad} mismatches; steps by op: "
           + ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
     return 1 if bad else 0
 

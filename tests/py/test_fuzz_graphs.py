@@ -46,6 +46,43 @@ FOUND = {
 }
 
 
+@pytest.mark.parametrize("seed", SEEDS[:8])
+def test_fuzzed_program_matches_pytorch_in_bf16(seed):
+    # The same programs compiled with precision="bf16": held to TOLERANCE["bf16"], widened per
+    # output by the program's own sensitivity to bf16 rounding (fuzz_graphs._compare).
+    if not llga.cpu_capabilities()["bf16"]:
+        pytest.skip(f"oneDNN ISA {llga.cpu_capabilities()['isa']} has no bf16 kernels")
+    prog = fuzz_graphs.Gen(seed, 12).draw()
+    why = fuzz_graphs.check(prog, precision="bf16")
+    assert why is None, f"seed {seed}: {why}\n{prog.source()}"
+
+
+def test_bf16_tolerance_follows_the_programs_sensitivity():
+    # A layer_norm over 3 values close together (seed 20476: conv -> layer_norm([3])) amplifies
+    # any rounding of its input: PyTorch with every value rounded to bf16 is itself off, and the
+    # tolerance grows with it; an output that PyTorch's rounding leaves alone keeps 5e-2.
+    import torch
+
+    x = torch.tensor([[10.0, 10.01, 10.02]])
+    with torch.no_grad():
+        want = torch.nn.functional.layer_norm(x, [3])
+        with fuzz_graphs._bf16_everywhere():
+            near = torch.nn.functional.layer_norm(x * 1.0, [3])
+    assert fuzz_graphs._difference(near.numpy(), want.numpy()) > 0.1
+    far = want.numpy() + np.float32(0.3)
+    assert fuzz_graphs._compare(far, (want,), "t", "bf16", (near,)) is None  # within 4x its sensitivity
+    assert "tolerance 5.0e-02" in fuzz_graphs._compare(far, (want,), "t", "bf16", (want,))
+    assert "tolerance 2.0e-03" in fuzz_graphs._compare(want.numpy() + np.float32(0.01), (want,), "t")
+    # views and in-place results are not rounded: the program's aliasing stays as written
+    base = torch.full((4,), 1.001)
+    with fuzz_graphs._bf16_everywhere():
+        view = base[:2]
+        view.mul_(1.0001)
+        new = base + 0.0
+    assert view.data_ptr() == base.data_ptr() and base[0].item() == pytest.approx(1.001 * 1.0001, rel=1e-6)
+    assert new[0].item() == 1.0  # a new result is rounded (1.0011 is 1.0 in bf16)
+
+
 @pytest.mark.parametrize("seed", sorted(FOUND))
 def test_programs_that_found_a_bug_match_pytorch(seed):
     prog = fuzz_graphs.Gen(seed, 12).draw()
@@ -188,9 +225,9 @@ def test_the_programs_cover_the_op_library():
     assert any(s.endswith("_(") for s in seen), "no in-place op drawn"
 
 
-@pytest.fixture
-def wrong_llga(monkeypatch):
-    """llga whose compiled models are off wherever a program has a tanh."""
+def _wrong_llga(monkeypatch, off_by):
+    """llga whose compiled models are off by `off_by` of the output's scale
+    wherever a program has a tanh."""
     real = llga.optimize
 
     def optimize(obj, *args, **kw):
@@ -201,21 +238,28 @@ def wrong_llga(monkeypatch):
 
         def call(*xs):
             out = c(*xs)
-            off = lambda o: o + np.float32(0.05 * max(1.0, float(np.abs(o).max())))  # noqa: E731
+            off = lambda o: o + np.float32(off_by * max(1.0, float(np.abs(o).max())))  # noqa: E731
             return tuple(off(o) for o in out) if isinstance(out, tuple) else off(out)
         return call
     monkeypatch.setattr(llga, "optimize", optimize)
 
 
-def test_a_wrong_answer_is_caught_minimised_and_reproduced(wrong_llga, tmp_path):
+# The fp32 run is off by 5% (25x its tolerance); the bf16 run by 25% (5x its tolerance: a wrong
+# layout or dtype is off by the whole scale).
+@pytest.mark.parametrize("precision, off_by", [("fp32", 0.05), ("bf16", 0.25)])
+def test_a_wrong_answer_is_caught_minimised_and_reproduced(monkeypatch, tmp_path, precision, off_by):
+    if precision == "bf16" and not llga.cpu_capabilities()["bf16"]:
+        pytest.skip(f"oneDNN ISA {llga.cpu_capabilities()['isa']} has no bf16 kernels")
+    _wrong_llga(monkeypatch, off_by)
     prog = next(p for p in (fuzz_graphs.Gen(s, 12).draw() for s in range(7100, 7400))
                 if p and len(p.steps) >= 6 and any("torch.tanh" in s.code for s in p.steps) and not p.scripted)
-    why = fuzz_graphs.check(prog)
+    why = fuzz_graphs.check(prog, precision=precision)
     assert why and "off by" in why, why
-    small, why2 = fuzz_graphs.minimise(prog, why, log=lambda m: None)
+    small, why2 = fuzz_graphs.minimise(prog, why, log=lambda m: None, precision=precision)
     assert len(small.steps) < len(prog.steps) and any("tanh" in s.code for s in small.steps)
     path = tmp_path / "test_repro.py"
-    path.write_text(fuzz_graphs.reproducer(small, why2))
+    path.write_text(fuzz_graphs.reproducer(small, why2, precision))
+    assert f"precision={precision!r}" in path.read_text()
     # the reproducer fails against the wrong llga of this process, and passes with the real one
     import importlib.util
     spec = importlib.util.spec_from_file_location("fuzz_repro_under_test", path)
