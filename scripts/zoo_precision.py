@@ -28,14 +28,14 @@ the bar; 2 if this CPU has no kernels for the precision (nothing is run).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import zoo_rows  # noqa: E402
 
 MIN_COSINE = {"bf16": 0.999, "int8": 0.99}
 MAX_FALLBACK = 0.1
@@ -142,12 +142,7 @@ def main() -> int:
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the worker: one model, a JSON line out
     args = ap.parse_args()
     if args.one:
-        try:
-            row = run_one(args.one, args.precision)
-        except Exception as e:  # noqa: BLE001 - reported in the table
-            row = {"model": args.one, "error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
-        print("ZOO-ROW " + json.dumps(row), flush=True)
-        return 0
+        return zoo_rows.emit(args.one, lambda: run_one(args.one, args.precision))
     why = unsupported(args.precision)
     if why:
         print(f"zoo_precision: {why}; nothing run", file=sys.stderr)
@@ -156,19 +151,11 @@ def main() -> int:
 
     catalog = zoo.torchvision_catalog()
     names = args.models.split(",") if args.models else sorted(n for n, t in catalog.items() if t == "classification")
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True).stdout.strip() or "unknown"
+    commit = zoo_rows.commit()
     rows = []
     for i, name in enumerate(names):
         t = time.perf_counter()
-        try:
-            r = subprocess.run([sys.executable, os.path.abspath(__file__), "--precision", args.precision, "--one", name],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
-            line = next((l for l in r.stdout.splitlines() if l.startswith("ZOO-ROW ")), None)
-            row = json.loads(line[8:]) if line else {
-                "model": name, "error": f"worker exit {r.returncode}: {r.stdout.strip().splitlines()[-1:]}"}
-        except subprocess.TimeoutExpired:
-            row = {"model": name, "error": "no result in 30 minutes"}
+        row = zoo_rows.collect(__file__, name, ["--precision", args.precision], timeout=1800)
         rows.append(row)
         print(f"[{i + 1}/{len(names)}] {name}: {'ok' if passed(row, args.precision) else 'FAIL'} "
               f"({time.perf_counter() - t:.0f} s) {row.get('error', '')}", flush=True)

@@ -26,12 +26,13 @@ import contextlib
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import zoo_rows  # noqa: E402
 
 # One model per task (both forms where tracing is allowed): make test's subset.
 LEAN = ("resnet18", "quantized_googlenet", "lraspp_mobilenet_v3_large", "fasterrcnn_mobilenet_v3_large_320_fpn",
@@ -344,12 +345,7 @@ def main() -> int:
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the worker: one model, a JSON line out
     args = ap.parse_args()
     if args.one:
-        try:
-            row = run_one(args.one, args.repeat)
-        except Exception as e:  # noqa: BLE001 - reported in the table
-            row = {"model": args.one, "error": f"{type(e).__name__}: {' '.join(str(e).split())[:400]}"}
-        print("ZOO-ROW " + json.dumps(row), flush=True)
-        return 0
+        return zoo_rows.emit(args.one, lambda: run_one(args.one, args.repeat), max_error=400)
     from llga import zoo
 
     names = args.models.split(",") if args.models else list(LEAN if args.lean else sorted(zoo.torchvision_catalog()))
@@ -360,8 +356,7 @@ def main() -> int:
         if os.path.exists(args.rows):
             with open(args.rows) as f:
                 done = {r["model"]: r for r in map(json.loads, filter(str.strip, f))}
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True).stdout.strip() or "unknown"
+    commit = zoo_rows.commit()
     rows = []
     for i, name in enumerate(names):
         if name in done:
@@ -369,11 +364,7 @@ def main() -> int:
             print(f"[{i + 1}/{len(names)}] {name}: from {args.rows}", flush=True)
             continue
         t = time.perf_counter()
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", name, "--repeat", str(args.repeat)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3600)
-        line = next((l for l in r.stdout.splitlines() if l.startswith("ZOO-ROW ")), None)
-        row = json.loads(line[8:]) if line else {"model": name, "error": f"worker exit {r.returncode}: "
-                                                                          f"{r.stdout.strip().splitlines()[-1:] }"}
+        row = zoo_rows.collect(__file__, name, ["--repeat", str(args.repeat)], timeout=3600)
         row["commit"] = commit
         rows.append(row)
         if args.rows:
