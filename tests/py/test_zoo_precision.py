@@ -4,7 +4,6 @@ passes where this CPU has the kernels, it refuses to run where it has none,
 and its verdict fails a row below the cosine bar or with too many fp32
 fallbacks."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -15,14 +14,13 @@ import llga
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "zoo_precision.py")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import zoo_precision  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def sweep():
-    spec = importlib.util.spec_from_file_location("zoo_precision", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return zoo_precision
 
 
 def run(precision, *extra, env=None):
