@@ -46,7 +46,18 @@ FOUND = {
 }
 
 
-@pytest.mark.parametrize("seed", SEEDS[:8])
+# Programs that a make fuzz-graphs-bf16 run flagged: seed -> what it was.
+FOUND_BF16 = {
+    70168: "sum((1, 3)) -> a 1-channel 3x3 conv on width 1, 0.875 off once in the four-thread check under "
+           "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16; not reproduced since (340 deep checks, 2,400 threaded calls)",
+    80939: "one 3 -> 2 channel 3x3 conv, dilation 2: 1.14 off once in the four-thread check under "
+           "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16, after 940 programs in the process; not reproduced since (60 deep checks)",
+    70200: "a matmul whose 8 products cancel, times a large scalar, into tanh: 7.1e-2 off, as PyTorch is with the "
+           "same operands rounded (llga matches that to 3e-8); the sensitivity with rounded inputs had been 1.4e-2",
+}
+
+
+@pytest.mark.parametrize("seed", list(SEEDS[:8]) + sorted(FOUND_BF16))
 def test_fuzzed_program_matches_pytorch_in_bf16(seed):
     # The same programs compiled with precision="bf16": held to TOLERANCE["bf16"], widened per
     # output by the program's own sensitivity to bf16 rounding (fuzz_graphs._compare).
