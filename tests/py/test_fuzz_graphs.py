@@ -18,6 +18,8 @@ import fuzz_graphs  # noqa: E402
 
 # Fixed seeds: a regression run, the same programs every time (make fuzz-graphs draws new ones).
 SEEDS = range(7000, 7024)
+needs_bf16 = pytest.mark.skipif(not llga.cpu_capabilities()["bf16"],
+                                reason=f"oneDNN ISA {llga.cpu_capabilities()['isa']} has no bf16 kernels")
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -57,12 +59,11 @@ FOUND_BF16 = {
 }
 
 
+@needs_bf16
 @pytest.mark.parametrize("seed", list(SEEDS[:8]) + sorted(FOUND_BF16))
 def test_fuzzed_program_matches_pytorch_in_bf16(seed):
     # The same programs compiled with precision="bf16": held to TOLERANCE["bf16"], widened per
     # output by the program's own sensitivity to bf16 rounding (fuzz_graphs._compare).
-    if not llga.cpu_capabilities()["bf16"]:
-        pytest.skip(f"oneDNN ISA {llga.cpu_capabilities()['isa']} has no bf16 kernels")
     prog = fuzz_graphs.Gen(seed, 12).draw()
     why = fuzz_graphs.check(prog, precision="bf16")
     assert why is None, f"seed {seed}: {why}\n{prog.source()}"
@@ -257,10 +258,8 @@ def _wrong_llga(monkeypatch, off_by):
 
 # The fp32 run is off by 5% (25x its tolerance); the bf16 run by 25% (5x its tolerance: a wrong
 # layout or dtype is off by the whole scale).
-@pytest.mark.parametrize("precision, off_by", [("fp32", 0.05), ("bf16", 0.25)])
+@pytest.mark.parametrize("precision, off_by", [("fp32", 0.05), pytest.param("bf16", 0.25, marks=needs_bf16)])
 def test_a_wrong_answer_is_caught_minimised_and_reproduced(monkeypatch, tmp_path, precision, off_by):
-    if precision == "bf16" and not llga.cpu_capabilities()["bf16"]:
-        pytest.skip(f"oneDNN ISA {llga.cpu_capabilities()['isa']} has no bf16 kernels")
     _wrong_llga(monkeypatch, off_by)
     prog = next(p for p in (fuzz_graphs.Gen(s, 12).draw() for s in range(7100, 7400))
                 if p and len(p.steps) >= 6 and any("torch.tanh" in s.code for s in p.steps) and not p.scripted)

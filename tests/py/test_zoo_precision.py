@@ -15,12 +15,7 @@ import llga
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "zoo_precision.py")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import zoo_precision  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def sweep():
-    return zoo_precision
+import zoo_precision as sweep  # noqa: E402
 
 
 def run(precision, *extra, env=None):
@@ -30,7 +25,7 @@ def run(precision, *extra, env=None):
 
 
 @pytest.mark.parametrize("precision", ["bf16", "int8"])
-def test_resnet18_row(sweep, precision):
+def test_resnet18_row(precision):
     why = sweep.unsupported(precision)
     if why:
         pytest.skip(why)
@@ -52,7 +47,7 @@ def test_refuses_where_oneDNN_has_no_kernels():
         assert r.returncode == 2 and says in r.stdout and "| resnet18 |" not in r.stdout, r.stdout
 
 
-def test_verdict(sweep):
+def test_verdict():
     good = {"model": "m", "input": "1x3x8x8", "partitions": 20, "ran_low": 19, "fallbacks": ["fp32: no kernel"],
             "llga_kernels": [], "cosine": 0.9995, "max_rel_err": 0.01, "top5": 5}
     assert sweep.passed(good, "bf16") and sweep.passed(good, "int8")
