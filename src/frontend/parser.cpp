@@ -87,7 +87,7 @@ class Parser {
     std::unordered_map<std::string_view, size_t> group_pos;
   };
 
-  // graph := 'graph' '(' [param (',' param)*] ')' ':' body 'return' '(' refs ')' with*
+  // graph := 'graph' '(' [param (',' param)*] ')' ':' body 'return' [attrs] '(' refs ')' with*
   std::shared_ptr<Graph> parseGraph() {
     GraphState st;
     st.graph = std::make_shared<Graph>();
@@ -106,6 +106,8 @@ class Parser {
     parseBody(st, st.graph->block());
     if (!lex_.peekIdent("return")) lex_.expect(Tok::Ident, "'return' or a node");
     lex_.next();
+    // return[batch_dim=0] (...): what a pass proved about the whole graph
+    if (lex_.peek().kind == Tok::LBracket) parseAttributes(st.graph->returnNode());
     for (Value* v : parseValueRefList(st, "'(' after 'return'")) st.graph->registerOutput(v);
     // with-clauses: subgraphs of this graph's group nodes, in printed order.
     while (lex_.peekIdent("with")) {

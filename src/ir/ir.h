@@ -217,6 +217,7 @@ class Graph : public std::enable_shared_from_this<Graph> {
   NodeRange nodes() const { return block_->nodes(); }
   Value* addInput(std::string name = "", TypePtr type = nullptr) { return block_->addInput(std::move(name), std::move(type)); }
   size_t registerOutput(Value* v) { return block_->registerOutput(v); }
+  Node* returnNode() const { return block_->returnNode(); }  // its attributes: what passes proved of the whole graph
 
   // Creates a node that is not in any block yet (use insertNode / appendNode).
   Node* create(Symbol kind, size_t num_outputs = 1);

@@ -119,7 +119,9 @@ class Printer {
     }
     os_ << "):\n";
     block(g.block(), 1);
-    indent(1) << "return (";
+    indent(1) << "return";
+    attributes(g.returnNode(), false);
+    os_ << " (";
     valueRefs(g.outputs());
     os_ << ")\n";
     for (size_t i = 0; i < groups_.size(); ++i) {
