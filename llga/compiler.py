@@ -46,6 +46,8 @@ class CompiledGraph:
         self._respecialize = None
         self._specializations: "OrderedDict[tuple, CompiledGraph]" = OrderedDict()
         self._specializations_lock = threading.Lock()
+        # compiled.set_batch_split: "auto", "off" or items per chunk.
+        self._batch_split_mode: Any = "auto"
         # Where a model loaded with llga.load came from (llga.model_file.SavedInfo); None otherwise.
         self.saved = None
         # The example inputs it was compiled with, as [(shape, numpy dtype name)]
@@ -88,6 +90,42 @@ class CompiledGraph:
         between calls unless a buffer outlives its call); see
         ``llga.set_memory_planning``)."""
         return self._impl.memory()
+
+    @property
+    def batch_split(self) -> "BatchSplitInfo":
+        """Whether and how calls with a batch of several items run as smaller
+        chunks: ``proved`` (the batch-rows pass proved every item is computed
+        alone: ``return[batch_dim=0]`` on the graph), ``why_not`` (the op that
+        stopped the proof, from the pass's note, or why splitting stopped at
+        run time), ``mode`` ("auto": the chunk measured fastest per batch
+        size, "off", or a fixed chunk) and ``sizes`` ({batch size: the chunk
+        chosen (0 while still measuring; the batch size itself: run whole)
+        and the ns per item each chunk tried took}). A batch size's first
+        calls each try the next chunk (the whole batch, then halves); every
+        call computes its own inputs, none twice."""
+        why = self._impl.batch_split_refused()
+        if not self._impl.batch_split_proved:
+            why = next((n.split(": ", 1)[1] for r in self.passes if r.name == "batch-rows" for n in r.notes
+                        if n.startswith("not split by batch: ")), "the batch-rows pass did not run")
+        sizes = {r.items: BatchSplitSize(r.items, r.chunk, dict(r.ns_per_item))
+                 for r in self._impl.batch_split_reports()}
+        return BatchSplitInfo(proved=self._impl.batch_split_proved, why_not=why, mode=self._batch_split_mode,
+                              sizes=sizes)
+
+    def set_batch_split(self, mode="auto") -> None:
+        """How batches are split (see batch_split): "auto" (the default:
+        measured per batch size), "off" (every call runs whole) or an int,
+        the items per chunk. Resets what was measured. Does nothing on a
+        graph not proved separable (batch_split.proved)."""
+        if isinstance(mode, bool) or not (mode in ("auto", "off") or isinstance(mode, int)):
+            raise ValueError(f"batch split mode must be 'auto', 'off' or an int (items per chunk), got {mode!r}")
+        if isinstance(mode, int) and mode < 1:
+            raise ValueError(f"a batch chunk must be at least 1 item, got {mode}")
+        self._batch_split_mode = mode
+        self._impl.set_batch_split("fixed" if isinstance(mode, int) else mode, mode if isinstance(mode, int) else 0)
+        with self._specializations_lock:
+            for other in self._specializations.values():
+                other.set_batch_split(mode)
 
     @property
     def flops(self) -> int:
@@ -175,6 +213,8 @@ class CompiledGraph:
             found = self._specializations.get(key)
             if found is None:
                 found = self._respecialize(args)
+                if self._batch_split_mode != "auto":
+                    found.set_batch_split(self._batch_split_mode)
                 if len(self._specializations) >= self.MAX_SPECIALIZATIONS:
                     self._specializations.popitem(last=False)  # the least recently used
                 self._specializations[key] = found
@@ -245,6 +285,27 @@ class Partition:
     output: str = ""
     detail: str = ""  # what else the kernel said (a bf16 partition that ran fp32 says why)
     output_name: str = ""  # the IR name of its first output
+
+
+@dataclass(frozen=True)
+class BatchSplitSize:
+    """How calls with ``items`` rows run: in chunks of ``chunk`` items (0:
+    still measuring; ``items``: whole), and the ns per item each chunk tried
+    took ({chunk: ns})."""
+
+    items: int
+    chunk: int
+    ns_per_item: Dict[int, float]
+
+
+@dataclass(frozen=True)
+class BatchSplitInfo:
+    """compiled.batch_split: see CompiledGraph.batch_split."""
+
+    proved: bool
+    why_not: str
+    mode: Any
+    sizes: Dict[int, BatchSplitSize]
 
 
 class PartitionList(list):

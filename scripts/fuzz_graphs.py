@@ -637,6 +637,7 @@ def _compare(got, want, where, precision="fp32", near=()):
 
 
 SKIPPED = {}  # why programs were not compared, counted
+SPLIT = {"proved": 0, "not proved": 0}  # compilations batch-rows proved separable by batch (checked in chunks)
 
 
 def _skip(why):
@@ -743,6 +744,18 @@ def check(prog, deep=True, precision="fp32"):
             for batch, grow in ((3, 0), (1, 2), (2, -1)):
                 other = _inputs_at(prog, rng, batch, grow)
                 run(compiled, lambda other=other: [a.copy() for a in other], f"{tag}, batch {batch}, size {grow:+d}")
+            if findings:
+                break
+            # Where batch-rows proved every item is computed alone, a batch run
+            # as chunks (1 item, then 2 + 1) must give the whole call's result.
+            split = compiled.batch_split
+            SPLIT["proved" if split.proved else "not proved"] += 1
+            if split.proved:
+                other = _inputs_at(prog, rng, 3, 0)
+                for chunk in (1, 2):
+                    compiled.set_batch_split(chunk)
+                    run(compiled, lambda: [a.copy() for a in other], f"{tag}, batch 3 in chunks of {chunk}", calls=1)
+                compiled.set_batch_split("auto")
             if findings:
                 break
             shapes = [_inputs_at(prog, np.random.default_rng(prog.seed + t), 1 + t % 3, (t % 2)) for t in range(4)]
@@ -953,6 +966,8 @@ def main(argv=None):
         print(f"  {len(small.steps)} steps: {why2}\n  reproducer: {path}", flush=True)
     if SKIPPED:
         print("not compared: " + ", ".join(f"{k} ({v})" for k, v in SKIPPED.items()))
+    print(f"batch split: {SPLIT['proved']} compilations proved separable (each also run in chunks), "
+          f"{SPLIT['not proved']} not")
     print(f"{n} programs ({args.precision}) in {time.time() - t0:.0f} s, {bad} mismatches; steps by op: "
           + ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
     return 1 if bad else 0

@@ -159,6 +159,20 @@ void bindRuntime(py::module_& m) {
       .def_property_readonly("layouts", &KernelReport::layoutText)
       .def("__str__", &KernelReport::text)
       .def("__repr__", [](const KernelReport& k) { return "KernelReport(" + k.text() + ")"; });
+  py::class_<BatchSplitReport>(m, "BatchSplitReport",
+                               "How calls with one batch size run: the chunk chosen (0 while measuring; items: "
+                               "whole) and the ns per item measured for each chunk tried")
+      .def_readonly("items", &BatchSplitReport::items)
+      .def_readonly("chunk", &BatchSplitReport::chunk)
+      .def_readonly("ns_per_item", &BatchSplitReport::ns_per_item)
+      .def("__repr__", [](const BatchSplitReport& r) {
+        std::string s = "BatchSplitReport(items=" + std::to_string(r.items) + ", chunk=" + std::to_string(r.chunk) +
+                        ", ns_per_item={";
+        for (size_t i = 0; i < r.ns_per_item.size(); ++i)
+          s += (i ? ", " : "") + std::to_string(r.ns_per_item[i].first) + ": " +
+               std::to_string(static_cast<int64_t>(r.ns_per_item[i].second));
+        return s + "})";
+      });
   py::class_<CompiledGraph, std::shared_ptr<CompiledGraph>>(m, "CompiledGraphImpl")
       .def(py::init([](std::shared_ptr<Graph> g, py::dict weights) {
              WeightMap w = weightsFromPython(weights);
@@ -243,6 +257,20 @@ void bindRuntime(py::module_& m) {
         return names;
       })
       .def_property_readonly("weight_bytes", &CompiledGraph::weightBytes)
+      .def_property_readonly("batch_split_proved", [](const CompiledGraph& c) { return c.batchSplit() != nullptr; })
+      .def("batch_split_reports", [](const CompiledGraph& c) {
+        return c.batchSplit() ? c.batchSplit()->report() : std::vector<BatchSplitReport>{};
+      })
+      .def("batch_split_refused", [](const CompiledGraph& c) {
+        return c.batchSplit() ? c.batchSplit()->refused() : std::string();
+      })
+      .def("set_batch_split", [](const CompiledGraph& c, const std::string& mode, int64_t chunk) {
+        if (!c.batchSplit()) return;
+        if (mode == "auto") c.batchSplit()->setMode(BatchSplit::Mode::Auto);
+        else if (mode == "off") c.batchSplit()->setMode(BatchSplit::Mode::Off);
+        else if (mode == "fixed") c.batchSplit()->setMode(BatchSplit::Mode::Fixed, chunk);
+        else throw std::invalid_argument("batch split mode must be 'auto', 'off' or 'fixed', got '" + mode + "'");
+      }, py::arg("mode"), py::arg("chunk") = 0)
       .def("kernel_reports", [](const CompiledGraph& c) {
         py::dict d;  // first output's name -> what the kernel did on its latest call
         for (const auto& [node, k] : c.kernelReports())

@@ -14,6 +14,7 @@ CompiledGraph::CompiledGraph(std::shared_ptr<Graph> graph, WeightMap weights) : 
     const Value* v = graph_->inputs()[i];
     if (v->type()->kind() != TypeKind::Class) inputs_.push_back({v->debugName(), v->type(), writers[i]});
   }
+  if (graph_->returnNode()->hasAttribute(Symbol::attr("batch_dim"))) batch_split_ = std::make_unique<BatchSplit>();
   plan_ = Plan::build(graph_, weights);  // the plan holds the weights it reads; the map goes
   // Weights the plan lets go (only their reordered copies are used) leave the
   // graph too: its tensor constants keep shape and dtype, not the data.
@@ -105,10 +106,139 @@ std::string signature(const std::vector<RtValue>& inputs) {
   return s;
 }
 
+// The number of rows every tensor input has (dim 0), or 0 when they differ
+// or there is no tensor input.
+int64_t batchItems(const std::vector<RtValue>& inputs) {
+  int64_t items = 0;
+  for (const RtValue& v : inputs) {
+    if (!v.isTensor()) continue;
+    const Tensor& t = v.tensor();
+    if (t.dim() == 0 || t.isBlocked() || (items && t.size(0) != items)) return 0;
+    items = t.size(0);
+  }
+  return items;
+}
+
+// Whether any tensor in `v` shares memory with a tensor input.
+bool sharesInput(const RtValue& v, const std::vector<RtValue>& inputs) {
+  if (v.isTensor()) {
+    for (const RtValue& in : inputs)
+      if (in.isTensor() && v.tensor().sharesStorageWith(in.tensor())) return true;
+    return false;
+  }
+  if (v.isTuple()) {
+    for (const RtValue& x : v.tuple()->items)
+      if (sharesInput(x, inputs)) return true;
+  } else if (v.isList()) {
+    for (const RtValue& x : *v.list())
+      if (sharesInput(x, inputs)) return true;
+  }
+  return false;
+}
+
+// The whole batch's output shaped like one chunk's (`rows` of them at dim 0)
+// with `items` rows; false when a tensor in it does not have `rows` rows.
+bool allocateRows(const RtValue& part, int64_t rows, int64_t items, RtValue& whole) {
+  if (part.isTensor()) {
+    const Tensor& t = part.tensor();
+    if (t.dim() == 0 || t.size(0) != rows || t.isBlocked()) return false;
+    Shape sizes = t.sizes();
+    sizes[0] = items;
+    whole = Tensor::empty(t.dtype(), sizes);
+    return true;
+  }
+  std::vector<RtValue> items_out;
+  const std::vector<RtValue>* parts = part.isTuple() ? &part.tuple()->items : part.isList() ? part.list().get() : nullptr;
+  if (!parts || parts->empty()) return false;
+  for (const RtValue& x : *parts) {
+    items_out.emplace_back();
+    if (!allocateRows(x, rows, items, items_out.back())) return false;
+  }
+  whole = part.isTuple() ? makeTuple(std::move(items_out)) : makeList(std::move(items_out));
+  return true;
+}
+
+void copyRows(const RtValue& part, int64_t start, const RtValue& whole) {
+  if (part.isTensor()) {
+    const Tensor& t = part.tensor();
+    Tensor rows = whole.tensor().slice(0, start, start + t.size(0), 1);
+    rows.copyFrom(t);
+    return;
+  }
+  const auto& parts = part.isTuple() ? part.tuple()->items : *part.list();
+  const auto& wholes = whole.isTuple() ? whole.tuple()->items : *whole.list();
+  for (size_t i = 0; i < parts.size(); ++i) copyRows(parts[i], start, wholes[i]);
+}
+
 }  // namespace
 
 std::vector<RtValue> CompiledGraph::run(std::vector<RtValue> inputs, const NodeObserver* observer) const {
   checkInputs(inputs);
+  if (batch_split_ && !observer)
+    if (const int64_t items = batchItems(inputs); items > 1) {
+      std::vector<RtValue> out;
+      if (runSplit(inputs, items, out)) return out;
+    }
+  return runWhole(std::move(inputs), observer);
+}
+
+bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, std::vector<RtValue>& out) const {
+  const BatchSplit::Pick pick = batch_split_->pick(items);
+  const int64_t chunk = pick.chunk;
+  if (chunk >= items) {
+    if (!pick.timed) return false;
+    const int64_t t0 = Profiler::nowNs();
+    out = runWhole(inputs, nullptr);
+    batch_split_->record(items, chunk, -1, static_cast<double>(Profiler::nowNs() - t0) / static_cast<double>(items));
+    return true;
+  }
+  Profiler* prof = Profiler::active();
+  const int64_t t_start = Profiler::nowNs();
+  int64_t timed_ns = 0, timed_items = 0;
+  for (int64_t start = 0; start < items; start += chunk) {
+    const int64_t rows = std::min(chunk, items - start);
+    std::vector<RtValue> part_in = inputs;
+    for (RtValue& v : part_in)
+      if (v.isTensor()) v = v.tensor().slice(0, start, start + rows, 1);
+    const int64_t t0 = Profiler::nowNs();
+    std::vector<RtValue> part = runWhole(part_in, nullptr);
+    if (start == 0) {
+      out.resize(part.size());
+      for (size_t i = 0; i < part.size(); ++i) {
+        if (sharesInput(part[i], part_in)) {
+          batch_split_->refuse("output " + std::to_string(i) + " is a view of an input (a chunked call would copy it)");
+          out.clear();
+          return false;
+        }
+        if (!allocateRows(part[i], rows, items, out[i]))
+          throw std::logic_error("batch split: output " + std::to_string(i) + " of a " + std::to_string(rows) +
+                                 "-item chunk does not have " + std::to_string(rows) +
+                                 " rows at dim 0, which batch-rows proved it would");
+      }
+    }
+    for (size_t i = 0; i < part.size(); ++i) copyRows(part[i], start, out[i]);
+    if (start > 0 && rows == chunk) {  // the first chunk made this shape's primitives
+      timed_ns += Profiler::nowNs() - t0;
+      timed_items += rows;
+    }
+  }
+  if (pick.timed)
+    batch_split_->record(items, chunk,
+                         timed_items ? static_cast<double>(timed_ns) / static_cast<double>(timed_items) : -1.0,
+                         static_cast<double>(Profiler::nowNs() - t_start) / static_cast<double>(items));
+  if (prof) {
+    ProfileEvent e;
+    e.name = "llga::batch_split";
+    e.depth = -1;
+    e.start_ns = t_start;
+    e.dur_ns = Profiler::nowNs() - t_start;
+    e.source = std::to_string(items) + " items in chunks of " + std::to_string(chunk);
+    prof->record(std::move(e));
+  }
+  return true;
+}
+
+std::vector<RtValue> CompiledGraph::runWhole(std::vector<RtValue> inputs, const NodeObserver* observer) const {
   std::string sig = signature(inputs);
   auto activations = std::make_shared<MemoryMeter>();
   std::vector<RtValue> out;

@@ -10,6 +10,7 @@
 
 #include "ir/ir.h"
 #include "runtime/arena.h"
+#include "runtime/batch_split.h"
 #include "runtime/plan.h"
 
 namespace llga {
@@ -46,10 +47,14 @@ class CompiledGraph {
   // and that inputs the graph writes into are writeable and do not overlap
   // themselves (std::invalid_argument naming the input), then runs.
   // `observer`, if given, sees every executed op node and its outputs (Plan::run).
+  // A graph the batch-rows pass proved separable (return[batch_dim=0]) may
+  // run a call's batch as smaller chunks (batch_split.h), unless observed.
   std::vector<RtValue> run(std::vector<RtValue> inputs, const NodeObserver* observer = nullptr) const;
 
   const std::shared_ptr<Graph>& graph() const { return graph_; }
   const std::vector<InputSpec>& inputs() const { return inputs_; }
+  // Null when the graph is not proved separable by batch.
+  BatchSplit* batchSplit() const { return batch_split_.get(); }
   size_t weightBytes() const;  // plain weights still held (see memory())
   MemoryReport memory() const;
   // Each op's kernel with what it did on its latest call ("" when nothing to say).
@@ -59,6 +64,12 @@ class CompiledGraph {
 
  private:
   void checkInputs(const std::vector<RtValue>& inputs) const;
+  // One call of the plan (the memory planner and peak of its signature).
+  std::vector<RtValue> runWhole(std::vector<RtValue> inputs, const NodeObserver* observer) const;
+  // The call in chunks of rows (false when it turns out not to split: the
+  // caller then runs it whole).
+  bool runSplit(const std::vector<RtValue>& inputs, int64_t items, std::vector<RtValue>& out) const;
+  std::unique_ptr<BatchSplit> batch_split_;
   std::shared_ptr<Graph> graph_;
   std::vector<InputSpec> inputs_;
   std::unique_ptr<Plan> plan_;

@@ -1,0 +1,96 @@
+#include "runtime/batch_split.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+namespace llga {
+
+void BatchSplit::setMode(Mode m, int64_t chunk) {
+  if (m == Mode::Fixed && chunk < 1)
+    throw std::invalid_argument("a batch chunk must be at least 1 item, got " + std::to_string(chunk));
+  std::lock_guard<std::mutex> lock(mu_);
+  mode_ = m;
+  fixed_ = m == Mode::Fixed ? chunk : 0;
+  states_.clear();  // measurements were of the previous mode's calls
+}
+
+BatchSplit::Mode BatchSplit::mode() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mode_;
+}
+
+int64_t BatchSplit::fixedChunk() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fixed_;
+}
+
+BatchSplit::State& BatchSplit::state(int64_t items) {
+  auto [it, fresh] = states_.try_emplace(items);
+  State& s = it->second;
+  if (fresh) {
+    s.report.items = items;
+    for (int64_t parts = 1;; parts *= 2) {
+      const int64_t c = (items + parts - 1) / parts;
+      if (s.candidates.empty() || s.candidates.back() != c) s.candidates.push_back(c);
+      if (c == 1) break;
+    }
+    if (states_.size() > kMaxBatchSizes) {
+      auto oldest = std::min_element(states_.begin(), states_.end(), [&](const auto& a, const auto& b) {
+        return (a.first == items ? std::numeric_limits<uint64_t>::max() : a.second.last_used) <
+               (b.first == items ? std::numeric_limits<uint64_t>::max() : b.second.last_used);
+      });
+      states_.erase(oldest);
+    }
+  }
+  s.last_used = ++calls_;
+  return s;
+}
+
+BatchSplit::Pick BatchSplit::pick(int64_t items) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mode_ == Mode::Off || items < 2 || !refused_.empty()) return {items, false};
+  if (mode_ == Mode::Fixed) return {std::min(fixed_, items), false};
+  State& s = state(items);
+  if (s.report.chunk) return {s.report.chunk, false};
+  return {s.candidates[s.next], true};
+}
+
+void BatchSplit::record(int64_t items, int64_t chunk, double later_chunks_ns, double call_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mode_ != Mode::Auto || !refused_.empty()) return;
+  State& s = state(items);
+  if (s.report.chunk || s.next >= s.candidates.size() || s.candidates[s.next] != chunk)
+    return;  // a call that raced another's measurement of the same candidate
+  double ns = s.warmed ? call_ns : later_chunks_ns;
+  if (ns < 0) {  // its first call, with nothing timed after the primitives were made
+    s.warmed = true;
+    return;
+  }
+  s.report.ns_per_item.emplace_back(chunk, ns);
+  auto best = std::min_element(s.report.ns_per_item.begin(), s.report.ns_per_item.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  ++s.next;
+  s.warmed = false;
+  if (ns > kGiveUp * best->second || s.next == s.candidates.size()) s.report.chunk = best->first;
+}
+
+void BatchSplit::refuse(std::string why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  refused_ = std::move(why);
+  states_.clear();
+}
+
+std::string BatchSplit::refused() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return refused_;
+}
+
+std::vector<BatchSplitReport> BatchSplit::report() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<BatchSplitReport> out;
+  for (const auto& [items, s] : states_) out.push_back(s.report);
+  return out;
+}
+
+}  // namespace llga
