@@ -153,6 +153,20 @@ def int8_table(run: dict) -> List[str]:
     return out
 
 
+def _split_note(r: dict, llga_entry: dict) -> str:
+    """How llga ran the batch (compiled.batch_split): the chunk it measured fastest, or why not split."""
+    split = r["llga_batch_split"]
+    if not split["proved"]:
+        return f"not split ({split['why_not']})"
+    size = split["sizes"].get(str(r["batch"]))
+    if not size or not size["chunk"]:
+        return "still measuring when timed"
+    tried = ", ".join(f"{c}: {t / 1e6:.2f}" for c, t in size["ns_per_item"].items())
+    how = "whole" if size["chunk"] == r["batch"] else f"in chunks of {size['chunk']}"
+    return (f"{how} (ms per image by chunk tried: {tried}; settled in "
+            f"{llga_entry.get('settle_calls', 0)} warm-up calls before timing)")
+
+
 def markdown(run: dict) -> str:
     lim = run["limit"]
     m = run["machine"]
@@ -203,6 +217,8 @@ def markdown(run: dict) -> str:
         for s, e in sy.items():
             if not e.get("ok"):
                 notes.append(f"{r['model']} (batch {r['batch']}), {LABELS[s]}: {e.get('error')}")
+        if r["batch"] > 1 and r.get("llga_batch_split"):
+            notes.append(f"{r['model']} (batch {r['batch']}), llga batch split: {_split_note(r, l)}")
     if len(by_config) > 1:
         for (batch, threads), (ro_list, rf_list) in sorted(by_config.items()):
             lines.append(f"| geometric mean, batch {batch}, {threads} threads | | | | | | | | "

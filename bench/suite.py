@@ -323,7 +323,7 @@ def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict,
             err = rel_error(read_outputs(s, ready, workdir), refs)
             tol = BF16_TOLERANCE if s in BF16_SYSTEMS else INT8_TOLERANCE if s in INT8_SYSTEMS else TOLERANCE
             entry = {"compile_s": ready["compile_s"], "first_call_ms": ready["first_call_s"] * 1e3, "rel_err": err,
-                     "ok": err <= tol}
+                     "ok": err <= tol, "settle_calls": ready.get("settle_calls", 0)}
             if not entry["ok"]:
                 entry["error"] = (f"output differs from PyTorch eager (relative error {err:.2e} > {tol:g}); "
                                   "times not counted")
@@ -373,6 +373,7 @@ def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict,
                 result["flops"] = info["flops"]
                 result["llga_memory"] = info["memory"]
                 result["llga_partitions"] = info["partitions"]
+                result["llga_batch_split"] = info.get("batch_split")
     finally:
         for r in runners.values():
             r.kill()

@@ -73,6 +73,15 @@ std::optional<int64_t> canonicalDim(const Value* v, std::optional<size_t> rank) 
   return *d < 0 ? *d + r : *d;
 }
 
+// aten::slice(x, dim, start, end, step) taking every element: start 0 (or
+// None), end None or past any extent, step 1 (a traced x[:, 1:] slices dim 0 so).
+bool wholeSlice(const Node& n) {
+  if (n.inputs().size() != 5) return false;
+  auto start = constantInt(n.input(2)), end = constantInt(n.input(3)), step = constantInt(n.input(4));
+  return (isNone(n.input(2)) || start == 0) && (isNone(n.input(3)) || (end && *end >= (int64_t{1} << 62))) &&
+         step == 1;
+}
+
 // The length of an int[] given as a constant or a prim::ListConstruct.
 std::optional<size_t> listLength(const Value* v) {
   if (auto c = constantInts(v)) return c->size();
@@ -328,6 +337,7 @@ class BatchRows final : public Pass {
       if (!a || !b) return mixed(n, "transposes unknown dims");
       return set(n, Rows::at(d == *a ? *b : d == *b ? *a : d));
     }
+    if (kind == "aten::slice" && wholeSlice(n) && othersInvariant(n, 0)) return set(n, x);  // x[:, ...]
     if (kind == "aten::select" || kind == "aten::slice" || kind == "aten::narrow") {
       auto dim = canonicalDim(n.input(1), rank);
       if (!othersInvariant(n, 0) || !dim || *dim == d) return mixed(n, "selects batch items");

@@ -30,11 +30,12 @@ BatchSplit::State& BatchSplit::state(int64_t items) {
   State& s = it->second;
   if (fresh) {
     s.report.items = items;
-    for (int64_t parts = 1;; parts *= 2) {
+    for (int64_t parts = 1;; parts *= 2) {  // items, ceil(items / 2), ..., 1; then tried from 1 up
       const int64_t c = (items + parts - 1) / parts;
       if (s.candidates.empty() || s.candidates.back() != c) s.candidates.push_back(c);
       if (c == 1) break;
     }
+    std::reverse(s.candidates.begin(), s.candidates.end());
     if (states_.size() > kMaxBatchSizes) {
       auto oldest = std::min_element(states_.begin(), states_.end(), [&](const auto& a, const auto& b) {
         return (a.first == items ? std::numeric_limits<uint64_t>::max() : a.second.last_used) <
@@ -56,23 +57,39 @@ BatchSplit::Pick BatchSplit::pick(int64_t items) {
   return {s.candidates[s.next], true};
 }
 
-void BatchSplit::record(int64_t items, int64_t chunk, double later_chunks_ns, double call_ns) {
+BatchSplit::Recorded BatchSplit::record(int64_t items, int64_t chunk, double later_chunks_ns, double call_ns) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (mode_ != Mode::Auto || !refused_.empty()) return;
+  Recorded r;
+  if (mode_ != Mode::Auto || !refused_.empty()) return r;
   State& s = state(items);
   if (s.report.chunk || s.next >= s.candidates.size() || s.candidates[s.next] != chunk)
-    return;  // a call that raced another's measurement of the same candidate
-  double ns = s.warmed ? call_ns : later_chunks_ns;
-  if (ns < 0) {  // its first call, with nothing timed after the primitives were made
-    s.warmed = true;
-    return;
+    return r;  // a call that raced another's measurement of the same candidate
+  // A shape's first run makes its primitives and records its buffers for the
+  // memory planner; the second lays out (and first touches) the planned
+  // arena. A call counts from the third run of its chunk's shape on.
+  const int needed = chunk == items ? 2 : 1;  // earlier calls with this candidate
+  const double ns = s.warm_calls >= needed ? call_ns : later_chunks_ns;
+  if (ns < 0) {
+    ++s.warm_calls;
+    return r;
   }
+  const int64_t previous_best = s.report.ns_per_item.empty() ? 0 : best(s.report);
   s.report.ns_per_item.emplace_back(chunk, ns);
-  auto best = std::min_element(s.report.ns_per_item.begin(), s.report.ns_per_item.end(),
-                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  r.best = best(s.report);
+  if (previous_best && previous_best != r.best) r.dropped.push_back(previous_best);
+  if (chunk != r.best) r.dropped.push_back(chunk);
   ++s.next;
-  s.warmed = false;
-  if (ns > kGiveUp * best->second || s.next == s.candidates.size()) s.report.chunk = best->first;
+  s.warm_calls = 0;
+  const double best_ns = std::find_if(s.report.ns_per_item.begin(), s.report.ns_per_item.end(),
+                                      [&](const auto& p) { return p.first == r.best; })->second;
+  if (ns > kGiveUp * best_ns || s.next == s.candidates.size()) s.report.chunk = r.best;
+  return r;
+}
+
+int64_t BatchSplit::best(const BatchSplitReport& r) {
+  return std::min_element(r.ns_per_item.begin(), r.ns_per_item.end(),
+                          [](const auto& a, const auto& b) { return a.second < b.second; })
+      ->first;
 }
 
 void BatchSplit::refuse(std::string why) {

@@ -1,14 +1,17 @@
 // Running a large batch as several smaller calls, where the batch-rows pass
 // proved it gives the same result (return[batch_dim=0]). Which chunk is
-// fastest depends on the model and the CPU (resnet50 gains from 32 images
+// fastest depends on the model and the CPU (resnet50 gains from images
 // sharing each weight read; mobilenet_v2's activations at 32 images spill
-// the caches and it runs faster per image in chunks of 4 to 8), so it is
-// measured: the first calls with a batch size each try the next candidate
-// (the whole batch, then halves: 32, 16, 8, ...), timing every chunk after
-// the first (which creates the primitives for its shape), until one runs
-// more than kGiveUp times slower per item than the best so far. Every call
-// computes its own batch; nothing is run twice. The choice is kept per batch
-// size (a bounded number of them) and reported (compiled.batch_split).
+// the caches and it runs faster per image in chunks of 2 to 4), so it is
+// measured: the first calls with a batch size each try the next candidate,
+// from 1 item up, doubling to the whole batch (for 32: 1, 2, 4, 8, 16, 32),
+// so that the whole batch's memory is needed only if the trend gets there.
+// A call times its full chunks after the first two (which make the
+// primitives and the memory plan of their shape), or, once the shape is
+// warm, the whole call, until a candidate runs more than kGiveUp times
+// slower per item than the best so far. Every call computes its own batch;
+// nothing runs twice. The choice is kept per batch size (a bounded number of
+// them) and reported (compiled.batch_split).
 #pragma once
 
 #include <cstdint>
@@ -45,11 +48,19 @@ class BatchSplit {
     bool timed;
   };
   Pick pick(int64_t items);
-  // A measured call: ns per item over its chunks after the first (which made
-  // the primitives for their shape), or -1 when it had no full chunk after
-  // the first; and over the whole call. The first call with a candidate
-  // counts only with the former; a second call is then timed whole.
-  void record(int64_t items, int64_t chunk, double later_chunks_ns, double call_ns);
+  // A measured call: ns per item over its full chunks after the second (the
+  // first made the primitives for their shape, the second laid out the
+  // memory planner's arena), or -1 when it had none; and over the whole call.
+  // A candidate's first call counts only with the former; the whole batch's
+  // third call, or a chunked candidate's second, is timed whole.
+  // Returns the best chunk so far and the chunks whose shapes no call at this
+  // size will run again (measured and not the best, or no longer the best):
+  // their memory plans can go.
+  struct Recorded {
+    int64_t best = 0;
+    std::vector<int64_t> dropped;
+  };
+  Recorded record(int64_t items, int64_t chunk, double later_chunks_ns, double call_ns);
   // Never split again (an output turned out to be a view of an input, which
   // a concatenation of chunks would not be).
   void refuse(std::string why);
@@ -58,13 +69,14 @@ class BatchSplit {
 
  private:
   struct State {
-    std::vector<int64_t> candidates;  // the whole batch, then halves, to 1
+    std::vector<int64_t> candidates;  // 1, then doubling (ceil(items / 2^k)) up to items
     size_t next = 0;                  // the candidate the next call tries
-    bool warmed = false;              // the candidate ran once (its shapes' primitives exist)
+    int warm_calls = 0;               // calls with the candidate that measured nothing
     BatchSplitReport report;
     uint64_t last_used = 0;
   };
   State& state(int64_t items);
+  static int64_t best(const BatchSplitReport& r);
   mutable std::mutex mu_;
   Mode mode_ = Mode::Auto;
   int64_t fixed_ = 0;

@@ -1,6 +1,7 @@
 #include "runtime/compiled.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 
 #include "ir/effects.h"
@@ -189,7 +190,9 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
     if (!pick.timed) return false;
     const int64_t t0 = Profiler::nowNs();
     out = runWhole(inputs, nullptr);
-    batch_split_->record(items, chunk, -1, static_cast<double>(Profiler::nowNs() - t0) / static_cast<double>(items));
+    dropPlanners(inputs, items,
+                 batch_split_->record(items, chunk, -1,
+                                      static_cast<double>(Profiler::nowNs() - t0) / static_cast<double>(items)));
     return true;
   }
   Profiler* prof = Profiler::active();
@@ -217,15 +220,17 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
       }
     }
     for (size_t i = 0; i < part.size(); ++i) copyRows(part[i], start, out[i]);
-    if (start > 0 && rows == chunk) {  // the first chunk made this shape's primitives
+    if (start >= 2 * chunk && rows == chunk) {  // the first two made this shape's primitives and memory plan
       timed_ns += Profiler::nowNs() - t0;
       timed_items += rows;
     }
   }
   if (pick.timed)
-    batch_split_->record(items, chunk,
-                         timed_items ? static_cast<double>(timed_ns) / static_cast<double>(timed_items) : -1.0,
-                         static_cast<double>(Profiler::nowNs() - t_start) / static_cast<double>(items));
+    dropPlanners(inputs, items,
+                 batch_split_->record(items, chunk,
+                                      timed_items ? static_cast<double>(timed_ns) / static_cast<double>(timed_items)
+                                                  : -1.0,
+                                      static_cast<double>(Profiler::nowNs() - t_start) / static_cast<double>(items)));
   if (prof) {
     ProfileEvent e;
     e.name = "llga::batch_split";
@@ -236,6 +241,31 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
     prof->record(std::move(e));
   }
   return true;
+}
+
+std::set<std::string> CompiledGraph::chunkSignatures(const std::vector<RtValue>& inputs, int64_t items,
+                                                     int64_t chunk) {
+  std::set<std::string> sigs;
+  for (int64_t rows : {chunk, items % chunk}) {
+    if (!rows) continue;
+    std::vector<RtValue> part = inputs;
+    for (RtValue& v : part)
+      if (v.isTensor()) v = v.tensor().slice(0, 0, rows, 1);
+    sigs.insert(signature(part));
+  }
+  return sigs;
+}
+
+// The memory plans (arenas) of chunk shapes a batch size will not run again
+// go, so that measuring leaves only the chosen chunk's arena behind.
+void CompiledGraph::dropPlanners(const std::vector<RtValue>& inputs, int64_t items,
+                                 const BatchSplit::Recorded& r) const {
+  if (r.dropped.empty()) return;
+  const std::set<std::string> keep = chunkSignatures(inputs, items, r.best);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int64_t chunk : r.dropped)
+    for (const std::string& sig : chunkSignatures(inputs, items, chunk))
+      if (!keep.count(sig)) planners_.erase(sig);
 }
 
 std::vector<RtValue> CompiledGraph::runWhole(std::vector<RtValue> inputs, const NodeObserver* observer) const {

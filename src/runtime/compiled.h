@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,8 @@ class CompiledGraph {
   // The call in chunks of rows (false when it turns out not to split: the
   // caller then runs it whole).
   bool runSplit(const std::vector<RtValue>& inputs, int64_t items, std::vector<RtValue>& out) const;
+  static std::set<std::string> chunkSignatures(const std::vector<RtValue>& inputs, int64_t items, int64_t chunk);
+  void dropPlanners(const std::vector<RtValue>& inputs, int64_t items, const BatchSplit::Recorded& r) const;
   std::unique_ptr<BatchSplit> batch_split_;
   std::shared_ptr<Graph> graph_;
   std::vector<InputSpec> inputs_;

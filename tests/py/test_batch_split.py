@@ -1,0 +1,242 @@
+"""Batch split: a graph the batch-rows pass proved separable runs a large
+batch as chunks, and the result is PyTorch's whatever the chunk; graphs
+that mix batch items are never split (the pass's rules are golden-tested in
+tests/ir/batch_rows.ir, and the graph fuzzer runs every proved program in
+chunks)."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import llga
+
+
+class SmallCnn(torch.nn.Module):
+    """conv -> bn -> relu, a squeeze-excite scale, a concat, pooling, flatten, linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.se = torch.nn.Conv2d(8, 8, 1)
+        self.side = torch.nn.Conv2d(3, 4, 1)
+        self.fc = torch.nn.Linear(12, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        y = y * torch.sigmoid(self.se(torch.nn.functional.adaptive_avg_pool2d(y, 1)))
+        y = torch.cat([y, self.side(x)], 1)
+        return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+
+def _randomised(m):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.5, 0.5)
+                mod.running_var.uniform_(0.5, 1.5)
+                mod.weight.uniform_(0.5, 1.5)
+    return m.eval()
+
+
+def _compiled(m, example):
+    traced = torch.jit.trace(m, example)
+    return llga.optimize(traced, [e.numpy() for e in example])
+
+
+def _ref(m, *xs):
+    with torch.no_grad():
+        return m(*[torch.from_numpy(x) for x in xs])
+
+
+@pytest.fixture(scope="module")
+def cnn():
+    m = _randomised(SmallCnn())
+    return m, _compiled(m, (torch.randn(1, 3, 12, 12),))
+
+
+def test_a_cnn_is_proved_and_written_on_the_return(cnn):
+    _, c = cnn
+    assert c.batch_split.proved, c.batch_split.why_not
+    assert "return[batch_dim=0]" in str(c.graph)
+    assert c.batch_split.mode == "auto"
+
+
+def test_auto_measures_then_settles_and_every_call_matches_pytorch(cnn):
+    m, c = cnn
+    c.set_batch_split("auto")
+    rng = np.random.default_rng(1)
+    settled_at = None
+    for call in range(12):
+        x = rng.standard_normal((8, 3, 12, 12)).astype(np.float32)
+        np.testing.assert_allclose(c(x), _ref(m, x).numpy(), rtol=1e-4, atol=1e-5)
+        size = c.batch_split.sizes[8]
+        if size.chunk and settled_at is None:
+            settled_at = call
+    # 1 and 2 are timed on their first call (chunks after the second), 4 on its second, the whole batch on its third
+    assert settled_at is not None and settled_at <= 6, c.batch_split
+    size = c.batch_split.sizes[8]
+    assert size.chunk in size.ns_per_item  # the chosen chunk is one it timed
+    assert min(size.ns_per_item, key=size.ns_per_item.get) == size.chunk
+    tried = list(size.ns_per_item)
+    assert tried == [1, 2, 4, 8][:len(tried)], tried  # from one item up, doubling
+    assert all(t > 0 for t in size.ns_per_item.values())
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 5, 8, 100])
+def test_fixed_chunks_match_pytorch_and_really_split(cnn, chunk):
+    m, c = cnn
+    c.set_batch_split(chunk)
+    try:
+        x = np.random.default_rng(chunk).standard_normal((8, 3, 12, 12)).astype(np.float32)
+        np.testing.assert_allclose(c(x), _ref(m, x).numpy(), rtol=1e-4, atol=1e-5)
+        sigs = c.memory["peak_activations"]
+        if chunk < 8:  # the chunks ran as calls of their own shape (8 = 3 + 3 + 2)
+            assert f"{chunk}x3x12x12:Float" in sigs, sigs
+            if 8 % chunk:
+                assert f"{8 % chunk}x3x12x12:Float" in sigs, sigs
+    finally:
+        c.set_batch_split("auto")
+
+
+def test_off_runs_whole(cnn):
+    m = cnn[0]
+    c = _compiled(m, (torch.randn(1, 3, 12, 12),))  # its own: no chunk shapes from other tests
+    c.set_batch_split("off")
+    try:
+        x = np.random.default_rng(2).standard_normal((6, 3, 12, 12)).astype(np.float32)
+        for _ in range(4):
+            np.testing.assert_allclose(c(x), _ref(m, x).numpy(), rtol=1e-4, atol=1e-5)
+        assert 6 not in c.batch_split.sizes
+        assert not any(k.startswith(("2x", "3x")) for k in c.memory["peak_activations"])  # chunks of 6 would be
+    finally:
+        c.set_batch_split("auto")
+
+
+@pytest.mark.parametrize("bad", [0, -2, "fast", 2.5, True, None])
+def test_bad_modes_are_refused(cnn, bad):
+    with pytest.raises(ValueError, match="batch"):
+        cnn[1].set_batch_split(bad)
+
+
+def test_split_outputs_are_the_callers_and_inputs_untouched(cnn):
+    m, c = cnn
+    c.set_batch_split(2)
+    try:
+        x = np.random.default_rng(3).standard_normal((5, 3, 12, 12)).astype(np.float32)
+        keep = x.copy()
+        a = c(x)
+        b = c(x)
+        assert not np.shares_memory(a, b) and not np.shares_memory(a, x)
+        np.testing.assert_array_equal(x, keep)
+        assert a.shape == (5, 5) and a.flags.c_contiguous
+    finally:
+        c.set_batch_split("auto")
+
+
+def test_calls_from_threads_while_measuring(cnn):
+    m, c = cnn
+    c.set_batch_split("auto")  # resets the measurements: the threads measure together
+    xs = [np.random.default_rng(10 + t).standard_normal((4 + t, 3, 12, 12)).astype(np.float32) for t in range(4)]
+    refs = [_ref(m, x).numpy() for x in xs]
+    errors = []
+
+    def worker(t):
+        try:
+            for _ in range(6):
+                np.testing.assert_allclose(c(xs[t]), refs[t], rtol=1e-4, atol=1e-5)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+class TwoOutputs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 3, 3)
+
+    def forward(self, x, y):
+        a = self.conv(x)
+        return a.relu(), (torch.softmax(y, -1), a.flatten(1))
+
+
+def test_tuple_outputs_and_two_inputs_split():
+    m = TwoOutputs().eval()
+    c = _compiled(m, (torch.randn(2, 2, 6, 6), torch.randn(2, 7)))
+    assert c.batch_split.proved, c.batch_split.why_not
+    c.set_batch_split(2)
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((5, 2, 6, 6)).astype(np.float32), rng.standard_normal((5, 7)).astype(np.float32)
+    got = c(x, y)
+    want = _ref(m, x, y)
+    np.testing.assert_allclose(got[0], want[0].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1][0], want[1][0].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1][1], want[1][1].numpy(), rtol=1e-5, atol=1e-6)
+    # inputs of different batch sizes (here y broadcasts its one row) run whole
+    y1 = y[:1].copy()
+    got = c(x, y1)
+    np.testing.assert_allclose(got[1][0], _ref(m, x, y1)[1][0].numpy(), rtol=1e-5, atol=1e-6)
+
+
+class BatchMixer(torch.nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, 0) + x.mean(0, keepdim=True)
+
+
+class TracedBatch(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(2, -1).relu()
+
+
+@pytest.mark.parametrize("model, why", [(BatchMixer(), "over the batch dim"),
+                                        (TracedBatch(), "batch size written in")])
+def test_graphs_mixing_items_are_not_split_and_say_why(model, why):
+    example = torch.randn(2, 3, 4)
+    c = _compiled(model, (example,))
+    assert not c.batch_split.proved
+    assert why in c.batch_split.why_not and "aten::" in c.batch_split.why_not
+    assert "batch_dim" not in str(c.graph)
+    c.set_batch_split(1)  # nothing to split: still right
+    x = np.random.default_rng(5).standard_normal((2, 3, 4)).astype(np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(c(x), _ref(model, x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+class ViewOut(torch.nn.Module):
+    def forward(self, x):
+        return x[:, 1:], (x * 2).relu()
+
+
+def test_an_output_viewing_an_input_stops_splitting_and_stays_a_view():
+    m = ViewOut()
+    c = _compiled(m, (torch.randn(2, 3),))
+    assert c.batch_split.proved
+    c.set_batch_split(1)
+    x = np.random.default_rng(6).standard_normal((4, 3)).astype(np.float32)
+    for _ in range(2):
+        a, b = c(x)
+        np.testing.assert_allclose(a, x[:, 1:])
+        np.testing.assert_allclose(b, np.maximum(x * 2, 0))
+        assert np.shares_memory(a, x)  # as PyTorch's output would
+    assert "view of an input" in c.batch_split.why_not
+
+
+def test_the_proof_survives_a_model_file(cnn, tmp_path):
+    m, c = cnn
+    path = tmp_path / "cnn.llga"
+    c.save(path)
+    loaded = llga.load(path)
+    assert loaded.batch_split.proved
+    loaded.set_batch_split(3)
+    x = np.random.default_rng(7).standard_normal((7, 3, 12, 12)).astype(np.float32)
+    np.testing.assert_allclose(loaded(x), _ref(m, x).numpy(), rtol=1e-4, atol=1e-5)
+    assert "3x3x12x12:Float" in loaded.memory["peak_activations"]
