@@ -73,16 +73,19 @@ BatchSplit::Recorded BatchSplit::record(int64_t items, int64_t chunk, double lat
     ++s.warm_calls;
     return r;
   }
-  const int64_t previous_best = s.report.ns_per_item.empty() ? 0 : best(s.report);
   s.report.ns_per_item.emplace_back(chunk, ns);
   r.best = best(s.report);
-  if (previous_best && previous_best != r.best) r.dropped.push_back(previous_best);
-  if (chunk != r.best) r.dropped.push_back(chunk);
   ++s.next;
   s.warm_calls = 0;
   const double best_ns = std::find_if(s.report.ns_per_item.begin(), s.report.ns_per_item.end(),
                                       [&](const auto& p) { return p.first == r.best; })->second;
-  if (ns > kGiveUp * best_ns || s.next == s.candidates.size()) s.report.chunk = r.best;
+  if (ns > kGiveUp * best_ns || s.next == s.candidates.size()) {
+    s.report.chunk = r.best;
+    r.settled = true;
+  }
+  // Only one candidate's state at a time: the next call builds the chosen
+  // chunk's again unless it is the one just measured.
+  if (!(r.settled && r.best == chunk)) r.dropped.push_back(chunk);
   return r;
 }
 

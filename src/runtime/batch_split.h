@@ -53,11 +53,13 @@ class BatchSplit {
   // memory planner's arena), or -1 when it had none; and over the whole call.
   // A candidate's first call counts only with the former; the whole batch's
   // third call, or a chunked candidate's second, is timed whole.
-  // Returns the best chunk so far and the chunks whose shapes no call at this
-  // size will run again (measured and not the best, or no longer the best):
-  // their memory plans can go.
+  // Returns the best chunk so far, whether it is now chosen, and the chunk
+  // just measured unless it is the one chosen: what its shapes made (memory
+  // plans, primitives, weight copies) can go, so that measuring holds one
+  // candidate's state at a time (the chosen one's is built again once).
   struct Recorded {
     int64_t best = 0;
+    bool settled = false;
     std::vector<int64_t> dropped;
   };
   Recorded record(int64_t items, int64_t chunk, double later_chunks_ns, double call_ns);

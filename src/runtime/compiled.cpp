@@ -1,11 +1,15 @@
 #include "runtime/compiled.h"
 
 #include <algorithm>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <set>
 #include <unordered_map>
 
 #include "ir/effects.h"
 #include "runtime/profiler.h"
+#include "runtime/shape_tags.h"
 
 namespace llga {
 
@@ -256,20 +260,35 @@ std::set<std::string> CompiledGraph::chunkSignatures(const std::vector<RtValue>&
   return sigs;
 }
 
-// The memory plans (arenas) of chunk shapes a batch size will not run again
-// go, so that measuring leaves only the chosen chunk's arena behind.
+// What chunk shapes a batch size will not run again made goes: their memory
+// plans (arenas), primitives and weight copies, so that measuring leaves
+// only the chosen chunk's behind.
 void CompiledGraph::dropPlanners(const std::vector<RtValue>& inputs, int64_t items,
                                  const BatchSplit::Recorded& r) const {
   if (r.dropped.empty()) return;
-  const std::set<std::string> keep = chunkSignatures(inputs, items, r.best);
-  std::lock_guard<std::mutex> lock(mu_);
+  const std::set<std::string> keep = r.settled ? chunkSignatures(inputs, items, r.best) : std::set<std::string>{};
+  std::vector<std::string> gone;
   for (int64_t chunk : r.dropped)
     for (const std::string& sig : chunkSignatures(inputs, items, chunk))
-      if (!keep.count(sig)) planners_.erase(sig);
+      if (!keep.count(sig)) gone.push_back(sig);
+  for (const std::string& sig : gone) forgetShapeTag(shapeTag(sig));  // its primitives and weight copies
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& sig : gone) planners_.erase(sig);
+  }
+#ifdef __GLIBC__
+  malloc_trim(0);  // the freed weight copies and arenas go back to the system, not only to malloc
+#endif
+}
+
+uint64_t CompiledGraph::shapeTag(const std::string& sig) const {
+  const uint64_t h = std::hash<std::string>()(sig) ^ (reinterpret_cast<uintptr_t>(this) * 0x9E3779B97F4A7C15ull);
+  return h ? h : 1;
 }
 
 std::vector<RtValue> CompiledGraph::runWhole(std::vector<RtValue> inputs, const NodeObserver* observer) const {
   std::string sig = signature(inputs);
+  ShapeTagScope tag(shapeTag(sig));
   auto activations = std::make_shared<MemoryMeter>();
   std::vector<RtValue> out;
   Profiler* prof = Profiler::active();

@@ -15,6 +15,8 @@
 
 #include <omp.h>
 
+#include "runtime/shape_tags.h"
+
 namespace llga {
 
 inline constexpr size_t kMaxSpecializations = 16;
@@ -51,8 +53,10 @@ PrimitiveCacheStats& primitiveCacheStats();  // process-wide
 // oneDNN reads as its maximum): its jit kernels fix their work split at
 // creation, so a primitive made for one thread ran on one thread after
 // llga.set_num_threads(2), and one made for two kept two after (1).
+// Each entry keeps the shape tag of the graph call that last used it
+// (runtime/shape_tags.h): a compiled graph drops a shape's state with it.
 template <typename Entry>
-class PrimitiveCache {
+class PrimitiveCache final : public ShapeTagged {
  public:
   using Key = std::vector<int64_t>;
   template <typename Make>
@@ -62,6 +66,7 @@ class PrimitiveCache {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = map_.find(probe); it != map_.end()) {
         it->second.last_use = ++clock_;
+        it->second.tag = currentShapeTag();
         primitiveCacheStats().hits.fetch_add(1, std::memory_order_relaxed);
         return it->second.entry;
       }
@@ -76,9 +81,24 @@ class PrimitiveCache {
       map_.erase(victim);  // entries in use elsewhere stay alive through their shared_ptr
       primitiveCacheStats().evicted.fetch_add(1, std::memory_order_relaxed);
     }
-    auto [it, inserted] = map_.try_emplace(Stored{probe.threads, key}, Slot{e, 0});
+    auto [it, inserted] = map_.try_emplace(Stored{probe.threads, key}, Slot{e, 0, 0});
     it->second.last_use = ++clock_;
+    it->second.tag = currentShapeTag();
     return it->second.entry;
+  }
+  size_t forgetTag(uint64_t tag) override {
+    std::vector<std::shared_ptr<Entry>> gone;  // released outside the lock
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = map_.begin(); it != map_.end();) {
+      if (it->second.tag == tag) {
+        gone.push_back(std::move(it->second.entry));
+        it = map_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    primitiveCacheStats().evicted.fetch_add(static_cast<int64_t>(gone.size()), std::memory_order_relaxed);
+    return gone.size();
   }
   size_t size() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -89,6 +109,7 @@ class PrimitiveCache {
   struct Slot {
     std::shared_ptr<Entry> entry;
     uint64_t last_use;
+    uint64_t tag;  // the shape tag of its last user
   };
   struct Stored {
     int threads;
