@@ -115,6 +115,14 @@ const std::set<std::string>& passThroughKinds() {
   return k;
 }
 
+// Elementwise ops whose every tensor operand broadcasts against the others
+// (besides the Binary group): rows may come in any of them.
+const std::set<std::string>& broadcastingKinds() {
+  static const std::set<std::string> k = {"aten::where", "aten::masked_fill", "aten::clamp", "aten::pow",
+                                          "aten::atan2", "aten::fmod", "aten::remainder", "aten::lerp"};
+  return k;
+}
+
 // Per-image spatial ops on a batched input of rank `spatial + 2`.
 const std::unordered_map<std::string, size_t>& imageOps() {
   static const std::unordered_map<std::string, size_t> k = {
@@ -254,9 +262,7 @@ class BatchRows final : public Pass {
       return set(n, idx);
     }
     if (x.kind != Rows::Dim) {
-      if (opTraits(n.kind()) & (op_trait::Binary | op_trait::Eltwise | op_trait::SameShape) ||
-          passThroughKinds().count(kind) || kind == "aten::where" || kind == "aten::masked_fill")
-        return binaryLike(n, kind);
+      if (opTraits(n.kind()) & op_trait::Binary || broadcastingKinds().count(kind)) return binaryLike(n, kind);
       return mixed(n, "no batch rule for " + kind);
     }
     const int64_t d = x.dim;
@@ -283,10 +289,11 @@ class BatchRows final : public Pass {
       return set(n, x);
     }
     if (traits & (op_trait::Eltwise | op_trait::SameShape) || passThroughKinds().count(kind)) {
-      if (!othersInvariant(n, 0)) return binaryLike(n, kind);
-      return set(n, x);
+      if (othersInvariant(n, 0)) return set(n, x);
+      if (broadcastingKinds().count(kind)) return binaryLike(n, kind);
+      return mixed(n, "reads batch rows in a second operand");  // prelu's weight, to()'s other, ...
     }
-    if (traits & op_trait::Binary || kind == "aten::where" || kind == "aten::masked_fill") return binaryLike(n, kind);
+    if (traits & op_trait::Binary || broadcastingKinds().count(kind)) return binaryLike(n, kind);
     if (traits & op_trait::Conv) {
       auto wrank = rankOf(n.input(1));
       if (!othersInvariant(n, 0) || d != 0 || !rank || !wrank || *rank != *wrank)

@@ -30,7 +30,8 @@ BatchSplit::State& BatchSplit::state(int64_t items) {
   State& s = it->second;
   if (fresh) {
     s.report.items = items;
-    for (int64_t parts = 1;; parts *= 2) {  // items, ceil(items / 2), ..., 1; then tried from 1 up
+    // items, ceil(items / 2), ... down to 1 or kMaxChunks chunks; then tried from the smallest up
+    for (int64_t parts = 1; parts <= kMaxChunks; parts *= 2) {
       const int64_t c = (items + parts - 1) / parts;
       if (s.candidates.empty() || s.candidates.back() != c) s.candidates.push_back(c);
       if (c == 1) break;
@@ -52,6 +53,7 @@ BatchSplit::Pick BatchSplit::pick(int64_t items) {
   std::lock_guard<std::mutex> lock(mu_);
   if (mode_ == Mode::Off || items < 2 || !refused_.empty()) return {items, false};
   if (mode_ == Mode::Fixed) return {std::min(fixed_, items), false};
+  if (items < kMinItems) return {items, false};
   State& s = state(items);
   if (s.report.chunk) return {s.report.chunk, false};
   return {s.candidates[s.next], true};

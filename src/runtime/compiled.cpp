@@ -163,6 +163,11 @@ bool allocateRows(const RtValue& part, int64_t rows, int64_t items, RtValue& who
   return true;
 }
 
+std::string describeValue(const RtValue& v) {
+  if (v.isTensor()) return v.tensor().describe();
+  return v.kindName();
+}
+
 void copyRows(const RtValue& part, int64_t start, const RtValue& whole) {
   if (part.isTensor()) {
     const Tensor& t = part.tensor();
@@ -217,10 +222,21 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
           out.clear();
           return false;
         }
-        if (!allocateRows(part[i], rows, items, out[i]))
-          throw std::logic_error("batch split: output " + std::to_string(i) + " of a " + std::to_string(rows) +
-                                 "-item chunk does not have " + std::to_string(rows) +
-                                 " rows at dim 0, which batch-rows proved it would");
+        bool shaped = false;
+        try {
+          shaped = allocateRows(part[i], rows, items, out[i]);
+        } catch (const std::bad_alloc&) {
+          throw OutOfMemory("batch split: output " + std::to_string(i) + " of the whole " + std::to_string(items) +
+                            "-item batch (its " + std::to_string(rows) + "-item chunk's: " + describeValue(part[i]) +
+                            "): out of memory");
+        }
+        if (!shaped) {  // a rule of batch-rows is wrong: say so where it shows (batch_split.why_not), run whole
+          batch_split_->refuse("output " + std::to_string(i) + " of a " + std::to_string(rows) + "-item chunk (" +
+                               describeValue(part[i]) + ") does not have " + std::to_string(rows) +
+                               " rows at dim 0, which batch-rows proved it would (a bug: please report it)");
+          out.clear();
+          return false;
+        }
       }
     }
     for (size_t i = 0; i < part.size(); ++i) copyRows(part[i], start, out[i]);

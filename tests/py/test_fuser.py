@@ -320,8 +320,9 @@ def test_llga_gelu_edge_values_match_pytorch():
         lin.weight.fill_(1.0)
     m = nn.Sequential(lin, nn.GELU()).eval()
     c = llga.optimize(torch.jit.trace(m, x), example_inputs=(x,))
-    assert ("+llga_gelu" in c.partitions[0].impl) == FAST_GELU, c.partitions[0].impl
+    c.set_batch_split("off")  # the kernel at this shape (26,624 rows), not chunks of it
     got = c(x.numpy())
+    assert ("+llga_gelu" in c.partitions[0].impl) == FAST_GELU, c.partitions[0].impl
     with torch.no_grad():
         want = m(x).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)  # NaN where PyTorch has NaN (-inf, NaN)
