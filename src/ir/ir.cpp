@@ -384,6 +384,7 @@ void cloneBlock(const Block* from, Block* to, std::unordered_map<const Value*, V
     for (Block* b : n->blocks()) cloneBlock(b, c->addBlock(), map);
   }
   for (Value* out : from->outputs()) to->registerOutput(map.at(out));
+  for (const auto& [k, v] : from->returnNode()->attributes()) to->returnNode()->setAttr(k, cloneAttr(v));
 }
 }  // namespace
 

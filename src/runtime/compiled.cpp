@@ -19,7 +19,17 @@ CompiledGraph::CompiledGraph(std::shared_ptr<Graph> graph, WeightMap weights) : 
     const Value* v = graph_->inputs()[i];
     if (v->type()->kind() != TypeKind::Class) inputs_.push_back({v->debugName(), v->type(), writers[i]});
   }
-  if (graph_->returnNode()->hasAttribute(Symbol::attr("batch_dim"))) batch_split_ = std::make_unique<BatchSplit>();
+  if (graph_->returnNode()->hasAttribute(Symbol::attr("batch_dim"))) {
+    batch_split_ = std::make_unique<BatchSplit>();
+    // Chunks could write into their rows of an input correctly, but a call
+    // that stops splitting after its first chunk (an output turns out to be a
+    // view) runs whole and would write those rows twice.
+    for (const InputSpec& in : inputs_)
+      if (in.writer) {
+        batch_split_->refuse("the graph writes into input '" + in.name + "' in place (" + in.writerText() + ")");
+        break;
+      }
+  }
   plan_ = Plan::build(graph_, weights);  // the plan holds the weights it reads; the map goes
   // Weights the plan lets go (only their reordered copies are used) leave the
   // graph too: its tensor constants keep shape and dtype, not the data.
@@ -124,21 +134,36 @@ int64_t batchItems(const std::vector<RtValue>& inputs) {
   return items;
 }
 
-// Whether any tensor in `v` shares memory with a tensor input.
-bool sharesInput(const RtValue& v, const std::vector<RtValue>& inputs) {
+// The buffers of the tensors in `v`, nested tuples and lists included.
+void storagesOf(const RtValue& v, std::vector<const void*>& out) {
   if (v.isTensor()) {
-    for (const RtValue& in : inputs)
-      if (in.isTensor() && v.tensor().sharesStorageWith(in.tensor())) return true;
-    return false;
-  }
-  if (v.isTuple()) {
-    for (const RtValue& x : v.tuple()->items)
-      if (sharesInput(x, inputs)) return true;
+    if (v.tensor().storage()) out.push_back(v.tensor().storage().get());
+  } else if (v.isTuple()) {
+    for (const RtValue& x : v.tuple()->items) storagesOf(x, out);
   } else if (v.isList()) {
-    for (const RtValue& x : *v.list())
-      if (sharesInput(x, inputs)) return true;
+    for (const RtValue& x : *v.list()) storagesOf(x, out);
   }
-  return false;
+}
+
+// Why a chunk's outputs cannot be assembled by rows into fresh arrays: one
+// is a view of an input, or two share memory (a concatenation of chunks
+// would be a copy where PyTorch's result is a view); "" when they can.
+std::string aliasingOutputs(const std::vector<RtValue>& outs, const std::vector<RtValue>& inputs) {
+  std::vector<const void*> in;
+  for (const RtValue& v : inputs) storagesOf(v, in);
+  std::vector<const void*> seen;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::vector<const void*> mine;
+    storagesOf(outs[i], mine);
+    for (const void* s : mine) {
+      if (std::find(in.begin(), in.end(), s) != in.end())
+        return "output " + std::to_string(i) + " is a view of an input (a chunked call would copy it)";
+      if (std::find(seen.begin(), seen.end(), s) != seen.end())
+        return "output " + std::to_string(i) + " shares memory with another output (chunks would copy them apart)";
+      seen.push_back(s);
+    }
+  }
+  return "";
 }
 
 // The whole batch's output shaped like one chunk's (`rows` of them at dim 0)
@@ -215,13 +240,15 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
     const int64_t t0 = Profiler::nowNs();
     std::vector<RtValue> part = runWhole(part_in, nullptr);
     if (start == 0) {
+      // Running the call whole after its first chunk is safe: a graph that
+      // writes into its inputs is never split (the constructor).
+      if (std::string why = aliasingOutputs(part, part_in); !why.empty()) {
+        batch_split_->refuse(std::move(why));
+        out.clear();
+        return false;
+      }
       out.resize(part.size());
       for (size_t i = 0; i < part.size(); ++i) {
-        if (sharesInput(part[i], part_in)) {
-          batch_split_->refuse("output " + std::to_string(i) + " is a view of an input (a chunked call would copy it)");
-          out.clear();
-          return false;
-        }
         bool shaped = false;
         try {
           shaped = allocateRows(part[i], rows, items, out[i]);

@@ -257,3 +257,59 @@ def test_settling_lets_go_of_the_chunks_not_chosen(cnn):
     arenas = [sig for sig in c.memory["arena"] if not sig.startswith("1x")]  # (1: the compile's example)
     chosen = {f"{size.chunk}x3x12x12:Float"} | ({f"{8 % size.chunk}x3x12x12:Float"} if 8 % size.chunk else set())
     assert set(arenas) <= chosen, (arenas, size)
+
+
+class WritesInput(torch.nn.Module):
+    def forward(self, x):
+        x.mul_(2)
+        return x.relu() + 1
+
+
+class SharedOutputs(torch.nn.Module):
+    def forward(self, x):
+        y = x * 3
+        return y, y[:, :2]
+
+
+def test_a_graph_writing_its_input_is_not_split():
+    c = _compiled(WritesInput(), (torch.randn(2, 3),))
+    # batch-rows stops at the in-place op (side effects on rows); were it to
+    # prove it, the runtime would still refuse (a call that stops splitting
+    # after its first chunk reruns whole: those rows would be written twice)
+    assert "mul_" in c.batch_split.why_not or "writes into input" in c.batch_split.why_not, c.batch_split
+    c.set_batch_split(1)
+    x = np.random.default_rng(9).standard_normal((4, 3)).astype(np.float32)
+    keep = x.copy()
+    got = c(x)
+    np.testing.assert_allclose(x, keep * 2)  # written once, as PyTorch would
+    np.testing.assert_allclose(got, np.maximum(keep * 2, 0) + 1)
+
+
+def test_outputs_sharing_memory_stop_splitting_and_stay_shared():
+    c = _compiled(SharedOutputs(), (torch.randn(2, 3),))
+    assert c.batch_split.proved
+    c.set_batch_split(1)
+    x = np.random.default_rng(10).standard_normal((4, 3)).astype(np.float32)
+    for _ in range(2):
+        y, v = c(x)
+        np.testing.assert_allclose(y, x * 3, rtol=1e-6)
+        np.testing.assert_allclose(v, (x * 3)[:, :2], rtol=1e-6)
+        assert np.shares_memory(y, v)
+    assert "shares memory with another output" in c.batch_split.why_not
+
+
+def test_the_runtime_refuses_a_graph_marked_separable_that_writes_its_input():
+    # The attribute as text, past every pass: the runtime's own guard.
+    text = """graph(%x : Float(2, 3)):
+  %two : float = prim::Constant[value=2.]()
+  %y : Float(2, 3) = aten::mul_(%x, %two)
+  %r : Float(2, 3) = aten::relu(%y)
+  return[batch_dim=0] (%r)
+"""
+    c = llga.optimize(text, passes="")
+    assert c.batch_split.proved and "writes into input 'x' in place (aten::mul_" in c.batch_split.why_not
+    c.set_batch_split(1)
+    x = np.random.default_rng(11).standard_normal((4, 3)).astype(np.float32)
+    keep = x.copy()
+    np.testing.assert_allclose(c(x), np.maximum(keep * 2, 0))
+    np.testing.assert_allclose(x, keep * 2)
