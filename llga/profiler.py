@@ -87,8 +87,9 @@ def _note_unsupported(err) -> None:
 
 def events() -> List[Dict[str, Any]]:
     """The raw recorded events (dicts: name, pattern, partition, depth, start_ns, dur_ns, ...).
-    depth -1 is a whole call, 0 an instruction of the graph, 1+ an op inside a
-    partition that runs op by op."""
+    depth -1 is a whole call (a chunk's, where the batch split ran it as
+    chunks), -2 a call the batch split ran as chunks, 0 an instruction of the
+    graph, 1+ an op inside a partition that runs op by op."""
     return list(_llga.profiler_events())
 
 
@@ -220,11 +221,12 @@ def export_chrome_trace(path: str) -> str:
     trace = []
     for e in evs:
         tid = tids.setdefault(e["thread"], len(tids))
-        name = "llga call" if e["depth"] == -1 else (f"{e['pattern']} #{e['partition']}" if e["pattern"] else e["name"])
+        name = ("llga call" if e["depth"] == -1 else "llga batch split" if e["depth"] == -2 else
+                f"{e['pattern']} #{e['partition']}" if e["pattern"] else e["name"])
         args = {"op": e["name"], "source": e["source"]}
         if e["pattern"]:
             args.update(pattern=e["pattern"], partition=e["partition"])
-        trace.append({"name": name, "cat": "call" if e["depth"] == -1 else ("partition" if e["pattern"] else "op"),
+        trace.append({"name": name, "cat": "call" if e["depth"] < 0 else ("partition" if e["pattern"] else "op"),
                       "ph": "X", "ts": (e["start_ns"] - t0) / 1e3, "dur": e["dur_ns"] / 1e3, "pid": pid, "tid": tid,
                       "args": args})
     meta = [{"name": "process_name", "ph": "M", "pid": pid, "args": {"name": "llga"}}]

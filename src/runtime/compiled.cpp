@@ -188,6 +188,18 @@ bool allocateRows(const RtValue& part, int64_t rows, int64_t items, RtValue& who
   return true;
 }
 
+// A whole call's event (depth -1; -2: a call split into chunks, each of
+// which is an llga::call) from t0 until now.
+void recordCall(Profiler& prof, const char* name, int depth, int64_t t0, std::string source) {
+  ProfileEvent e;
+  e.name = name;
+  e.depth = depth;
+  e.start_ns = t0;
+  e.dur_ns = Profiler::nowNs() - t0;
+  e.source = std::move(source);
+  prof.record(std::move(e));
+}
+
 std::string describeValue(const RtValue& v) {
   if (v.isTensor()) return v.tensor().describe();
   return v.kindName();
@@ -278,15 +290,8 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
                                       timed_items ? static_cast<double>(timed_ns) / static_cast<double>(timed_items)
                                                   : -1.0,
                                       static_cast<double>(Profiler::nowNs() - t_start) / static_cast<double>(items)));
-  if (prof) {
-    ProfileEvent e;
-    e.name = "llga::batch_split";
-    e.depth = -1;
-    e.start_ns = t_start;
-    e.dur_ns = Profiler::nowNs() - t_start;
-    e.source = std::to_string(items) + " items in chunks of " + std::to_string(chunk);
-    prof->record(std::move(e));
-  }
+  if (prof) recordCall(*prof, "llga::batch_split", -2, t_start, std::to_string(items) + " items in chunks of " +
+                                                            std::to_string(chunk));
   return true;
 }
 
@@ -342,15 +347,7 @@ std::vector<RtValue> CompiledGraph::runWhole(std::vector<RtValue> inputs, const 
     ArenaPlanner::Call call(*planner);
     out = plan_->run(std::move(inputs), observer);
   }
-  if (prof) {
-    ProfileEvent e;
-    e.name = "llga::call";
-    e.depth = -1;
-    e.start_ns = t0;
-    e.dur_ns = Profiler::nowNs() - t0;
-    e.source = sig;
-    prof->record(std::move(e));
-  }
+  if (prof) recordCall(*prof, "llga::call", -1, t0, sig);
   int64_t peak = activations->peak.load();
   std::lock_guard<std::mutex> lock(mu_);
   PeakSlot& p = peaks_[sig];

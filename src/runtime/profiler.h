@@ -14,10 +14,12 @@
 namespace llga {
 
 struct ProfileEvent {
-  std::string name;     // op kind ("aten::relu", "llga::FusionGroup") or "llga::call" for a whole call
+  std::string name;     // op kind ("aten::relu", "llga::FusionGroup"), "llga::call" for a whole call, or
+                        // "llga::batch_split" for a call run as chunks (each chunk an llga::call)
   std::string pattern;  // the partition's pattern, or ""
   int partition = -1;   // the partition's index in the graph (program order), or -1
-  int depth = 0;        // 0: an instruction of the graph; 1+: inside a partition run op by op; -1: a whole call
+  int depth = 0;        // 0: an instruction of the graph; 1+: inside a partition run op by op; -1: a whole
+                        // call (of a chunk, when split); -2: a call split into chunks
   int64_t start_ns = 0, dur_ns = 0;  // steady clock
   uint64_t thread = 0;
   std::string source;  // where the op came from

@@ -4,13 +4,12 @@ that mix batch items are never split (the pass's rules are golden-tested in
 tests/ir/batch_rows.ir, and the graph fuzzer runs every proved program in
 chunks)."""
 
-import threading
-
 import numpy as np
 import pytest
 import torch
 
 import llga
+from concurrency import run_concurrently
 
 
 class SmallCnn(torch.nn.Module):
@@ -140,23 +139,14 @@ def test_split_outputs_are_the_callers_and_inputs_untouched(cnn):
 def test_calls_from_threads_while_measuring(cnn):
     m, c = cnn
     c.set_batch_split("auto")  # resets the measurements: the threads measure together
-    xs = [np.random.default_rng(10 + t).standard_normal((4 + t, 3, 12, 12)).astype(np.float32) for t in range(4)]
+    xs = [np.random.default_rng(10 + t).standard_normal((8 + t, 3, 12, 12)).astype(np.float32) for t in range(4)]
     refs = [_ref(m, x).numpy() for x in xs]
-    errors = []
 
     def worker(t):
-        try:
-            for _ in range(6):
-                np.testing.assert_allclose(c(xs[t]), refs[t], rtol=1e-4, atol=1e-5)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        for _ in range(6):
+            np.testing.assert_allclose(c(xs[t]), refs[t], rtol=1e-4, atol=1e-5)
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    run_concurrently(worker, 4)
 
 
 class TwoOutputs(torch.nn.Module):
@@ -313,3 +303,20 @@ def test_the_runtime_refuses_a_graph_marked_separable_that_writes_its_input():
     keep = x.copy()
     np.testing.assert_allclose(c(x), np.maximum(keep * 2, 0))
     np.testing.assert_allclose(x, keep * 2)
+
+
+def test_the_profiler_counts_a_split_call_once_and_its_chunks(cnn):
+    m, c = cnn
+    c.set_batch_split(4)
+    x = np.random.default_rng(12).standard_normal((8, 3, 12, 12)).astype(np.float32)
+    try:
+        with llga.profiler.profile():
+            c(x)
+        evs = llga.profiler.events()
+    finally:
+        c.set_batch_split("auto")
+    split = [e for e in evs if e["depth"] == -2]
+    calls = [e for e in evs if e["depth"] == -1]
+    assert [e["source"] for e in split] == ["8 items in chunks of 4"]
+    assert [e["source"] for e in calls] == ["4x3x12x12:Float"] * 2
+    assert split[0]["dur_ns"] >= sum(e["dur_ns"] for e in calls)
