@@ -26,6 +26,7 @@
 
 #include "ir/effects.h"
 #include "ir/ops.h"
+#include "ir/precision.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 
@@ -206,6 +207,8 @@ class BatchRows final : public Pass {
     const std::string kind = n.kind().toQualString();
     bool all_invariant = true;
     for (const Value* in : n.inputs()) all_invariant &= of(in).invariant();
+    if (dynamicActivation(n) && !all_invariant)  // llga.quantize(mode="dynamic"), PyTorch's dynamic linears
+      return mixed(n, "quantizes its activation with one scale over the whole call (dynamic int8)");
     if (n.subgraph()) return group(n);
     if (!n.blocks().empty()) return control(n);
     if (randomKinds().count(kind)) return mixed(n, "draws random numbers (a chunk would draw its own)");

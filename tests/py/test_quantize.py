@@ -747,6 +747,8 @@ def test_dynamic_int8_quantizes_each_call_with_its_own_scale():
     assert "dynamic" in q.precision_note
     text = str(q.graph)
     assert text.count('act_scale="dynamic", act_dtype="s8"') == 2 and "aten::conv1d[precision" not in text
+    # one scale over the whole call mixes the batch's items: never run in chunks
+    assert not q.batch_split.proved and "dynamic int8" in q.batch_split.why_not, q.batch_split
     for k in (1.0, 100.0):
         xi = x * k
         with torch.no_grad():
