@@ -224,7 +224,13 @@ std::vector<RtValue> CompiledGraph::run(std::vector<RtValue> inputs, const NodeO
   if (batch_split_ && !observer)
     if (const int64_t items = batchItems(inputs); items > 1) {
       std::vector<RtValue> out;
-      if (runSplit(inputs, items, out)) return out;
+      try {
+        if (runSplit(inputs, items, out)) return out;
+      } catch (const ExecutionError&) {
+        throw;
+      } catch (const std::bad_alloc&) {
+        throw OutOfMemory("batch split of a " + std::to_string(items) + "-item call: out of memory");
+      }
     }
   return runWhole(std::move(inputs), observer);
 }
@@ -342,10 +348,14 @@ std::vector<RtValue> CompiledGraph::runWhole(std::vector<RtValue> inputs, const 
   Profiler* prof = Profiler::active();
   const int64_t t0 = prof ? Profiler::nowNs() : 0;
   std::shared_ptr<ArenaPlanner> planner = plannerFor(sig);
-  {
+  try {
     MeterScope scope(activations, cache_meter_);
     ArenaPlanner::Call call(*planner);
     out = plan_->run(std::move(inputs), observer);
+  } catch (const ExecutionError&) {
+    throw;  // an op's, naming it
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory("the memory plan for a call with " + sig + ": out of memory");
   }
   if (prof) recordCall(*prof, "llga::call", -1, t0, sig);
   int64_t peak = activations->peak.load();
