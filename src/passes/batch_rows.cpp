@@ -186,6 +186,13 @@ class BatchRows final : public Pass {
     for (const Node* n : b.nodes()) {
       if (!stopped_.empty()) return;
       visit(*n);
+      // A rule covers every output of a node that reads rows (an output left
+      // out would pass for invariant: adaptive_max_pool2d's indices).
+      bool reads_rows = false;
+      for (const Value* in : n->inputs()) reads_rows |= !of(in).invariant();
+      if (reads_rows && stopped_.empty())
+        for (const Value* out : n->outputs())
+          if (!rows_.count(out)) return mixed(*n, "gives an output no batch rule covers");
     }
   }
 
@@ -308,7 +315,8 @@ class BatchRows final : public Pass {
       if (!spatial) spatial = kind.find("1d") != std::string::npos ? 1 : kind.find("3d") != std::string::npos ? 3 : 2;
       if (!othersInvariant(n, 0) || d != 0 || !rank || *rank != spatial + 2)
         return mixed(n, "pools across the batch dim (or an unbatched input)");
-      return set(n, x);
+      for (size_t i = 0; i < n.outputs().size(); ++i) set(n, x, i);  // values and (max) indices
+      return;
     }
     if (traits & op_trait::Matmul) return matmul(n, kind);
     if (kind == "aten::mean" || kind == "aten::sum" || kind == "aten::amax" || kind == "aten::amin" ||

@@ -26,9 +26,13 @@ ShapeTagged::ShapeTagged() {
   registry().caches.insert(this);
 }
 
-ShapeTagged::~ShapeTagged() {
+ShapeTagged::~ShapeTagged() { unregister(); }
+
+void ShapeTagged::unregister() {
   std::lock_guard<std::mutex> lock(registry().mu);
+  if (!registered_) return;
   registry().caches.erase(this);
+  registered_ = false;
 }
 
 uint64_t currentShapeTag() { return t_tag; }
@@ -39,10 +43,12 @@ ShapeTagScope::~ShapeTagScope() { t_tag = prev_; }
 
 size_t forgetShapeTag(uint64_t tag) {
   if (!tag) return 0;
-  std::lock_guard<std::mutex> lock(registry().mu);
-  size_t n = 0;
-  for (ShapeTagged* c : registry().caches) n += c->forgetTag(tag);
-  return n;
+  std::vector<std::shared_ptr<void>> gone;  // destroyed after the lock: entries may own caches
+  {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    for (ShapeTagged* c : registry().caches) c->forgetTag(tag, gone);
+  }
+  return gone.size();
 }
 
 }  // namespace llga

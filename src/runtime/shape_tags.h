@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace llga {
 
@@ -18,8 +20,17 @@ class ShapeTagged {
   virtual ~ShapeTagged();
   ShapeTagged(const ShapeTagged&) = delete;
   ShapeTagged& operator=(const ShapeTagged&) = delete;
-  // Drops the entries whose last user had `tag`; returns how many.
-  virtual size_t forgetTag(uint64_t tag) = 0;
+  // Moves the entries whose last user had `tag` into `gone` (released by the
+  // caller once no lock is held: an entry may own caches of its own).
+  virtual void forgetTag(uint64_t tag, std::vector<std::shared_ptr<void>>& gone) = 0;
+
+ protected:
+  // A derived cache's destructor calls this first, so that no forgetTag
+  // reaches it while its members are destroyed (idempotent).
+  void unregister();
+
+ private:
+  bool registered_ = true;
 };
 
 // The tag of the graph call running on this thread (0: none).

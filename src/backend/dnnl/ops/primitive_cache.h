@@ -86,20 +86,22 @@ class PrimitiveCache final : public ShapeTagged {
     it->second.tag = currentShapeTag();
     return it->second.entry;
   }
-  size_t forgetTag(uint64_t tag) override {
-    std::vector<std::shared_ptr<Entry>> gone;  // released outside the lock
+  void forgetTag(uint64_t tag, std::vector<std::shared_ptr<void>>& gone) override {
     std::lock_guard<std::mutex> lock(mu_);
+    int64_t n = 0;
     for (auto it = map_.begin(); it != map_.end();) {
       if (it->second.tag == tag) {
         gone.push_back(std::move(it->second.entry));
         it = map_.erase(it);
+        ++n;
       } else {
         ++it;
       }
     }
-    primitiveCacheStats().evicted.fetch_add(static_cast<int64_t>(gone.size()), std::memory_order_relaxed);
-    return gone.size();
+    primitiveCacheStats().evicted.fetch_add(n, std::memory_order_relaxed);
   }
+  PrimitiveCache() = default;
+  ~PrimitiveCache() override { unregister(); }  // before map_ goes
   size_t size() const {
     std::lock_guard<std::mutex> lock(mu_);
     return map_.size();
