@@ -15,16 +15,6 @@ void BatchSplit::setMode(Mode m, int64_t chunk) {
   states_.clear();  // measurements were of the previous mode's calls
 }
 
-BatchSplit::Mode BatchSplit::mode() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return mode_;
-}
-
-int64_t BatchSplit::fixedChunk() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return fixed_;
-}
-
 BatchSplit::State& BatchSplit::state(int64_t items) {
   auto [it, fresh] = states_.try_emplace(items);
   State& s = it->second;

@@ -46,8 +46,6 @@ class BatchSplit {
   static constexpr size_t kMaxBatchSizes = 16;  // like every per-shape record: bounded
 
   void setMode(Mode m, int64_t chunk = 0);
-  Mode mode() const;
-  int64_t fixedChunk() const;
 
   // What a call with `items` rows runs: chunks of `chunk` items (`items`:
   // whole), and whether it is a measurement (record() then).
