@@ -100,9 +100,11 @@ class CompiledGraph:
         run time), ``mode`` ("auto": the chunk measured fastest per batch
         size, "off", or a fixed chunk) and ``sizes`` ({batch size: the chunk
         chosen (0 while still measuring; the batch size itself: run whole)
-        and the ns per item each chunk tried took}). A batch size's first
-        calls each try the next chunk (the whole batch, then halves); every
-        call computes its own inputs, none twice."""
+        and the ns per item each chunk tried took}). Batches of 8 items or
+        more are split: a batch size's first calls each try the next chunk
+        (1 item, or 1/32 of the batch, then doubling up to the whole batch)
+        until one is 15% slower per item than the best; every call computes
+        its own inputs, none twice."""
         why = self._impl.batch_split_refused()
         if not self._impl.batch_split_proved:
             why = next((n.split(": ", 1)[1] for r in self.passes if r.name == "batch-rows" for n in r.notes
