@@ -65,15 +65,6 @@ std::optional<size_t> rankOf(const Value* v) {
   return v->type()->tensorInfo().rank();
 }
 
-// A dim argument made non-negative for a tensor of `rank`, or nullopt.
-std::optional<int64_t> canonicalDim(const Value* v, std::optional<size_t> rank) {
-  auto d = constantInt(v);
-  if (!d || !rank) return std::nullopt;
-  const int64_t r = static_cast<int64_t>(*rank);
-  if (*d < -r || *d >= r) return std::nullopt;
-  return *d < 0 ? *d + r : *d;
-}
-
 // aten::slice(x, dim, start, end, step) taking every element: start 0 (or
 // None), end None or past any extent, step 1 (a traced x[:, 1:] slices dim 0 so).
 bool wholeSlice(const Node& n) {
@@ -245,7 +236,7 @@ class BatchRows final : public Pass {
     if (kind == "aten::size") {
       if (n.inputs().size() == 2) {
         if (x.kind != Rows::Dim) return;  // invariant
-        auto d = canonicalDim(n.input(1), rank);
+        auto d = constantDim(n.input(1), rank);
         if (!d) return mixed(n, "asks for the size of an unknown dim");
         return set(n, *d == x.dim ? Rows::count() : Rows{});
       }
@@ -278,7 +269,7 @@ class BatchRows final : public Pass {
     const int64_t d = x.dim;
 
     if (kind == "aten::softmax" || kind == "aten::log_softmax") {
-      auto dim = canonicalDim(n.input(1), rank);
+      auto dim = constantDim(n.input(1), rank);
       if (!othersInvariant(n, 0) || !dim || *dim == d) return mixed(n, "normalizes over the batch dim");
       return set(n, x);
     }
@@ -324,7 +315,7 @@ class BatchRows final : public Pass {
       return reduce(n);
     if (kind == "aten::flatten") {
       if (!rank) return mixed(n, "flattens a tensor of unknown rank");
-      auto start = canonicalDim(n.input(1), rank), end = canonicalDim(n.input(2), rank);
+      auto start = constantDim(n.input(1), rank), end = constantDim(n.input(2), rank);
       if (*rank == 0) return mixed(n, "flattens a 0-dim tensor");
       if (!start || !end) return mixed(n, "flattens unknown dims");
       if (d < *start) return set(n, x);
@@ -351,23 +342,23 @@ class BatchRows final : public Pass {
       return mixed(n, "permutes unknown dims");
     }
     if (kind == "aten::transpose") {
-      auto a = canonicalDim(n.input(1), rank), b = canonicalDim(n.input(2), rank);
+      auto a = constantDim(n.input(1), rank), b = constantDim(n.input(2), rank);
       if (!a || !b) return mixed(n, "transposes unknown dims");
       return set(n, Rows::at(d == *a ? *b : d == *b ? *a : d));
     }
     if (kind == "aten::slice" && wholeSlice(n) && othersInvariant(n, 0)) return set(n, x);  // x[:, ...]
     if (kind == "aten::select" || kind == "aten::slice" || kind == "aten::narrow") {
-      auto dim = canonicalDim(n.input(1), rank);
+      auto dim = constantDim(n.input(1), rank);
       if (!othersInvariant(n, 0) || !dim || *dim == d) return mixed(n, "selects batch items");
       return set(n, Rows::at(kind == "aten::select" && *dim < d ? d - 1 : d));
     }
     if (kind == "aten::unsqueeze") {
-      auto dim = canonicalDim(n.input(1), rank ? std::optional<size_t>(*rank + 1) : std::nullopt);
+      auto dim = constantDim(n.input(1), rank ? std::optional<size_t>(*rank + 1) : std::nullopt);
       if (!dim) return mixed(n, "unsqueezes an unknown dim");
       return set(n, Rows::at(*dim <= d ? d + 1 : d));
     }
     if (kind == "aten::squeeze" && n.inputs().size() == 2) {
-      auto dim = canonicalDim(n.input(1), rank);
+      auto dim = constantDim(n.input(1), rank);
       if (!dim || *dim == d || knownExtent(n.input(0), *dim) != 1) return mixed(n, "squeezes the batch dim");
       return set(n, Rows::at(*dim < d ? d - 1 : d));
     }
@@ -382,7 +373,7 @@ class BatchRows final : public Pass {
     if (kind == "aten::chunk" || kind == "aten::split" || kind == "aten::split_with_sizes" ||
         kind == "aten::tensor_split" || kind == "aten::unbind") {
       const size_t dim_at = kind == "aten::unbind" ? 1 : 2;
-      const int64_t dim = dim_at < n.inputs().size() ? canonicalDim(n.input(dim_at), rank).value_or(d) : d;
+      const int64_t dim = dim_at < n.inputs().size() ? constantDim(n.input(dim_at), rank).value_or(d) : d;
       if (!othersInvariant(n, 0) || dim == d) return mixed(n, "splits along the batch dim (or an unknown dim)");
       return set(n, Rows::listOf(Rows::at(kind == "aten::unbind" && dim < d ? d - 1 : d)));
     }
@@ -465,7 +456,7 @@ class BatchRows final : public Pass {
 
   void concat(const Node& n, bool stack) {
     const Rows list = of(n.input(0));
-    auto dim = canonicalDim(n.input(1), rankOf(n.output()));  // cat keeps the rank, stack adds the new dim
+    auto dim = constantDim(n.input(1), rankOf(n.output()));  // cat keeps the rank, stack adds the new dim
     if (list.kind != Rows::List || list.items.empty() || !dim) return mixed(n, "concatenates an unknown list");
     const int64_t d = list.items[0].dim;
     for (const Rows& r : list.items)

@@ -50,14 +50,6 @@ Order orderOfStrides(const std::vector<int64_t>& strides) {
   return o;
 }
 
-std::optional<int64_t> dimArg(const Value* v, size_t rank) {
-  auto d = constantInt(v);
-  if (!d || rank == 0) return std::nullopt;
-  const int64_t r = static_cast<int64_t>(rank);
-  if (*d < -r || *d >= r) return std::nullopt;
-  return *d < 0 ? *d + r : *d;
-}
-
 // Ops that make a fresh row-major tensor of the sizes in their first input.
 bool isFactory(const Node& n) {
   static const std::set<std::string> kinds = {"aten::zeros", "aten::ones", "aten::full", "aten::empty",
@@ -137,8 +129,8 @@ class ObservableLayouts final : public Pass {
       auto in = pytorchOrder(n->input(0), depth + 1);
       if (!in) return std::nullopt;
       if (kind == "aten::t" && in->size() < 2) return in;
-      const auto a = kind == "aten::t" ? std::optional<int64_t>(0) : dimArg(n->input(1), in->size());
-      const auto b = kind == "aten::t" ? std::optional<int64_t>(1) : dimArg(n->input(2), in->size());
+      const auto a = kind == "aten::t" ? std::optional<int64_t>(0) : constantDim(n->input(1), in->size());
+      const auto b = kind == "aten::t" ? std::optional<int64_t>(1) : constantDim(n->input(2), in->size());
       if (!a || !b) return std::nullopt;
       for (int64_t& d : *in) d = d == *a ? *b : d == *b ? *a : d;
       return in;

@@ -43,6 +43,14 @@ std::optional<std::string> constantString(const Value* v) {
   return a->get<std::string>();
 }
 
+std::optional<int64_t> constantDim(const Value* v, std::optional<size_t> rank) {
+  auto d = constantInt(v);
+  if (!d || !rank) return std::nullopt;
+  const int64_t r = static_cast<int64_t>(*rank);
+  if (*d < -r || *d >= r) return std::nullopt;
+  return *d < 0 ? *d + r : *d;
+}
+
 std::optional<std::vector<int64_t>> constantInts(const Value* v) {
   const Node* n = v->node();
   std::vector<int64_t> out;

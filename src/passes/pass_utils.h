@@ -20,6 +20,9 @@ std::optional<double> constantNumber(const Value* v);
 std::optional<int64_t> constantInt(const Value* v);
 // A constant str (an equation, a mode name).
 std::optional<std::string> constantString(const Value* v);
+// A constant dim argument made non-negative for a tensor of `rank`; nullopt
+// when it is not a constant, the rank is unknown, or it is out of range.
+std::optional<int64_t> constantDim(const Value* v, std::optional<size_t> rank);
 // An int[] given as a constant or as a prim::ListConstruct of constant ints.
 std::optional<std::vector<int64_t>> constantInts(const Value* v);
 // "aten::relu_ at f.py:3:4 (%y)"

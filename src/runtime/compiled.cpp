@@ -134,6 +134,15 @@ int64_t batchItems(const std::vector<RtValue>& inputs) {
   return items;
 }
 
+// The call's inputs for rows [start, start + rows): views of its tensors'
+// rows, other values as they are.
+std::vector<RtValue> rowsOf(const std::vector<RtValue>& inputs, int64_t start, int64_t rows) {
+  std::vector<RtValue> part = inputs;
+  for (RtValue& v : part)
+    if (v.isTensor()) v = v.tensor().slice(0, start, start + rows, 1);
+  return part;
+}
+
 // The buffers of the tensors in `v`, nested tuples and lists included.
 void storagesOf(const RtValue& v, std::vector<const void*>& out) {
   if (v.isTensor()) {
@@ -242,7 +251,7 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
     if (!pick.timed) return false;
     const int64_t t0 = Profiler::nowNs();
     out = runWhole(inputs, nullptr);
-    dropPlanners(inputs, items,
+    dropChunkState(inputs, items,
                  batch_split_->record(items, chunk, -1,
                                       static_cast<double>(Profiler::nowNs() - t0) / static_cast<double>(items)));
     return true;
@@ -252,9 +261,7 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
   int64_t timed_ns = 0, timed_items = 0;
   for (int64_t start = 0; start < items; start += chunk) {
     const int64_t rows = std::min(chunk, items - start);
-    std::vector<RtValue> part_in = inputs;
-    for (RtValue& v : part_in)
-      if (v.isTensor()) v = v.tensor().slice(0, start, start + rows, 1);
+    std::vector<RtValue> part_in = rowsOf(inputs, start, rows);
     const int64_t t0 = Profiler::nowNs();
     std::vector<RtValue> part = runWhole(part_in, nullptr);
     if (start == 0) {
@@ -291,7 +298,7 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
     }
   }
   if (pick.timed)
-    dropPlanners(inputs, items,
+    dropChunkState(inputs, items,
                  batch_split_->record(items, chunk,
                                       timed_items ? static_cast<double>(timed_ns) / static_cast<double>(timed_items)
                                                   : -1.0,
@@ -305,11 +312,7 @@ std::set<std::string> CompiledGraph::chunkSignatures(const std::vector<RtValue>&
                                                      int64_t chunk) {
   std::set<std::string> sigs;
   for (int64_t rows : {chunk, items % chunk}) {
-    if (!rows) continue;
-    std::vector<RtValue> part = inputs;
-    for (RtValue& v : part)
-      if (v.isTensor()) v = v.tensor().slice(0, 0, rows, 1);
-    sigs.insert(signature(part));
+    if (rows) sigs.insert(signature(rowsOf(inputs, 0, rows)));
   }
   return sigs;
 }
@@ -317,7 +320,7 @@ std::set<std::string> CompiledGraph::chunkSignatures(const std::vector<RtValue>&
 // What chunk shapes a batch size will not run again made goes: their memory
 // plans (arenas), primitives and weight copies, so that measuring leaves
 // only the chosen chunk's behind.
-void CompiledGraph::dropPlanners(const std::vector<RtValue>& inputs, int64_t items,
+void CompiledGraph::dropChunkState(const std::vector<RtValue>& inputs, int64_t items,
                                  const BatchSplit::Recorded& r) const {
   if (r.dropped.empty()) return;
   const std::set<std::string> keep = r.settled ? chunkSignatures(inputs, items, r.best) : std::set<std::string>{};

@@ -71,7 +71,7 @@ class CompiledGraph {
   // caller then runs it whole).
   bool runSplit(const std::vector<RtValue>& inputs, int64_t items, std::vector<RtValue>& out) const;
   static std::set<std::string> chunkSignatures(const std::vector<RtValue>& inputs, int64_t items, int64_t chunk);
-  void dropPlanners(const std::vector<RtValue>& inputs, int64_t items, const BatchSplit::Recorded& r) const;
+  void dropChunkState(const std::vector<RtValue>& inputs, int64_t items, const BatchSplit::Recorded& r) const;
   // The tag of kernel state made by calls with this signature (runtime/shape_tags.h).
   uint64_t shapeTag(const std::string& sig) const;
   std::unique_ptr<BatchSplit> batch_split_;
