@@ -1,6 +1,8 @@
 import os
 import sys
 
+import pytest
+
 # Tests import the in-tree package (built by `make build`), not an installed one.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
@@ -16,3 +18,18 @@ def pytest_sessionfinish(session):
         files = {os.path.abspath(f) for f in files if isinstance(f, str) and os.path.exists(f)}
         with open(out, "w") as fh:
             fh.writelines(f + "\n" for f in sorted(files))
+
+
+@pytest.fixture(autouse=True)
+def _llga_threads_restored():
+    """Each test starts with the thread count the one before it found: a test
+    that set llga's threads and did not restore them made a later one's
+    results depend on the order the suite ran in (on an AVX2-only CPU, a BERT
+    encoder's outputs differ in the last bits between 1 and 2 threads). Only
+    where the test imported llga (some run without it)."""
+    llga = sys.modules.get("llga")
+    before = llga.get_num_threads() if llga else None
+    yield
+    llga = sys.modules.get("llga")
+    if llga is not None and before is not None and llga.get_num_threads() != before:
+        llga.set_num_threads(before)
