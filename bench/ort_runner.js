@@ -5,6 +5,9 @@
 // the QDQ export of PyTorch's int8 model, TAG ort-int8), runs once (writing its
 // outputs as raw little-endian files), then answers JSON lines on stdin:
 // {"cmd":"run","n":k} -> per-call seconds, {"cmd":"quit"} -> peak RSS.
+// With spec.ort_profile (a path prefix), the session records ONNX Runtime's
+// per-node profile and {"cmd":"quit"} also answers its file (profile_file):
+// bench/op_compare.py reads it.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -28,6 +31,7 @@ async function main() {
   const session = await ort.InferenceSession.create(path.join(workdir, modelFile), {
     intraOpNumThreads: spec.threads, interOpNumThreads: 1, graphOptimizationLevel: 'all',
     executionMode: 'sequential',
+    ...(spec.ort_profile ? { enableProfiling: true, profileFilePrefix: spec.ort_profile } : {}),
   });
   const compile_s = Number(process.hrtime.bigint() - t0) / 1e9;
   const feeds = {};
@@ -57,7 +61,18 @@ async function main() {
     } else if (cmd.cmd === 'quit') {
       // VmHWM, not resourceUsage().maxRSS: Linux carries the parent's peak across fork and exec.
       const hwm = /VmHWM:\s+(\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'));
-      reply({ maxrss_kib: hwm ? Number(hwm[1]) : process.resourceUsage().maxRSS });
+      const rss = hwm ? Number(hwm[1]) : process.resourceUsage().maxRSS;
+      if (spec.ort_profile) {
+        // endProfiling writes the file; the name has a time stamp, so take the newest with the prefix
+        session.endProfiling();
+        const dir = path.dirname(spec.ort_profile);
+        const base = path.basename(spec.ort_profile);
+        const files = fs.readdirSync(dir).filter((f) => f.startsWith(base) && f.endsWith('.json'))
+          .map((f) => path.join(dir, f)).sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+        reply({ maxrss_kib: rss, profile_file: files.length ? files[0] : null });
+      } else {
+        reply({ maxrss_kib: rss });
+      }
       process.exit(0);
     }
   }

@@ -112,3 +112,21 @@ def test_scripted_loop_bench_checks_parity_and_writes_its_table(tmp_path):
     for name in PROGRAMS:
         assert f"| {name} |" in text
     assert "geometric mean llga / PyTorch" in text
+
+
+def test_op_compare_pairs_convolutions_by_shape_then_order():
+    """bench.op_compare pairs llga's convolutions with ONNX Runtime's by
+    output and weight shape: a residual block's shortcut that ORT runs first
+    still meets its own; one without a twin stays unpaired."""
+    from bench.op_compare import pair
+
+    def conv(out, weight, us):
+        return {"out": out, "weight": weight, "us": us}
+
+    main1, main2 = conv((1, 64, 56, 56), (64, 64, 1, 1), 10.0), conv((1, 64, 56, 56), (64, 64, 1, 1), 11.0)
+    short = conv((1, 256, 56, 56), (256, 64, 1, 1), 20.0)
+    only_llga = conv((1, 8, 7, 7), (8, 8, 3, 3), 1.0)
+    ort_main1, ort_main2 = conv((1, 64, 56, 56), (64, 64, 1, 1), 9.0), conv((1, 64, 56, 56), (64, 64, 1, 1), 12.0)
+    ort_short = conv((1, 256, 56, 56), (256, 64, 1, 1), 19.0)
+    rows = pair([main1, short, main2, only_llga], [ort_short, ort_main1, ort_main2])
+    assert [(i, a["us"], b["us"]) for i, a, b in rows] == [(0, 10.0, 9.0), (1, 20.0, 19.0), (2, 11.0, 12.0)]

@@ -1,0 +1,209 @@
+"""Where llga and ONNX Runtime spend one model's time, convolution by
+convolution, from each system's own profiler.
+
+    /usr/bin/python3 -m bench.op_compare --model mobilenet_v2 [--batch 1] [--threads 2] [--runs 50] [--top 25]
+
+Exports the model as `make bench` does (IR text + weights for llga, ONNX for
+ONNX Runtime), profiles N calls of each (llga's profiler in this process;
+ONNX Runtime's per-node profile from bench/ort_runner.js in its own, as in the
+bench), then prints:
+
+- each system's per-call wall time and the sum of its recorded op times
+  (profiling itself costs some; the ratio of the sums is not the bench's),
+- the convolutions paired by output and weight shape, in program order
+  among those of one shape (one node or partition each on both sides, batch
+  norm folded in both; activations and residual adds fused where each system
+  fuses them: ORT runs swish as a separate QuickGelu), with each side's mean
+  time and their ratio, largest llga - ORT difference first,
+- every other op kind's total on each side.
+
+This is a tool for deciding what to work on, not a benchmark: the figures
+carry the profilers' overhead and the host's noise. The paired ratios of
+`make bench` are the measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from bench import suite
+
+CONV_OPS = ("aten::_convolution", "aten::conv2d", "aten::conv1d", "aten::conv3d")
+
+
+def llga_profile(workdir: str, spec: dict, threads: int, runs: int) -> dict:
+    import time
+
+    import llga
+
+    llga.set_num_threads(threads)
+    with open(os.path.join(workdir, "graph.txt")) as f:
+        text = f.read()
+    with np.load(os.path.join(workdir, "weights.npz")) as z:
+        weights = {k: z[k] for k in z.files}
+    xs = [np.load(os.path.join(workdir, i["file"])) for i in spec["inputs"]]
+    compiled = llga.optimize(text, params=weights)
+    for _ in range(5):
+        compiled(*xs)
+    t0 = time.perf_counter()
+    for _ in range(runs):
+        compiled(*xs)
+    wall = (time.perf_counter() - t0) / runs
+    with llga.profiler.profile():
+        for _ in range(runs):
+            compiled(*xs)
+    parts = compiled.partitions
+    per_part: Dict[int, List[int]] = {}
+    other: Dict[str, float] = {}
+    for e in llga.profiler.events():
+        if e["depth"] != 0:
+            continue
+        if e["partition"] >= 0:
+            per_part.setdefault(e["partition"], []).append(e["dur_ns"])
+        else:
+            other[e["name"]] = other.get(e["name"], 0.0) + e["dur_ns"] / runs / 1e3
+    convs, total = [], sum(other.values())
+    for idx, durs in sorted(per_part.items()):
+        p = parts[idx]
+        us = sum(durs) / runs / 1e3
+        total += us
+        if any(k in CONV_OPS for k in p.ops):
+            out = p.outputs[0][1] if p.outputs else None
+            weight = p.inputs[1][1] if len(p.inputs) > 1 else None  # the anchor's weight (a constant input)
+            convs.append({"out": tuple(out) if out else None, "weight": tuple(weight) if weight else None, "us": us,
+                          "what": p.pattern, "impl": p.impl})
+        else:
+            key = f"partition:{p.pattern}"
+            other[key] = other.get(key, 0.0) + us
+    return {"wall_us": wall * 1e6, "sum_us": total, "convs": convs, "other": other}
+
+
+def ort_profile(workdir: str, spec: dict, ort_dir: str, threads: int, runs: int) -> dict:
+    spec = dict(spec, ort_profile=os.path.join(workdir, "ort-profile"))
+    with open(os.path.join(workdir, "spec.json"), "w") as f:
+        json.dump(spec, f)
+    runner = suite.Runner("ort", ["node", os.path.join(suite.ROOT, "bench", "ort_runner.js"), workdir, ort_dir],
+                          workdir, suite.runner_env(threads))
+    try:
+        runner.recv()
+        runner.send({"cmd": "run", "n": 5})
+        times = runner.send({"cmd": "run", "n": runs})["times"]
+        done = runner.close()
+    except BaseException:
+        runner.kill()
+        raise
+    if not done.get("profile_file"):
+        raise RuntimeError("ONNX Runtime wrote no profile")
+    with open(done["profile_file"]) as f:
+        events = json.load(f)
+    calls = runs + 6  # the first call, the warm-up, the timed runs: all profiled
+    convs, other, total = [], {}, 0.0
+    for e in events:
+        if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
+            continue
+        args = e.get("args", {})
+        op = args.get("op_name", "?")
+        us = e["dur"] / calls
+        total += us
+        if op in ("Conv", "FusedConv", "QLinearConv"):
+            shapes = [next(iter(s.values())) for s in args.get("input_type_shape", [])]
+            outs = [next(iter(s.values())) for s in args.get("output_type_shape", [])]
+            node = e["name"][: -len("_kernel_time")]
+            found = next((c for c in convs if c["node"] == node), None)
+            if found:
+                found["us"] += us
+            else:
+                convs.append({"node": node, "out": tuple(outs[0]) if outs else None,
+                              "weight": tuple(shapes[1]) if len(shapes) > 1 else None, "us": us, "what": op})
+        else:
+            other[op] = other.get(op, 0.0) + us
+    return {"wall_us": statistics.median(times) * 1e6, "sum_us": total, "convs": convs, "other": other}
+
+
+def pair(lc: List[dict], oc: List[dict]) -> List[Tuple[int, dict, dict]]:
+    """llga's convolutions with ONNX Runtime's: by output and weight shape,
+    in program order among those of one shape (the two may order a block's
+    branches differently). (index in llga's order, llga's, ORT's)."""
+    queues: Dict[tuple, List[dict]] = {}
+    for b in oc:
+        queues.setdefault((b["out"], b["weight"]), []).append(b)
+    rows = []
+    for i, a in enumerate(lc):
+        q = queues.get((a["out"], a["weight"]))
+        if q:
+            rows.append((i, a, q.pop(0)))
+    return rows
+
+
+def kernel_text(weight: Optional[Tuple[int, ...]], out: Optional[Tuple[int, ...]]) -> str:
+    if not weight or len(weight) < 3:
+        return "?"
+    k = "x".join(str(d) for d in weight[2:])
+    groups = ""
+    if out and len(out) > 1 and weight[1] == 1 and out[1] > 1:
+        groups = " dw"
+    return f"{k}{groups} {weight[1]}->{weight[0]}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--top", type=int, default=25, help="convolution rows to print, largest llga - ORT first")
+    args = ap.parse_args(argv)
+
+    ort = suite.setup_ort(lambda m: print(m, file=sys.stderr))
+    if "module_dir" not in ort:
+        print(f"op_compare: ONNX Runtime unavailable: {ort.get('error')}", file=sys.stderr)
+        return 1
+    workdir = tempfile.mkdtemp(prefix="llga-opcmp-")
+    try:
+        exported = suite.export(args.model, args.batch, workdir, True, args.threads)
+        spec = exported["spec"]
+        if spec["onnx_error"]:
+            print(f"op_compare: torch.onnx.export failed: {spec['onnx_error']}", file=sys.stderr)
+            return 1
+        o = ort_profile(workdir, spec, ort["module_dir"], args.threads, args.runs)
+        l_ = llga_profile(workdir, spec, args.threads, args.runs)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print(f"{args.model}, batch {args.batch}, {args.threads} threads, {args.runs} profiled calls each")
+    print(f"  per call (unprofiled, median): llga {l_['wall_us']:.0f} us, ORT {o['wall_us']:.0f} us "
+          f"(ORT's while profiling)")
+    print(f"  recorded ops: llga {l_['sum_us']:.0f} us, ORT {o['sum_us']:.0f} us")
+    lc, oc = l_["convs"], o["convs"]
+    print(f"\nConvolutions: llga {len(lc)} partitions {sum(c['us'] for c in lc):.0f} us, "
+          f"ORT {len(oc)} nodes {sum(c['us'] for c in oc):.0f} us")
+    rows, unpaired = pair(lc, oc), 0
+    head = f"  {'#':>3}  {'output':<16} {'kernel':<18} {'llga us':>8} {'ORT us':>8} {'ratio':>6}  llga impl / ORT op"
+    print(head)
+    for i, a, b in sorted(rows, key=lambda r: -(r[1]["us"] - r[2]["us"]))[: args.top]:
+        out = "x".join(str(d) for d in (a["out"] or ()))
+        print(f"  {i:>3}  {out:<16} {kernel_text(b['weight'], b['out']):<18} {a['us']:>8.1f} {b['us']:>8.1f} "
+              f"{a['us'] / b['us'] if b['us'] else float('inf'):>5.2f}x  {a['impl'] or a['what']} / {b['what']}")
+    unpaired = len(lc) - len(rows)
+    if unpaired or len(oc) != len(rows):
+        print(f"  unpaired: llga {unpaired}, ORT {len(oc) - len(rows)} (no convolution of the same output and "
+              f"weight shape on the other side)")
+    print("\nEverything else (us per call):")
+    for name, side in (("llga", l_), ("ORT", o)):
+        items = sorted(side["other"].items(), key=lambda kv: -kv[1])
+        print(f"  {name}: " + ", ".join(f"{k} {v:.0f}" for k, v in items if v >= 1.0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
