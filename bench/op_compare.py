@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from typing import Dict, List, Optional, Tuple
@@ -37,6 +36,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from bench import suite
+from bench.worker import load_inputs
 
 CONV_OPS = ("aten::_convolution", "aten::conv2d", "aten::conv1d", "aten::conv3d")
 
@@ -51,7 +51,7 @@ def llga_profile(workdir: str, spec: dict, threads: int, runs: int) -> dict:
         text = f.read()
     with np.load(os.path.join(workdir, "weights.npz")) as z:
         weights = {k: z[k] for k in z.files}
-    xs = [np.load(os.path.join(workdir, i["file"])) for i in spec["inputs"]]
+    xs = load_inputs(workdir, spec)
     compiled = llga.optimize(text, params=weights)
     for _ in range(5):
         compiled(*xs)
@@ -187,7 +187,7 @@ def main(argv=None) -> int:
     lc, oc = l_["convs"], o["convs"]
     print(f"\nConvolutions: llga {len(lc)} partitions {sum(c['us'] for c in lc):.0f} us, "
           f"ORT {len(oc)} nodes {sum(c['us'] for c in oc):.0f} us")
-    rows, unpaired = pair(lc, oc), 0
+    rows = pair(lc, oc)
     head = f"  {'#':>3}  {'output':<16} {'kernel':<18} {'llga us':>8} {'ORT us':>8} {'ratio':>6}  llga impl / ORT op"
     print(head)
     for i, a, b in sorted(rows, key=lambda r: -(r[1]["us"] - r[2]["us"]))[: args.top]:

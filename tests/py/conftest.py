@@ -30,6 +30,5 @@ def _llga_threads_restored():
     llga = sys.modules.get("llga")
     before = llga.get_num_threads() if llga else None
     yield
-    llga = sys.modules.get("llga")
-    if llga is not None and before is not None and llga.get_num_threads() != before:
+    if before is not None and llga.get_num_threads() != before:
         llga.set_num_threads(before)

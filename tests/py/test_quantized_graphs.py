@@ -60,16 +60,16 @@ def quantized(model, shape, *, batches=4, frozen=True, seed=0, reference=True):
     return torch.jit.freeze(traced.eval()) if frozen else traced
 
 
-def pytorch_int8(model, shape, **kw):
-    """A function giving the integers of `quantized(model, shape,
-    reference=False, **kw)`: that int8 model's own output where oneDNN has
-    VNNI. Without VNNI, PyTorch's int8 kernels are not that arithmetic
-    (measured on an AVX2-only EPYC, these models: its onednn engine 13-50
+def pytorch_int8(int8, model, shape, **kw):
+    """A function giving the integers of `int8` (`quantized(model, shape,
+    reference=False, **kw)`): its own output where oneDNN has VNNI. Without
+    VNNI, PyTorch's int8 kernels are not that arithmetic (measured on an
+    AVX2-only EPYC, these models: its onednn engine 13-50
     output steps off, summing u8 * s8 pairs in 16 bits, saturating; its
     qnnpack engine 2-26), so there the reference form of the same
     calibration (dequantize -> float op -> quantize) is: the same integers,
     which llga matched exactly in every case."""
-    twin = quantized(model, shape, reference=not VNNI, **kw)
+    twin = int8 if VNNI else quantized(model, shape, reference=True, **kw)
     return lambda x: twin(x).numpy()
 
 
@@ -197,7 +197,7 @@ def test_pytorch_int8_graph_matches_pytorch(make):
         assert {"aten::sigmoid", "aten::tanh", "aten::hardsigmoid"} <= kinds, kinds
     compiled = llga.optimize(int8)
     assert len(int8_ops(compiled)) == 3
-    reference = pytorch_int8(model, shape)
+    reference = pytorch_int8(int8, model, shape)
     torch.manual_seed(3)
     for scale in (1.0, 3.0):
         x = torch.randn(*shape) * scale
@@ -234,7 +234,7 @@ def test_pytorch_int8_module_not_frozen_is_frozen_by_llga():
     assert "%x : Float(2, 3, 8, 8" in str(compiled.graph).splitlines()[1]
     x = torch.randn(2, 3, 8, 8)
     with torch.no_grad():
-        want = pytorch_int8(model, (2, 3, 8, 8), frozen=False)(x)
+        want = pytorch_int8(traced, model, (2, 3, 8, 8), frozen=False)(x)
     np.testing.assert_allclose(compiled(x.numpy()), want, rtol=0, atol=1e-6)
     np.testing.assert_allclose(llga.optimize(traced.graph)(x.numpy()), want, rtol=0, atol=1e-6)  # its graph alike
     traced.train()
