@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 
 import llga
@@ -44,6 +45,7 @@ def test_rss_stays_flat_over_thousands_of_distinct_shapes():
 
 from concurrency import run_concurrently  # noqa: E402
 from llga import _llga  # noqa: E402
+from llga.quantization import VNNI_ISAS  # noqa: E402
 
 
 class RankAware(torch.nn.Module):
@@ -104,3 +106,53 @@ def test_threads_calling_a_cnn_over_more_shapes_than_its_caches_hold():
     assert _llga.specialization_stats()["evicted"] > before
     mem = c.memory
     assert len(mem["arena"]) <= 8 and all(a["in_use_blocks"] == 0 for a in mem["arena"].values())
+
+
+LOW_PRECISION = {"bf16": llga.cpu_capabilities()["bf16"], "int8": llga.cpu_capabilities()["isa"] in VNNI_ISAS}
+
+
+@pytest.mark.parametrize("low", ["bf16", "int8"])
+def test_threads_making_convolutions_of_two_precisions_at_once(low):
+    # oneDNN 2.6's brgemm convolutions keep the weights' data type in one process-wide
+    # variable while they choose their blocking, so a convolution made in one thread while
+    # another thread made one of another data type could come out wrong (dnnl_utils.h,
+    # convolutionCreationLock). Four threads, two on a low-precision model and two on an fp32
+    # one, each on 1,000 new shapes (a new primitive every call): before the lock, 4-9 calls
+    # of 4,800 a run were wrong (1.6 off in bf16, 1e32 in fp32), in every run.
+    if not LOW_PRECISION[low]:
+        pytest.skip(f"oneDNN has no {low} kernels on this CPU (ISA {llga.cpu_capabilities()['isa']})")
+    torch.manual_seed(0)
+    w, b = torch.randn(24, 3, 3, 3) * 0.27, torch.randn(24) * 0.1
+
+    def conv(x):
+        return torch.nn.functional.conv2d(x, w, b, padding=1, dilation=2)
+
+    class Conv(torch.nn.Module):
+        def forward(self, x):
+            return conv(x)
+
+    x0 = torch.randn(1, 3, 8, 8)
+    traced = torch.jit.trace(Conv(), x0)
+    if low == "bf16":
+        lowp = llga.optimize(traced, [x0], precision="bf16")
+    else:
+        rng = np.random.default_rng(1)
+        lowp = llga.quantize(traced, calibration=[[rng.standard_normal((1, 3, 8, 8), dtype=np.float32)] for _ in range(4)])
+    # int8 alone, one thread: at most 0.24 off (inputs beyond the calibrated range clip)
+    models = {low: (lowp, 0.05 if low == "bf16" else 0.5), "fp32": (llga.optimize(traced, [x0]), 1e-4)}
+    sizes = [(h, wd) for h in range(5, 45) for wd in range(5, 30)]
+    jobs = []
+    for k in range(4):
+        rng = np.random.default_rng(k)
+        xs = [rng.standard_normal((1, 3, h + k, wd), dtype=np.float32) for h, wd in sizes]
+        with torch.no_grad():
+            jobs.append((low if k % 2 == 0 else "fp32", xs, [conv(torch.from_numpy(x)).numpy() for x in xs]))
+
+    def worker(k):
+        kind, xs, wants = jobs[k]
+        c, tol = models[kind]
+        for x, want in zip(xs, wants):
+            err = float(np.abs(c(x) - want).max()) / max(1.0, float(np.abs(want).max()))
+            assert err <= tol, f"thread {k} ({kind}), input {x.shape}: {err:.3g} off"
+
+    run_concurrently(worker, 4)

@@ -181,6 +181,11 @@ bool cpuRunsAvx2Kernels() {
   return ok;
 }
 
+std::unique_lock<std::recursive_mutex> convolutionCreationLock() {
+  static std::recursive_mutex mu;
+  return std::unique_lock<std::recursive_mutex>(mu);
+}
+
 Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const dnnl::memory::desc& md) {
   if (plain == md)  // already in the wanted layout (a compacted weight, or plain weights wanted): itself
     return Tensor::fromStorage(w.storage(), ScalarType::Byte, {static_cast<int64_t>(md.get_size())}, {1},

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -67,6 +68,19 @@ Tensor allocateFor(const dnnl::memory::desc& md, AllocPurpose purpose = AllocPur
 // share their weights this way). Counted as weight cache.
 // When `md` equals `plain` (see PlainWeightsScope), `w`'s own bytes, no copy.
 Tensor reorderedWeight(const Tensor& w, const dnnl::memory::desc& plain, const dnnl::memory::desc& md);
+
+// Held while a oneDNN convolution or deconvolution primitive (descriptor) is
+// made: one at a time in the process. oneDNN 2.6's brgemm convolutions keep
+// the weights' VNNI granularity in one process-wide variable while they pick
+// their blocking (brg_blocking_t::last_ic_block_size: 1 for f32, 2 for bf16,
+// 4 for int8; thread-local from oneDNN 2.7), so two threads making
+// convolutions of two data types at once could each get the other's
+// blocking: wrong results and reads past a buffer (four threads, fp32 and
+// bf16 models on new shapes: 4-9 of 4,800 calls a run, 1.6 off or 1e34).
+// Recursive: choosing a kernel may measure one (microbench.h). A caller
+// that makes oneDNN convolutions itself (PyTorch in the same process) does
+// not take it.
+std::unique_lock<std::recursive_mutex> convolutionCreationLock();
 
 // oneDNN memory of layout `md` for this call only (counted as an activation);
 // `keep` owns the bytes and must outlive the memory's use.

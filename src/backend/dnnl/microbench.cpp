@@ -27,19 +27,23 @@ ConvThroughput convThroughput(int64_t n, int64_t c, int64_t h, int64_t w, int64_
   memory::desc wei({oc, c, k, k}, dt, memory::format_tag::any);
   memory::desc dst({n, oc, h, w}, dt, memory::format_tag::any);
   dnnl::convolution_forward::primitive_desc pd;
-  try {
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, wei,
-                                      dst, {1, 1}, {pad, pad}, {pad, pad});
-    pd = dnnl::convolution_forward::primitive_desc(d, cpuEngine());
-  } catch (const dnnl::error&) {
-    r.supported = false;
-    return r;
+  dnnl::convolution_forward prim;
+  {
+    const auto creating = convolutionCreationLock();
+    try {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                        wei, dst, {1, 1}, {pad, pad}, {pad, pad});
+      pd = dnnl::convolution_forward::primitive_desc(d, cpuEngine());
+    } catch (const dnnl::error&) {
+      r.supported = false;
+      return r;
+    }
+    prim = dnnl::convolution_forward(pd);
   }
   r.impl = implName(pd);
   if (dtype == "bf16" && r.impl.find("bf16") == std::string::npos && r.impl.find("avx512_core") == std::string::npos) {
     r.supported = false;  // a reference implementation: not a limit worth reporting
   }
-  dnnl::convolution_forward prim(pd);
   memory s(pd.src_desc(), cpuEngine()), wt(pd.weights_desc(), cpuEngine()), dd(pd.dst_desc(), cpuEngine());
   // Fill with small values (zeros could take fast paths in some kernels).
   for (memory* m : {&s, &wt}) {
@@ -68,6 +72,7 @@ bool dnnlHasWinograd() {
     using dnnl::memory;
     memory::desc src({1, 64, 28, 28}, memory::data_type::f32, memory::format_tag::any);
     memory::desc wei({64, 64, 3, 3}, memory::data_type::f32, memory::format_tag::any);
+    const auto creating = convolutionCreationLock();
     try {
       dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd, src,
                                         wei, src, {1, 1}, {1, 1}, {1, 1});

@@ -260,6 +260,7 @@ dnnl::convolution_forward::primitive_desc convolutionWithZeroPoint(const dnnl::c
   auto brgemm = [](const dnnl::convolution_forward::primitive_desc& pd) {
     return std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
   };
+  const auto creating = convolutionCreationLock();
   dnnl::convolution_forward::primitive_desc first(d, attr, cpuEngine());
   if (brgemm(first)) return first;
   dnnl::convolution_forward::primitive_desc pd(d, attr, cpuEngine());  // iterated: next_impl changes it in place
@@ -283,6 +284,7 @@ bool shiftSignedActivations() {
                                         dst, {1, 1}, {0, 0}, {0, 0});
       dnnl::primitive_attr attr;
       attr.set_output_scales(1 << 1, std::vector<float>(192, 1.0f));
+      const auto creating = convolutionCreationLock();
       if (!zero_point) return std::string(dnnl::convolution_forward::primitive_desc(d, attr, cpuEngine()).impl_info_str());
       attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
       return std::string(convolutionWithZeroPoint(d, attr).impl_info_str());

@@ -984,6 +984,7 @@ class ConvKernel final : public Kernel {
       }
       build(src_any);
     };
+    auto creating = convolutionCreationLock();  // (released once the primitive is chosen)
     if (int8 && ownDepthwiseInt8(x, w, p, oc, out, src_dt, dst_dt, e)) {
       e.src_md = memory::desc(x.sizes(), src_dt, tag::nhwc);
       e.dst_md = memory::desc(out, dst_dt, tag::nhwc);
@@ -1094,6 +1095,7 @@ class ConvKernel final : public Kernel {
                                           p.stride, dil, p.padding_l, pad_r);
         return dnnl::convolution_forward::primitive_desc(d, postOpAttr(head, head_mds), cpuEngine());
       }, take);
+    creating.unlock();
     e.src_plain = plainDesc(x);
     // a quantized dst stays quantized when it goes plain (its readers take it so)
     e.dst_plain = memory::desc(out, dst_int8 ? dst_dt : memory::data_type::f32, Tensor::contiguousStrides(out));
