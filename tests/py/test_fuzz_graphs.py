@@ -50,8 +50,9 @@ FOUND = {
 
 # Programs that a make fuzz-graphs-bf16 run flagged: seed -> what it was.
 FOUND_BF16 = {
-    # 70168, 80939 and 80384: a bf16 convolution made in one thread while another made an fp32
-    # one (PyTorch's reference, or llga's): oneDNN 2.6's brgemm convolutions keep the data type in
+    # 70168, 80939 and 80384: a bf16 convolution made in one thread while one of another data
+    # type was made in the process (llga's, or PyTorch's on the same oneDNN): oneDNN 2.6's brgemm
+    # convolutions keep the data type in
     # one process-wide variable while choosing their blocking (dnnl_utils.h,
     # convolutionCreationLock; test_stress.py::test_threads_making_convolutions_of_two_precisions_at_once)
     70168: "sum((1, 3)) -> a 1-channel 3x3 conv on width 1, 0.875 off once in the four-thread check under "
