@@ -52,9 +52,9 @@ FOUND = {
 FOUND_BF16 = {
     # 70168, 80939 and 80384: a bf16 convolution made in one thread while one of another data
     # type was made in the process (llga's, or PyTorch's on the same oneDNN): oneDNN 2.6's brgemm
-    # convolutions keep the data type in
-    # one process-wide variable while choosing their blocking (dnnl_utils.h,
-    # convolutionCreationLock; test_stress.py::test_threads_making_convolutions_of_two_precisions_at_once)
+    # convolutions keep the data type in one process-wide variable while choosing their blocking
+    # (dnnl_utils.h, convolutionCreationLock;
+    # test_stress.py::test_threads_making_convolutions_of_two_precisions_at_once)
     70168: "sum((1, 3)) -> a 1-channel 3x3 conv on width 1, 0.875 off once in the four-thread check under "
            "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16",
     80939: "one 3 -> 2 channel 3x3 conv, dilation 2: 1.14 off once in the four-thread check under "
