@@ -21,9 +21,11 @@ Registry& registry() {
 
 }  // namespace
 
-ShapeTagged::ShapeTagged() {
+void ShapeTagged::registerSelf() {
   std::lock_guard<std::mutex> lock(registry().mu);
+  if (registered_) return;
   registry().caches.insert(this);
+  registered_ = true;
 }
 
 ShapeTagged::~ShapeTagged() { unregister(); }

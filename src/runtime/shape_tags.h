@@ -16,7 +16,6 @@ namespace llga {
 
 class ShapeTagged {
  public:
-  ShapeTagged();
   virtual ~ShapeTagged();
   ShapeTagged(const ShapeTagged&) = delete;
   ShapeTagged& operator=(const ShapeTagged&) = delete;
@@ -25,12 +24,17 @@ class ShapeTagged {
   virtual void forgetTag(uint64_t tag, std::vector<std::shared_ptr<void>>& gone) = 0;
 
  protected:
+  ShapeTagged() = default;
+  // A derived cache's constructor calls this last: from here forgetShapeTag
+  // reaches it (not while its base or members are still being made, when
+  // forgetTag would be the pure one or read members not yet there).
+  void registerSelf();
   // A derived cache's destructor calls this first, so that no forgetTag
   // reaches it while its members are destroyed (idempotent).
   void unregister();
 
  private:
-  bool registered_ = true;
+  bool registered_ = false;  // guarded by the registry's mutex
 };
 
 // The tag of the graph call running on this thread (0: none).

@@ -100,7 +100,7 @@ class PrimitiveCache final : public ShapeTagged {
     }
     primitiveCacheStats().evicted.fetch_add(n, std::memory_order_relaxed);
   }
-  PrimitiveCache() = default;
+  PrimitiveCache() { registerSelf(); }  // once its members are made
   ~PrimitiveCache() override { unregister(); }  // before map_ goes
   size_t size() const {
     std::lock_guard<std::mutex> lock(mu_);
