@@ -732,6 +732,12 @@ def check(prog, deep=True, precision="fp32"):
                 _skip(f"llga does not support {str(e).split(':')[0][:60]}")
                 return None
             except Exception as e:  # noqa: BLE001
+                if reference([a.numpy().copy() for a in example])[0] is None:
+                    # PyTorch refuses it at these inputs too (seed 100289: x.unsqueeze(1).sub_(x),
+                    # an in-place write its input partially overlaps): llga's refusal, at compile
+                    # where a data-dependent branch makes it run the example, is no finding
+                    _skip("PyTorch raises on it at the example inputs too")
+                    return None
                 return f"compile (planning {plan}): {type(e).__name__}: {e}"
             tag = f"planning {'on' if plan else 'off'}"
             base = [a.numpy().copy() for a in example]
