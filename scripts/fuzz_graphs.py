@@ -722,6 +722,7 @@ def check(prog, deep=True, precision="fp32"):
                                     f"{'wrote into it' if np.array_equal(b, make()[i]) else 'did not write it as PyTorch did'})")
                     return
 
+    base = [a.numpy().copy() for a in example]
     planning = llga.memory_planning()
     try:
         for plan in ((True, False) if deep else (True,)):
@@ -732,7 +733,7 @@ def check(prog, deep=True, precision="fp32"):
                 _skip(f"llga does not support {str(e).split(':')[0][:60]}")
                 return None
             except Exception as e:  # noqa: BLE001
-                if reference([a.numpy().copy() for a in example])[0] is None:
+                if reference([a.copy() for a in base])[0] is None:
                     # PyTorch refuses it at these inputs too (seed 100289: x.unsqueeze(1).sub_(x),
                     # an in-place write its input partially overlaps): llga's refusal, at compile
                     # where a data-dependent branch makes it run the example, is no finding
@@ -740,7 +741,6 @@ def check(prog, deep=True, precision="fp32"):
                     return None
                 return f"compile (planning {plan}): {type(e).__name__}: {e}"
             tag = f"planning {'on' if plan else 'off'}"
-            base = [a.numpy().copy() for a in example]
             run(compiled, lambda: [a.copy() for a in base], f"{tag}, traced shapes")
             if findings:
                 break
