@@ -3,6 +3,7 @@
 // the root's own output when it rewrote the root in place, or null. Rules never fire on a result that something writes in place.
 // Runs to a fixed point (bounded).
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
 #include "ir/effects.h"
@@ -199,6 +200,24 @@ Value* toSameDtype(Node* n, Graph&) {
   return static_cast<int64_t>(*dt) == *want ? n->input(0) : nullptr;
 }
 
+// slice(x, d, 0, INT64_MAX or None, 1) -> x: a trace writes x[:, i] as a
+// slice of all of dim 0 before the index, and swin's windows carry a few
+// dozen more. The same values and the same memory (a slice is a view of x);
+// the index of a constant by constant indices then folds. Only an end past
+// any size: a traced type's sizes are the example's, not every call's.
+Value* fullSlice(Node* n, Graph&) {
+  if (n->inputs().size() != 5 || !n->input(0)->type()->isTensor()) return nullptr;
+  auto step = constantInt(n->input(4));
+  if (!step || *step != 1) return nullptr;
+  if (!isNone(n->input(2))) {
+    auto start = constantInt(n->input(2));
+    if (!start || *start != 0) return nullptr;
+  }
+  if (isNone(n->input(3))) return n->input(0);
+  auto end = constantInt(n->input(3));
+  return end && *end == std::numeric_limits<int64_t>::max() ? n->input(0) : nullptr;
+}
+
 // x is None / x is not None where x's type cannot hold None (a tensor, a
 // number, a list, an object): the answer is known (the Optional refinement
 // scripted code does once a value is set, e.g. a lazily made object).
@@ -319,6 +338,7 @@ const Rule kRules[] = {
   {"size-of-contiguous",  "aten::size",      "size(contiguous(x), d)  ->  size(x, d)",    sizeOfContiguous},
   {"reshape-reshape",     "aten::reshape",   "reshape(reshape(x, s1), s2)  ->  reshape(x, s2)", reshapeReshape},
   {"to-same-dtype",       "aten::to",        "to(x, dtype(x), copy=False)  ->  x",         toSameDtype},
+  {"full-slice",          "aten::slice",     "slice(x, d, 0, INT64_MAX or None, 1)  ->  x", fullSlice},
   {"is-none-known",       "aten::__is__",    "x is None  ->  False       (x's type holds no None)", isNoneKnown},
   {"isnot-none-known",    "aten::__isnot__", "x is not None  ->  True    (x's type holds no None)", isNoneKnown},
   {"where-scalar-value",  "aten::where",     "where(c, x, t0) -> where(c, x, value)  (t0 a 0-dim float constant)", selectScalarValue},

@@ -79,8 +79,14 @@ class ConstantPropagation final : public Pass {
     return true;
   }
 
+  // Tensor, or Optional[Tensor]: the element type of aten::index's indices
+  // (Tensor?[], whose None items are constants too).
+  static bool tensorOrOptionalTensor(const Type& t) {
+    return t.isTensor() || (t.kind() == TypeKind::Optional && t.contained().at(0)->isTensor());
+  }
+
   // A constant input: a prim::Constant, or (with tensor folding) a list of
-  // tensor constants, or an empty list, that is only read, never changed or
+  // tensor (or optional tensor) constants, or an empty list, that is only read, never changed or
   // passed on (lists of other constants are constants themselves once
   // folded; an empty one is not, as its element type would be lost:
   // torch.full([], v) keeps its prim::ListConstruct()).
@@ -88,7 +94,7 @@ class ConstantPropagation final : public Pass {
     const Node& p = *in.node();
     if (p.kind() == prim::Constant) return !in.type()->isTensor() || context().fold_tensor_bytes;
     if (p.kind() != prim::ListConstruct || !context().fold_tensor_bytes) return false;
-    if (in.type()->kind() != TypeKind::List || (!in.type()->contained().at(0)->isTensor() && !p.inputs().empty()))
+    if (in.type()->kind() != TypeKind::List || (!tensorOrOptionalTensor(*in.type()->contained().at(0)) && !p.inputs().empty()))
       return false;
     for (const Use& u : in.uses()) {
       const Block* b = u.user->owningBlock();

@@ -49,8 +49,10 @@ struct PassContext {
   std::shared_ptr<const Evaluator> evaluator;
   ShapeSource shapes = ShapeSource::Infer;
   // constant-propagation folds a tensor result of at most this many bytes
-  // (emformer's attention mask: zeros, ones, cat of constants); 0: none.
-  size_t fold_tensor_bytes = size_t{64} << 10;
+  // (emformer's attention mask: zeros, ones, cat of constants; swin's
+  // relative position bias, up to 2401 x 24 floats gathered from a table);
+  // 0: none. A bound on what a model's constants may grow by per node.
+  size_t fold_tensor_bytes = size_t{1} << 20;
   // llga.optimize(precision="bf16"): assign-precision runs the policy's bf16
   // op kinds in bf16, with these per-kind overrides ("aten::linear" ->
   // "fp32"); false: everything fp32.

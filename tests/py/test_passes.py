@@ -258,6 +258,41 @@ def test_small_constant_tensors_fold_but_returned_ones_stay_fresh():
     np.testing.assert_array_equal(y2, want[0].numpy())
 
 
+class _RelativeBias(torch.nn.Module):
+    """Swin's relative position bias: rows of a learned table picked by a
+    constant index (Tensor?[] indices), then view, permute, contiguous; and a
+    gather along dim 1 (a trace writes it as a full slice of dim 0, then an
+    index with a None item)."""
+
+    def __init__(self, heads: int):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(13, heads))
+        self.register_buffer("index", torch.randint(0, 13, (49,)))
+        self.register_buffer("cols", torch.tensor([4, 0, 4, 2]))
+        self.heads = heads
+
+    def forward(self, x, y):
+        bias = self.table[self.index].view(7, 7, self.heads).permute(2, 0, 1).contiguous()
+        cols = (self.table * 2)[:, self.cols]
+        return torch.softmax(x + bias.unsqueeze(0), -1), y + cols
+
+
+@pytest.mark.parametrize("heads", [5, 2048])  # 2048: a 392 KiB bias, under the 1 MiB limit
+def test_a_constant_gather_folds_and_matches_pytorch(heads):
+    torch.manual_seed(0)
+    model = _RelativeBias(heads).eval()
+    x, y = torch.randn(2, heads, 7, 7), torch.randn(13, 4)
+    with torch.no_grad():
+        traced = torch.jit.trace(model, (x, y))
+        want = model(x, y)
+    c = llga.optimize(traced)
+    text = str(c.graph)
+    assert "aten::index" not in text and "aten::slice" not in text, text
+    got = c(x.numpy(), y.numpy())
+    np.testing.assert_allclose(got[0], want[0].numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got[1], want[1].numpy())
+
+
 class _Attention(torch.nn.Module):
     """Q, K, V projections of one input (and an odd-sized fourth), heads split
     by view; `flat` reads q through a view that merges the last dim (only a
