@@ -86,15 +86,16 @@ class ConstantPropagation final : public Pass {
   }
 
   // A constant input: a prim::Constant, or (with tensor folding) a list of
-  // tensor (or optional tensor) constants, or an empty list, that is only read, never changed or
-  // passed on (lists of other constants are constants themselves once
-  // folded; an empty one is not, as its element type would be lost:
-  // torch.full([], v) keeps its prim::ListConstruct()).
+  // tensor (or optional tensor) constants, or an empty list, that is only
+  // read, never changed or passed on (lists of other constants are
+  // constants themselves once folded; an empty one is not, as its element
+  // type would be lost: torch.full([], v) keeps its prim::ListConstruct()).
   bool constantInput(const Value& in) const {
     const Node& p = *in.node();
     if (p.kind() == prim::Constant) return !in.type()->isTensor() || context().fold_tensor_bytes;
     if (p.kind() != prim::ListConstruct || !context().fold_tensor_bytes) return false;
-    if (in.type()->kind() != TypeKind::List || (!tensorOrOptionalTensor(*in.type()->contained().at(0)) && !p.inputs().empty()))
+    if (in.type()->kind() != TypeKind::List ||
+        (!tensorOrOptionalTensor(*in.type()->contained().at(0)) && !p.inputs().empty()))
       return false;
     for (const Use& u : in.uses()) {
       const Block* b = u.user->owningBlock();
