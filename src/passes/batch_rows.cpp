@@ -65,15 +65,6 @@ std::optional<size_t> rankOf(const Value* v) {
   return v->type()->tensorInfo().rank();
 }
 
-// aten::slice(x, dim, start, end, step) taking every element: start 0 (or
-// None), end None or past any extent, step 1 (a traced x[:, 1:] slices dim 0 so).
-bool wholeSlice(const Node& n) {
-  if (n.inputs().size() != 5) return false;
-  auto start = constantInt(n.input(2)), end = constantInt(n.input(3)), step = constantInt(n.input(4));
-  return (isNone(n.input(2)) || start == 0) && (isNone(n.input(3)) || (end && *end >= (int64_t{1} << 62))) &&
-         step == 1;
-}
-
 // The length of an int[] given as a constant or a prim::ListConstruct.
 std::optional<size_t> listLength(const Value* v) {
   if (auto c = constantInts(v)) return c->size();

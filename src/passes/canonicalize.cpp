@@ -3,7 +3,6 @@
 // the root's own output when it rewrote the root in place, or null. Rules never fire on a result that something writes in place.
 // Runs to a fixed point (bounded).
 #include <cstdlib>
-#include <limits>
 #include <optional>
 
 #include "ir/effects.h"
@@ -200,22 +199,13 @@ Value* toSameDtype(Node* n, Graph&) {
   return static_cast<int64_t>(*dt) == *want ? n->input(0) : nullptr;
 }
 
-// slice(x, d, 0, INT64_MAX or None, 1) -> x: a trace writes x[:, i] as a
-// slice of all of dim 0 before the index, and swin's windows carry a few
-// dozen more. The same values and the same memory (a slice is a view of x);
-// the index of a constant by constant indices then folds. Only an end past
-// any size: a traced type's sizes are the example's, not every call's.
+// slice(x, d, 0, past any extent or None, 1) -> x (wholeSlice): a trace
+// writes x[:, i] as a slice of all of dim 0 before the index, and swin's
+// windows carry a few dozen more. The same values and the same memory (a
+// slice is a view of x); the index of a constant by constant indices then
+// folds.
 Value* fullSlice(Node* n, Graph&) {
-  if (n->inputs().size() != 5 || !n->input(0)->type()->isTensor()) return nullptr;
-  auto step = constantInt(n->input(4));
-  if (!step || *step != 1) return nullptr;
-  if (!isNone(n->input(2))) {
-    auto start = constantInt(n->input(2));
-    if (!start || *start != 0) return nullptr;
-  }
-  if (isNone(n->input(3))) return n->input(0);
-  auto end = constantInt(n->input(3));
-  return end && *end == std::numeric_limits<int64_t>::max() ? n->input(0) : nullptr;
+  return n->input(0)->type()->isTensor() && wholeSlice(*n) ? n->input(0) : nullptr;
 }
 
 // x is None / x is not None where x's type cannot hold None (a tensor, a

@@ -43,6 +43,13 @@ std::optional<std::string> constantString(const Value* v) {
   return a->get<std::string>();
 }
 
+bool wholeSlice(const Node& n) {
+  if (n.inputs().size() != 5) return false;
+  auto start = constantInt(n.input(2)), end = constantInt(n.input(3)), step = constantInt(n.input(4));
+  return (isNone(n.input(2)) || start == 0) && (isNone(n.input(3)) || (end && *end >= (int64_t{1} << 62))) &&
+         step == 1;
+}
+
 std::optional<int64_t> constantDim(const Value* v, std::optional<size_t> rank) {
   auto d = constantInt(v);
   if (!d || !rank) return std::nullopt;

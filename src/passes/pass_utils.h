@@ -25,6 +25,10 @@ std::optional<std::string> constantString(const Value* v);
 std::optional<int64_t> constantDim(const Value* v, std::optional<size_t> rank);
 // An int[] given as a constant or as a prim::ListConstruct of constant ints.
 std::optional<std::vector<int64_t>> constantInts(const Value* v);
+// aten::slice(x, dim, start, end, step) taking every element: start 0 (or
+// None), end None or past any extent, step 1 (a traced x[:, i] or x[:, 1:]
+// slices dim 0 so). Not from the traced sizes: other calls bring others.
+bool wholeSlice(const Node& n);
 // "aten::relu_ at f.py:3:4 (%y)"
 std::string where(const Node& n);
 // The type of a constant holding `t`: dtype, sizes, strides, cpu.
