@@ -328,7 +328,7 @@ const Rule kRules[] = {
   {"size-of-contiguous",  "aten::size",      "size(contiguous(x), d)  ->  size(x, d)",    sizeOfContiguous},
   {"reshape-reshape",     "aten::reshape",   "reshape(reshape(x, s1), s2)  ->  reshape(x, s2)", reshapeReshape},
   {"to-same-dtype",       "aten::to",        "to(x, dtype(x), copy=False)  ->  x",         toSameDtype},
-  {"full-slice",          "aten::slice",     "slice(x, d, 0, INT64_MAX or None, 1)  ->  x", fullSlice},
+  {"full-slice",          "aten::slice",     "slice(x, d, 0, end past any extent or None, 1)  ->  x", fullSlice},
   {"is-none-known",       "aten::__is__",    "x is None  ->  False       (x's type holds no None)", isNoneKnown},
   {"isnot-none-known",    "aten::__isnot__", "x is not None  ->  True    (x's type holds no None)", isNoneKnown},
   {"where-scalar-value",  "aten::where",     "where(c, x, t0) -> where(c, x, value)  (t0 a 0-dim float constant)", selectScalarValue},
