@@ -50,12 +50,16 @@ size_t bufferBytes(const Geometry& g) {
 
 // The packed storage: taps, a vector per kernel column and group of rows for
 // each 16 channels ([unit][kw][group][vectors of the unit]), then scale and
-// compensation for each padded channel, all in kernel order.
+// compensation for each padded channel, then each position's channel as an
+// int32 (c for a padding position: its bias is 0), all in kernel order.
 size_t tapBytes(int64_t c, int64_t kh, int64_t kw) {
   return static_cast<size_t>(Units(c).positions() / 16 * kw * rowGroups(kh)) * kVecBytes;
 }
 const float* scales(const Weights& wt) {
   return reinterpret_cast<const float*>(static_cast<const char*>(wt.storage->data) + tapBytes(wt.c, wt.kh, wt.kw));
+}
+const int32_t* channels(const Weights& wt) {
+  return reinterpret_cast<const int32_t*>(scales(wt) + 2 * Units(wt.c).positions());
 }
 
 // Channel of a full block's vector j, dword p: the order the byte and word
@@ -314,19 +318,24 @@ std::shared_ptr<const Weights> pack(const int8_t* w, const float* scale, int64_t
   if (kh < 1 || kh > kMaxTaps || kw < 1 || kw > kMaxTaps)
     throw std::invalid_argument("dw_int8::pack: a " + std::to_string(kh) + "x" + std::to_string(kw) + " kernel");
   if (src_s8 && src_zero_point != 0) throw std::invalid_argument("dw_int8::pack: an s8 source with a zero point");
+  if (c < 1 || c > std::numeric_limits<int32_t>::max() - kBlock)  // (the channel table is int32)
+    throw std::invalid_argument("dw_int8::pack: " + std::to_string(c) + " channels");
   auto wt = std::make_shared<Weights>();
   if (src_s8) src_zero_point = 128;  // x + 128 as u8 (run flips each byte's top bit)
   wt->c = c, wt->kh = kh, wt->kw = kw, wt->src_zero_point = src_zero_point, wt->src_s8 = src_s8;
   const Units units(c);
   const int64_t G = rowGroups(kh), positions = units.positions();
   const size_t taps = tapBytes(c, kh, kw);
-  wt->storage = Storage::allocate(taps + 2 * static_cast<size_t>(positions) * sizeof(float));
+  wt->storage = Storage::allocate(taps + 2 * static_cast<size_t>(positions) * sizeof(float) +
+                                  static_cast<size_t>(positions) * sizeof(int32_t));
   auto* t = static_cast<int8_t*>(wt->storage->data);
   std::memset(t, 0, taps);
   auto* sc = reinterpret_cast<float*>(static_cast<char*>(wt->storage->data) + taps);
   float* comp = sc + positions;
+  auto* chan = reinterpret_cast<int32_t*>(comp + positions);
   for (int64_t at = 0; at < positions; ++at) {
     const int64_t ch = channelAt(units, at);
+    chan[at] = static_cast<int32_t>(std::min(ch, c));
     if (ch >= c) {
       sc[at] = 0.0f, comp[at] = 0.0f;
       continue;
@@ -359,6 +368,28 @@ size_t frameBytes(const Geometry& g) {
   return 2 * static_cast<size_t>(Units(g.c).positions()) * sizeof(float) + kVecBytes + bufferBytes(g);
 }
 
+// scale_k = scale * fa and bias_k = (compensation + bias[channel]) * fa + fb
+// for every position, 16 at a time (a bias gathered by the packed channel
+// table). Per position through channelAt this was a sixth of a 960-channel
+// 7x7 layer's time, on every call and both threads.
+LLGA_AVX512_VNNI void fillFrame(const Weights& wt, const float* bias, float fa, float fb, float* scale_k, float* bias_k) {
+  const int64_t padded = Units(wt.c).positions();
+  const float* scale = scales(wt);
+  const float* comp = scale + padded;
+  const int32_t* chan = channels(wt);
+  const __m512 a = _mm512_set1_ps(fa), b = _mm512_set1_ps(fb);
+  const __m512i c = _mm512_set1_epi32(static_cast<int32_t>(wt.c));
+  for (int64_t at = 0; at < padded; at += 16) {  // (positions are whole vectors)
+    _mm512_store_ps(scale_k + at, _mm512_mul_ps(_mm512_loadu_ps(scale + at), a));
+    __m512 y = _mm512_loadu_ps(comp + at);
+    if (bias) {
+      const __m512i ch = _mm512_loadu_si512(chan + at);
+      y = _mm512_add_ps(y, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), _mm512_cmplt_epi32_mask(ch, c), ch, bias, 4));
+    }
+    _mm512_store_ps(bias_k + at, _mm512_fmadd_ps(y, a, b));
+  }
+}
+
 }  // namespace
 
 size_t scratchBytes(const Geometry& g, int threads) { return static_cast<size_t>(std::max(threads, 1)) * frameBytes(g); }
@@ -376,14 +407,8 @@ void run(const Weights& wt, const Geometry& g, const void* src_bytes, void* dst,
     char* frame = static_cast<char*>(scratch) + static_cast<size_t>(tid) * frameBytes(g);
     auto* scale_k = reinterpret_cast<float*>(frame);
     float* bias_k = scale_k + padded;
-    const float* scale = scales(wt);
-    const float* comp = scale + padded;
     const float fa = epilogue.folded() ? epilogue.a : 1.0f, fb = epilogue.folded() ? epilogue.b : 0.0f;
-    for (int64_t at = 0; at < padded; ++at) {
-      const int64_t ch = channelAt(units, at);
-      scale_k[at] = scale[at] * fa;
-      bias_k[at] = (comp[at] + (bias && ch < g.c ? bias[ch] : 0.0f)) * fa + fb;
-    }
+    fillFrame(wt, bias, fa, fb, scale_k, bias_k);
     auto* zp_row = reinterpret_cast<uint8_t*>(bias_k + padded);
     // a real 0 as the source holds it (read like the source: an s8 one flipped into the zero point)
     std::memset(zp_row, wt.src_s8 ? 0 : static_cast<int>(static_cast<uint8_t>(wt.src_zero_point)), kVecBytes);
