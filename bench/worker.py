@@ -163,6 +163,11 @@ def prepare_torch(workdir: str, spec, threads: int, system: str):
 
 def main(argv) -> int:
     system, workdir = argv[1], argv[2]
+    # bench.ab's other build: a directory holding an llga package, imported
+    # ahead of this checkout's (the ready reply names the one imported)
+    other = os.environ.get("LLGA_BENCH_PACKAGE_DIR")
+    if other:
+        sys.path.insert(0, other)
     with open(os.path.join(workdir, "spec.json")) as f:
         spec = json.load(f)
     threads = spec["threads"]
@@ -185,8 +190,9 @@ def main(argv) -> int:
         files.append(name)
     settle = getattr(call, "settle", None)  # llga: let the batch split's measurement finish
     settle_calls = settle() if settle else 0
+    llga_mod = sys.modules.get("llga")
     reply({"ready": True, "compile_s": compile_s, "first_call_s": first_s, "outputs": files,
-           "settle_calls": settle_calls})
+           "settle_calls": settle_calls, "llga_file": getattr(llga_mod, "__file__", None)})
     for line in sys.stdin:
         cmd = json.loads(line)
         if cmd["cmd"] == "run":

@@ -130,3 +130,45 @@ def test_op_compare_pairs_convolutions_by_shape_then_order():
     ort_short = conv((1, 256, 56, 56), (256, 64, 1, 1), 19.0)
     rows = pair([main1, short, main2, only_llga], [ort_short, ort_main1, ort_main2])
     assert [(i, a["us"], b["us"]) for i, a, b in rows] == [(0, 10.0, 9.0), (1, 20.0, 19.0), (2, 11.0, 12.0)]
+
+
+def test_ab_times_two_builds_paired_by_round(tmp_path):
+    """bench.ab: side A from another directory's llga package (here a link to
+    this one), side B this checkout under an environment variable; both
+    checked against PyTorch, the rounds paired, the import verified."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "llga").symlink_to(os.path.join(ROOT, "llga"))
+    out = tmp_path / "ab.json"
+    r = subprocess.run([sys.executable, "-m", "bench.ab", "--model", "tiny", "--runs", "6", "--a", str(other),
+                        "--b-env", "LLGA_MEMORY_PLAN=0", "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "B / A, paired by round:" in r.stdout and "95% interval of the median" in r.stdout
+    res = json.loads(out.read_text())
+    a, b = res["sides"]["A"], res["sides"]["B"]
+    assert a["llga_file"] == str(other / "llga" / "__init__.py")
+    assert b["llga_file"] == os.path.join(ROOT, "llga", "__init__.py") and b["env"] == {"LLGA_MEMORY_PLAN": "0"}
+    assert len(a["round_ms"]) == len(b["round_ms"]) == 6
+    assert res["ratio_low"] <= res["ratio"] <= res["ratio_high"]
+    assert res["verdict"] in ("B faster", "B slower", "no difference beyond the noise")
+
+
+def test_ab_rejects_a_directory_without_a_built_llga(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "bench.ab", "--model", "tiny", "--a", str(tmp_path)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "no llga package there" in r.stderr
+    (tmp_path / "llga").mkdir()
+    (tmp_path / "llga" / "__init__.py").write_text("")
+    r = subprocess.run([sys.executable, "-m", "bench.ab", "--model", "tiny", "--a", str(tmp_path)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "llga is not built there" in r.stderr
+
+
+def test_ab_interval_of_the_median_is_the_sign_tests():
+    from bench.ab import median_interval
+
+    # Order statistics 2 and 9 of 10 (1-based), 6 and 15 of 20: the sign test's 95% interval.
+    assert median_interval([float(i) for i in range(10)]) == (1.0, 8.0)
+    assert median_interval([float(i) for i in range(20)]) == (5.0, 14.0)
+    assert median_interval([1.0, 2.0, 3.0]) == (1.0, 3.0)  # too few rounds: the whole range
