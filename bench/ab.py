@@ -42,6 +42,9 @@ from bench import suite
 SYSTEM = {"fp32": "llga", "bf16": "llga-bf16", "int8": "llga-int8"}
 TOLERANCE = {"fp32": suite.TOLERANCE, "bf16": suite.BF16_TOLERANCE, "int8": suite.INT8_TOLERANCE}
 AB_CACHE = os.path.join(suite.CACHE, "ab")
+# CPU a waiting side may use while the other runs (a core's share): its
+# process only reads its stdin then, so more means threads left spinning.
+MAX_IDLE_CPU = 0.1
 
 
 def log(msg: str) -> None:
@@ -114,6 +117,13 @@ def median_interval(xs: List[float], confidence: float = 0.95):
     return xs[k], xs[n - 1 - k]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Side:
     def __init__(self, name: str, path: Optional[str], env: Dict[str, str]):
         self.name, self.path, self.env = name, path, env
@@ -122,6 +132,8 @@ class Side:
         self.times: List[float] = []
         self.llga_file: Optional[str] = None
         self.first_ms = 0.0
+        self.idle_cpu = 0.0  # CPU seconds this side used while the other one's blocks ran
+        self.others_wall = 0.0  # the other side's blocks' wall time
 
     def describe(self) -> str:
         where = os.path.relpath(self.path, suite.ROOT) if self.path else "this checkout"
@@ -191,7 +203,11 @@ def main(argv=None) -> int:
         for i in range(args.runs):
             for s in (sides if i % 2 == 0 else sides[::-1]):
                 time.sleep(suite.PAUSE_S)
+                other = b if s is a else a
+                cpu0, wall0 = cpu_seconds(other.runner.proc.pid), time.perf_counter()
                 got = s.runner.send({"cmd": "run", "n": block})["times"]
+                other.idle_cpu += cpu_seconds(other.runner.proc.pid) - cpu0
+                other.others_wall += time.perf_counter() - wall0
                 s.times.extend(got)
                 s.round_ms.append(statistics.median(got) * 1e3)
         for s in sides:
@@ -206,6 +222,14 @@ def main(argv=None) -> int:
     mid = statistics.median(ratios)
     lo, hi = median_interval(ratios)
     verdict = "B faster" if hi < 1 else "B slower" if lo > 1 else "no difference beyond the noise"
+    # A side that keeps its cores busy while waiting (OMP_WAIT_POLICY=active
+    # spins for ever) slows the other one down: then the ratio measures that.
+    busy = {s.name: s.idle_cpu / s.others_wall for s in sides if s.others_wall > 0}
+    spinning = [n for n, share in busy.items() if share > MAX_IDLE_CPU]
+    if spinning:
+        verdict = (f"not comparable: {' and '.join(spinning)} used "
+                   + ", ".join(f"{busy[n]:.0%}" for n in spinning)
+                   + " of a core while waiting for its next block (spinning threads), slowing the other side")
     title = f"{args.model}, {args.precision}, batch {args.batch}, {args.threads} threads, {args.runs} rounds"
     print(title)
     for s in sides:
@@ -216,7 +240,7 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump({"model": args.model, "precision": args.precision, "batch": args.batch, "threads": args.threads,
                        "rounds": args.runs, "block": block, "ratio": mid, "ratio_low": lo, "ratio_high": hi,
-                       "verdict": verdict,
+                       "verdict": verdict, "idle_cpu_share": busy,
                        "sides": {s.name: {"path": s.path, "env": s.env, "llga_file": s.llga_file,
                                           "round_ms": s.round_ms, "median_ms": statistics.median(s.times) * 1e3,
                                           "min_ms": min(s.times) * 1e3} for s in sides}}, f, indent=1)

@@ -172,3 +172,12 @@ def test_ab_interval_of_the_median_is_the_sign_tests():
     assert median_interval([float(i) for i in range(10)]) == (1.0, 8.0)
     assert median_interval([float(i) for i in range(20)]) == (5.0, 14.0)
     assert median_interval([1.0, 2.0, 3.0]) == (1.0, 3.0)  # too few rounds: the whole range
+
+
+def test_ab_refuses_to_compare_with_a_side_that_spins_while_waiting():
+    """OMP_WAIT_POLICY=active leaves B's threads spinning while A runs: the
+    ratio would measure that, so the verdict says the sides are not comparable."""
+    r = subprocess.run([sys.executable, "-m", "bench.ab", "--model", "tiny", "--runs", "3", "--b-env",
+                        "OMP_WAIT_POLICY=active"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "not comparable: B used" in r.stdout, r.stdout
