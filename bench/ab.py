@@ -16,6 +16,10 @@ calls each with a pause between, and the answer is the median over rounds
 of B's block median over A's in the same round, with a 95% interval for
 that median (the sign test's, from the rounds' order statistics): a change
 is "faster" or "slower" only when the whole interval is on one side of 1.
+The interval is over rounds, not processes: two processes of one build can
+differ by a percent or two (the tiny model's A/A runs read 1.01x and 1.02x,
+the second "B slower"), so a verdict on a difference that small wants a
+second run, or an A/A run (no option) beside it.
 
 Why a tool: this project's hosts drift by 20-40% between phases within
 minutes (docs/benchmarks.md), so two builds timed one after the other, or
@@ -26,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import statistics
@@ -38,6 +41,7 @@ from typing import Dict, List, Optional
 
 from bench import models as bench_models
 from bench import suite
+from bench.report import median_interval
 
 SYSTEM = {"fp32": "llga", "bf16": "llga-bf16", "int8": "llga-int8"}
 TOLERANCE = {"fp32": suite.TOLERANCE, "bf16": suite.BF16_TOLERANCE, "int8": suite.INT8_TOLERANCE}
@@ -99,22 +103,6 @@ def build_rev(rev: str) -> str:
         if r.returncode != 0:
             raise SystemExit(f"bench.ab: building {rev} failed ({' '.join(cmd[:2])}):\n" + (r.stdout + r.stderr)[-3000:])
     return package_dir(tree, rev)
-
-
-def median_interval(xs: List[float], confidence: float = 0.95):
-    """A distribution-free interval for the median of sorted `xs`: order
-    statistics k and n - 1 - k, with k the largest count for which
-    P(Binomial(n, 1/2) < k + 1) stays within (1 - confidence) / 2 (the sign
-    test's interval). With fewer than six rounds it is the whole range."""
-    n, tail, k = len(xs), (1 - confidence) / 2, -1
-    below = 0.0
-    for j in range(n // 2):
-        below += math.comb(n, j) / 2**n  # P(Binomial(n, 1/2) == j), summed: P(<= j)
-        if below > tail:
-            break
-        k = j
-    k = max(k, 0)
-    return xs[k], xs[n - 1 - k]
 
 
 def cpu_seconds(pid: int) -> float:

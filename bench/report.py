@@ -167,6 +167,39 @@ def _split_note(r: dict, llga_entry: dict) -> str:
             f"{llga_entry.get('settle_calls', 0)} warm-up calls before timing)")
 
 
+def median_interval(xs: List[float], confidence: float = 0.95):
+    """A distribution-free interval for the median of sorted `xs`: order
+    statistics k and n - 1 - k, with k the largest count for which
+    P(Binomial(n, 1/2) < k + 1) stays within (1 - confidence) / 2 (the sign
+    test's interval). With fewer than six rounds it is the whole range."""
+    n, tail, k = len(xs), (1 - confidence) / 2, -1
+    below = 0.0
+    for j in range(n // 2):
+        below += math.comb(n, j) / 2**n  # P(Binomial(n, 1/2) == j), summed: P(<= j)
+        if below > tail:
+            break
+        k = j
+    k = max(k, 0)
+    return xs[k], xs[n - 1 - k]
+
+
+def _intervals(run: dict, base: str, peer: str) -> List[str]:
+    """Per model: the interval of `base`'s paired ratio to `peer` (rounds'
+    block medians, as the suite's ratio), where there are at least 6 rounds."""
+    out = []
+    for r in run["results"]:
+        sy = r.get("systems", {})
+        x, y = sy.get(base, {}), sy.get(peer, {})
+        if not (x.get("ok") and y.get("ok")):
+            continue
+        pairs = sorted(a / b for a, b in zip(x.get("round_ms", []), y.get("round_ms", [])) if b > 0)
+        if len(pairs) >= 6:
+            lo, hi = median_interval(pairs)
+            batch = "" if r["batch"] == 1 else f" (batch {r['batch']})"
+            out.append(f"{r['model']}{batch} {lo:.2f}-{hi:.2f}")
+    return out
+
+
 def markdown(run: dict) -> str:
     lim = run["limit"]
     m = run["machine"]
@@ -225,6 +258,10 @@ def markdown(run: dict) -> str:
                          f"{_fmt_ratio(_geomean(ro_list))} | {_fmt_ratio(_geomean(rf_list))} | | | | | | |")
     lines.append(f"| geometric mean | | | | | | | | {_fmt_ratio(_geomean(r_ort))} | {_fmt_ratio(_geomean(r_ofi))} "
                  "| | | | | | |")
+    spans = _intervals(run, "llga", "ort")
+    if spans:
+        lines += ["", "llga / ONNX Runtime, 95% interval of each paired median (the sign test's, over the rounds): "
+                  + ", ".join(spans) + "."]
     lines += bf16_table(run)
     lines += int8_table(run)
     lines += scaling(run)

@@ -166,7 +166,7 @@ def test_ab_rejects_a_directory_without_a_built_llga(tmp_path):
 
 
 def test_ab_interval_of_the_median_is_the_sign_tests():
-    from bench.ab import median_interval
+    from bench.report import median_interval
 
     # Order statistics 2 and 9 of 10 (1-based), 6 and 15 of 20: the sign test's 95% interval.
     assert median_interval([float(i) for i in range(10)]) == (1.0, 8.0)
