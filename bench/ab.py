@@ -41,14 +41,11 @@ from typing import Dict, List, Optional
 
 from bench import models as bench_models
 from bench import suite
-from bench.report import median_interval
+from bench.report import MAX_IDLE_CPU, median_interval
 
 SYSTEM = {"fp32": "llga", "bf16": "llga-bf16", "int8": "llga-int8"}
 TOLERANCE = {"fp32": suite.TOLERANCE, "bf16": suite.BF16_TOLERANCE, "int8": suite.INT8_TOLERANCE}
 AB_CACHE = os.path.join(suite.CACHE, "ab")
-# CPU a waiting side may use while the other runs (a core's share): its
-# process only reads its stdin then, so more means threads left spinning.
-MAX_IDLE_CPU = 0.1
 
 
 def log(msg: str) -> None:
@@ -103,13 +100,6 @@ def build_rev(rev: str) -> str:
         if r.returncode != 0:
             raise SystemExit(f"bench.ab: building {rev} failed ({' '.join(cmd[:2])}):\n" + (r.stdout + r.stderr)[-3000:])
     return package_dir(tree, rev)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (/proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Side:
@@ -192,9 +182,9 @@ def main(argv=None) -> int:
             for s in (sides if i % 2 == 0 else sides[::-1]):
                 time.sleep(suite.PAUSE_S)
                 other = b if s is a else a
-                cpu0, wall0 = cpu_seconds(other.runner.proc.pid), time.perf_counter()
+                cpu0, wall0 = suite.cpu_seconds(other.runner.proc.pid), time.perf_counter()
                 got = s.runner.send({"cmd": "run", "n": block})["times"]
-                other.idle_cpu += cpu_seconds(other.runner.proc.pid) - cpu0
+                other.idle_cpu += suite.cpu_seconds(other.runner.proc.pid) - cpu0
                 other.others_wall += time.perf_counter() - wall0
                 s.times.extend(got)
                 s.round_ms.append(statistics.median(got) * 1e3)

@@ -200,6 +200,11 @@ def _intervals(run: dict, base: str, peer: str) -> List[str]:
     return out
 
 
+# CPU a runner may use while another one is timed (a core's share): it only
+# waits on its stdin then, so more means threads left spinning.
+MAX_IDLE_CPU = 0.1
+
+
 def markdown(run: dict) -> str:
     lim = run["limit"]
     m = run["machine"]
@@ -250,6 +255,9 @@ def markdown(run: dict) -> str:
         for s, e in sy.items():
             if not e.get("ok"):
                 notes.append(f"{r['model']} (batch {r['batch']}), {LABELS[s]}: {e.get('error')}")
+            if e.get("idle_cpu_share", 0) > MAX_IDLE_CPU:
+                notes.append(f"{r['model']} (batch {r['batch']}), {LABELS[s]} used {e['idle_cpu_share']:.0%} of a core "
+                             "while the other systems' blocks ran (threads left spinning): their times carry it")
         if r["batch"] > 1 and r.get("llga_batch_split"):
             notes.append(f"{r['model']} (batch {r['batch']}), llga batch split: {_split_note(r, l)}")
     if len(by_config) > 1:

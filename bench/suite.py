@@ -186,6 +186,13 @@ class Runner:
             self.log.close()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def runner_env(threads: int):
     env = dict(os.environ)
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
@@ -347,12 +354,23 @@ def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict,
         for s, r in runners.items():  # warm-up block
             time.sleep(PAUSE_S)
             r.send({"cmd": "run", "n": block[s]})
+        # CPU each runner used while another one's blocks ran (it only waits
+        # on its stdin then: more means its threads were left spinning, and
+        # the other side's times carry that)
+        idle_cpu = {s: 0.0 for s in runners}
+        others_wall = {s: 0.0 for s in runners}
         for i in range(max(rounds.values(), default=0)):
             bar.set_description(f"{tag}: round {i + 1}")
             for s, r in runners.items():
                 if i < rounds[s]:
                     time.sleep(PAUSE_S)
+                    before = {o: cpu_seconds(q.proc.pid) for o, q in runners.items() if o != s}
+                    wall0 = time.perf_counter()
                     got = r.send({"cmd": "run", "n": block[s]})["times"]
+                    wall = time.perf_counter() - wall0
+                    for o, cpu in before.items():
+                        idle_cpu[o] += cpu_seconds(runners[o].proc.pid) - cpu
+                        others_wall[o] += wall
                     times[s].extend(got)
                     round_ms[s].append(statistics.median(got) * 1e3)
             bar.update(args.runs / max(rounds.values()))
@@ -365,6 +383,8 @@ def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict,
                 entry["close_error"] = str(e)
             entry["maxrss_mib"] = info["maxrss_kib"] / 1024
             entry["calls"] = len(times[s])
+            if others_wall[s] > 0:
+                entry["idle_cpu_share"] = idle_cpu[s] / others_wall[s]
             if entry["ok"]:
                 entry["median_ms"] = statistics.median(times[s]) * 1e3
                 entry["min_ms"] = min(times[s]) * 1e3

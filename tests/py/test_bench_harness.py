@@ -50,6 +50,9 @@ def test_every_system_checked_and_timed(tiny_run):
     assert run["limit"]["f32"]["gflops"] > 1 and run["limit"]["f32"]["impl"]
     # Each runner reports its own peak RSS (not the driver's).
     assert llga["maxrss_mib"] < res["systems"]["ofi"]["maxrss_mib"]
+    # and the CPU it used while the others were timed (threads left spinning would show here)
+    for s in ("llga", "eager", "ofi"):
+        assert res["systems"][s]["idle_cpu_share"] >= 0
 
 
 def test_rejects_unknown_model():
