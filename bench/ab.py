@@ -162,7 +162,10 @@ def main(argv=None) -> int:
             if s.path:
                 env["LLGA_BENCH_PACKAGE_DIR"] = s.path
             s.runner = suite.Runner(f"ab-{s.name}", [args.python, "-m", "bench.worker", system, workdir], workdir, env)
-            ready = s.runner.recv()
+            try:
+                ready = s.runner.recv()
+            except RuntimeError as e:  # the model failed to compile or run on this side
+                raise SystemExit(f"bench.ab: side {s.name} ({s.describe()}): {e}") from None
             s.llga_file = ready.get("llga_file")
             expect = os.path.join(s.path or suite.ROOT, "llga")
             if not (s.llga_file and os.path.dirname(os.path.abspath(s.llga_file)) == os.path.abspath(expect)):
@@ -220,7 +223,8 @@ def main(argv=None) -> int:
                        "rounds": args.runs, "block": block, "ratio": mid, "ratio_low": lo, "ratio_high": hi,
                        "verdict": verdict, "idle_cpu_share": busy,
                        "sides": {s.name: {"path": s.path, "env": s.env, "llga_file": s.llga_file,
-                                          "round_ms": s.round_ms, "median_ms": statistics.median(s.times) * 1e3,
+                                          "first_call_ms": s.first_ms, "round_ms": s.round_ms,
+                                          "median_ms": statistics.median(s.times) * 1e3,
                                           "min_ms": min(s.times) * 1e3} for s in sides}}, f, indent=1)
     return 0
 

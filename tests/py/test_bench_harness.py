@@ -166,6 +166,13 @@ def test_ab_rejects_a_directory_without_a_built_llga(tmp_path):
     r = subprocess.run([sys.executable, "-m", "bench.ab", "--model", "tiny", "--a", str(tmp_path)], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "llga is not built there" in r.stderr
+    # a package that does not import: the side's worker fails, and the error names the side and the cause
+    (tmp_path / "llga" / "__init__.py").write_text("raise ImportError('a broken build')\n")
+    (tmp_path / "llga" / "_llga.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    r = subprocess.run([sys.executable, "-m", "bench.ab", "--model", "tiny", "--runs", "3", "--a", str(tmp_path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0 and "side A" in r.stderr and "a broken build" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr.split("bench.ab:")[-1]
 
 
 def test_ab_interval_of_the_median_is_the_sign_tests():
