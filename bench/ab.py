@@ -4,6 +4,7 @@ environments) timed against each other on one model, paired by round.
     /usr/bin/python3 -m bench.ab --model mobilenet_v2 --a-rev HEAD~1            # this checkout against HEAD~1
     /usr/bin/python3 -m bench.ab --model regnet_y_800mf --b-env LLGA_WINOGRAD=0  # one build, two settings
     /usr/bin/python3 -m bench.ab --model resnet18 --a DIR --b DIR2 --precision int8 --runs 30
+    /usr/bin/python3 -m bench.ab --models default --a-rev main                   # every bench model, then a table
 
 Each side is a directory holding an llga package (`--a`/`--b`; default: this
 checkout), or a git revision (`--a-rev`/`--b-rev`: checked out as a worktree
@@ -24,12 +25,16 @@ second run, or an A/A run (no option) beside it.
 Why a tool: this project's hosts drift by 20-40% between phases within
 minutes (docs/benchmarks.md), so two builds timed one after the other, or
 two processes started in turn by hand, answer with the host's phase.
+With several models (`--models a,b` or `default`: the suite's), each is
+timed in turn and a table ends the run, with the geometric mean of the
+ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -119,41 +124,16 @@ class Side:
         return where + (f" with {env}" if env else "")
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--precision", default="fp32", choices=tuple(SYSTEM))
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=20, help="rounds (each side one block of about 100 ms per round)")
-    for side in ("a", "b"):
-        ap.add_argument(f"--{side}", metavar="DIR", help="a directory holding a built llga package (default: this checkout)")
-        ap.add_argument(f"--{side}-rev", metavar="REV", help="a git revision, built under bench/.cache/ab")
-        ap.add_argument(f"--{side}-env", metavar="KEY=VALUE", action="append", default=[])
-    ap.add_argument("--json", metavar="FILE", help="also write the result as JSON")
-    ap.add_argument("--python", default=sys.executable)
-    args = ap.parse_args(argv)
-    if args.model not in bench_models.BUILDERS:
-        ap.error(f"unknown model {args.model!r}; known: {', '.join(bench_models.BUILDERS)}")
-    if args.runs < 3 or args.batch < 1 or args.threads < 1:
-        ap.error("--runs must be at least 3, --batch and --threads at least 1")
-    sides = []
-    for name in ("a", "b"):
-        path, rev = getattr(args, name), getattr(args, f"{name}_rev")
-        if path and rev:
-            ap.error(f"--{name} and --{name}-rev name the same side twice")
-        path = build_rev(rev) if rev else package_dir(path, f"--{name}") if path else None
-        sides.append(Side(name.upper(), path, parse_env(getattr(args, f"{name}_env"), f"--{name}-env")))
+def run_model(model: str, args, specs) -> dict:
+    """One model: both sides' workers, checked against PyTorch, then the
+    alternating rounds. Returns the model's result (as --json writes it)."""
+    sides = [Side(name, path, env) for name, path, env in specs]
     a, b = sides
-    if a.path == b.path and a.env == b.env:
-        log("bench.ab: A and B are the same build under the same environment (an A/A run: the noise floor)")
-
     system = SYSTEM[args.precision]
     workdir = tempfile.mkdtemp(prefix="llga-ab-")
     try:
-        log(f"exporting {args.model} (batch {args.batch}) ...")
-        exported = suite.export(args.model, args.batch, workdir, False, args.threads)
+        log(f"exporting {model} (batch {args.batch}) ...")
+        exported = suite.export(model, args.batch, workdir, False, args.threads)
         refs = exported["refs"]
         for s in sides:
             env = suite.runner_env(args.threads)
@@ -165,14 +145,14 @@ def main(argv=None) -> int:
             try:
                 ready = s.runner.recv()
             except RuntimeError as e:  # the model failed to compile or run on this side
-                raise SystemExit(f"bench.ab: side {s.name} ({s.describe()}): {e}") from None
+                raise SystemExit(f"bench.ab: {model}, side {s.name} ({s.describe()}): {e}") from None
             s.llga_file = ready.get("llga_file")
             expect = os.path.join(s.path or suite.ROOT, "llga")
             if not (s.llga_file and os.path.dirname(os.path.abspath(s.llga_file)) == os.path.abspath(expect)):
                 raise SystemExit(f"bench.ab: side {s.name} imported llga from {s.llga_file}, not {expect}")
             err = suite.rel_error(suite.read_outputs(system, ready, workdir), refs)
             if not err <= TOLERANCE[args.precision]:
-                raise SystemExit(f"bench.ab: side {s.name} ({s.describe()}): output differs from PyTorch's "
+                raise SystemExit(f"bench.ab: {model}, side {s.name} ({s.describe()}): output differs from PyTorch's "
                                  f"(relative error {err:.2e} > {TOLERANCE[args.precision]:g}); no times taken")
             s.first_ms = ready["first_call_s"] * 1e3
         est = {s.name: max(1e-6, min(s.runner.send({"cmd": "run", "n": 3})["times"])) for s in sides}
@@ -180,7 +160,7 @@ def main(argv=None) -> int:
         for s in sides:  # warm-up block
             time.sleep(suite.PAUSE_S)
             s.runner.send({"cmd": "run", "n": block})
-        log(f"{args.runs} rounds of {block} calls a side ...")
+        log(f"{model}: {args.runs} rounds of {block} calls a side ...")
         for i in range(args.runs):
             for s in (sides if i % 2 == 0 else sides[::-1]):
                 time.sleep(suite.PAUSE_S)
@@ -211,21 +191,62 @@ def main(argv=None) -> int:
         verdict = (f"not comparable: {' and '.join(spinning)} used "
                    + ", ".join(f"{busy[n]:.0%}" for n in spinning)
                    + " of a core while waiting for its next block (spinning threads), slowing the other side")
-    title = f"{args.model}, {args.precision}, batch {args.batch}, {args.threads} threads, {args.runs} rounds"
-    print(title)
+    print(f"{model}, {args.precision}, batch {args.batch}, {args.threads} threads, {args.runs} rounds")
     for s in sides:
         print(f"  {s.name}: {s.describe()}: median {statistics.median(s.times) * 1e3:.3f} ms, "
               f"best {min(s.times) * 1e3:.3f} ms ({len(s.times)} calls)")
-    print(f"  B / A, paired by round: {mid:.3f}x (95% interval of the median {lo:.3f}-{hi:.3f}x): {verdict}")
+    print(f"  B / A, paired by round: {mid:.3f}x (95% interval of the median {lo:.3f}-{hi:.3f}x): {verdict}",
+          flush=True)
+    return {"model": model, "block": block, "ratio": mid, "ratio_low": lo, "ratio_high": hi, "verdict": verdict,
+            "idle_cpu_share": busy,
+            "sides": {s.name: {"path": s.path, "env": s.env, "llga_file": s.llga_file, "first_call_ms": s.first_ms,
+                               "round_ms": s.round_ms, "median_ms": statistics.median(s.times) * 1e3,
+                               "min_ms": min(s.times) * 1e3} for s in sides}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--models", "--model", dest="models", required=True,
+                    help=f"comma-separated; 'default': the suite's ({','.join(bench_models.DEFAULT)})")
+    ap.add_argument("--precision", default="fp32", choices=tuple(SYSTEM))
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=20, help="rounds (each side one block of about 100 ms per round)")
+    for side in ("a", "b"):
+        ap.add_argument(f"--{side}", metavar="DIR", help="a directory holding a built llga package (default: this checkout)")
+        ap.add_argument(f"--{side}-rev", metavar="REV", help="a git revision, built under bench/.cache/ab")
+        ap.add_argument(f"--{side}-env", metavar="KEY=VALUE", action="append", default=[])
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args(argv)
+    models = list(bench_models.DEFAULT) if args.models == "default" else args.models.split(",")
+    for m in models:
+        if m not in bench_models.BUILDERS:
+            ap.error(f"unknown model {m!r}; known: {', '.join(bench_models.BUILDERS)}")
+    if args.runs < 3 or args.batch < 1 or args.threads < 1:
+        ap.error("--runs must be at least 3, --batch and --threads at least 1")
+    specs = []
+    for name in ("a", "b"):
+        path, rev = getattr(args, name), getattr(args, f"{name}_rev")
+        if path and rev:
+            ap.error(f"--{name} and --{name}-rev name the same side twice")
+        path = build_rev(rev) if rev else package_dir(path, f"--{name}") if path else None
+        specs.append((name.upper(), path, parse_env(getattr(args, f"{name}_env"), f"--{name}-env")))
+    if specs[0][1:] == specs[1][1:]:
+        log("bench.ab: A and B are the same build under the same environment (an A/A run: the noise floor)")
+
+    results = [run_model(m, args, specs) for m in models]
+    geomean = math.exp(sum(math.log(r["ratio"]) for r in results) / len(results))
+    if len(results) > 1:
+        print("\n| model | B / A | 95% interval | verdict |\n|---|---|---|---|")
+        for r in results:
+            print(f"| {r['model']} | {r['ratio']:.3f}x | {r['ratio_low']:.3f}-{r['ratio_high']:.3f} | {r['verdict']} |")
+        print(f"| geometric mean | {geomean:.3f}x | | |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"model": args.model, "precision": args.precision, "batch": args.batch, "threads": args.threads,
-                       "rounds": args.runs, "block": block, "ratio": mid, "ratio_low": lo, "ratio_high": hi,
-                       "verdict": verdict, "idle_cpu_share": busy,
-                       "sides": {s.name: {"path": s.path, "env": s.env, "llga_file": s.llga_file,
-                                          "first_call_ms": s.first_ms, "round_ms": s.round_ms,
-                                          "median_ms": statistics.median(s.times) * 1e3,
-                                          "min_ms": min(s.times) * 1e3} for s in sides}}, f, indent=1)
+            json.dump({"precision": args.precision, "batch": args.batch, "threads": args.threads, "rounds": args.runs,
+                       "geomean_ratio": geomean, "results": results}, f, indent=1)
     return 0
 
 

@@ -148,7 +148,7 @@ def test_ab_times_two_builds_paired_by_round(tmp_path):
                        timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "B / A, paired by round:" in r.stdout and "95% interval of the median" in r.stdout
-    res = json.loads(out.read_text())
+    (res,) = json.loads(out.read_text())["results"]
     a, b = res["sides"]["A"], res["sides"]["B"]
     assert a["llga_file"] == str(other / "llga" / "__init__.py")
     assert b["llga_file"] == os.path.join(ROOT, "llga", "__init__.py") and b["env"] == {"LLGA_MEMORY_PLAN": "0"}
@@ -191,3 +191,16 @@ def test_ab_refuses_to_compare_with_a_side_that_spins_while_waiting():
                         "OMP_WAIT_POLICY=active"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "not comparable: B used" in r.stdout, r.stdout
+
+
+def test_ab_over_several_models_ends_with_a_table(tmp_path):
+    out = tmp_path / "ab.json"
+    r = subprocess.run([sys.executable, "-m", "bench.ab", "--models", "tiny,tiny", "--runs", "3", "--json", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| model | B / A | 95% interval | verdict |" in r.stdout and "| geometric mean |" in r.stdout
+    res = json.loads(out.read_text())
+    assert [x["model"] for x in res["results"]] == ["tiny", "tiny"] and res["geomean_ratio"] > 0
+    r = subprocess.run([sys.executable, "-m", "bench.ab", "--models", "tiny,nope"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and "unknown model 'nope'" in r.stderr
