@@ -113,6 +113,9 @@ def bf16_table(run: dict) -> List[str]:
                    f"{'-' if err is None else f'{err:.1e}'} |")
     out.append(f"| geometric mean | | | | | | | {_fmt_ratio(_geomean(by['ort']))} | "
                f"{_fmt_ratio(_geomean(by['autocast']))} | {_fmt_ratio(_geomean(by['llga']))} | |")
+    spans = _intervals(run, "llga-bf16", "ort")
+    if spans:
+        out += ["", "llga bf16 / ONNX Runtime fp32, 95% interval of each paired median: " + ", ".join(spans) + "."]
     return out
 
 
@@ -150,6 +153,9 @@ def int8_table(run: dict) -> List[str]:
     out.append(f"| geometric mean | | | | | | | | | {_fmt_ratio(_geomean(by['llga']))} | "
                f"{_fmt_ratio(_geomean(by['torch-int8']))} | {_fmt_ratio(_geomean(by['ort']))} | "
                f"{_fmt_ratio(_geomean(by['ort-int8']))} | {_fmt_ratio(_geomean(by['fx']))} | |")
+    spans = _intervals(run, "llga-int8", "llga")
+    if spans:
+        out += ["", "llga int8 / llga fp32, 95% interval of each paired median: " + ", ".join(spans) + "."]
     return out
 
 
