@@ -204,3 +204,20 @@ def test_ab_over_several_models_ends_with_a_table(tmp_path):
     r = subprocess.run([sys.executable, "-m", "bench.ab", "--models", "tiny,nope"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 2 and "unknown model 'nope'" in r.stderr
+
+
+def test_report_prints_each_ratios_interval_from_the_rounds():
+    """A committed run (20 rounds): the lines under the fp32 and int8 tables
+    are the sign test's intervals of the rounds' paired ratios."""
+    from bench import report
+
+    with open(os.path.join(ROOT, "bench", "results", "zen4-int8-intervals.json")) as f:
+        run = json.load(f)
+    md = report.markdown(run)
+    res = {r["model"]: r["systems"] for r in run["results"]}
+    sy = res["mobilenet_v2"]
+    lo, hi = report.median_interval(sorted(a / b for a, b in zip(sy["llga-int8"]["round_ms"], sy["llga"]["round_ms"])))
+    assert lo <= run["results"][2]["paired_int8"]["llga"] <= hi
+    line = next(l for l in md.splitlines() if l.startswith("llga int8 / llga fp32, 95% interval"))
+    assert f"mobilenet_v2 {lo:.2f}-{hi:.2f}" in line
+    assert any(l.startswith("llga / ONNX Runtime, 95% interval") for l in md.splitlines())
