@@ -165,10 +165,9 @@ def run_model(model: str, args, specs) -> dict:
             for s in (sides if i % 2 == 0 else sides[::-1]):
                 time.sleep(suite.PAUSE_S)
                 other = b if s is a else a
-                cpu0, wall0 = suite.cpu_seconds(other.runner.proc.pid), time.perf_counter()
-                got = s.runner.send({"cmd": "run", "n": block})["times"]
-                other.idle_cpu += suite.cpu_seconds(other.runner.proc.pid) - cpu0
-                other.others_wall += time.perf_counter() - wall0
+                got, wall, used = suite.timed_block(s.runner, block, {other.name: other.runner})
+                other.idle_cpu += used[other.name]
+                other.others_wall += wall
                 s.times.extend(got)
                 s.round_ms.append(statistics.median(got) * 1e3)
         for s in sides:

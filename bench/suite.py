@@ -193,6 +193,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def timed_block(runner: "Runner", n: int, others: Dict[str, "Runner"]):
+    """n calls on `runner`: their times, the block's wall time, and the CPU
+    seconds each of `others` used meanwhile (they only wait on their stdin
+    then: more means threads left spinning, which the block's times carry)."""
+    before = {o: cpu_seconds(q.proc.pid) for o, q in others.items()}
+    wall0 = time.perf_counter()
+    times = runner.send({"cmd": "run", "n": n})["times"]
+    wall = time.perf_counter() - wall0
+    return times, wall, {o: cpu_seconds(q.proc.pid) - before[o] for o, q in others.items()}
+
+
 def runner_env(threads: int):
     env = dict(os.environ)
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
@@ -364,12 +375,9 @@ def run_model(name: str, batch: int, threads: int, args, ort: dict, limit: dict,
             for s, r in runners.items():
                 if i < rounds[s]:
                     time.sleep(PAUSE_S)
-                    before = {o: cpu_seconds(q.proc.pid) for o, q in runners.items() if o != s}
-                    wall0 = time.perf_counter()
-                    got = r.send({"cmd": "run", "n": block[s]})["times"]
-                    wall = time.perf_counter() - wall0
-                    for o, cpu in before.items():
-                        idle_cpu[o] += cpu_seconds(runners[o].proc.pid) - cpu
+                    got, wall, used = timed_block(r, block[s], {o: q for o, q in runners.items() if o != s})
+                    for o, cpu in used.items():
+                        idle_cpu[o] += cpu
                         others_wall[o] += wall
                     times[s].extend(got)
                     round_ms[s].append(statistics.median(got) * 1e3)
