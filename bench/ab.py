@@ -46,7 +46,7 @@ from typing import Dict, List, Optional
 
 from bench import models as bench_models
 from bench import suite
-from bench.report import MAX_IDLE_CPU, median_interval
+from bench.report import MAX_IDLE_CPU, median_interval, round_ratios
 
 SYSTEM = {"fp32": "llga", "bf16": "llga-bf16", "int8": "llga-int8"}
 TOLERANCE = {"fp32": suite.TOLERANCE, "bf16": suite.BF16_TOLERANCE, "int8": suite.INT8_TOLERANCE}
@@ -178,7 +178,7 @@ def run_model(model: str, args, specs) -> dict:
                 s.runner.kill()
         shutil.rmtree(workdir, ignore_errors=True)
 
-    ratios = sorted(y / x for x, y in zip(a.round_ms, b.round_ms))
+    ratios = round_ratios(b.round_ms, a.round_ms)
     mid = statistics.median(ratios)
     lo, hi = median_interval(ratios)
     verdict = "B faster" if hi < 1 else "B slower" if lo > 1 else "no difference beyond the noise"

@@ -189,6 +189,12 @@ def median_interval(xs: List[float], confidence: float = 0.95):
     return xs[k], xs[n - 1 - k]
 
 
+def round_ratios(num_ms: List[float], den_ms: List[float]) -> List[float]:
+    """Each timing round's block median of one system over another's, sorted:
+    what the paired ratio (their median) and its interval are read from."""
+    return sorted(a / b for a, b in zip(num_ms, den_ms) if b > 0)
+
+
 def _intervals(run: dict, base: str, peer: str) -> List[str]:
     """Per model: the interval of `base`'s paired ratio to `peer` (rounds'
     block medians, as the suite's ratio), where there are at least 6 rounds."""
@@ -198,7 +204,7 @@ def _intervals(run: dict, base: str, peer: str) -> List[str]:
         x, y = sy.get(base, {}), sy.get(peer, {})
         if not (x.get("ok") and y.get("ok")):
             continue
-        pairs = sorted(a / b for a, b in zip(x.get("round_ms", []), y.get("round_ms", [])) if b > 0)
+        pairs = round_ratios(x.get("round_ms", []), y.get("round_ms", []))
         if len(pairs) >= 6:
             lo, hi = median_interval(pairs)
             batch = "" if r["batch"] == 1 else f" (batch {r['batch']})"

@@ -435,7 +435,7 @@ def paired_ratios(systems: Dict[str, dict], base: str = "llga") -> Dict[str, flo
     for s, entry in systems.items():
         if s == base or not (llga.get("ok") and entry.get("ok")):
             continue
-        pairs = [a / b for a, b in zip(llga.get("round_ms", []), entry.get("round_ms", [])) if b > 0]
+        pairs = report.round_ratios(llga.get("round_ms", []), entry.get("round_ms", []))
         if pairs:
             out[s] = statistics.median(pairs)
     return out
