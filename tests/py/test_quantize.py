@@ -527,6 +527,43 @@ def test_int8_residual_stream_on_vnni_without_amx():
     assert isa in VNNI_ISAS, isa
 
 
+class ClampedEdge(nn.Module):
+    """conv -> clamp(0.5, 3) -> 1x1 conv: the first hands its output on as
+    u8 with zero point 0 through a clip whose lower bound stays after the
+    quantizing scale is folded into the output scales (int8::foldQuantizingScale)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(11)
+        self.c1, self.c2 = nn.Conv2d(3, 32, 3, padding=1), nn.Conv2d(32, 16, 1)
+
+    def forward(self, x):
+        return self.c2(torch.clamp(self.c1(x), 0.5, 3.0))
+
+
+def test_int8_edge_through_a_clip_with_its_scale_folded():
+    model = ClampedEdge().eval()
+    _, q = quantized(model, (1, 3, 16, 16), seed=3)
+    assert [p.out_dtype for p in q.partitions] == ["u8", "fp32"], list(q.partitions)
+    (_, s0, d0), (_, s1, d1) = act_quant(q)
+    assert d1 == "u8"
+    x = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        y1 = torch.clamp(nn.functional.conv2d(fake_quant(x.double(), s0, d0 == "u8"),
+                                              fake_quant_weight(model.c1.weight).double(),
+                                              model.c1.bias.double(), padding=1), 0.5, 3.0)
+        want = nn.functional.conv2d(fake_quant(y1, s1, True), fake_quant_weight(model.c2.weight).double(),
+                                    model.c2.bias.double()).numpy()
+    got = q(x.numpy())
+    # a value on a rounding tie may land one step of s1 over: at most 1/8 of
+    # a step of the sum of |weights| anywhere, and hardly anywhere
+    bound = s1 * float(model.c2.weight.abs().sum((1, 2, 3)).max())
+    assert np.abs(got - want).max() <= bound / 8, (np.abs(got - want).max(), bound)
+    assert np.mean(np.abs(got - want) > 1e-4 * np.abs(want).max()) < 0.01
+    # the clip's lower bound does its work: 0.5 is at least 42 steps of s1 (3 / 255 or finer)
+    assert float(y1.min()) == 0.5
+
+
 class _StemPool(nn.Module):
     """resnet's stem: conv -> relu -> 3x3/2 max pooling, then conv -> relu ->
     conv, and with `residual` an add of the pooling's output (a residual

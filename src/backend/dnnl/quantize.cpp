@@ -350,6 +350,36 @@ Tensor biasForInt8(const Tensor& bias, const std::vector<float>& scales) {
   return out;
 }
 
+bool foldQuantizingScale(std::vector<PostOp>& ops, std::vector<float>& out_scales, float& sum_scale, bool dst_unsigned) {
+  if (ops.empty()) return false;
+  const PostOp& q = ops.back();
+  if (q.kind != PostOp::Kind::Eltwise || q.alg != PostOpAlg::Linear || q.beta != 0.0f || !(q.alpha > 0.0f) ||
+      !std::isfinite(q.alpha))
+    return false;
+  for (size_t i = 0; i + 1 < ops.size(); ++i) {
+    const PostOp& op = ops[i];
+    const bool homogeneous = op.kind == PostOp::Kind::Sum ||
+                             (op.kind == PostOp::Kind::Eltwise && (op.alg == PostOpAlg::Relu || op.alg == PostOpAlg::Clip));
+    if (!homogeneous) return false;
+  }
+  const float a = q.alpha;
+  std::vector<PostOp> folded(ops.begin(), ops.end() - 1);
+  for (PostOp& op : folded)
+    if (op.kind == PostOp::Kind::Eltwise && op.alg == PostOpAlg::Clip) op.alpha *= a, op.beta *= a;
+  const float lo = dst_unsigned ? 0.0f : -128.0f, hi = dst_unsigned ? 255.0f : 127.0f;
+  while (!folded.empty() && folded.back().kind == PostOp::Kind::Eltwise) {
+    const PostOp& last = folded.back();
+    const bool saturation_makes_it = (last.alg == PostOpAlg::Relu && last.alpha == 0.0f && dst_unsigned) ||
+                                     (last.alg == PostOpAlg::Clip && last.alpha <= lo && last.beta >= hi);
+    if (!saturation_makes_it) break;
+    folded.pop_back();
+  }
+  for (float& s : out_scales) s *= a;
+  sum_scale *= a;
+  ops = std::move(folded);
+  return true;
+}
+
 float dynamicScale(const float* x, int64_t n) {
   const int threads = n < kParallelGrain ? 1 : getNumThreads();
   float m = 0.0f;

@@ -9,6 +9,7 @@
 
 #include <dnnl.hpp>
 
+#include "fuser/post_ops.h"
 #include "ir/precision.h"
 #include "runtime/exec_context.h"
 #include "runtime/tensor.h"
@@ -116,6 +117,23 @@ inline ScalarType storageType(const ActivationQuant& q) { return q.is_unsigned ?
 // before the output scales, so each element (the last dim cycling through
 // `scales`) is divided by its channel's scale. A contiguous copy of bias's shape.
 Tensor biasForInt8(const Tensor& bias, const std::vector<float>& scales);
+
+// A convolution chain into a quantized dst, as oneDNN's int8 primitive
+// takes it. `ops` ends in the quantizing linear (x / out_scale + zero
+// point), `out_scales` are the primitive's output scales per channel and
+// `sum_scale` the residual sum's. Each eltwise post-op costs oneDNN's int8
+// epilogue a pass over every output vector: a 16 -> 96 1x1 at 112x112 ran
+// 119 us with relu6 and the quantizing linear, 109 with one clip, 87 with
+// none (hot, Zen 4). So where the zero point is 0 and the ops before the
+// linear are relus, clips and the sum (positively homogeneous: f(a x) =
+// a f(x) for a > 0), 1 / out_scale moves into the output scales, the sum's
+// scale and the clips' bounds, the linear goes, and so does a final clamp
+// the dst type's saturation already makes (relu into u8; a clip past the
+// type's range: relu6 into u8 always is, as out_scale >= 6 / 255 whenever
+// calibration saw the values relu6 makes). Returns whether it folded (else
+// nothing changed). The results are the unfolded chain's up to the rounding
+// of one product more or less in float.
+bool foldQuantizingScale(std::vector<PostOp>& ops, std::vector<float>& out_scales, float& sum_scale, bool dst_unsigned);
 
 // Dynamic quantization of a contiguous float array: the scale its largest
 // finite magnitude maps to 127 at (1 where all are 0), and out = round(x /

@@ -934,8 +934,16 @@ class ConvKernel final : public Kernel {
       e.ops.push_back({.kind = PostOp::Kind::Eltwise, .alg = PostOpAlg::Linear,
                        .alpha = static_cast<float>(1.0 / int8_out_->scale), .beta = out_zp, .name = "quantize"});
     }
-    dnnl::primitive_attr attr = postOpAttr(e.ops, e.operand_mds, {e.sum_scale, e.sum_zero_point, e.sum_dt});
-    if (int8) attr.set_output_scales(1 << 1, e.int8_scales);  // per output channel (dst dim 1)
+    // The primitive's chain: into a quantized dst, the quantizing scale folded
+    // into the output scales where it can be (int8::foldQuantizingScale).
+    // e.ops keeps the chain as written (llga's own kernels read it), and
+    // e.int8_scales the scales the bias is divided by.
+    std::vector<PostOp> prim_ops = e.ops;
+    std::vector<float> out_scales = e.int8_scales;
+    float sum_scale = e.sum_scale;
+    if (dst_int8) int8::foldQuantizingScale(prim_ops, out_scales, sum_scale, int8_out_->is_unsigned);
+    dnnl::primitive_attr attr = postOpAttr(prim_ops, e.operand_mds, {sum_scale, e.sum_zero_point, e.sum_dt});
+    if (int8) attr.set_output_scales(1 << 1, out_scales);  // per output channel (dst dim 1)
     if (int8 && quant_->act.zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     auto take = [&e](const auto& pd, dnnl::primitive prim) {
       e.prim = std::move(prim);
