@@ -116,11 +116,17 @@ void check(const Case& k, int threads) {
 TEST(DepthwiseInt8, MatchesIntegerReference) {
   if (!dw_int8::available()) GTEST_SKIP() << "no AVX512-VNNI here (as oneDNN reports the ISA)";
   const Step relu{Step::Kind::Relu, 0, 0}, clip6{Step::Kind::Clip, 0, 6}, leaky{Step::Kind::Relu, 0.1f, 0},
-      swish{Step::Kind::Swish, 1, 0}, quant{Step::Kind::Linear, 40.0f, 3.0f}, quant_s{Step::Kind::Linear, 30.0f, 0};
+      swish{Step::Kind::Swish, 1, 0}, quant{Step::Kind::Linear, 40.0f, 3.0f}, quant_s{Step::Kind::Linear, 30.0f, 0},
+      clip_half{Step::Kind::Clip, 0, 0.5f}, clip_sym{Step::Kind::Clip, -0.5f, 0.25f};
   const std::vector<Case> cases = {
       // mobilenet_v2's: 3x3, pad 1, relu6, quantized u8 (zero point 128: a signed grid as u8)
       {1, 144, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 0, 128, Output::U8, {clip6, quant}},
       {1, 96, 15, 15, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, Output::U8, {clip6, quant}},
+      // clips that bind on both sides (most values here are within +-2): the
+      // bounds land inside u8's and s8's range, where the 64-channel blocks
+      // clamp the rounded bytes
+      {1, 144, 13, 14, 3, 3, 1, 1, 1, 1, 1, 1, 0, 128, Output::U8, {clip_half, quant}},
+      {1, 80, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, Output::S8, {clip_sym, quant_s}},
       // channel tails: below one lane, across lanes, one block and a bit
       {1, 1, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1, 0, 5, Output::U8, {relu, quant}},
       {2, 17, 5, 9, 3, 3, 1, 1, 1, 1, 1, 1, 3, 0, Output::S8, {quant_s}},

@@ -42,6 +42,15 @@ struct Units {
 };
 
 int64_t rowGroups(int64_t kh) { return (kh + 3) / 4; }
+// Two output rows one input row apart read kh + 1 input rows. Where those
+// fit the groups of four one row reads (3x3: 4 of 4, 5x5 and 7x7: 6 and 8
+// of 8), one interleaved buffer serves both rows at stride 1: the second
+// row's taps are packed one byte further into each dword (a second set),
+// so each buffer vector feeds two vpdpbusd and each input column is
+// interleaved once for two rows instead of once for each.
+bool pairable(int64_t kh) { return kh + 1 <= 4 * rowGroups(kh); }
+int64_t tapSets(int64_t kh) { return pairable(kh) ? 2 : 1; }
+bool pairsRows(const Geometry& g) { return g.stride_h == 1 && pairable(g.kh) && g.oh >= 2; }
 // Input columns an output row reads: its buffer holds them interleaved.
 int64_t bufferColumns(const Geometry& g) { return (g.ow - 1) * g.stride_w + g.kw; }
 size_t bufferBytes(const Geometry& g) {
@@ -49,11 +58,12 @@ size_t bufferBytes(const Geometry& g) {
 }
 
 // The packed storage: taps, a vector per kernel column and group of rows for
-// each 16 channels ([unit][kw][group][vectors of the unit]), then scale and
+// each 16 channels ([set][unit][kw][group][vectors of the unit]; set 1, where
+// the kernel is pairable, for the second row of a pair), then scale and
 // compensation for each padded channel, then each position's channel as an
 // int32 (c for a padding position: its bias is 0), all in kernel order.
 size_t tapBytes(int64_t c, int64_t kh, int64_t kw) {
-  return static_cast<size_t>(Units(c).positions() / 16 * kw * rowGroups(kh)) * kVecBytes;
+  return static_cast<size_t>(tapSets(kh) * Units(c).positions() / 16 * kw * rowGroups(kh)) * kVecBytes;
 }
 const float* scales(const Weights& wt) {
   return reinterpret_cast<const float*>(static_cast<const char*>(wt.storage->data) + tapBytes(wt.c, wt.kh, wt.kw));
@@ -152,13 +162,14 @@ struct Item {
   const Epilogue& epilogue;
 };
 
-// One output row of one unit of channels (V = 4: a full block of 64; V = 1:
-// 16 channels of the tail): the input columns it reads interleaved into
-// `buf`, then KW x G vpdpbusd per vector per output pixel. KW and G fixed at
-// compile time for the common kernels (0: read from g). Everything the loops
-// read is copied to locals first: the stores go through char pointers, which
-// may alias anything the compiler cannot see is local.
-template <int KW_, int G_, Form F, int V>
+// R output rows (1, or 2 at stride 1 where the kernel is pairable) from oh,
+// of one unit of channels (V = 4: a full block of 64; V = 1: 16 channels of
+// the tail): the input columns they read interleaved into `buf`, then KW x G
+// vpdpbusd per vector, output pixel and row. KW and G fixed at compile time
+// for the common kernels (0: read from g). Everything the loops read is
+// copied to locals first: the stores go through char pointers, which may
+// alias anything the compiler cannot see is local.
+template <int KW_, int G_, Form F, int V, int R>
 LLGA_AVX512_VNNI void row(const Item& it, int64_t n, int64_t oh, int64_t unit, __m512i* __restrict buf) {
   const Geometry& g = it.g;
   const Units units(g.c);
@@ -167,14 +178,14 @@ LLGA_AVX512_VNNI void row(const Item& it, int64_t n, int64_t oh, int64_t unit, _
   // are an earlier block's, where this is the last one, overlapping it)
   const int64_t c0 = units.first(unit), cn = std::min<int64_t>(16 * V, g.c - c0);
   const int64_t skip = unit < units.full ? 0 : units.full * kBlock - c0;
-  const int64_t in_w = g.w, pad_l = g.pad_l, sw = g.stride_w, kh = g.kh;
+  const int64_t in_w = g.w, pad_l = g.pad_l, sw = g.stride_w, kh = g.kh + R - 1;  // input rows read
   const __mmask64 cm = cn == 64 ? ~__mmask64{0} : (__mmask64{1} << cn) - 1;
   const __mmask64 store = cm & (~__mmask64{0} << skip);
   const uint8_t* rows[4 * 2];
   int64_t col_stride[4 * 2];
   for (int64_t r = 0; r < 4 * G; ++r) {  // rows outside the image read the zero point (beyond the kernel: weight 0)
     const int64_t ih = oh * g.stride_h - g.pad_t + r;
-    const bool inside = r < g.kh && ih >= 0 && ih < g.h;
+    const bool inside = r < kh && ih >= 0 && ih < g.h;
     rows[r] = inside ? it.src + n * g.src_strides[0] + ih * g.src_strides[1] + c0 : it.zp_row;
     col_stride[r] = inside ? g.src_strides[2] : 0;
   }
@@ -220,6 +231,7 @@ LLGA_AVX512_VNNI void row(const Item& it, int64_t n, int64_t oh, int64_t unit, _
   const int64_t cols = bufferColumns(g);
 
   const __m512i* __restrict taps = static_cast<const __m512i*>(it.wt.storage->data) + unit * 4 * KW * G;
+  const __m512i* __restrict taps2 = taps + units.positions() / 16 * KW * G;  // set 1: the pair's second row
   const float* scale = it.scale + unit * kBlock;
   const float* bias = it.bias + unit * kBlock;
   __m512 sv[V], bv[V];
@@ -233,17 +245,10 @@ LLGA_AVX512_VNNI void row(const Item& it, int64_t n, int64_t oh, int64_t unit, _
   const Output out = it.out;
   const int64_t ow_n = g.ow, elem = out == Output::F32 ? 4 : 1, dst_step = g.dst_strides[2] * elem;
   char* d = static_cast<char*>(it.dst) + (n * g.dst_strides[0] + oh * g.dst_strides[1] + c0) * elem;
+  const int64_t row_step = g.dst_strides[1] * elem;
   const __m512i* v = buf;
-  for (; built < KW; ++built) build(built);
-  for (int64_t ow = 0; ow < ow_n; ++ow, d += dst_step, v += sw * G * V) {
-    __m512i acc[V];
-#pragma GCC unroll 4
-    for (int j = 0; j < V; ++j) acc[j] = _mm512_setzero_si512();
-#pragma GCC unroll 16
-    for (int64_t k = 0; k < KW * G; ++k)
-#pragma GCC unroll 4
-      for (int j = 0; j < V; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], _mm512_load_si512(v + V * k + j), taps[V * k + j]);
-    for (const int64_t need = std::min((ow + 1) * sw + KW, cols); built < need; ++built) build(built);
+  // The epilogue of one output pixel's V vectors into d.
+  auto finish = [&](const __m512i* acc, char* d) LLGA_AVX512_VNNI {
     __m512 y[V];
 #pragma GCC unroll 4
     for (int j = 0; j < V; ++j) {
@@ -275,27 +280,46 @@ LLGA_AVX512_VNNI void row(const Item& it, int64_t n, int64_t oh, int64_t unit, _
       const __m512i p23 = _mm512_packs_epi32(_mm512_cvtps_epi32(y[2]), _mm512_cvtps_epi32(y[3]));
       _mm512_mask_storeu_epi8(d, store, out == Output::U8 ? _mm512_packus_epi16(p01, p23) : _mm512_packs_epi16(p01, p23));
     }
+  };
+  for (; built < KW; ++built) build(built);
+  for (int64_t ow = 0; ow < ow_n; ++ow, d += dst_step, v += sw * G * V) {
+    __m512i acc[R][V];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < V; ++j) acc[r][j] = _mm512_setzero_si512();
+#pragma GCC unroll 16
+    for (int64_t k = 0; k < KW * G; ++k)
+#pragma GCC unroll 4
+      for (int j = 0; j < V; ++j) {
+        const __m512i x = _mm512_load_si512(v + V * k + j);
+        acc[0][j] = _mm512_dpbusd_epi32(acc[0][j], x, taps[V * k + j]);
+        if constexpr (R == 2) acc[1][j] = _mm512_dpbusd_epi32(acc[1][j], x, taps2[V * k + j]);
+      }
+    for (const int64_t need = std::min((ow + 1) * sw + KW, cols); built < need; ++built) build(built);
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) finish(acc[r], d + r * row_step);
   }
 }
 
 using RowFn = void (*)(const Item&, int64_t, int64_t, int64_t, __m512i*);
 
-template <Form F, int V>
+template <Form F, int V, int R>
 RowFn rowFor(const Geometry& g) {
-  if (g.kw == 3 && rowGroups(g.kh) == 1) return row<3, 1, F, V>;
-  if (g.kw == 5 && rowGroups(g.kh) == 2) return row<5, 2, F, V>;
-  return row<0, 0, F, V>;
+  if (g.kw == 3 && rowGroups(g.kh) == 1) return row<3, 1, F, V, R>;
+  if (g.kw == 5 && rowGroups(g.kh) == 2) return row<5, 2, F, V, R>;
+  return row<0, 0, F, V, R>;
 }
 
-template <int V>
+template <int V, int R>
 RowFn rowFor(const Geometry& g, Form f) {
   switch (f) {
-    case Form::Affine: return rowFor<Form::Affine, V>(g);
-    case Form::Clamp: return rowFor<Form::Clamp, V>(g);
-    case Form::Swish: return rowFor<Form::Swish, V>(g);
+    case Form::Affine: return rowFor<Form::Affine, V, R>(g);
+    case Form::Clamp: return rowFor<Form::Clamp, V, R>(g);
+    case Form::Swish: return rowFor<Form::Swish, V, R>(g);
     case Form::Steps: break;
   }
-  return rowFor<Form::Steps, V>(g);
+  return rowFor<Form::Steps, V, R>(g);
 }
 
 }  // namespace
@@ -325,7 +349,7 @@ std::shared_ptr<const Weights> pack(const int8_t* w, const float* scale, int64_t
   wt->c = c, wt->kh = kh, wt->kw = kw, wt->src_zero_point = src_zero_point, wt->src_s8 = src_s8;
   const Units units(c);
   const int64_t G = rowGroups(kh), positions = units.positions();
-  const size_t taps = tapBytes(c, kh, kw);
+  const size_t taps = tapBytes(c, kh, kw), set_bytes = taps / static_cast<size_t>(tapSets(kh));
   wt->storage = Storage::allocate(taps + 2 * static_cast<size_t>(positions) * sizeof(float) +
                                   static_cast<size_t>(positions) * sizeof(int32_t));
   auto* t = static_cast<int8_t*>(wt->storage->data);
@@ -343,12 +367,14 @@ std::shared_ptr<const Weights> pack(const int8_t* w, const float* scale, int64_t
     // the unit's taps start at vector unit * 4 * kw * G; each tap has nv vectors, this channel's is v
     const int64_t unit = at / kBlock, nv = units.vectors(unit), v = nv == 4 ? at % kBlock / 16 : 0, dword = at % 16;
     int64_t sum = 0;
-    for (int64_t x = 0; x < kw; ++x)
-      for (int64_t gi = 0; gi < G; ++gi)
-        for (int64_t r = 0; r < 4 && 4 * gi + r < kh; ++r) {
-          const int8_t value = w[(ch * kh + 4 * gi + r) * kw + x];
-          t[((unit * 4 * kw * G) + (x * G + gi) * nv + v) * 64 + 4 * dword + r] = value;
-          sum += value;
+    // set 1 (the second row of a pair) has kernel row kr at slot kr + 1
+    for (int64_t set = 0; set < tapSets(kh); ++set)
+      for (int64_t x = 0; x < kw; ++x)
+        for (int64_t slot = set; slot < kh + set; ++slot) {
+          const int8_t value = w[(ch * kh + slot - set) * kw + x];
+          const int64_t gi = slot / 4, r = slot % 4;
+          t[set * set_bytes + ((unit * 4 * kw * G) + (x * G + gi) * nv + v) * 64 + 4 * dword + r] = value;
+          if (set == 0) sum += value;
         }
     sc[at] = scale[ch];
     comp[at] = -scale[ch] * static_cast<float>(static_cast<int64_t>(src_zero_point) * sum);
@@ -400,7 +426,9 @@ void run(const Weights& wt, const Geometry& g, const void* src_bytes, void* dst,
     throw std::logic_error("dw_int8::run: weights packed for another kernel");
   const auto* src = static_cast<const uint8_t*>(src_bytes);
   const Units units(g.c);
-  const int64_t per_row = units.count(), padded = units.positions(), items = g.n * g.oh * per_row;
+  // items: a unit of channels in one output row, or in a pair of rows (pairsRows)
+  const int64_t per_row = units.count(), padded = units.positions(), rows_per = pairsRows(g) ? 2 : 1;
+  const int64_t row_items = (g.oh + rows_per - 1) / rows_per, items = g.n * row_items * per_row;
   // One thread's share: items [begin, end) with its own frame.
   auto part = [&](int tid, int64_t begin, int64_t end) {
     const Epilogue epilogue(steps, out);
@@ -414,10 +442,13 @@ void run(const Weights& wt, const Geometry& g, const void* src_bytes, void* dst,
     std::memset(zp_row, wt.src_s8 ? 0 : static_cast<int>(static_cast<uint8_t>(wt.src_zero_point)), kVecBytes);
     auto* buf = reinterpret_cast<__m512i*>(zp_row + kVecBytes);
     const Item it{wt, g, src, dst, out, scale_k, bias_k, zp_row, epilogue};
-    const RowFn full = rowFor<4>(g, epilogue.form), tail = rowFor<1>(g, epilogue.form);
+    const RowFn full = rowFor<4, 1>(g, epilogue.form), tail = rowFor<1, 1>(g, epilogue.form);
+    const RowFn full2 = rowFor<4, 2>(g, epilogue.form), tail2 = rowFor<1, 2>(g, epilogue.form);
     for (int64_t i = begin; i < end; ++i) {
-      const int64_t u = i % per_row;
-      (units.vectors(u) == 4 ? full : tail)(it, i / (per_row * g.oh), (i / per_row) % g.oh, u, buf);
+      const int64_t u = i % per_row, oh = (i / per_row) % row_items * rows_per;
+      const bool pair = rows_per == 2 && oh + 1 < g.oh;
+      const bool wide = units.vectors(u) == 4;
+      (pair ? (wide ? full2 : tail2) : (wide ? full : tail))(it, i / (per_row * row_items), oh, u, buf);
     }
   };
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), items));
