@@ -21,7 +21,7 @@
 // quantized output (or a 128-bit transpose of an fp32 one) undo.
 //
 // Where it runs (ownDepthwiseInt8 in ops/conv.cpp) is where it measured
-// faster: stride 1, 64+ channels, an int8 output (docs/fusion-and-layouts.md
+// faster: stride 1, 32+ channels, an int8 output (docs/fusion-and-layouts.md
 // has the figures); the kernel itself takes any stride, channel count, kernel
 // up to 8x8 and an fp32 output, and its test covers them.
 //

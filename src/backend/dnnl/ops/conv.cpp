@@ -736,7 +736,7 @@ class ConvKernel final : public Kernel {
   // 2-D one with one filter per channel, dilation 1, a u8 activation (with a
   // zero point) or an s8 one, no operand, and a chain
   // of relu, clip, linear (the quantizing one too) and a final silu, where
-  // it measured faster than oneDNN's brdgmm_dw: stride 1, 64+ channels, an
+  // it measured faster than oneDNN's brdgmm_dw: stride 1, 32+ channels, an
   // int8 output (docs/fusion-and-layouts.md). Fills e's geometry, steps and
   // output type.
   bool ownDepthwiseInt8(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t oc, const Shape& out,
@@ -748,7 +748,7 @@ class ConvKernel final : public Kernel {
       return false;
     for (size_t i = 0; i < 2; ++i)
       if (p.dilation[i] != 1 || p.stride[i] != 1) return false;
-    if (x.size(1) < 64 || (dst_dt != memory::data_type::u8 && dst_dt != memory::data_type::s8)) return false;
+    if (x.size(1) < 32 || (dst_dt != memory::data_type::u8 && dst_dt != memory::data_type::s8)) return false;
     std::vector<dw_int8::Step> steps;
     for (size_t i = 0; i < e.ops.size(); ++i) {
       const PostOp& op = e.ops[i];
