@@ -14,8 +14,11 @@
 // four taps of 16 channels. A 3x3 kernel takes 3 vpdpbusd per output pixel
 // and 16 channels instead of 9. Each input column of an output row is
 // interleaved once (byte and word unpacks of 64 channels, 8 shuffles),
-// whatever the stride, into a per-thread row buffer (channels past the last
-// block of 64: see Units in the .cpp); the unpacks leave
+// whatever the stride, into a per-thread row buffer; at stride 1, where the
+// kernel's rows plus one fit its groups of four (3x3, 5x5, 7x7), one buffer
+// serves two output rows, the second's taps packed one byte further into
+// each dword (pairsRows in the .cpp). (Channels past the last
+// block of 64: see Units in the .cpp.) The unpacks leave
 // channels in a fixed order within each 128-bit lane, which the packed
 // weights, scales and bias follow, and which the saturating packs of the
 // quantized output (or a 128-bit transpose of an fp32 one) undo.
