@@ -111,10 +111,6 @@ def main() -> int:
     n_calls = max(3, min(20, args.images // args.batch // 5))
     t0 = time.perf_counter()
     for _ in range(n_calls):
-        xb = _images(info)
-    gen = (time.perf_counter() - t0) / (n_calls * args.batch)
-    t0 = time.perf_counter()
-    for _ in range(n_calls):
         m(_images(info))
     per_image = (time.perf_counter() - t0) / (n_calls * args.batch)  # making the images and inference, as a task does
 

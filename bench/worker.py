@@ -117,7 +117,6 @@ def fx_int8(model, xs, calibration):
 
 
 def prepare_torch(workdir: str, spec, threads: int, system: str):
-    import numpy as np
     import torch
 
     from bench.models import build
