@@ -122,9 +122,9 @@ TEST(DepthwiseInt8, MatchesIntegerReference) {
       // mobilenet_v2's: 3x3, pad 1, relu6, quantized u8 (zero point 128: a signed grid as u8)
       {1, 144, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 0, 128, Output::U8, {clip6, quant}},
       {1, 96, 15, 15, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, Output::U8, {clip6, quant}},
-      // clips that bind on both sides (most values here are within +-2): the
-      // bounds land inside u8's and s8's range, where the 64-channel blocks
-      // clamp the rounded bytes
+      // clips that bind on both sides (most values here are within +-2), with
+      // bounds inside u8's and s8's range: the clamp is the epilogue's own, not
+      // the saturation's
       {1, 144, 13, 14, 3, 3, 1, 1, 1, 1, 1, 1, 0, 128, Output::U8, {clip_half, quant}},
       {1, 80, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0, Output::S8, {clip_sym, quant_s}},
       // channel tails: below one lane, across lanes, one block and a bit

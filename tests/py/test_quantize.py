@@ -224,8 +224,8 @@ class DwBlock(nn.Module):
 
 
 # 144: two blocks of 64 and a 16-channel unit; 96: a block and one overlapping
-# it; 64: one block; 32: half a block; stride 2 and 16 channels stay oneDNN's
-# (measured slower, and not measured)
+# it; 64: one block; 32: half a block. Stride 2 (measured even or slower) and
+# 16 channels (not measured) stay oneDNN's
 @pytest.mark.parametrize("c, stride", [(144, 1), (96, 1), (64, 1), (96, 2), (32, 1), (16, 1)])
 def test_int8_depthwise_is_int8_arithmetic_and_its_kernel_as_decided(c, stride):
     model = DwBlock(c, stride).eval()
@@ -556,8 +556,9 @@ def test_int8_edge_through_a_clip_with_its_scale_folded():
         want = nn.functional.conv2d(fake_quant(y1, s1, True), fake_quant_weight(model.c2.weight).double(),
                                     model.c2.bias.double()).numpy()
     got = q(x.numpy())
-    # a value on a rounding tie may land one step of s1 over: at most 1/8 of
-    # a step of the sum of |weights| anywhere, and hardly anywhere
+    # a value of y1 on a rounding tie may land one step of s1 over, moving an
+    # output by s1 * |w| (under an eighth of s1 * sum |w| here): that much
+    # anywhere, and hardly anywhere
     bound = s1 * float(model.c2.weight.abs().sum((1, 2, 3)).max())
     assert np.abs(got - want).max() <= bound / 8, (np.abs(got - want).max(), bound)
     assert np.mean(np.abs(got - want) > 1e-4 * np.abs(want).max()) < 0.01

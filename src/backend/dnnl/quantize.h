@@ -129,8 +129,8 @@ Tensor biasForInt8(const Tensor& bias, const std::vector<float>& scales);
 // a f(x) for a > 0), 1 / out_scale moves into the output scales, the sum's
 // scale and the clips' bounds, the linear goes, and so does a final clamp
 // the dst type's saturation already makes (relu into u8; a clip past the
-// type's range: relu6 into u8 always is, as out_scale >= 6 / 255 whenever
-// calibration saw the values relu6 makes). Returns whether it folded (else
+// type's range: relu6 into u8 always is, as calibration sees at most 6
+// there, so out_scale <= 6 / 255). Returns whether it folded (else
 // nothing changed). The results are the unfolded chain's up to the rounding
 // of one product more or less in float.
 bool foldQuantizingScale(std::vector<PostOp>& ops, std::vector<float>& out_scales, float& sum_scale, bool dst_unsigned);
