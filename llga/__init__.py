@@ -74,8 +74,12 @@ def cpu_capabilities() -> dict:
     AVX2 and FMA, oneDNN's ISA is at least AVX2 and ``LLGA_WINOGRAD`` is not
     "0"), ``llga_dw_int8`` (llga's own int8 depthwise convolution can run:
     oneDNN's ISA is AVX512-VNNI or later and ``LLGA_DW_INT8`` is not "0"; it
-    runs int8 3x3-and-similar depthwise convolutions of stride 1 and 64+
-    channels whose output stays int8), ``int8_signed`` (how llga.quantize writes a
+    runs int8 3x3-and-similar depthwise convolutions of stride 1 and 32+
+    channels whose output stays int8), ``llga_gemv`` (llga's own one-row
+    fp32 product can run: oneDNN's ISA is avx512_core or later and
+    ``LLGA_GEMV`` is not "0"; it runs a linear or matmul with a constant
+    weight, one row of input and no fused post-op, such as a classifier at
+    batch 1), ``int8_signed`` (how llga.quantize writes a
     convolution's signed activation: "u8+128", the s8 grid shifted into u8 with
     zero point 128, where oneDNN runs that on the kernel it runs s8 on; "s8"
     where a zero point would cost it that kernel (AMX); None without VNNI;

@@ -6,6 +6,7 @@
 
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/depthwise_int8.h"
+#include "backend/dnnl/gemv.h"
 #include "backend/dnnl/quantize.h"
 #include "backend/dnnl/winograd.h"
 #include "runtime/threads.h"
@@ -105,6 +106,7 @@ DnnlCapabilities dnnlCapabilities() {
   c.winograd = dnnlHasWinograd();
   c.llga_winograd = winograd::available();
   c.llga_dw_int8 = dw_int8::available();
+  c.llga_gemv = gemv::available();
   c.int8_signed = !int8::hasVnni() ? "" : int8::shiftSignedActivations() ? "u8+128" : "s8";
   ConvThroughput bf = convThroughput(1, 16, 8, 8, 16, 3, "bf16", 1);
   c.bf16 = bf.supported;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/gemv.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/functional.h"
 #include "backend/dnnl/ops/fused.h"
@@ -30,6 +31,7 @@ struct MatmulEntry {
   memory weights;  // reordered constant weights
   Tensor weights_buf;
   std::string impl;
+  bool gemv = false;  // llga's own one-row product (backend/dnnl/gemv.h) on weights_buf, no primitive
   bool bf16 = false;  // src and weights bf16 (converted per call; constant weights once), fp32 dst
   bool int8 = false;  // src u8/s8 (quantized per call), constant weights s8 per column of b, fp32 dst
   std::vector<float> int8_scales;  // per column of b: act_scale * weight scale (the bias is divided by it)
@@ -161,6 +163,18 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       ops.insert(ops.begin(), front.begin(), front.end());
       e.operand_mds.insert(e.operand_mds.begin(), front_mds.begin(), front_mds.end());
     }
+    // llga's own one-row product (backend/dnnl/gemv.h): fp32, a constant b
+    // packed into its panels, a bias of N values or none, no chain
+    if (mode == Precision::F32 && constant_b && nd == 2 && a.size(0) == 1 && ops.empty() &&
+        e.act_after == OwnActivation::None && (!bb || bb->numel() == b.size(1)) && !PlainWeightsScope::active() &&
+        gemv::available()) {
+      e.gemv = true;
+      e.wei_md = gemv::panelDesc(b.size(0), b.size(1));
+      e.weights_buf = reorderedWeight(b, e.wei_plain, e.wei_md);
+      e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
+      e.impl = "llga_gemv:avx512";
+      return e;
+    }
     dnnl::matmul::desc d(e.src_md, wei_md, e.bias_md, e.dst_md);
     dnnl::primitive_attr attr = chain || e.dynamic ? postOpAttr(ops, e.operand_mds) : scratchpadAttr();
     Tensor w_q;  // int8: w = b^T quantized, rows of K (s8), and its scales
@@ -245,6 +259,13 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     a = int8::fakeQuantize(ctx, a, quant->dynamic ? int8::pytorchDynamicParams(static_cast<const float*>(a.data()), a.numel(),
                                                                                quant->qmax)
                                                   : quant->act);
+  if (e->gemv) {
+    const Tensor row = a.stride(1) == 1 ? a : a.contiguous();
+    gemv::run(row.data<float>(), static_cast<const float*>(e->weights_buf.data()), b.size(0), b.size(1),
+              bb ? bb->data<float>() : nullptr, out.data<float>());
+    if (chain) chain->used = e;
+    return out;
+  }
   // The entry's descriptors fit this call's tensors: the key holds their sizes and strides.
   SharedBoundArgs::Lease args = e->bound.lease();
   Tensor a16, b16;  // this call's bf16 (or int8) copies

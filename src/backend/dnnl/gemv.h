@@ -1,0 +1,53 @@
+// llga's own one-row matrix product (fp32, AVX-512): y = x . b + bias for a
+// single row x, the shape of a CNN's classifier or a transformer's head at
+// batch 1.
+//
+// Why: with one row, every weight is read once and used once, so the product
+// is bound by reading the weights. oneDNN 2.6's brg matmul for M = 1 reads
+// them slower than the memory system allows. On the Zen 4 (2 threads),
+// a 1280 -> 1000 product took 117-122 us with the weights coming from
+// memory, against 86-98 us here; 2048 -> 1000 took 236-252 against 174-189;
+// with the weights in cache, 31-36 against 28-32 (docs/benchmarks.md). ONNX
+// Runtime's classifier beat llga's in mobilenet_v2 and regnet_y_800mf by
+// that margin.
+//
+// How: the weights are packed once into panels of 16 columns, panel after
+// panel, each K rows of 16 floats (the last panel's missing columns zero).
+// The layout is described to oneDNN as a blocked one (panelDesc), so its
+// reorder packs the weights into the weight cache, and weight compaction can
+// keep the panels alone. Each thread takes a contiguous range of panels and
+// streams it: per panel, four accumulators of 16 columns over k (one
+// broadcast of x[k] and one fused multiply-add a row), then the bias, and a
+// masked store for a partial last panel.
+//
+// Where it runs (matmulCore in ops/matmul.cpp): fp32, one row, a constant b,
+// a bias of N values or none, no post-op chain, oneDNN's ISA AVX-512
+// (avx512_core or later) and LLGA_GEMV not "0". More rows stay on oneDNN: its
+// kernel reuses each weight across rows, and 4 rows here measured 1.05-1.08x
+// its time.
+#pragma once
+
+#include <cstdint>
+
+#include <dnnl.hpp>
+
+namespace llga::gemv {
+
+constexpr int64_t kPanel = 16;  // columns per panel
+
+// oneDNN's effective ISA is avx512_core or later (ONEDNN_MAX_CPU_ISA=AVX2
+// turns it off, as for an older CPU), and LLGA_GEMV is not "0" (the switch
+// compares against oneDNN's kernel).
+bool available();
+
+// The panels' layout for b [k, n] (f32): n in blocks of 16, each block k
+// rows of 16, blocks in order. Padded to a whole block (zeros).
+dnnl::memory::desc panelDesc(int64_t k, int64_t n);
+
+// y[j] = sum_i x[i] * b[i][j] + bias[j] for j < n: x dense (k floats), b in
+// panelDesc(k, n), bias (n floats) may be null, y dense (n floats). On
+// llga's threads (OpenMP), or the calling thread alone for a product under
+// kSerialMacs multiply-adds or inside a parallel region.
+void run(const float* x, const float* b_panels, int64_t k, int64_t n, const float* bias, float* y);
+
+}  // namespace llga::gemv

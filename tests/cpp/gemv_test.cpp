@@ -1,0 +1,79 @@
+// llga's own one-row product (backend/dnnl/gemv.h) against the sum done in
+// double: weights packed by oneDNN's reorder from a linear's layout (w [n, k]
+// read as b = w^T) into panelDesc, panel edges around 16 columns, k around
+// the 4-row step, with and without a bias, on one thread and on two; nothing
+// written past y's n values.
+#include <gtest/gtest.h>
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/gemv.h"
+
+using namespace llga;
+
+namespace {
+
+void check(int64_t k, int64_t n, bool bias, int threads) {
+  std::mt19937 rng(static_cast<unsigned>(k * 131 + n * 7 + threads));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> w(static_cast<size_t>(n * k)), x(static_cast<size_t>(k)), b(static_cast<size_t>(n));
+  for (auto& v : w) v = u(rng);
+  for (auto& v : x) v = u(rng) * 3.0f;
+  for (auto& v : b) v = u(rng) * 2.0f;
+
+  const dnnl::memory::desc plain({k, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, k});  // w^T
+  const dnnl::memory::desc md = gemv::panelDesc(k, n);
+  const int64_t padded = (n + gemv::kPanel - 1) / gemv::kPanel * gemv::kPanel;
+  ASSERT_EQ(md.get_size(), static_cast<size_t>(k * padded) * sizeof(float));
+  std::vector<float> packed(md.get_size() / sizeof(float), 99.0f);
+  ExecContext ctx;
+  reorder(ctx, dnnl::memory(plain, cpuEngine(), w.data()), dnnl::memory(md, cpuEngine(), packed.data()));
+  // the layout is what the kernel reads: panel p, row i, column j at (p k + i) 16 + j, zeros past n
+  for (int64_t j = 0; j < padded; ++j)
+    for (int64_t i = 0; i < k; ++i) {
+      const float want = j < n ? w[static_cast<size_t>(j * k + i)] : 0.0f;
+      ASSERT_EQ(packed[static_cast<size_t>(((j / 16) * k + i) * 16 + j % 16)], want) << "column " << j << " row " << i;
+    }
+
+  const float guard = -12345.0f;
+  std::vector<float> y(static_cast<size_t>(n + 20), guard);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  gemv::run(x.data(), packed.data(), k, n, bias ? b.data() : nullptr, y.data());
+  omp_set_num_threads(before);
+  for (int64_t j = 0; j < n; ++j) {
+    double want = bias ? b[static_cast<size_t>(j)] : 0.0, mag = std::fabs(want);
+    for (int64_t i = 0; i < k; ++i) {
+      const double p = static_cast<double>(x[static_cast<size_t>(i)]) * w[static_cast<size_t>(j * k + i)];
+      want += p;
+      mag += std::fabs(p);
+    }
+    EXPECT_NEAR(y[static_cast<size_t>(j)], want, 1e-6 * mag + 1e-6) << "k " << k << " n " << n << " column " << j;
+  }
+  for (size_t j = static_cast<size_t>(n); j < y.size(); ++j) ASSERT_EQ(y[j], guard) << "written past n at " << j;
+}
+
+TEST(Gemv, MatchesTheSumInDouble) {
+  if (!gemv::available()) GTEST_SKIP() << "oneDNN's ISA here is below avx512_core (or LLGA_GEMV=0)";
+  for (int threads : {1, 2})
+    for (int64_t k : {1, 3, 4, 5, 8, 37, 1280})
+      for (int64_t n : {1, 15, 16, 17, 33, 100}) {
+        check(k, n, true, threads);
+        check(k, n, false, threads);
+      }
+  // large enough for the team (kSerialMacs), with more panels than threads and a partial last one
+  for (int threads : {1, 2, 3}) check(2048, 1000, true, threads);
+}
+
+TEST(Gemv, RejectsAnEmptyProduct) {
+  EXPECT_THROW(gemv::panelDesc(0, 4), std::invalid_argument);
+  EXPECT_THROW(gemv::panelDesc(4, 0), std::invalid_argument);
+}
+
+}  // namespace

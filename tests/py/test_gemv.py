@@ -1,0 +1,147 @@
+"""llga's own one-row product (backend/dnnl/gemv.h): a linear or a matmul
+with a constant weight and one row of input runs it where
+``cpu_capabilities()["llga_gemv"]`` says it can, else oneDNN's matmul; either
+way the values are PyTorch's. The weights it packs are a blocked layout like
+any primitive's: compaction keeps them alone, a later batch runs oneDNN's
+kernel from them, and a model file carries them."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+import llga
+
+OWN = "llga_gemv"
+
+
+def own_expected() -> bool:
+    return llga.cpu_capabilities()["llga_gemv"]
+
+
+def impls(compiled):
+    return [p.impl or "" for p in compiled.partitions]
+
+
+def check(m, *xs, rtol=1e-5, atol=1e-5, calls=3):
+    c = llga.optimize(torch.jit.trace(m, xs), list(xs))
+    with torch.no_grad():
+        want = m(*xs)
+    want = [t.numpy() for t in want] if isinstance(want, tuple) else [want.numpy()]
+    for _ in range(calls):  # the first call packs (and compaction follows it)
+        got = c(*[x.numpy() for x in xs])
+        got = list(got) if isinstance(got, (tuple, list)) else [got]
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return c
+
+
+@pytest.mark.parametrize("k,n,bias", [(1280, 1000, True), (2048, 1000, False), (768, 1000, True), (17, 33, True),
+                                      (1, 5, True), (5, 1, False), (4, 16, True), (64, 15, True), (3, 17, False)])
+def test_one_row_linear(k, n, bias):
+    # panel edges (n = 15, 16, 17, 33), k below, at and past the 4-row step,
+    # with and without a bias; weights and inputs far from zero (a lost row
+    # or panel would show)
+    torch.manual_seed(k * 7 + n)
+    m = nn.Linear(k, n, bias=bias).eval()
+    with torch.no_grad():
+        m.weight.uniform_(-1, 1)
+        if bias:
+            m.bias.uniform_(-2, 2)
+    c = check(m, torch.randn(1, k), rtol=1e-4, atol=1e-4)
+    assert any(OWN in i for i in impls(c)) == own_expected(), impls(c)
+
+
+def test_the_switch_and_onednn_agree(monkeypatch):
+    torch.manual_seed(1)
+    m, x = nn.Linear(300, 70).eval(), torch.randn(1, 300)
+    expected = own_expected()
+    own = check(m, x)
+    monkeypatch.setenv("LLGA_GEMV", "0")  # read when a product is first run
+    assert not own_expected()
+    theirs = check(m, x)
+    assert not any(OWN in i for i in impls(theirs)), impls(theirs)
+    assert any(OWN in i for i in impls(own)) == expected, impls(own)
+    np.testing.assert_allclose(own(x.numpy()), theirs(x.numpy()), rtol=1e-5, atol=1e-5)
+
+
+def test_a_classifier_on_a_token_and_on_a_strided_row():
+    # vit's head reads x[:, 0] (a row of a larger tensor); a row with a
+    # stride between its elements is copied first
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Linear(96, 40)
+            self.other = nn.Linear(96, 24)
+
+        def forward(self, x, y):
+            return self.head(x[:, 0]), self.other(y[..., 1])
+
+    torch.manual_seed(2)
+    check(M().eval(), torch.randn(1, 7, 96), torch.randn(1, 96, 3))
+
+
+def test_matmul_with_a_constant_matrix_and_a_vector():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(200, 90))
+
+        def forward(self, v, r):
+            return torch.matmul(v, self.w), torch.matmul(r, self.w)
+
+    torch.manual_seed(3)
+    check(M().eval(), torch.randn(200), torch.randn(1, 200), rtol=1e-4, atol=1e-4)
+
+
+def test_non_finite_inputs_stay_in_their_columns():
+    # an inf times a weight is +-inf in every column (NaN where the weight is
+    # 0, and in the zero-padded columns past n, which are never stored)
+    torch.manual_seed(4)
+    m = nn.Linear(40, 21).eval()
+    with torch.no_grad():
+        m.weight[3, 5] = 0.0
+    x = torch.randn(1, 40)
+    x[0, 5] = float("inf")
+    c = check(m, x)
+    out = c(x.numpy())
+    assert np.isnan(out[0, 3]) and np.isinf(out[0, :3]).all(), out
+    x[0, 5] = float("nan")
+    assert np.isnan(c(x.numpy())).all()
+
+
+def test_chains_and_more_rows_stay_on_onednn():
+    # the decision's limits: a post-op chain (relu) and two rows run oneDNN's
+    # matmul, from the same kind of weights
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(64, 48)
+
+        def forward(self, x):
+            return torch.relu(self.a(x))
+
+    torch.manual_seed(5)
+    for x in (torch.randn(1, 64), torch.randn(2, 64)):
+        c = check(M().eval(), x)
+        assert not any(OWN in i for i in impls(c)), impls(c)
+
+
+def test_compacted_panels_serve_another_batch_and_a_model_file(tmp_path):
+    # after the first call the plain weight is let go for the packed panels;
+    # batch 4 then runs oneDNN's kernel reordered from the panels, batch 1
+    # the panels again, and a saved model carries them
+    torch.manual_seed(6)
+    m = nn.Sequential(nn.Flatten(), nn.Linear(128, 100)).eval()
+    x1 = torch.randn(1, 2, 64)
+    c = llga.optimize(torch.jit.trace(m, x1), [x1])
+    for x in (x1, x1, torch.randn(4, 2, 64), x1, torch.randn(3, 2, 64), x1):
+        with torch.no_grad():
+            np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=1e-5, atol=1e-5)
+    c.save(tmp_path / "m.llga")
+    loaded = llga.load(tmp_path / "m.llga")
+    for x in (x1, torch.randn(2, 2, 64), x1):
+        with torch.no_grad():
+            np.testing.assert_allclose(loaded(x.numpy()), m(x).numpy(), rtol=1e-5, atol=1e-5)
+    assert any(OWN in i for i in impls(loaded)) == own_expected(), impls(loaded)
