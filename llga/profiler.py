@@ -26,7 +26,7 @@ import difflib
 import json
 import os
 import weakref
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _llga
 

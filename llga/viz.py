@@ -20,7 +20,7 @@ import re
 import shutil
 import subprocess
 from collections import defaultdict, deque
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 AUTO_COLLAPSE_NODES = 250  # larger graphs are collapsed by module scope unless asked otherwise
 

@@ -659,7 +659,7 @@ def check(prog, deep=True, precision="fp32"):
     try:
         with torch.no_grad():
             obj = torch.jit.script(m) if prog.scripted else torch.jit.trace(m, tuple(example), check_trace=False)
-    except Exception as e:  # noqa: BLE001
+    except Exception:  # noqa: BLE001
         _skip("PyTorch cannot " + ("script" if prog.scripted else "trace") + " it")
         return None
     findings = []
