@@ -145,3 +145,9 @@ def test_compacted_panels_serve_another_batch_and_a_model_file(tmp_path):
         with torch.no_grad():
             np.testing.assert_allclose(loaded(x.numpy()), m(x).numpy(), rtol=1e-5, atol=1e-5)
     assert any(OWN in i for i in impls(loaded)) == own_expected(), impls(loaded)
+    # the other way round: compacted into oneDNN's layout by a batch of 4 first, then packed from it
+    c4 = llga.optimize(torch.jit.trace(m, x1), [x1])
+    for x in (torch.randn(4, 2, 64), torch.randn(4, 2, 64), x1, x1):
+        with torch.no_grad():
+            np.testing.assert_allclose(c4(x.numpy()), m(x).numpy(), rtol=1e-5, atol=1e-5)
+    assert any(OWN in i for i in impls(c4)) == own_expected(), impls(c4)
