@@ -2,7 +2,7 @@
 // double: weights packed by oneDNN's reorder from a linear's layout (w [n, k]
 // read as b = w^T) into panelDesc, panel edges around 16 columns, k around
 // the 4-row step, with and without a bias, on one thread and on two; nothing
-// written past y's n values.
+// written past y's n values; each eltwise step, non-finite values too.
 #include <gtest/gtest.h>
 
 #include <omp.h>
@@ -69,6 +69,49 @@ TEST(Gemv, MatchesTheSumInDouble) {
       }
   // large enough for the team (kSerialMacs), with more panels than threads and a partial last one
   for (int threads : {1, 2, 3}) check(2048, 1000, true, threads);
+}
+
+// Each step against double arithmetic, on values from -40 to 40 (x one-hot:
+// y is the weight row itself plus the bias), and the non-finite values.
+TEST(Gemv, StepsMatchTheirDefinitions) {
+  if (!gemv::available()) GTEST_SKIP() << "oneDNN's ISA here is below avx512_core (or LLGA_GEMV=0)";
+  using K = gemv::Step::Kind;
+  const int64_t k = 1, n = 37;
+  std::vector<float> w(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) w[static_cast<size_t>(j)] = -40.0f + 80.0f * static_cast<float>(j) / (n - 4);
+  w[n - 3] = INFINITY, w[n - 2] = -INFINITY, w[n - 1] = NAN;
+  const dnnl::memory::desc md = gemv::panelDesc(k, n);
+  std::vector<float> packed(md.get_size() / sizeof(float));
+  ExecContext ctx;
+  reorder(ctx, dnnl::memory(dnnl::memory::desc({k, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{n, 1}), cpuEngine(),
+                            w.data()),
+          dnnl::memory(md, cpuEngine(), packed.data()));
+  const std::vector<std::pair<gemv::Step, double (*)(double)>> cases = {
+      {{K::Relu, 0.0f, 0}, [](double v) { return v < 0 ? 0.0 : v; }},  // -inf gives 0 (not -inf * 0)
+      {{K::Relu, 0.25f, 0}, [](double v) { return v < 0 ? 0.25 * v : v; }},
+      {{K::Clip, -3.0f, 5.5f}, [](double v) { return std::isnan(v) ? v : std::min(std::max(v, -3.0), 5.5); }},
+      {{K::Linear, 0.5f, -2.0f}, [](double v) { return 0.5 * v - 2.0; }},
+      {{K::Sigmoid, 0, 0}, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }},
+      {{K::Swish, 1.0f, 0}, [](double v) { return v / (1.0 + std::exp(-v)); }},
+      {{K::Swish, 1.702f, 0}, [](double v) { return v / (1.0 + std::exp(-1.702 * v)); }},
+  };
+  const float one = 1.0f;
+  for (const auto& [step, f] : cases) {
+    std::vector<float> y(static_cast<size_t>(n));
+    gemv::run(&one, packed.data(), k, n, nullptr, y.data(), {step});
+    for (int64_t j = 0; j < n; ++j) {
+      const double want = f(w[static_cast<size_t>(j)]);
+      const float got = y[static_cast<size_t>(j)];
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << "step " << static_cast<int>(step.kind) << " of " << w[static_cast<size_t>(j)];
+      } else if (std::isinf(want)) {
+        EXPECT_EQ(got, want) << "step " << static_cast<int>(step.kind) << " of " << w[static_cast<size_t>(j)];
+      } else {
+        EXPECT_NEAR(got, want, 2e-6 * std::fabs(want) + 1e-7) << "step " << static_cast<int>(step.kind) << " of "
+                                                              << w[static_cast<size_t>(j)];
+      }
+    }
+  }
 }
 
 TEST(Gemv, RejectsAnEmptyProduct) {

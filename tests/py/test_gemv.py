@@ -1,7 +1,8 @@
 """llga's own one-row product (backend/dnnl/gemv.h): a linear or a matmul
-with a constant weight and one row of input runs it where
-``cpu_capabilities()["llga_gemv"]`` says it can, else oneDNN's matmul; either
-way the values are PyTorch's. The weights it packs are a blocked layout like
+with a constant weight and one row of input, and a 1x1 convolution on one
+pixel of one image (squeeze-excite), with an eltwise chain of its steps or
+none, run it where ``cpu_capabilities()["llga_gemv"]`` says it can, else
+oneDNN's matmul or convolution; either way the values are PyTorch's. The weights it packs are a blocked layout like
 any primitive's: compaction keeps them alone, a later batch runs oneDNN's
 kernel from them, and a model file carries them."""
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import llga
 
@@ -111,21 +113,107 @@ def test_non_finite_inputs_stay_in_their_columns():
     assert np.isnan(c(x.numpy())).all()
 
 
-def test_chains_and_more_rows_stay_on_onednn():
-    # the decision's limits: a post-op chain (relu) and two rows run oneDNN's
-    # matmul, from the same kind of weights
+@pytest.mark.parametrize("act", ["relu", "leaky", "sigmoid", "silu", "hardsigmoid", "clamp", "relu6"])
+def test_one_row_linear_with_its_chain(act):
+    # the chain's steps run on the panels before the store; inputs from -6 to 6
+    acts = {"relu": torch.relu, "leaky": lambda y: F.leaky_relu(y, 0.2), "sigmoid": torch.sigmoid, "silu": F.silu,
+            "hardsigmoid": F.hardsigmoid, "clamp": lambda y: torch.clamp(y, -0.5, 0.75), "relu6": F.relu6}
+
     class M(nn.Module):
         def __init__(self):
             super().__init__()
-            self.a = nn.Linear(64, 48)
+            self.a = nn.Linear(96, 50)
 
         def forward(self, x):
-            return torch.relu(self.a(x))
+            return acts[act](self.a(x))
 
     torch.manual_seed(5)
-    for x in (torch.randn(1, 64), torch.randn(2, 64)):
-        c = check(M().eval(), x)
-        assert not any(OWN in i for i in impls(c)), impls(c)
+    m = M().eval()
+    with torch.no_grad():
+        m.a.weight.uniform_(-0.2, 0.2)
+    c = check(m, torch.rand(1, 96) * 12 - 6)
+    assert any(OWN in i for i in impls(c)) == own_expected(), impls(c)
+
+
+def test_other_chains_and_more_rows_stay_on_onednn():
+    # the decision's limits: a chain with an op outside the steps (tanh, BERT's
+    # pooler), binary operands (a tensor; scalars, kept as binary ops), and
+    # two rows run oneDNN's matmul
+    class M(nn.Module):
+        def __init__(self, tail):
+            super().__init__()
+            self.a = nn.Linear(64, 48)
+            self.tail = tail
+
+        def forward(self, x, r):
+            return self.tail(self.a(x), r)
+
+    torch.manual_seed(6)
+    for tail in (lambda y, r: torch.tanh(y), lambda y, r: torch.relu(y + r), lambda y, r: y * 0.5 - 1):
+        for rows in (1, 2):
+            c = check(M(tail).eval(), torch.randn(rows, 64), torch.randn(rows, 48))
+            assert not any(OWN in i for i in impls(c)), impls(c)
+    c = check(M(lambda y, r: torch.relu(y)).eval(), torch.randn(2, 64), torch.randn(2, 48))
+    assert not any(OWN in i for i in impls(c)), impls(c)
+
+
+class _SqueezeExcite(nn.Module):
+    """A squeeze-excite block as efficientnet and regnet have it: pool, 1x1
+    convolution, activation, 1x1 convolution, gate, scale."""
+
+    def __init__(self, c=96, squeeze=24, act=F.silu, gate=torch.sigmoid):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Conv2d(c, squeeze, 1), nn.Conv2d(squeeze, c, 1)
+        self.act, self.gate = act, gate
+
+    def forward(self, x):
+        s = F.adaptive_avg_pool2d(x, 1)
+        return x * self.gate(self.fc2(self.act(self.fc1(s))))
+
+
+@pytest.mark.parametrize("act,gate", [(F.silu, torch.sigmoid), (torch.relu, torch.sigmoid),
+                                      (torch.relu, F.hardsigmoid), (lambda y: F.leaky_relu(y, 0.1), torch.sigmoid)])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_squeeze_excite_convolutions_on_one_pixel(act, gate, channels_last):
+    # the two 1x1 convolutions on one pixel of one image run the one-row
+    # product with their activations; two images, oneDNN's convolution
+    torch.manual_seed(7)
+    m = _SqueezeExcite(act=act, gate=gate).eval()
+    with torch.no_grad():
+        for conv in (m.fc1, m.fc2):
+            conv.weight.uniform_(-0.3, 0.3)
+            conv.bias.uniform_(-1, 1)
+    x = torch.randn(1, 96, 7, 9) * 3
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    c = check(m, x)
+    convs = [p for p in c.partitions if "aten::_convolution" in p.ops]
+    assert len(convs) == 2 and all((OWN in (p.impl or "")) == own_expected() for p in convs), \
+        [(p.ops, p.impl) for p in convs]
+    for x2 in (torch.randn(2, 96, 7, 9), x):  # another batch (compacted Oihw16o weights into oneDNN's), then back
+        with torch.no_grad():
+            np.testing.assert_allclose(c(x2.numpy()), m(x2).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_convolutions_the_product_does_not_take():
+    # padding (the pixel's neighbours are zeros), groups, a 3x3 kernel and a
+    # residual operand stay on oneDNN's convolution
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.padded = nn.Conv2d(32, 16, 1, padding=1)
+            self.grouped = nn.Conv2d(32, 16, 1, groups=2)
+            self.wide = nn.Conv2d(32, 16, 3, padding=1)
+            self.res = nn.Conv2d(32, 32, 1)
+
+        def forward(self, x):
+            s = F.adaptive_avg_pool2d(x, 1)
+            return self.padded(s), self.grouped(s), self.wide(s), self.res(s) + s
+
+    torch.manual_seed(8)
+    c = check(M().eval(), torch.randn(1, 32, 5, 5))
+    impl = [p.impl or "" for p in c.partitions if "aten::_convolution" in p.ops]
+    assert len(impl) == 4 and not any(OWN in i for i in impl), impl
 
 
 def test_compacted_panels_serve_another_batch_and_a_model_file(tmp_path):

@@ -20,16 +20,26 @@
 // broadcast of x[k] and one fused multiply-add a row), then the bias, and a
 // masked store for a partial last panel.
 //
-// Where it runs (matmulCore in ops/matmul.cpp): fp32, one row, a constant b,
-// a bias of N values or none, no post-op chain, oneDNN's ISA AVX-512
-// (avx512_core or later) and LLGA_GEMV not "0". More rows stay on oneDNN: its
-// kernel reuses each weight across rows, and 4 rows here measured 1.05-1.08x
-// its time.
+// An eltwise chain after the bias (relu, clip, linear, sigmoid, swish) is
+// applied in registers before the store.
+//
+// Where it runs: fp32, one row, a constant b, a bias of N values or none, a
+// chain of those steps or none, oneDNN's ISA AVX-512 (avx512_core or later)
+// and LLGA_GEMV not "0": a linear or matmul (matmulCore in ops/matmul.cpp),
+// and a 1x1 convolution on one pixel of one image (ops/conv.cpp: the
+// squeeze-excite convolutions of efficientnet and regnet at batch 1, whose
+// weights are the same panels in oneDNN's Oihw16o). More rows stay on
+// oneDNN: its kernel reuses each weight across rows, and 4 rows here measured
+// 1.05-1.08x its time.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include <dnnl.hpp>
+
+#include "fuser/post_ops.h"
 
 namespace llga::gemv {
 
@@ -44,10 +54,21 @@ bool available();
 // rows of 16, blocks in order. Padded to a whole block (zeros).
 dnnl::memory::desc panelDesc(int64_t k, int64_t n);
 
-// y[j] = sum_i x[i] * b[i][j] + bias[j] for j < n: x dense (k floats), b in
-// panelDesc(k, n), bias (n floats) may be null, y dense (n floats). On
-// llga's threads (OpenMP), or the calling thread alone for a product under
-// kSerialMacs multiply-adds or inside a parallel region.
-void run(const float* x, const float* b_panels, int64_t k, int64_t n, const float* bias, float* y);
+// An eltwise step after the bias, in chain order.
+struct Step {
+  enum class Kind : uint8_t { Relu, Clip, Linear, Sigmoid, Swish } kind;
+  float alpha = 0, beta = 0;  // Relu: slope below 0; Clip: [alpha, beta]; Linear: alpha x + beta; Swish: x sigmoid(alpha x)
+};
+
+// A post-op chain as steps, where each op is an eltwise relu, clip, linear,
+// logistic or swish; else nullopt (the product stays on oneDNN).
+std::optional<std::vector<Step>> stepsOf(const std::vector<PostOp>& ops);
+
+// y[j] = steps(sum_i x[i] * b[i][j] + bias[j]) for j < n: x dense (k
+// floats), b in panelDesc(k, n), bias (n floats) may be null, y dense (n
+// floats). On llga's threads (OpenMP), or the calling thread alone for a
+// product under kSerialMacs multiply-adds or inside a parallel region.
+void run(const float* x, const float* b_panels, int64_t k, int64_t n, const float* bias, float* y,
+         const std::vector<Step>& steps = {});
 
 }  // namespace llga::gemv

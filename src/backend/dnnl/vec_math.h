@@ -67,6 +67,20 @@ LLGA_AVX512 inline __m512 swish16(__m512 x) {
   return _mm512_mul_ps(_mm512_mask_mul_ps(x, neg, x, e), inv);
 }
 
+// sigmoid(x) for 16 lanes: with e = exp(-|x|) in [0, 1],
+//   sigmoid(x) = (x < 0 ? e : 1) / (1 + e),
+// the divide as in swish16. +inf gives 1, -inf 0, NaN stays NaN.
+LLGA_AVX512 inline __m512 sigmoid16(__m512 x) {
+  const __m512 minus_abs = _mm512_castsi512_ps(
+      _mm512_or_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+  const __m512 e = expNonPositive16(minus_abs);
+  const __m512 d = _mm512_add_ps(e, _mm512_set1_ps(1.0f));  // in [1, 2]
+  __m512 inv = _mm512_rcp14_ps(d);
+  inv = _mm512_mul_ps(inv, _mm512_fnmadd_ps(d, inv, _mm512_set1_ps(2.0f)));  // Newton step
+  const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return _mm512_mul_ps(_mm512_mask_mov_ps(_mm512_set1_ps(1.0f), neg, e), inv);
+}
+
 // 16 lanes quantized: min(max(z + round-half-even(v * inv), lo), hi) as
 // int32 (int8::quantizeAffine's arithmetic; roundscale rounds half to even,
 // and max(r, lo) gives lo for a NaN r, the second operand), for a

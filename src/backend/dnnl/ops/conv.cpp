@@ -25,6 +25,7 @@
 #include "backend/dnnl/post_ops.h"
 #include "backend/dnnl/activations.h"
 #include "backend/dnnl/depthwise_int8.h"
+#include "backend/dnnl/gemv.h"
 #include "backend/dnnl/winograd.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "backend/dnnl/quantize.h"
@@ -94,6 +95,10 @@ struct ConvEntry {
   dw_int8::Geometry dw_geometry;
   std::vector<dw_int8::Step> dw_steps;
   dw_int8::Output dw_out = dw_int8::Output::F32;
+  // llga's own one-row product (backend/dnnl/gemv.h) runs instead of a
+  // primitive: src and dst dense (one pixel), weights in Oihw16o.
+  bool own_gemv = false;
+  std::vector<gemv::Step> gemv_steps;
   memory::desc bias_md;
   std::vector<memory::desc> operand_mds;  // of the binary post-ops (not the sum), in chain order
   std::vector<bool> operand_reorder;      // per binary operand: given in dst's layout (a reorder per call)
@@ -324,7 +329,7 @@ class ConvKernel final : public Kernel {
       src_data = src_buf.data();
       args->bind(DNNL_ARG_SRC, e->src_md, src_buf.data());
     }
-    if (e->own_wino || e->own_dw) {  // transformed or packed once, in the entry
+    if (e->own_wino || e->own_dw || e->own_gemv) {  // transformed or packed once, in the entry
     } else if (constant_weight_) {
       args->bind(DNNL_ARG_WEIGHTS, e->weights);
     } else {
@@ -420,6 +425,10 @@ class ConvKernel final : public Kernel {
       winograd::run(*e->own_wino, e->wino_geometry, static_cast<const float*>(src_data),
                     static_cast<float*>(dst.get_data_handle()), bias ? static_cast<const float*>(bias->data()) : nullptr,
                     e->wino_steps, scratch);
+    } else if (e->own_gemv) {  // the chain is its steps
+      gemv::run(static_cast<const float*>(src_data), static_cast<const float*>(e->weights_buf.data()), x.size(1),
+                e->out_shape[1], bias ? static_cast<const float*>(bias->data()) : nullptr,
+                static_cast<float*>(dst.get_data_handle()), e->gemv_steps);
     } else if (e->own_dw) {  // the chain is its steps; the bias as given (real values)
       void* scratch = ctx.scratchpadData(dw_int8::scratchBytes(e->dw_geometry, omp_get_max_threads()));
       dw_int8::run(*e->own_dw, e->dw_geometry, src_data, dst.get_data_handle(), e->dw_out,
@@ -780,6 +789,27 @@ class ConvKernel final : public Kernel {
     return true;
   }
 
+  // llga's own one-row product (backend/dnnl/gemv.h) for a 1x1 convolution
+  // on one pixel of one image (a squeeze-excite block's, at batch 1): fp32
+  // with constant weights, no groups, no padding, no operand, and a chain of
+  // relu, clip, linear, sigmoid and swish. oneDNN's brgconv_1x1 took 4.2-6.6
+  // us for efficientnet's and regnet's shapes alone, 6-17 in the models, a
+  // primitive and a thread team for a few thousand multiply-adds
+  // (docs/fusion-and-layouts.md). Fills e's steps.
+  bool ownGemv(const Tensor& x, const Tensor& w, const ConvParams& p, ConvEntry& e) const {
+    if (!constant_weight_ || PlainWeightsScope::active() || !gemv::available() || p.transposed || p.groups != 1 ||
+        x.dim() != 4 || w.dim() != 4 || x.size(0) != 1 || x.size(2) != 1 || x.size(3) != 1 || w.size(2) != 1 ||
+        w.size(3) != 1 || w.dtype() != ScalarType::Float || x.dtype() != ScalarType::Float || x.isBlocked() ||
+        !e.operand_mds.empty() || e.sum_operand >= 0 || e.act_after != OwnActivation::None || e.swish_quantize)
+      return false;
+    for (size_t i = 0; i < 2; ++i)
+      if (p.padding_l[i] != 0 || p.padding_r[i] != 0) return false;
+    std::optional<std::vector<gemv::Step>> steps = gemv::stepsOf(e.ops);
+    if (!steps) return false;
+    e.gemv_steps = std::move(*steps);
+    return true;
+  }
+
   static Shape outShape(const Tensor& x, const Tensor& w, const ConvParams& p) {
     Shape out = {x.size(0), p.transposed ? w.size(1) * p.groups : w.size(0)};
     for (size_t i = 0; i + 2 < static_cast<size_t>(w.dim()); ++i) {
@@ -1009,6 +1039,15 @@ class ConvKernel final : public Kernel {
       e.dst_md = memory::desc(out, memory::data_type::f32, tag::nChw8c);
       e.wei_md = wplain;
       e.impl = "llga_wino_2x3:avx2";
+    } else if (mode == Precision::F32 && !int8 && ownGemv(x, w, p, e)) {
+      e.own_gemv = true;
+      // the channels as they lie, where they are dense (one pixel: nchw and nhwc alike); else a dense copy
+      e.src_md = x.stride(1) == 1
+                     ? plainDesc(x)
+                     : memory::desc(x.sizes(), memory::data_type::f32, Tensor::contiguousStrides(x.sizes()));
+      e.dst_md = memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out));
+      e.wei_md = memory::desc(w.sizes(), memory::data_type::f32, tag::Oihw16o);  // gemv::panelDesc's layout of b = w^T
+      e.impl = "llga_gemv:avx512";
     } else if (mode == Precision::F32 && !p.transposed && winogradPays(x, w, p, oc, out) && !PlainWeightsScope::active()) {
       // Other shapes first try the Winograd weight layouts earlier ones made,
       // so that specializations share the transformed weights; oneDNN's
@@ -1036,7 +1075,7 @@ class ConvKernel final : public Kernel {
                                           p.stride, dil, p.padding_l, pad_r);
       dnnl::deconvolution_forward::primitive_desc pd(d, attr, cpuEngine());
       take(pd, dnnl::deconvolution_forward(pd));
-    } else if (!e.winograd && !e.own_dw) {
+    } else if (!e.winograd && !e.own_dw && !e.own_gemv) {
       conv(dnnl::algorithm::convolution_direct, wei_any);
       // int8 takes what oneDNN picked, unless that is its reference kernel:
       // then fp32 (the fallbacks below build without output scales)

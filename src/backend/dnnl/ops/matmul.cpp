@@ -32,6 +32,7 @@ struct MatmulEntry {
   Tensor weights_buf;
   std::string impl;
   bool gemv = false;  // llga's own one-row product (backend/dnnl/gemv.h) on weights_buf, no primitive
+  std::vector<gemv::Step> gemv_steps;  // the chain, as its steps
   bool bf16 = false;  // src and weights bf16 (converted per call; constant weights once), fp32 dst
   bool int8 = false;  // src u8/s8 (quantized per call), constant weights s8 per column of b, fp32 dst
   std::vector<float> int8_scales;  // per column of b: act_scale * weight scale (the bias is divided by it)
@@ -164,11 +165,13 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       e.operand_mds.insert(e.operand_mds.begin(), front_mds.begin(), front_mds.end());
     }
     // llga's own one-row product (backend/dnnl/gemv.h): fp32, a constant b
-    // packed into its panels, a bias of N values or none, no chain
-    if (mode == Precision::F32 && constant_b && nd == 2 && a.size(0) == 1 && ops.empty() &&
-        e.act_after == OwnActivation::None && (!bb || bb->numel() == b.size(1)) && !PlainWeightsScope::active() &&
-        gemv::available()) {
+    // packed into its panels, a bias of N values or none, an eltwise chain of its steps or none
+    std::optional<std::vector<gemv::Step>> steps;
+    if (mode == Precision::F32 && constant_b && nd == 2 && a.size(0) == 1 && e.act_after == OwnActivation::None &&
+        (!bb || bb->numel() == b.size(1)) && !PlainWeightsScope::active() && gemv::available() &&
+        (steps = gemv::stepsOf(ops))) {
       e.gemv = true;
+      e.gemv_steps = std::move(*steps);
       e.wei_md = gemv::panelDesc(b.size(0), b.size(1));
       e.weights_buf = reorderedWeight(b, e.wei_plain, e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
@@ -262,7 +265,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   if (e->gemv) {
     const Tensor row = a.stride(1) == 1 ? a : a.contiguous();
     gemv::run(row.data<float>(), static_cast<const float*>(e->weights_buf.data()), b.size(0), b.size(1),
-              bb ? bb->data<float>() : nullptr, out.data<float>());
+              bb ? bb->data<float>() : nullptr, out.data<float>(), e->gemv_steps);
     if (chain) chain->used = e;
     return out;
   }
