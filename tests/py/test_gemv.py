@@ -195,6 +195,28 @@ def test_squeeze_excite_convolutions_on_one_pixel(act, gate, channels_last):
             np.testing.assert_allclose(c(x2.numpy()), m(x2).numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_squeeze_excite_on_every_other_channel_and_through_a_model_file(tmp_path):
+    # the pooled pixel's channels with a stride of 2 (copied dense first);
+    # the compacted Oihw16o weights saved and loaded
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Conv2d(48, 40, 1)
+
+        def forward(self, x):
+            return torch.sigmoid(self.fc(F.adaptive_avg_pool2d(x, 1)[:, ::2]))
+
+    torch.manual_seed(9)
+    m, x = M().eval(), torch.randn(1, 96, 6, 6) * 4
+    c = check(m, x)
+    assert [OWN in (p.impl or "") for p in c.partitions if "aten::_convolution" in p.ops] == [own_expected()]
+    c.save(tmp_path / "se.llga")
+    loaded = llga.load(tmp_path / "se.llga")
+    for x2 in (x, torch.randn(3, 96, 6, 6), x):
+        with torch.no_grad():
+            np.testing.assert_allclose(loaded(x2.numpy()), m(x2).numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_convolutions_the_product_does_not_take():
     # padding (the pixel's neighbours are zeros), groups, a 3x3 kernel and a
     # residual operand stay on oneDNN's convolution
