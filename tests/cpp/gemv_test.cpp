@@ -2,13 +2,15 @@
 // double: weights packed by oneDNN's reorder from a linear's layout (w [n, k]
 // read as b = w^T) into panelDesc, panel edges around 16 columns, k around
 // the 4-row step, with and without a bias, on one thread and on two; nothing
-// written past y's n values; each eltwise step, non-finite values too.
+// written past y's n values; each eltwise step, non-finite values too; the
+// bf16 product against the sum of bf16-rounded values in double.
 #include <gtest/gtest.h>
 
 #include <omp.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -114,9 +116,70 @@ TEST(Gemv, StepsMatchTheirDefinitions) {
   }
 }
 
+// bf16 rounding to nearest even (oneDNN's), as a float.
+float bf16Round(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+void checkBf16(int64_t k, int64_t n, bool bias, int threads) {
+  std::mt19937 rng(static_cast<unsigned>(k * 31 + n * 3 + threads));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> w(static_cast<size_t>(n * k)), x(static_cast<size_t>(k)), b(static_cast<size_t>(n));
+  for (auto& v : w) v = u(rng);
+  for (auto& v : x) v = u(rng) * 3.0f;
+  for (auto& v : b) v = u(rng) * 2.0f;
+  const dnnl::memory::desc plain({k, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, k});  // w^T
+  const dnnl::memory::desc md = gemv::panelDescBf16(k, n);
+  const int64_t pairs = (k + 1) / 2, padded = (n + 15) / 16 * 16;
+  ASSERT_EQ(md.get_size(), static_cast<size_t>(2 * pairs * padded) * 2);
+  std::vector<uint16_t> packed(md.get_size() / 2, 0x7FC0);  // NaN: a position the reorder misses shows
+  ExecContext ctx;
+  reorder(ctx, dnnl::memory(plain, cpuEngine(), w.data()), dnnl::memory(md, cpuEngine(), packed.data()));
+  for (int64_t j = 0; j < padded; ++j)  // panel j / 16, pair i / 2, column j % 16, row i % 2
+    for (int64_t i = 0; i < 2 * pairs; ++i) {
+      const float want = j < n && i < k ? bf16Round(w[static_cast<size_t>(j * k + i)]) : 0.0f;
+      const uint32_t bits = static_cast<uint32_t>(packed[static_cast<size_t>(((j / 16) * pairs + i / 2) * 32 + (j % 16) * 2 + i % 2)]) << 16;
+      float got;
+      std::memcpy(&got, &bits, 4);
+      ASSERT_EQ(got, want) << "column " << j << " row " << i;
+    }
+  const float guard = -12345.0f;
+  std::vector<float> y(static_cast<size_t>(n + 20), guard);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  gemv::runBf16(x.data(), packed.data(), k, n, bias ? b.data() : nullptr, y.data());
+  omp_set_num_threads(before);
+  for (int64_t j = 0; j < n; ++j) {
+    double want = bias ? b[static_cast<size_t>(j)] : 0.0, mag = std::fabs(want);
+    for (int64_t i = 0; i < k; ++i) {
+      const double p = static_cast<double>(bf16Round(x[static_cast<size_t>(i)])) * bf16Round(w[static_cast<size_t>(j * k + i)]);
+      want += p;
+      mag += std::fabs(p);
+    }
+    EXPECT_NEAR(y[static_cast<size_t>(j)], want, 1e-6 * mag + 1e-6) << "k " << k << " n " << n << " column " << j;
+  }
+  for (size_t j = static_cast<size_t>(n); j < y.size(); ++j) ASSERT_EQ(y[j], guard) << "written past n at " << j;
+}
+
+TEST(Gemv, Bf16MatchesTheRoundedSumInDouble) {
+  if (!gemv::availableBf16()) GTEST_SKIP() << "oneDNN's ISA here is below avx512_core_bf16 (or LLGA_GEMV=0)";
+  for (int threads : {1, 2})
+    for (int64_t k : {1, 2, 3, 7, 8, 9, 17, 1280})
+      for (int64_t n : {1, 15, 16, 17, 100}) {
+        checkBf16(k, n, true, threads);
+        checkBf16(k, n, false, threads);
+      }
+  for (int threads : {1, 2, 3}) checkBf16(2047, 1000, true, threads);
+}
+
 TEST(Gemv, RejectsAnEmptyProduct) {
   EXPECT_THROW(gemv::panelDesc(0, 4), std::invalid_argument);
   EXPECT_THROW(gemv::panelDesc(4, 0), std::invalid_argument);
+  EXPECT_THROW(gemv::panelDescBf16(0, 4), std::invalid_argument);
 }
 
 }  // namespace

@@ -21,6 +21,10 @@ def own_expected() -> bool:
     return llga.cpu_capabilities()["llga_gemv"]
 
 
+def own_bf16_expected() -> bool:
+    return llga.cpu_capabilities()["llga_gemv_bf16"]
+
+
 def impls(compiled):
     return [p.impl or "" for p in compiled.partitions]
 
@@ -53,6 +57,27 @@ def test_one_row_linear(k, n, bias):
             m.bias.uniform_(-2, 2)
     c = check(m, torch.randn(1, k), rtol=1e-4, atol=1e-4)
     assert any(OWN in i for i in impls(c)) == own_expected(), impls(c)
+
+
+@pytest.mark.parametrize("k,n,act", [(1280, 1000, None), (7, 3, None), (17, 33, "relu"), (33, 70, "sigmoid"),
+                                     (1, 5, None), (16, 16, "silu")])
+def test_one_row_linear_in_bf16(k, n, act):
+    # bf16's arithmetic: x and the weights rounded to bf16 (to nearest even),
+    # products summed in fp32; against that done in float64, and the
+    # decision from the capability (else oneDNN's bf16 matmul: its sums in
+    # another order, the same tolerance)
+    torch.manual_seed(k + n)
+    lin = nn.Linear(k, n).eval()
+    tail = {None: nn.Identity(), "relu": nn.ReLU(), "sigmoid": nn.Sigmoid(), "silu": nn.SiLU()}[act]
+    m, x = nn.Sequential(lin, tail).eval(), torch.randn(1, k)
+    if not llga.cpu_capabilities()["bf16"]:
+        pytest.skip("oneDNN has no bf16 kernels here")
+    c = llga.optimize(torch.jit.trace(m, x), [x], precision="bf16")
+    with torch.no_grad():
+        want = tail(x.to(torch.bfloat16).double() @ lin.weight.to(torch.bfloat16).double().T + lin.bias.double())
+    for _ in range(3):
+        np.testing.assert_allclose(c(x.numpy()), want.numpy(), rtol=1e-5, atol=1e-5 * float(want.abs().max()) + 1e-6)
+    assert any("llga_gemv:avx512_bf16" in i for i in impls(c)) == own_bf16_expected(), impls(c)
 
 
 def test_the_switch_and_onednn_agree(monkeypatch):

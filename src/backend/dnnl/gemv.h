@@ -12,7 +12,8 @@
 // that margin.
 //
 // How: the weights are packed once into panels of 16 columns, panel after
-// panel, each K rows of 16 floats (the last panel's missing columns zero).
+// panel, each K rows of 16 floats (the last panel's missing columns zero);
+// in bf16, pairs of rows interleaved for vdpbf16ps.
 // The layout is described to oneDNN as a blocked one (panelDesc), so its
 // reorder packs the weights into the weight cache, and weight compaction can
 // keep the panels alone. Each thread takes a contiguous range of panels and
@@ -23,14 +24,15 @@
 // An eltwise chain after the bias (relu, clip, linear, sigmoid, swish) is
 // applied in registers before the store.
 //
-// Where it runs: fp32, one row, a constant b, a bias of N values or none, a
+// Where it runs: fp32 or (with AVX512-BF16) bf16, one row, a constant b, a bias of N values or none, a
 // chain of those steps or none, oneDNN's ISA AVX-512 (avx512_core or later)
 // and LLGA_GEMV not "0": a linear or matmul (matmulCore in ops/matmul.cpp),
 // and a 1x1 convolution on one pixel of one image (ops/conv.cpp: the
 // squeeze-excite convolutions of efficientnet and regnet at batch 1, whose
 // weights are the same panels in oneDNN's Oihw16o). More rows stay on
 // oneDNN: its kernel reuses each weight across rows, and 4 rows here measured
-// 1.05-1.08x its time.
+// 1.05-1.08x its time. In bf16, oneDNN's brg matmul took mobilenet_v2's
+// classifier 172 us, 6.5% of its bf16 call.
 #pragma once
 
 #include <cstdint>
@@ -49,10 +51,16 @@ constexpr int64_t kPanel = 16;  // columns per panel
 // turns it off, as for an older CPU), and LLGA_GEMV is not "0" (the switch
 // compares against oneDNN's kernel).
 bool available();
+// The bf16 product (runBf16) too: oneDNN's ISA is avx512_core_bf16 or later
+// (AVX512-BF16: vdpbf16ps), and LLGA_GEMV is not "0".
+bool availableBf16();
 
 // The panels' layout for b [k, n] (f32): n in blocks of 16, each block k
 // rows of 16, blocks in order. Padded to a whole block (zeros).
 dnnl::memory::desc panelDesc(int64_t k, int64_t n);
+// The same in bf16 for vdpbf16ps: each block k / 2 pairs of rows, each 16
+// columns of two bf16 (row 2i, row 2i + 1). k padded to even, n to 16 (zeros).
+dnnl::memory::desc panelDescBf16(int64_t k, int64_t n);
 
 // An eltwise step after the bias, in chain order.
 struct Step {
@@ -70,5 +78,10 @@ std::optional<std::vector<Step>> stepsOf(const std::vector<PostOp>& ops);
 // product under kSerialMacs multiply-adds or inside a parallel region.
 void run(const float* x, const float* b_panels, int64_t k, int64_t n, const float* bias, float* y,
          const std::vector<Step>& steps = {});
+// The same with b in bf16 (panelDescBf16) and x rounded to bf16 (to nearest
+// even, as oneDNN's reorder), products summed in fp32: a bf16 product's
+// arithmetic (oneDNN's bf16 matmul with an fp32 dst). Reads half the bytes.
+void runBf16(const float* x, const uint16_t* b_panels, int64_t k, int64_t n, const float* bias, float* y,
+             const std::vector<Step>& steps = {});
 
 }  // namespace llga::gemv

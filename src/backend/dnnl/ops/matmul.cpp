@@ -164,18 +164,19 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       ops.insert(ops.begin(), front.begin(), front.end());
       e.operand_mds.insert(e.operand_mds.begin(), front_mds.begin(), front_mds.end());
     }
-    // llga's own one-row product (backend/dnnl/gemv.h): fp32, a constant b
-    // packed into its panels, a bias of N values or none, an eltwise chain of its steps or none
+    // llga's own one-row product (backend/dnnl/gemv.h): fp32 or bf16, a
+    // constant b packed into its panels, a bias of N values or none, an
+    // eltwise chain of its steps or none
     std::optional<std::vector<gemv::Step>> steps;
-    if (mode == Precision::F32 && constant_b && nd == 2 && a.size(0) == 1 && e.act_after == OwnActivation::None &&
-        (!bb || bb->numel() == b.size(1)) && !PlainWeightsScope::active() && gemv::available() &&
-        (steps = gemv::stepsOf(ops))) {
+    if ((mode == Precision::F32 ? gemv::available() : bf16 && gemv::availableBf16()) && constant_b && nd == 2 &&
+        a.size(0) == 1 && e.act_after == OwnActivation::None && (!bb || bb->numel() == b.size(1)) &&
+        !PlainWeightsScope::active() && (steps = gemv::stepsOf(ops))) {
       e.gemv = true;
       e.gemv_steps = std::move(*steps);
-      e.wei_md = gemv::panelDesc(b.size(0), b.size(1));
+      e.wei_md = bf16 ? gemv::panelDescBf16(b.size(0), b.size(1)) : gemv::panelDesc(b.size(0), b.size(1));
       e.weights_buf = reorderedWeight(b, e.wei_plain, e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
-      e.impl = "llga_gemv:avx512";
+      e.impl = bf16 ? "llga_gemv:avx512_bf16" : "llga_gemv:avx512";
       return e;
     }
     dnnl::matmul::desc d(e.src_md, wei_md, e.bias_md, e.dst_md);
@@ -264,8 +265,12 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
                                                   : quant->act);
   if (e->gemv) {
     const Tensor row = a.stride(1) == 1 ? a : a.contiguous();
-    gemv::run(row.data<float>(), static_cast<const float*>(e->weights_buf.data()), b.size(0), b.size(1),
-              bb ? bb->data<float>() : nullptr, out.data<float>(), e->gemv_steps);
+    if (e->bf16)
+      gemv::runBf16(row.data<float>(), static_cast<const uint16_t*>(e->weights_buf.data()), b.size(0), b.size(1),
+                    bb ? bb->data<float>() : nullptr, out.data<float>(), e->gemv_steps);
+    else
+      gemv::run(row.data<float>(), static_cast<const float*>(e->weights_buf.data()), b.size(0), b.size(1),
+                bb ? bb->data<float>() : nullptr, out.data<float>(), e->gemv_steps);
     if (chain) chain->used = e;
     return out;
   }
