@@ -1,6 +1,6 @@
-// llga's own one-row matrix product (fp32, AVX-512): y = x . b + bias for a
-// single row x, the shape of a CNN's classifier or a transformer's head at
-// batch 1.
+// llga's own one-row matrix product (AVX-512; fp32, or bf16 with
+// AVX512-BF16): y = x . b + bias for a single row x, the shape of a CNN's
+// classifier or a transformer's head at batch 1.
 //
 // Why: with one row, every weight is read once and used once, so the product
 // is bound by reading the weights. oneDNN 2.6's brg matmul for M = 1 reads
@@ -9,30 +9,29 @@
 // memory, against 86-98 us here; 2048 -> 1000 took 236-252 against 174-189;
 // with the weights in cache, 31-36 against 28-32 (docs/benchmarks.md). ONNX
 // Runtime's classifier beat llga's in mobilenet_v2 and regnet_y_800mf by
-// that margin.
+// that margin. In bf16, oneDNN's took mobilenet_v2's classifier 156-172 us
+// (6.5% of its bf16 call), this kernel 63.
 //
 // How: the weights are packed once into panels of 16 columns, panel after
 // panel, each K rows of 16 floats (the last panel's missing columns zero);
-// in bf16, pairs of rows interleaved for vdpbf16ps.
-// The layout is described to oneDNN as a blocked one (panelDesc), so its
-// reorder packs the weights into the weight cache, and weight compaction can
-// keep the panels alone. Each thread takes a contiguous range of panels and
+// in bf16, pairs of rows interleaved for vdpbf16ps. The layout is described
+// to oneDNN as a blocked one (panelDesc, panelDescBf16), so its reorder packs
+// the weights into the weight cache, and weight compaction can keep the
+// fp32 panels alone. Each thread takes a contiguous range of panels and
 // streams it: per panel, four accumulators of 16 columns over k (one
-// broadcast of x[k] and one fused multiply-add a row), then the bias, and a
-// masked store for a partial last panel.
+// broadcast of x[k], or of a pair, and one fused multiply-add a row or
+// pair), then the bias, an eltwise chain (relu, clip, linear, sigmoid,
+// swish) in registers, and a masked store for a partial last panel.
 //
-// An eltwise chain after the bias (relu, clip, linear, sigmoid, swish) is
-// applied in registers before the store.
-//
-// Where it runs: fp32 or (with AVX512-BF16) bf16, one row, a constant b, a bias of N values or none, a
-// chain of those steps or none, oneDNN's ISA AVX-512 (avx512_core or later)
-// and LLGA_GEMV not "0": a linear or matmul (matmulCore in ops/matmul.cpp),
-// and a 1x1 convolution on one pixel of one image (ops/conv.cpp: the
-// squeeze-excite convolutions of efficientnet and regnet at batch 1, whose
-// weights are the same panels in oneDNN's Oihw16o). More rows stay on
-// oneDNN: its kernel reuses each weight across rows, and 4 rows here measured
-// 1.05-1.08x its time. In bf16, oneDNN's brg matmul took mobilenet_v2's
-// classifier 172 us, 6.5% of its bf16 call.
+// Where it runs: one row, a constant b, a bias of N values or none, a chain
+// of those steps or none, oneDNN's ISA avx512_core or later (bf16:
+// avx512_core_bf16 or later) and LLGA_GEMV not "0": a linear or matmul
+// (matmulCore in ops/matmul.cpp, fp32 and bf16), and in fp32 a 1x1
+// convolution on one pixel of one image (ops/conv.cpp: the squeeze-excite
+// convolutions of efficientnet and regnet at batch 1, whose weights are the
+// same panels in oneDNN's Oihw16o). More rows stay on oneDNN: its kernel
+// reuses each weight across rows, and 4 rows here measured 1.05-1.08x its
+// time.
 #pragma once
 
 #include <cstdint>
