@@ -21,6 +21,30 @@ using namespace llga;
 
 namespace {
 
+// Runs `product` (writing y) on `threads` threads and compares y with
+// sum_i x[i] * w[j k + i] + bias[j] done in double (x and w: the values the
+// kernel multiplies); nothing may be written past y's n values.
+template <typename Product>
+void expectProduct(const Product& product, int threads, const std::vector<float>& x, const std::vector<float>& w,
+                   const float* bias, int64_t k, int64_t n) {
+  const float guard = -12345.0f;
+  std::vector<float> y(static_cast<size_t>(n + 20), guard);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  product(y.data());
+  omp_set_num_threads(before);
+  for (int64_t j = 0; j < n; ++j) {
+    double want = bias ? bias[j] : 0.0, mag = std::fabs(want);
+    for (int64_t i = 0; i < k; ++i) {
+      const double p = static_cast<double>(x[static_cast<size_t>(i)]) * w[static_cast<size_t>(j * k + i)];
+      want += p;
+      mag += std::fabs(p);
+    }
+    EXPECT_NEAR(y[static_cast<size_t>(j)], want, 1e-6 * mag + 1e-6) << "k " << k << " n " << n << " column " << j;
+  }
+  for (size_t j = static_cast<size_t>(n); j < y.size(); ++j) ASSERT_EQ(y[j], guard) << "written past n at " << j;
+}
+
 void check(int64_t k, int64_t n, bool bias, int threads) {
   std::mt19937 rng(static_cast<unsigned>(k * 131 + n * 7 + threads));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -43,22 +67,8 @@ void check(int64_t k, int64_t n, bool bias, int threads) {
       ASSERT_EQ(packed[static_cast<size_t>(((j / 16) * k + i) * 16 + j % 16)], want) << "column " << j << " row " << i;
     }
 
-  const float guard = -12345.0f;
-  std::vector<float> y(static_cast<size_t>(n + 20), guard);
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  gemv::run(x.data(), packed.data(), k, n, bias ? b.data() : nullptr, y.data());
-  omp_set_num_threads(before);
-  for (int64_t j = 0; j < n; ++j) {
-    double want = bias ? b[static_cast<size_t>(j)] : 0.0, mag = std::fabs(want);
-    for (int64_t i = 0; i < k; ++i) {
-      const double p = static_cast<double>(x[static_cast<size_t>(i)]) * w[static_cast<size_t>(j * k + i)];
-      want += p;
-      mag += std::fabs(p);
-    }
-    EXPECT_NEAR(y[static_cast<size_t>(j)], want, 1e-6 * mag + 1e-6) << "k " << k << " n " << n << " column " << j;
-  }
-  for (size_t j = static_cast<size_t>(n); j < y.size(); ++j) ASSERT_EQ(y[j], guard) << "written past n at " << j;
+  expectProduct([&](float* y) { gemv::run(x.data(), packed.data(), k, n, bias ? b.data() : nullptr, y); }, threads, x, w,
+                bias ? b.data() : nullptr, k, n);
 }
 
 TEST(Gemv, MatchesTheSumInDouble) {
@@ -147,22 +157,11 @@ void checkBf16(int64_t k, int64_t n, bool bias, int threads) {
       std::memcpy(&got, &bits, 4);
       ASSERT_EQ(got, want) << "column " << j << " row " << i;
     }
-  const float guard = -12345.0f;
-  std::vector<float> y(static_cast<size_t>(n + 20), guard);
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  gemv::runBf16(x.data(), packed.data(), k, n, bias ? b.data() : nullptr, y.data());
-  omp_set_num_threads(before);
-  for (int64_t j = 0; j < n; ++j) {
-    double want = bias ? b[static_cast<size_t>(j)] : 0.0, mag = std::fabs(want);
-    for (int64_t i = 0; i < k; ++i) {
-      const double p = static_cast<double>(bf16Round(x[static_cast<size_t>(i)])) * bf16Round(w[static_cast<size_t>(j * k + i)]);
-      want += p;
-      mag += std::fabs(p);
-    }
-    EXPECT_NEAR(y[static_cast<size_t>(j)], want, 1e-6 * mag + 1e-6) << "k " << k << " n " << n << " column " << j;
-  }
-  for (size_t j = static_cast<size_t>(n); j < y.size(); ++j) ASSERT_EQ(y[j], guard) << "written past n at " << j;
+  std::vector<float> xr(x), wr(w);  // the values the kernel multiplies
+  for (float& v : xr) v = bf16Round(v);
+  for (float& v : wr) v = bf16Round(v);
+  expectProduct([&](float* y) { gemv::runBf16(x.data(), packed.data(), k, n, bias ? b.data() : nullptr, y); }, threads,
+                xr, wr, bias ? b.data() : nullptr, k, n);
 }
 
 TEST(Gemv, Bf16MatchesTheRoundedSumInDouble) {
