@@ -45,13 +45,23 @@ void expectProduct(const Product& product, int threads, const std::vector<float>
   for (size_t j = static_cast<size_t>(n); j < y.size(); ++j) ASSERT_EQ(y[j], guard) << "written past n at " << j;
 }
 
-void check(int64_t k, int64_t n, bool bias, int threads) {
-  std::mt19937 rng(static_cast<unsigned>(k * 131 + n * 7 + threads));
+// A linear's weights w [n, k], input x [k] and bias b [n], at random.
+struct Problem {
+  std::vector<float> w, x, b;
+};
+Problem randomProblem(int64_t k, int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> w(static_cast<size_t>(n * k)), x(static_cast<size_t>(k)), b(static_cast<size_t>(n));
-  for (auto& v : w) v = u(rng);
-  for (auto& v : x) v = u(rng) * 3.0f;
-  for (auto& v : b) v = u(rng) * 2.0f;
+  Problem q{std::vector<float>(static_cast<size_t>(n * k)), std::vector<float>(static_cast<size_t>(k)),
+            std::vector<float>(static_cast<size_t>(n))};
+  for (auto& v : q.w) v = u(rng);
+  for (auto& v : q.x) v = u(rng) * 3.0f;
+  for (auto& v : q.b) v = u(rng) * 2.0f;
+  return q;
+}
+
+void check(int64_t k, int64_t n, bool bias, int threads) {
+  auto [w, x, b] = randomProblem(k, n, static_cast<unsigned>(k * 131 + n * 7 + threads));
 
   const dnnl::memory::desc plain({k, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, k});  // w^T
   const dnnl::memory::desc md = gemv::panelDesc(k, n);
@@ -136,12 +146,7 @@ float bf16Round(float v) {
 }
 
 void checkBf16(int64_t k, int64_t n, bool bias, int threads) {
-  std::mt19937 rng(static_cast<unsigned>(k * 31 + n * 3 + threads));
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> w(static_cast<size_t>(n * k)), x(static_cast<size_t>(k)), b(static_cast<size_t>(n));
-  for (auto& v : w) v = u(rng);
-  for (auto& v : x) v = u(rng) * 3.0f;
-  for (auto& v : b) v = u(rng) * 2.0f;
+  auto [w, x, b] = randomProblem(k, n, static_cast<unsigned>(k * 31 + n * 3 + threads));
   const dnnl::memory::desc plain({k, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, k});  // w^T
   const dnnl::memory::desc md = gemv::panelDescBf16(k, n);
   const int64_t pairs = (k + 1) / 2, padded = (n + 15) / 16 * 16;
