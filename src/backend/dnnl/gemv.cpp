@@ -12,7 +12,6 @@
 #include "backend/dnnl/vec_math.h"
 #include "runtime/threads.h"
 
-#define LLGA_AVX512 __attribute__((target("avx512f")))
 
 namespace llga::gemv {
 namespace {
@@ -57,8 +56,6 @@ void panels(const float* x, const float* b, int64_t k, int64_t n, const float* b
     panel(x, b + p * k * kPanel, k, bias ? bias + p * kPanel : nullptr, y + p * kPanel, std::min(kPanel, n - p * kPanel),
           steps);
 }
-
-#define LLGA_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
 // acc + one pair of rows (16 columns, two bf16 each) times the pair of x values in xx.
 LLGA_AVX512_BF16 inline __m512 dot(__m512 acc, uint32_t xx, const uint16_t* w) {
