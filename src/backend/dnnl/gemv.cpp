@@ -12,7 +12,6 @@
 #include "backend/dnnl/vec_math.h"
 #include "runtime/threads.h"
 
-
 namespace llga::gemv {
 namespace {
 
