@@ -36,6 +36,7 @@ double applyStep(double y, const Step& s) {
     case Step::Kind::Relu: return y < 0 ? y * s.alpha : y;
     case Step::Kind::Clip: return std::min(std::max(y, static_cast<double>(s.alpha)), static_cast<double>(s.beta));
     case Step::Kind::Linear: return y * s.alpha + s.beta;
+    case Step::Kind::Sigmoid: return 1.0 / (1.0 + std::exp(-y));  // (not a step the kernel is given)
     case Step::Kind::Swish: return y / (1.0 + std::exp(-y));
   }
   return y;

@@ -138,18 +138,6 @@ struct Epilogue {
   bool folded() const { return form == Form::Affine || form == Form::Clamp; }
 };
 
-// One step over 16 lanes (Form::Steps).
-LLGA_AVX512_VNNI inline __m512 applyStep(__m512 v, const Step& s) {
-  switch (s.kind) {
-    case Step::Kind::Relu:
-      return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v, _mm512_set1_ps(s.alpha));
-    case Step::Kind::Clip: return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(s.alpha)), _mm512_set1_ps(s.beta));
-    case Step::Kind::Linear: return _mm512_fmadd_ps(v, _mm512_set1_ps(s.alpha), _mm512_set1_ps(s.beta));
-    case Step::Kind::Swish: return vec::swish16(v);
-  }
-  return v;
-}
-
 struct Item {
   const Weights& wt;
   const Geometry& g;
@@ -256,7 +244,7 @@ LLGA_AVX512_VNNI void row(const Item& it, int64_t n, int64_t oh, int64_t unit, _
       if constexpr (F == Form::Clamp) y[j] = _mm512_min_ps(_mm512_max_ps(y[j], lo), hi);
       if constexpr (F == Form::Swish) y[j] = _mm512_fmadd_ps(vec::swish16(y[j]), ea, eb);
       if constexpr (F == Form::Steps)
-        for (const Step& st : ep.steps) y[j] = applyStep(y[j], st);
+        for (const Step& st : ep.steps) y[j] = vec::applyStep16(y[j], st);
     }
     if constexpr (V == 1) {  // channels in their own order
       const __mmask16 m = static_cast<__mmask16>(store);

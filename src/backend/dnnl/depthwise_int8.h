@@ -43,6 +43,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/dnnl/eltwise_step.h"
 #include "runtime/tensor.h"
 
 namespace llga::dw_int8 {
@@ -63,11 +64,10 @@ struct Geometry {
 // Kernels of up to 8 x 8 taps, dilation 1 (the caller's to check).
 bool supports(const Geometry& g);
 
-// An eltwise step after the bias, in chain order.
-struct Step {
-  enum class Kind : uint8_t { Relu, Clip, Linear, Swish } kind;
-  float alpha = 0, beta = 0;  // Relu: slope below 0; Clip: [alpha, beta]; Linear: alpha x + beta; Swish: x sigmoid(x)
-};
+// An eltwise step after the bias, in chain order: relu, clip, linear, and
+// swish of alpha 1 as the last (the kernel's Epilogue forms; the caller's to
+// check).
+using Step = vec::Step;
 
 enum class Output : uint8_t { U8, S8, F32 };
 

@@ -15,20 +15,6 @@
 namespace llga::gemv {
 namespace {
 
-LLGA_AVX512 __m512 apply(__m512 v, const Step& s) {
-  switch (s.kind) {
-    case Step::Kind::Relu:  // (a slope of 0 as max(0, v): -inf * 0 would be NaN; v second: a NaN stays NaN)
-      if (s.alpha == 0.0f) return _mm512_max_ps(_mm512_setzero_ps(), v);
-      return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v, _mm512_set1_ps(s.alpha));
-    case Step::Kind::Clip:  // v second: a NaN stays NaN (PyTorch's clamp)
-      return _mm512_min_ps(_mm512_set1_ps(s.beta), _mm512_max_ps(_mm512_set1_ps(s.alpha), v));
-    case Step::Kind::Linear: return _mm512_fmadd_ps(v, _mm512_set1_ps(s.alpha), _mm512_set1_ps(s.beta));
-    case Step::Kind::Sigmoid: return vec::sigmoid16(v);
-    case Step::Kind::Swish: return _mm512_mul_ps(v, vec::sigmoid16(_mm512_mul_ps(v, _mm512_set1_ps(s.alpha))));
-  }
-  return v;
-}
-
 // One panel: 16 columns of y from k rows of 16 weights.
 LLGA_AVX512 void panel(const float* x, const float* w, int64_t k, const float* bias, float* y, int64_t cols,
                        const std::vector<Step>& steps) {
@@ -45,7 +31,7 @@ LLGA_AVX512 void panel(const float* x, const float* w, int64_t k, const float* b
   const __mmask16 m = cols >= kPanel ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1);
   __m512 s = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
   if (bias) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, bias));
-  for (const Step& step : steps) s = apply(s, step);
+  for (const Step& step : steps) s = vec::applyStep16(s, step);
   _mm512_mask_storeu_ps(y, m, s);
 }
 
@@ -76,7 +62,7 @@ LLGA_AVX512_BF16 void panelBf16(const uint32_t* xp, const uint16_t* w, int64_t p
   const __mmask16 m = cols >= kPanel ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1);
   __m512 s = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
   if (bias) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, bias));
-  for (const Step& step : steps) s = apply(s, step);
+  for (const Step& step : steps) s = vec::applyStep16(s, step);
   _mm512_mask_storeu_ps(y, m, s);
 }
 
@@ -160,23 +146,6 @@ dnnl::memory::desc panelDescBf16(int64_t k, int64_t n) {
   bl.strides[0] = 2 * kPanel;          // a pair of rows of one panel
   bl.strides[1] = pairs * 2 * kPanel;  // a panel
   return md;
-}
-
-std::optional<std::vector<Step>> stepsOf(const std::vector<PostOp>& ops) {
-  std::vector<Step> steps;
-  using K = Step::Kind;
-  for (const PostOp& op : ops) {
-    if (op.kind != PostOp::Kind::Eltwise) return std::nullopt;
-    switch (op.alg) {
-      case PostOpAlg::Relu: steps.push_back({K::Relu, op.alpha, 0}); break;
-      case PostOpAlg::Clip: steps.push_back({K::Clip, op.alpha, op.beta}); break;
-      case PostOpAlg::Linear: steps.push_back({K::Linear, op.alpha, op.beta}); break;
-      case PostOpAlg::Logistic: steps.push_back({K::Sigmoid, 0, 0}); break;
-      case PostOpAlg::Swish: steps.push_back({K::Swish, op.alpha, 0}); break;
-      default: return std::nullopt;
-    }
-  }
-  return steps;
 }
 
 void run(const float* x, const float* b_panels, int64_t k, int64_t n, const float* bias, float* y,

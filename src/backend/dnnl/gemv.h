@@ -35,12 +35,11 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include <dnnl.hpp>
 
-#include "fuser/post_ops.h"
+#include "backend/dnnl/eltwise_step.h"
 
 namespace llga::gemv {
 
@@ -61,15 +60,9 @@ dnnl::memory::desc panelDesc(int64_t k, int64_t n);
 // columns of two bf16 (row 2i, row 2i + 1). k padded to even, n to 16 (zeros).
 dnnl::memory::desc panelDescBf16(int64_t k, int64_t n);
 
-// An eltwise step after the bias, in chain order.
-struct Step {
-  enum class Kind : uint8_t { Relu, Clip, Linear, Sigmoid, Swish } kind;
-  float alpha = 0, beta = 0;  // Relu: slope below 0; Clip: [alpha, beta]; Linear: alpha x + beta; Swish: x sigmoid(alpha x)
-};
-
-// A post-op chain as steps, where each op is an eltwise relu, clip, linear,
-// logistic or swish; else nullopt (the product stays on oneDNN).
-std::optional<std::vector<Step>> stepsOf(const std::vector<PostOp>& ops);
+// An eltwise step after the bias, in chain order (eltwiseSteps in
+// backend/dnnl/post_ops.h makes them from a chain).
+using Step = vec::Step;
 
 // y[j] = steps(sum_i x[i] * b[i][j] + bias[j]) for j < n: x dense (k
 // floats), b in panelDesc(k, n), bias (n floats) may be null, y dense (n

@@ -7,6 +7,23 @@
 
 namespace llga {
 
+std::optional<std::vector<vec::Step>> eltwiseSteps(const std::vector<PostOp>& ops) {
+  std::vector<vec::Step> steps;
+  using K = vec::Step::Kind;
+  for (const PostOp& op : ops) {
+    if (op.kind != PostOp::Kind::Eltwise) return std::nullopt;
+    switch (op.alg) {
+      case PostOpAlg::Relu: steps.push_back({K::Relu, op.alpha, 0}); break;
+      case PostOpAlg::Clip: steps.push_back({K::Clip, op.alpha, op.beta}); break;
+      case PostOpAlg::Linear: steps.push_back({K::Linear, op.alpha, op.beta}); break;
+      case PostOpAlg::Logistic: steps.push_back({K::Sigmoid, 0, 0}); break;
+      case PostOpAlg::Swish: steps.push_back({K::Swish, op.alpha, 0}); break;
+      default: return std::nullopt;
+    }
+  }
+  return steps;
+}
+
 dnnl::algorithm dnnlAlgorithm(PostOpAlg a) {
   using alg = dnnl::algorithm;
   switch (a) {

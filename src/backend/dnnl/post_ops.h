@@ -13,11 +13,17 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/dnnl/activations.h"
+#include "backend/dnnl/eltwise_step.h"
 #include "fuser/post_ops.h"
 #include "ir/ir.h"
 #include "runtime/tensor.h"
 
 namespace llga {
+
+// A chain as the steps llga's own kernels apply (backend/dnnl/eltwise_step.h),
+// where each op is an eltwise relu, clip, linear, logistic or swish; else
+// nullopt (the kernel's caller takes oneDNN's primitive).
+std::optional<std::vector<vec::Step>> eltwiseSteps(const std::vector<PostOp>& ops);
 
 // The oneDNN algorithm of a post-op.
 dnnl::algorithm dnnlAlgorithm(PostOpAlg a);

@@ -9,6 +9,8 @@
 #endif
 #include <immintrin.h>
 
+#include "backend/dnnl/eltwise_step.h"
+
 #define LLGA_AVX512 __attribute__((target("avx512f")))
 // AVX512-BF16's vdpbf16ps and conversions, with AVX512-BW/VL for their operands.
 #define LLGA_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
@@ -84,6 +86,23 @@ LLGA_AVX512 inline __m512 sigmoid16(__m512 x) {
   const ExpNegAbs16 q = expNegAbs16(x);
   const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
   return _mm512_mul_ps(_mm512_mask_mov_ps(_mm512_set1_ps(1.0f), neg, q.e), q.inv);
+}
+
+// One eltwise step over 16 lanes. A relu of slope 0 is max(0, v) (-inf * 0
+// would be NaN); relu and clip keep a NaN (v is max's second operand), as
+// PyTorch's do.
+LLGA_AVX512 inline __m512 applyStep16(__m512 v, const Step& s) {
+  switch (s.kind) {
+    case Step::Kind::Relu:
+      if (s.alpha == 0.0f) return _mm512_max_ps(_mm512_setzero_ps(), v);
+      return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v, _mm512_set1_ps(s.alpha));
+    case Step::Kind::Clip: return _mm512_min_ps(_mm512_set1_ps(s.beta), _mm512_max_ps(_mm512_set1_ps(s.alpha), v));
+    case Step::Kind::Linear: return _mm512_fmadd_ps(v, _mm512_set1_ps(s.alpha), _mm512_set1_ps(s.beta));
+    case Step::Kind::Sigmoid: return sigmoid16(v);
+    case Step::Kind::Swish:
+      return s.alpha == 1.0f ? swish16(v) : _mm512_mul_ps(v, sigmoid16(_mm512_mul_ps(v, _mm512_set1_ps(s.alpha))));
+  }
+  return v;
 }
 
 // 16 lanes quantized: min(max(z + round-half-even(v * inv), lo), hi) as

@@ -758,21 +758,13 @@ class ConvKernel final : public Kernel {
     for (size_t i = 0; i < 2; ++i)
       if (p.dilation[i] != 1 || p.stride[i] != 1) return false;
     if (x.size(1) < 32 || (dst_dt != memory::data_type::u8 && dst_dt != memory::data_type::s8)) return false;
-    std::vector<dw_int8::Step> steps;
-    for (size_t i = 0; i < e.ops.size(); ++i) {
-      const PostOp& op = e.ops[i];
-      if (op.kind != PostOp::Kind::Eltwise) return false;
-      using K = dw_int8::Step::Kind;
-      switch (op.alg) {
-        case PostOpAlg::Relu: steps.push_back({K::Relu, op.alpha, 0}); break;
-        case PostOpAlg::Clip: steps.push_back({K::Clip, op.alpha, op.beta}); break;
-        case PostOpAlg::Linear: steps.push_back({K::Linear, op.alpha, op.beta}); break;
-        case PostOpAlg::Swish:
-          if (op.alpha != 1.0f || i + 1 != e.ops.size()) return false;
-          steps.push_back({K::Swish, 1, 0});
-          break;
-        default: return false;
-      }
+    std::optional<std::vector<dw_int8::Step>> steps = eltwiseSteps(e.ops);
+    if (!steps) return false;
+    for (size_t i = 0; i < steps->size(); ++i) {  // no sigmoid; a swish of alpha 1, last
+      const dw_int8::Step& st = (*steps)[i];
+      if (st.kind == dw_int8::Step::Kind::Sigmoid ||
+          (st.kind == dw_int8::Step::Kind::Swish && (st.alpha != 1.0f || i + 1 != steps->size())))
+        return false;
     }
     dw_int8::Geometry g;
     g.n = x.size(0), g.c = x.size(1), g.h = x.size(2), g.w = x.size(3), g.oh = out[2], g.ow = out[3];
@@ -784,7 +776,7 @@ class ConvKernel final : public Kernel {
     if (!dw_int8::supports(g)) return false;
     e.own_dw = std::make_shared<const dw_int8::Weights>();  // packed with the weights below
     e.dw_geometry = g;
-    e.dw_steps = std::move(steps);
+    e.dw_steps = std::move(*steps);
     e.dw_out = dst_dt == memory::data_type::u8 ? dw_int8::Output::U8 : dw_int8::Output::S8;
     return true;
   }
@@ -804,7 +796,7 @@ class ConvKernel final : public Kernel {
       return false;
     for (size_t i = 0; i < 2; ++i)
       if (p.padding_l[i] != 0 || p.padding_r[i] != 0) return false;
-    std::optional<std::vector<gemv::Step>> steps = gemv::stepsOf(e.ops);
+    std::optional<std::vector<gemv::Step>> steps = eltwiseSteps(e.ops);
     if (!steps) return false;
     e.gemv_steps = std::move(*steps);
     return true;

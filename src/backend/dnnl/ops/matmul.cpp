@@ -170,7 +170,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     std::optional<std::vector<gemv::Step>> steps;
     if ((mode == Precision::F32 ? gemv::available() : bf16 && gemv::availableBf16()) && constant_b && nd == 2 &&
         a.size(0) == 1 && e.act_after == OwnActivation::None && (!bb || bb->numel() == b.size(1)) &&
-        !PlainWeightsScope::active() && (steps = gemv::stepsOf(ops))) {
+        !PlainWeightsScope::active() && (steps = eltwiseSteps(ops))) {
       e.gemv = true;
       e.gemv_steps = std::move(*steps);
       e.wei_md = bf16 ? gemv::panelDescBf16(b.size(0), b.size(1)) : gemv::panelDesc(b.size(0), b.size(1));
