@@ -80,7 +80,10 @@ def cpu_capabilities() -> dict:
     ``LLGA_GEMV`` is not "0"; it runs a linear or matmul with a constant
     weight, one row of input and no fused post-op, such as a classifier at
     batch 1), ``llga_gemv_bf16`` (the same under ``precision="bf16"``:
-    oneDNN's ISA is avx512_core_bf16 or later), ``int8_signed`` (how llga.quantize writes a
+    oneDNN's ISA is avx512_core_bf16 or later), ``llga_softmax`` (llga's own
+    softmax over the last dim of a float tensor can run, for softmaxes outside
+    attention partitions: oneDNN's ISA is avx512_core or later and
+    ``LLGA_OWN_SOFTMAX`` is not "0"), ``int8_signed`` (how llga.quantize writes a
     convolution's signed activation: "u8+128", the s8 grid shifted into u8 with
     zero point 128, where oneDNN runs that on the kernel it runs s8 on; "s8"
     where a zero point would cost it that kernel (AMX); None without VNNI;

@@ -370,6 +370,7 @@ void bindRuntime(py::module_& m) {
     d["llga_dw_int8"] = c.llga_dw_int8;
     d["llga_gemv"] = c.llga_gemv;
     d["llga_gemv_bf16"] = c.llga_gemv_bf16;
+    d["llga_softmax"] = c.llga_softmax;
     d["int8_signed"] = c.int8_signed.empty() ? py::object(py::none()) : py::object(py::str(c.int8_signed));
     d["bf16"] = c.bf16;
     d["fast_swish"] = fastSwishEnabled();

@@ -181,6 +181,19 @@ bool cpuRunsAvx2Kernels() {
   return ok;
 }
 
+bool cpuRunsAvx512Kernels() {
+  static const bool ok = [] {
+    switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::avx512_core:
+      case dnnl::cpu_isa::avx512_core_vnni:
+      case dnnl::cpu_isa::avx512_core_bf16:
+      case dnnl::cpu_isa::avx512_core_amx: return true;
+      default: return false;
+    }
+  }();
+  return ok;
+}
+
 std::unique_lock<std::recursive_mutex> convolutionCreationLock() {
   static std::recursive_mutex mu;
   return std::unique_lock<std::recursive_mutex>(mu);

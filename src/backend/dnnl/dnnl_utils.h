@@ -137,5 +137,8 @@ bool cpuHasAvx2Fma();
 // has AVX2 and FMA and oneDNN's effective ISA, which ONEDNN_MAX_CPU_ISA caps,
 // is AVX2 or above (an emulated older CPU gets none of them either).
 bool cpuRunsAvx2Kernels();
+// The same for llga's own AVX-512 kernels (the one-row product, the softmax):
+// oneDNN's effective ISA is avx512_core or above.
+bool cpuRunsAvx512Kernels();
 
 }  // namespace llga

@@ -23,9 +23,7 @@ constexpr int kPvRows = 6;       // p @ v tile: 6 rows x up to 64 columns (24 ac
 
 int64_t roundUp16(int64_t n) { return (n + 15) / 16 * 16; }
 
-LLGA_AVX512 inline __mmask16 tailMask(int64_t n) {  // the first min(n, 16) lanes
-  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-}
+using vec::tailMask;
 
 // The products' two operand forms. fp32: one FMA per step k. bf16 (the
 // group's products assigned bf16): a step is a pair of k, each operand
@@ -174,9 +172,8 @@ LLGA_AVX512_BF16 inline __m512i interleaveBf16(__m512 a, __m512 b) {
   return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
 }
 
-// f, then the row's softmax numerators exp(x - max) in place; returns 1 / sum.
-// A NaN anywhere in the row (or a row of -inf, whose max is -inf) makes the
-// sum NaN and so the whole output row NaN, as PyTorch's softmax does.
+// f, then the row's softmax numerators exp(x - max) in place; returns 1 / sum
+// (vec::softmaxNumerators).
 LLGA_AVX512 float scoreRow(float* row, int64_t s, const std::vector<ScoreOp>& ops, int64_t b, int64_t i) {
   for (const ScoreOp& op : ops) {
     if (op.kind == ScoreOp::Kind::Linear) {
@@ -235,19 +232,7 @@ LLGA_AVX512 float scoreRow(float* row, int64_t s, const std::vector<ScoreOp>& op
       _mm512_mask_storeu_ps(row + j, m, r);
     }
   }
-  // The max: _mm512_max_ps returns its second operand when either is NaN, so a
-  // NaN score is skipped here and caught by the sum below.
-  __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (int64_t j = 0; j < s; j += 16) mx = _mm512_mask_max_ps(mx, tailMask(s - j), _mm512_loadu_ps(row + j), mx);
-  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < s; j += 16) {
-    const __mmask16 m = tailMask(s - j);
-    const __m512 e = vec::expNonPositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), vmax));
-    _mm512_mask_storeu_ps(row + j, m, e);
-    sum = _mm512_mask_add_ps(sum, m, sum, e);
-  }
-  return 1.0f / _mm512_reduce_add_ps(sum);
+  return vec::softmaxNumerators(row, row, s);
 }
 
 // dst[c][r] = src[r][c] for a 16 x 16 tile: `rows` rows of src (the rest

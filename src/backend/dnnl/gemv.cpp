@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/vec_math.h"
 #include "runtime/threads.h"
 
@@ -93,18 +94,7 @@ bool switchedOn() {
 
 }  // namespace
 
-bool available() {
-  static const bool isa = [] {
-    switch (dnnl::get_effective_cpu_isa()) {
-      case dnnl::cpu_isa::avx512_core:
-      case dnnl::cpu_isa::avx512_core_vnni:
-      case dnnl::cpu_isa::avx512_core_bf16:
-      case dnnl::cpu_isa::avx512_core_amx: return true;
-      default: return false;
-    }
-  }();
-  return isa && switchedOn();
-}
+bool available() { return cpuRunsAvx512Kernels() && switchedOn(); }
 
 bool availableBf16() {
   static const bool isa = [] {

@@ -1,4 +1,4 @@
-// Vector math llga's own AVX-512 kernels share (swish, fused attention).
+// Vector math llga's own AVX-512 kernels share (swish, fused attention, softmax).
 // Header-only: each function carries its target attribute, so a file that
 // includes it needs no -mavx512f and calls it only where the CPU has it.
 #pragma once
@@ -112,6 +112,32 @@ LLGA_AVX512 inline __m512 applyStep16(__m512 v, const Step& s) {
 LLGA_AVX512 inline __m512i quantize16(__m512 v, __m512 inv, __m512 z, __m512 lo, __m512 hi) {
   const __m512 r = _mm512_add_ps(z, _mm512_roundscale_ps(_mm512_mul_ps(v, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   return _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi));
+}
+
+// The first min(n, 16) lanes.
+LLGA_AVX512 inline __mmask16 tailMask(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// A softmax row's numerators: dst[j] = exp(src[j] - max(src)) for j < n
+// (src == dst allowed); returns 1 / their sum. A NaN anywhere in the row (or
+// a row of -inf, whose max is -inf) makes the sum NaN and so the whole
+// normalised row NaN, as PyTorch's softmax does. Shared by llga's attention
+// kernel and its softmax (backend/dnnl/row_softmax.h).
+LLGA_AVX512 inline float softmaxNumerators(const float* src, float* dst, int64_t n) {
+  // _mm512_max_ps returns its second operand when either is NaN, so a NaN is
+  // skipped here and caught by the sum below.
+  __m512 mx = _mm512_set1_ps(-__builtin_inff());
+  for (int64_t j = 0; j < n; j += 16) mx = _mm512_mask_max_ps(mx, tailMask(n - j), _mm512_loadu_ps(src + j), mx);
+  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = tailMask(n - j);
+    const __m512 e = expNonPositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, src + j), vmax));
+    _mm512_mask_storeu_ps(dst + j, m, e);
+    sum = _mm512_mask_add_ps(sum, m, sum, e);
+  }
+  return 1.0f / _mm512_reduce_add_ps(sum);
 }
 
 // Whether this CPU runs the AVX-512F functions here.

@@ -16,6 +16,7 @@
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/functional.h"
 #include "backend/dnnl/ops/primitive_cache.h"
+#include "backend/dnnl/row_softmax.h"
 #include "runtime/threads.h"
 
 namespace llga {
@@ -357,14 +358,22 @@ Tensor layerNormImpl(ExecContext& ctx, const Tensor& x, int64_t n, const std::op
   return out.view(x.sizes());
 }
 
-Tensor softmaxImpl(ExecContext& ctx, Tensor x, int64_t dim, bool log, PrimitiveCache<NormEntry>& cache) {
+// `own` (may be null): set to whether llga's row softmax ran.
+Tensor softmaxImpl(ExecContext& ctx, Tensor x, int64_t dim, bool log, PrimitiveCache<NormEntry>& cache,
+                   bool* own = nullptr) {
   if (x.dtype() != ScalarType::Float) throw std::invalid_argument("softmax supports float32, got " + x.describe());
   bool scalar = x.dim() == 0;
   if (scalar) x = x.view({1});
   int axis = static_cast<int>(x.wrapDim(dim));
   x = x.contiguous();
   Tensor out = Tensor::empty(ScalarType::Float, x.sizes());
-  if (x.numel() > 0) {
+  // Over the innermost dim: llga's rows (backend/dnnl/row_softmax.h).
+  const bool rows = !log && axis + 1 == x.dim() && x.numel() > 0 && rowsoftmax::available();
+  if (own) *own = rows;
+  if (rows) {
+    const int64_t n = x.size(axis);
+    rowsoftmax::run(x.data<float>(), out.data<float>(), x.numel() / n, n);
+  } else if (x.numel() > 0) {
     std::vector<int64_t> key;
     addToKey(key, x);
     key.push_back(axis);
@@ -533,6 +542,10 @@ class GroupNormKernel final : public Kernel {
 class SoftmaxKernel final : public Kernel {
  public:
   explicit SoftmaxKernel(bool log) : log_(log) {}
+  KernelReport report() const override {
+    if (!own_.load(std::memory_order_relaxed)) return {};
+    return {"llga_softmax:avx512", "", "", "", "", "rows over the last dim"};
+  }
   void run(const KernelArgs& a) override {
     Tensor x = a.tensor(0);
     if (!a.isNone(2)) {
@@ -540,12 +553,15 @@ class SoftmaxKernel final : public Kernel {
       if (!dt) throw std::invalid_argument("softmax: unknown dtype");
       x = x.to(*dt);
     }
-    a.set(0, softmaxImpl(a.ctx, x, a.toInt(1), log_, cache_));
+    bool own = false;
+    a.set(0, softmaxImpl(a.ctx, x, a.toInt(1), log_, cache_, &own));
+    own_.store(own, std::memory_order_relaxed);
   }
 
  private:
   bool log_;
   PrimitiveCache<NormEntry> cache_;
+  std::atomic<bool> own_{false};
 };
 
 }  // namespace
