@@ -244,6 +244,42 @@ def test_reflect_padding_too_large_is_clear():
         llga.optimize(traced)(np.zeros((1, 2, 2), np.float32))
 
 
+def test_padding_by_nothing():
+    # pads of 0 (Swin's at 224): the input's own buffer where it dies at the pad
+    # and llga holds it alone, else a copy; never the caller's array, never a
+    # buffer something else still reads
+    x = rnd(2, 6, 6, 4)
+
+    def dies(t):
+        return F.pad(torch.relu(t), [0, 0, 0, 0, 0, 0])
+
+    def still_read(t):
+        r = torch.relu(t)
+        p = F.pad(r, [0, 0, 0, 0])
+        p.add_(1.0)
+        return p, r
+
+    def crops(t):
+        return F.pad(torch.relu(t), [0, 0, -1, 0, 0, -2])
+
+    for fn in (dies, still_read, crops):
+        check_traced(fn, x)
+    compiled = llga.optimize(torch.jit.trace(lambda t: F.pad(t, [0, 0, 0, 0]), x))
+    xn = x.numpy()
+    out = compiled(xn)
+    assert not np.shares_memory(out, xn)
+    np.testing.assert_array_equal(out, xn)
+    out[...] = 7  # the caller's array is untouched
+    np.testing.assert_array_equal(xn, x.numpy())
+    both = llga.optimize(torch.jit.trace(lambda t: (F.pad(torch.relu(t), [0, 0]), torch.relu(t) * 1), x))
+    p, r = both(xn)
+    assert not np.shares_memory(p, r)
+    compiled = llga.optimize(torch.jit.trace(lambda t: (lambda r: (F.pad(r, [0, 0]), r))(torch.relu(t)), x))
+    p, r = compiled(xn)
+    assert not np.shares_memory(p, r)  # r is an output too: it does not die at the pad
+    np.testing.assert_array_equal(p, r)
+
+
 # ---------------------------------------------------------------- interpolation, pooling with indices, fold
 
 INTERP = [(m, nd) for m in ["nearest", "nearest-exact"] for nd in (1, 2, 3)] + [
