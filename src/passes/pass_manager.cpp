@@ -46,7 +46,7 @@ std::string_view defaultPipeline() {
   return "inline,forward-attributes,freeze,specialize-inputs,canonicalize,constant-propagation,forward-attributes,"
          "remove-dropout,observable-layouts,remove-mutation,decompose,lower-einsum,import-quantization,merge-linears,"
          "propagate-shapes,prepare-binary,fold-batchnorm,canonicalize,constant-propagation,"
-         "defer-size-check,cse,dce,fuse,assign-precision,propagate-layouts,batch-rows";
+         "defer-size-check,cse,dce,fuse,assign-precision,propagate-layouts,batch-rows,mark-shape-only";
 }
 
 PassManager::PassManager(std::string_view pipeline, PassManagerOptions options) : options_(std::move(options)) {

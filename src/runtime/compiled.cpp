@@ -350,11 +350,11 @@ std::vector<RtValue> CompiledGraph::runWhole(std::vector<RtValue> inputs, const 
   std::vector<RtValue> out;
   Profiler* prof = Profiler::active();
   const int64_t t0 = prof ? Profiler::nowNs() : 0;
-  std::shared_ptr<ArenaPlanner> planner = plannerFor(sig);
+  const PlannerSlot slot = plannerFor(sig);
   try {
     MeterScope scope(activations, cache_meter_);
-    ArenaPlanner::Call call(*planner);
-    out = plan_->run(std::move(inputs), observer);
+    ArenaPlanner::Call call(*slot.planner);
+    out = plan_->run(std::move(inputs), observer, slot.shape_values.get());
   } catch (const ExecutionError&) {
     throw;  // an op's, naming it
   } catch (const std::bad_alloc&) {
@@ -373,18 +373,22 @@ std::vector<RtValue> CompiledGraph::runWhole(std::vector<RtValue> inputs, const 
   return out;
 }
 
-std::shared_ptr<ArenaPlanner> CompiledGraph::plannerFor(const std::string& sig) const {
+CompiledGraph::PlannerSlot CompiledGraph::plannerFor(const std::string& sig) const {
   constexpr size_t kMaxPlanners = 8;  // like the primitive caches: a bounded number of shapes keep their arena
   std::lock_guard<std::mutex> lock(mu_);
   PlannerSlot& slot = planners_[sig];
-  if (!slot.planner) slot.planner = std::make_shared<ArenaPlanner>();
+  if (!slot.planner) {
+    slot.planner = std::make_shared<ArenaPlanner>();
+    slot.shape_values = std::make_shared<ShapeValues>();
+  }
   slot.last_used = ++calls_;
+  const PlannerSlot mine = slot;
   if (planners_.size() > kMaxPlanners) {
     auto oldest = std::min_element(planners_.begin(), planners_.end(),
                                    [](const auto& a, const auto& b) { return a.second.last_used < b.second.last_used; });
     planners_.erase(oldest);
   }
-  return slot.planner;
+  return mine;
 }
 
 MemoryReport CompiledGraph::memory() const {

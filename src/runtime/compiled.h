@@ -90,13 +90,16 @@ class CompiledGraph {
   mutable std::map<std::string, PeakSlot> peaks_;
   mutable int64_t released_bytes_ = 0;
   // The memory planner of each recent input signature (LRU by last call).
+  // Per input signature: the memory plan, and what the plan's shape-only
+  // instructions computed (evicted together).
   struct PlannerSlot {
     std::shared_ptr<ArenaPlanner> planner;
+    std::shared_ptr<ShapeValues> shape_values;
     uint64_t last_used = 0;
   };
   mutable std::map<std::string, PlannerSlot> planners_;
   mutable uint64_t calls_ = 0;
-  std::shared_ptr<ArenaPlanner> plannerFor(const std::string& sig) const;
+  PlannerSlot plannerFor(const std::string& sig) const;
 };
 
 }  // namespace llga

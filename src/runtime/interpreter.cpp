@@ -56,14 +56,19 @@ void runKernelProfiled(const Node& node, const std::string& pattern, int partiti
   prof.record(std::move(e));
 }
 
-std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, const NodeObserver* observer) const {
+std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, const NodeObserver* observer,
+                               ShapeValues* shape_values) const {
   ThreadsScope threads;
   ExecContext ctx;
   ctx.observer = observer;
-  return run(std::move(inputs), ctx);
+  return runMain(std::move(inputs), ctx, observer || shape_slots_ == 0 ? nullptr : shape_values);
 }
 
 std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, ExecContext& ctx) const {
+  return runMain(std::move(inputs), ctx, nullptr);
+}
+
+std::vector<RtValue> Plan::runMain(std::vector<RtValue> inputs, ExecContext& ctx, ShapeValues* shape_values) const {
   if (inputs.size() != main_.inputs.size())
     throw std::invalid_argument("expected " + std::to_string(main_.inputs.size()) + " inputs, got " +
                                 std::to_string(inputs.size()));
@@ -73,13 +78,31 @@ std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, ExecContext& ctx) co
     for (const auto& [r, v] : constants_) regs[static_cast<size_t>(r)] = v;
   }
   for (size_t i = 0; i < inputs.size(); ++i) regs[static_cast<size_t>(main_.inputs[i])] = std::move(inputs[i]);
+  // The shape-only instructions' values for this signature: taken as kept,
+  // or kept as they are computed (held from their instruction on, so that no
+  // later kernel takes their buffer for its output) and stored at the end.
+  std::shared_ptr<const std::vector<RtValue>> kept;
+  std::vector<RtValue> keeping;
+  if (shape_values) {
+    std::lock_guard<std::mutex> lock(shape_values->mu);
+    kept = shape_values->values;
+  }
+  if (shape_values && !kept) keeping.resize(static_cast<size_t>(shape_slots_));
+  auto step = [&](const Instr& ins) {
+    if (ins.shape_only && kept) {
+      for (const auto& [r, slot] : ins.keep) regs[static_cast<size_t>(r)] = (*kept)[static_cast<size_t>(slot)];
+    } else {
+      runInstr(ins, regs, ctx);
+      if (ins.shape_only && !keeping.empty())
+        for (const auto& [r, slot] : ins.keep) keeping[static_cast<size_t>(slot)] = regs[static_cast<size_t>(r)];
+    }
+    for (int r : ins.free_after) regs[static_cast<size_t>(r)] = RtValue();
+  };
   if (compact_pending_.exchange(false)) {  // this call compacts the weights as it goes (see compactConstant)
     try {
       if (!compaction_.prepared) prepareCompaction();
       for (size_t i = 0; i < main_.code.size(); ++i) {
-        const Instr& ins = main_.code[i];
-        runInstr(ins, regs, ctx);
-        for (int r : ins.free_after) regs[static_cast<size_t>(r)] = RtValue();
+        step(main_.code[i]);
         for (int r : compaction_.after[i]) compactConstant(r, regs);
       }
     } catch (...) {
@@ -87,7 +110,11 @@ std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, ExecContext& ctx) co
       throw;
     }
   } else {
-    runBlock(main_, regs, ctx);
+    for (const Instr& ins : main_.code) step(ins);
+  }
+  if (!keeping.empty()) {
+    std::lock_guard<std::mutex> lock(shape_values->mu);
+    if (!shape_values->values) shape_values->values = std::make_shared<const std::vector<RtValue>>(std::move(keeping));
   }
   std::vector<RtValue> out;
   out.reserve(main_.outputs.size());

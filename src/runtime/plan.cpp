@@ -75,6 +75,7 @@ class PlanBuilder {
       if (module_paths_.count(v)) errors_.push_back("the graph returns a module object (%" + v->debugName() + ")");
       p_.main_.outputs.push_back(reg(v));
     }
+    keepShapeOnly();
     if (!unsupported_.empty()) {
       std::string msg = "llga cannot run " + std::to_string(unsupported_.size()) + " op kind(s):";
       for (const auto& [kind, lines] : unsupported_) {
@@ -247,6 +248,30 @@ class PlanBuilder {
       out.code.push_back(std::move(ins));
     }
     computeFrees(b, out);
+  }
+
+  // The top-level instructions mark-shape-only marked, and which of their
+  // outputs the rest of the plan (or its outputs) reads: those are kept per
+  // input signature (ShapeValues).
+  void keepShapeOnly() {
+    static const Symbol kShapeOnly = Symbol::attr("shape_only");
+    auto marked = [](const Plan::Instr& ins) {
+      const AttrValue* a = ins.node->attributes().find(kShapeOnly);
+      return ins.kind == Plan::Instr::Kind::Op && a && a->is<int64_t>() && a->get<int64_t>() == 1;
+    };
+    std::unordered_set<int> read(p_.main_.outputs.begin(), p_.main_.outputs.end());
+    for (const Plan::Instr& ins : p_.main_.code) {
+      if (marked(ins)) continue;
+      std::vector<int> used;
+      collectUses(ins, used);
+      read.insert(used.begin(), used.end());
+    }
+    for (Plan::Instr& ins : p_.main_.code) {
+      if (!marked(ins)) continue;
+      ins.shape_only = true;
+      for (int r : ins.out)
+        if (read.count(r)) ins.keep.emplace_back(r, p_.shape_slots_++);
+    }
   }
 
   // Every input and output typed int, float or bool.

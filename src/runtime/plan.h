@@ -58,11 +58,24 @@ struct SpecializationMismatch : ExecutionError {
   using ExecutionError::ExecutionError;
 };
 
+// What a plan's shape-only instructions (passes/mark_shape_only.cpp: ops
+// whose results depend on the input shapes alone) computed for one input
+// signature: the values the rest of the plan reads of them. The caller keeps
+// one per signature (CompiledGraph: with its memory plan); the first call
+// that runs to its end fills it, later calls skip those instructions.
+struct ShapeValues {
+  std::mutex mu;
+  std::shared_ptr<const std::vector<RtValue>> values;
+};
+
 class Plan {
  public:
   static std::unique_ptr<Plan> build(std::shared_ptr<const Graph> graph, const WeightMap& weights);
-  // `observer`, if given, sees every executed op node and its outputs.
-  std::vector<RtValue> run(std::vector<RtValue> inputs, const NodeObserver* observer = nullptr) const;
+  // `observer`, if given, sees every executed op node and its outputs (and
+  // then every shape-only instruction runs); `shape_values`, if given, holds
+  // what the shape-only instructions computed for this call's signature.
+  std::vector<RtValue> run(std::vector<RtValue> inputs, const NodeObserver* observer = nullptr,
+                           ShapeValues* shape_values = nullptr) const;
   // The same inside a kernel of an enclosing plan: its context (stream,
   // scratchpad, observer) serves this plan's ops too.
   std::vector<RtValue> run(std::vector<RtValue> inputs, ExecContext& ctx) const;
@@ -109,6 +122,11 @@ class Plan {
     // whose strides do not nest (Tensor::stridesNest) is handed over as a dense copy.
     uint64_t may_copy = 0;
     int partition = -1;           // a fusion group's index in program order (profiles)
+    // Marked shape_only (top-level instructions only): skipped once the
+    // signature's ShapeValues are filled; `keep` are its output registers
+    // that other instructions or the plan's outputs read, with their slots.
+    bool shape_only = false;
+    std::vector<std::pair<int, int>> keep;
     std::string pattern;          // and its pattern
     std::vector<std::unique_ptr<Block>> blocks;
   };
@@ -118,6 +136,7 @@ class Plan {
     std::vector<int> outputs;
   };
 
+  std::vector<RtValue> runMain(std::vector<RtValue> inputs, ExecContext& ctx, ShapeValues* shape_values) const;
   void runBlock(const Block& b, std::vector<RtValue>& regs, ExecContext& ctx) const;
   void runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& ctx) const;
   bool readersAcceptStrided(int r, bool need_reader) const;
@@ -146,6 +165,7 @@ class Plan {
   mutable std::atomic<bool> compact_pending_{true};
   std::function<void(const void*, size_t)> on_release_;
   Block main_;
+  int shape_slots_ = 0;  // the keep slots of main_'s shape-only instructions
 };
 
 // A tensor over a constant's bytes (no copy; the constant's owner kept alive).

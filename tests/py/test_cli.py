@@ -201,7 +201,7 @@ def test_inspect_json(jobs):
     assert report["unfused"]["aten::sum"]["count"] == 1 and report["unfused"]["aten::sum"]["reasons"]
     assert {"weights", "weight_cache", "released", "peak_activations", "arena"} <= set(report["memory"])
     assert report["memory"]["weight_cache"] > 0 and list(report["memory"]["peak_activations"]) == ["1x3x8x8:Float"]
-    assert [p["name"] for p in report["passes"]][-4:] == ["fuse", "assign-precision", "propagate-layouts", "batch-rows"]
+    assert [p["name"] for p in report["passes"]][-5:] == ["fuse", "assign-precision", "propagate-layouts", "batch-rows", "mark-shape-only"]
     assert all(set(p) >= {"name", "changed", "seconds"} for p in report["passes"])
 
 

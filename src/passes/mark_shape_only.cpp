@@ -1,0 +1,238 @@
+// mark-shape-only: ops whose results depend on the call's input shapes
+// alone (not on any input's values) are marked shape_only=1. The runtime
+// runs them on the first call of each input signature (the shapes, dtypes
+// and ranks it keys its primitives and memory plans by) and keeps what the
+// rest of the graph reads of them; later calls of that signature skip them.
+// A traced graph keeps its shape arithmetic (aten::size, NumToTensor,
+// floor_divide, ...) so that it runs at other shapes, and some models build
+// whole tensors from it: Swin's shifted-window attention mask (new_zeros,
+// nine fill_s of slices, a subtraction and two masked_fills; about 1.5 ms of
+// a 56 ms call) was rebuilt on every call.
+//
+// A node is marked when it is pure apart from in-place writes (no
+// randomness, prints, exceptions, list mutation, control flow) and every
+// input is a constant, a marked value, or a tensor read for its metadata
+// alone (aten::size, dim, numel, prim::dtype, device, the new_zeros/
+// zeros_like family) whose shape is itself fixed by the input shapes (not
+// downstream of nonzero, masked_select, unique, ...). Not marked:
+// - a node whose result (or a view of it) the graph returns: the caller
+//   would get, and could write into, the kept tensor;
+// - mutable containers that something mutates;
+// - any value sharing memory with one that an unmarked node writes into,
+//   or that an unmarked node reads before a marked one writes into it (the
+//   kept value is the one after the marked writes).
+// Only the graph's top-level block: nested blocks run per trip or branch.
+//
+//   Given:  %n : int = aten::size(%x, %c0)
+//           %z : Float(*, *) = aten::zeros(%sizes, ...)   (%sizes from %n)
+//           %y = aten::add(%x, %z, %one)
+//   Result: %n : int = aten::size[shape_only=1](%x, %c0)
+//           %z : Float(*, *) = aten::zeros[shape_only=1](%sizes, ...)
+//           %y = aten::add(%x, %z, %one)
+#include <algorithm>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/effects.h"
+#include "ir/ops.h"
+#include "passes/pass.h"
+#include "passes/pass_utils.h"
+
+namespace llga {
+namespace {
+
+const Symbol kShapeOnly = Symbol::attr("shape_only");
+
+bool named(const Node& n, std::initializer_list<std::string_view> kinds) {
+  const std::string k = n.kind().toQualString();
+  return std::find(kinds.begin(), kinds.end(), k) != kinds.end();
+}
+
+// Ops that read their first input's shape, dtype or device and not its values.
+bool readsMetadataOnly(const Node& n) {
+  return named(n, {"aten::size", "aten::dim", "aten::numel", "prim::dtype", "prim::device", "aten::new_zeros",
+                   "aten::new_ones", "aten::new_full", "aten::zeros_like", "aten::ones_like", "aten::full_like"});
+}
+
+// Ops whose result's shape depends on an input's values.
+bool dataDependentShape(const Node& n) {
+  if (named(n, {"aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::masked_select", "aten::unique",
+                "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::bincount",
+                "aten::repeat_interleave"}))
+    return true;
+  if (named(n, {"aten::where"}) && n.inputs().size() == 1) return true;  // where(cond): nonzero
+  // aten::index: a bool index selects by value (the indices' dtypes are not
+  // always known here)
+  return named(n, {"aten::index"});
+}
+
+bool isTensor(const Value* v) { return v->type()->isTensor(); }
+
+// The tensor whose memory v views, back through view ops of tensors (not
+// through containers, which effects' aliasRoot also walks: a list's first
+// element is not its memory); v itself if none.
+const Value* viewRoot(const Value* v) {
+  while (isTensor(v) && hasTrait(v->node()->kind(), op_trait::View) && v->node()->blocks().empty() &&
+         !v->node()->inputs().empty() && isTensor(v->node()->input(0)) &&
+         !named(*v->node(), {"prim::ListConstruct", "prim::TupleConstruct", "prim::DictConstruct"}))
+    v = v->node()->input(0);
+  return v;
+}
+
+bool holdsTensors(const Value* v) {
+  const Type& t = *v->type();
+  return t.isTensor() || t.kind() == TypeKind::List || t.kind() == TypeKind::Tuple || t.kind() == TypeKind::Optional;
+}
+
+// Whether a value of this type can hold a tensor (which a caller handed it
+// could write into, and which views can share).
+bool mayHoldTensor(const Type& t) {
+  if (t.isTensor()) return true;
+  for (const TypePtr& c : t.contained())
+    if (c && mayHoldTensor(*c)) return true;
+  return t.kind() == TypeKind::Class || t.kind() == TypeKind::Union || t.isSimple("Any");
+}
+
+// Side effects other than writing into the first input (randomness, prints,
+// exceptions, list mutation, attribute writes, control flow): never marked.
+bool onlyWritesItsInput(const Node& n) {
+  if (!hasSideEffects(n)) return true;
+  if (!n.blocks().empty() || n.kind().ns() != "aten") return false;
+  const std::string_view name = n.kind().name();
+  if (name.empty() || name.back() != '_') return false;  // append, insert, warn, rand, ...
+  for (std::string_view random : {"uniform_", "normal_", "bernoulli_", "exponential_", "random_", "cauchy_",
+                                  "log_normal_", "geometric_"})
+    if (name == random) return false;
+  return true;
+}
+
+class MarkShapeOnly final : public Pass {
+ public:
+  std::string_view name() const override { return "mark-shape-only"; }
+  std::string_view description() const override {
+    return "mark ops whose results depend on the input shapes alone (kept per input signature)";
+  }
+
+  bool run(Graph& g) override {
+    Block* b = g.block();
+    std::vector<Node*> nodes;
+    std::unordered_map<const Node*, size_t> pos;
+    for (Node* n = b->paramNode()->next(); n != b->returnNode(); n = n->next()) {
+      pos[n] = nodes.size();
+      nodes.push_back(n);
+    }
+    // Tensors (and lists and tuples of them) whose shapes the input shapes
+    // fix: the inputs, then what ops without data-dependent shapes make of
+    // such tensors and fixed values (a concat of a list of them too).
+    std::unordered_set<const Value*> fixed_shape;
+    for (const Value* in : b->inputs())
+      if (isTensor(in)) fixed_shape.insert(in);
+
+    std::unordered_set<const Node*> marked, excluded;
+    auto isFixed = [&](const Value* v) { return v->node()->kind() == prim::Constant || marked.count(v->node()); };
+    auto candidate = [&](const Node& n) {
+      if (n.kind() == prim::Constant || !n.blocks().empty() || n.outputs().empty() || !onlyWritesItsInput(n))
+        return false;
+      for (size_t i = 0; i < n.inputs().size(); ++i) {
+        const Value* in = n.input(i);
+        if (isFixed(in)) continue;
+        if (i == 0 && readsMetadataOnly(n) && fixed_shape.count(in)) continue;
+        return false;
+      }
+      return true;
+    };
+
+    bool again = true;
+    while (again) {
+      again = false;
+      marked.clear();
+      fixed_shape.clear();
+      for (const Value* in : b->inputs())
+        if (isTensor(in)) fixed_shape.insert(in);
+      for (Node* n : nodes) {
+        if (!excluded.count(n) && candidate(*n)) marked.insert(n);
+        if (!dataDependentShape(*n) && n->blocks().empty()) {
+          bool fixed = true;
+          for (const Value* in : n->inputs()) fixed &= fixed_shape.count(in) > 0 || isFixed(in);
+          if (fixed)
+            for (const Value* out : n->outputs())
+              if (holdsTensors(out)) fixed_shape.insert(out);
+        }
+      }
+      // What the graph returns, mutable containers something mutates, and
+      // memory written by an unmarked node or read before a marked write.
+      for (Node* n : nodes) {
+        if (!marked.count(n)) continue;
+        for (const Value* out : n->outputs()) {
+          const bool returned = mayHoldTensor(*out->type()) && reachesGraphOutput(*viewRoot(out));
+          const bool mutated_container = isMutableType(*out->type()) && hasMutatingUse(*out);
+          if (returned || mutated_container || !writesAreSafe(*out, marked, pos)) {
+            excluded.insert(n);
+            again = true;
+          }
+        }
+      }
+    }
+
+    bool changed = false;
+    for (Node* n : nodes) {
+      const AttrValue* a = n->attributes().find(kShapeOnly);
+      const bool want = marked.count(n) > 0;
+      const bool has = a && a->is<int64_t>() && a->get<int64_t>() == 1;
+      if (want && !has) {
+        n->setAttr(kShapeOnly, AttrValue(int64_t{1}));
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+ private:
+  // Every node that writes into v's memory (through views and aliases) is
+  // marked, and no unmarked node reads that memory before the last of them.
+  // A use inside a nested block counts at its top-level node, and as a write
+  // if it may write.
+  static bool writesAreSafe(const Value& v, const std::unordered_set<const Node*>& marked,
+                            const std::unordered_map<const Node*, size_t>& pos) {
+    const Value* root = viewRoot(&v);
+    std::unordered_set<const Value*> aliases{root};
+    std::vector<const Value*> work{root};
+    size_t last_write = 0, first_unmarked_read = SIZE_MAX;
+    bool written = false;
+    auto add = [&](const Value* x) {
+      if (aliases.insert(x).second) work.push_back(x);
+    };
+    while (!work.empty()) {
+      const Value* x = work.back();
+      work.pop_back();
+      for (const Use& u : x->uses()) {
+        const Node* user = u.user;
+        const Node* top = user;
+        while (top && !pos.count(top) && top->owningBlock() && top->owningBlock()->owningNode())
+          top = top->owningBlock()->owningNode();
+        auto at = top ? pos.find(top) : pos.end();
+        if (at == pos.end()) continue;  // the graph's return node (returned values are not marked)
+        const bool nested = top != user;
+        if (writesInput(*user, u.offset) || (nested && hasSideEffects(*user))) {
+          if (nested || !marked.count(user)) return false;
+          written = true;
+          last_write = std::max(last_write, at->second);
+        } else if (nested || !marked.count(user)) {
+          first_unmarked_read = std::min(first_unmarked_read, at->second);
+        }
+        if (isAliasing(*user) || writesInput(*user, u.offset))  // an in-place op returns its input
+          for (const Value* out : user->outputs()) add(out);
+        if (nested && user == user->owningBlock()->returnNode())  // a block returning it: its node's results
+          for (const Value* out : top->outputs()) add(out);
+      }
+    }
+    return !written || first_unmarked_read == SIZE_MAX || first_unmarked_read > last_write;
+  }
+};
+
+}  // namespace
+
+LLGA_REGISTER_PASS(MarkShapeOnly);
+
+}  // namespace llga
