@@ -13,8 +13,9 @@
 // randomness, prints, exceptions, list mutation, control flow) and every
 // input is a constant, a marked value, or a tensor read for its metadata
 // alone (aten::size, dim, numel, prim::dtype, device, the new_zeros/
-// zeros_like family) whose shape is itself fixed by the input shapes (not
-// downstream of nonzero, masked_select, unique, ...). Not marked:
+// zeros_like family) whose shape is itself fixed by the input shapes (through
+// ops whose shapes follow from shapes: not after nonzero, masked_select,
+// unique, _pack_padded_sequence or an op llga does not know). Not marked:
 // - a node whose result (or a view of it) the graph returns: the caller
 //   would get, and could write into, the kept tensor;
 // - mutable containers that something mutates;
@@ -55,19 +56,33 @@ bool readsMetadataOnly(const Node& n) {
                    "aten::new_ones", "aten::new_full", "aten::zeros_like", "aten::ones_like", "aten::full_like"});
 }
 
-// Ops whose result's shape depends on an input's values.
-bool dataDependentShape(const Node& n) {
-  if (named(n, {"aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::masked_select", "aten::unique",
-                "aten::_unique", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive", "aten::bincount",
-                "aten::repeat_interleave"}))
+bool isTensor(const Value* v) { return v->type()->isTensor(); }
+
+// Ops whose results' shapes follow from their inputs' shapes and their
+// non-tensor arguments alone: the op groups of ir/ops.def, fusion groups
+// (the fuser's patterns) and the kinds below. Anything else (nonzero,
+// masked_select, unique, bincount, _pack_padded_sequence, bool indexing, an
+// op llga does not know) ends the chain: a size read after it is not marked.
+bool shapeFollowsShapes(const Node& n) {
+  if (n.subgraph()) return true;
+  if (named(n, {"aten::where"})) return n.inputs().size() == 3;  // where(cond) alone is nonzero
+  if (named(n, {"aten::tensor_split"})) return !isTensor(n.input(1));  // split at a tensor's values
+  if (hasTrait(n.kind(), op_trait::Eltwise | op_trait::Binary | op_trait::Conv | op_trait::Matmul |
+                             op_trait::Pool | op_trait::SameShape | op_trait::View))
     return true;
-  if (named(n, {"aten::where"}) && n.inputs().size() == 1) return true;  // where(cond): nonzero
-  // aten::index: a bool index selects by value (the indices' dtypes are not
-  // always known here)
-  return named(n, {"aten::index"});
+  return named(n, {"aten::pad", "aten::constant_pad_nd", "aten::roll", "aten::cat", "aten::stack", "aten::addmm",
+                   "aten::baddbmm", "aten::einsum", "aten::embedding", "aten::index_select", "aten::gather",
+                   "aten::mean", "aten::sum", "aten::amax", "aten::amin", "aten::argmax", "aten::argmin",
+                   "aten::max", "aten::min", "aten::masked_fill", "aten::tril", "aten::triu", "aten::repeat",
+                   "aten::tile", "aten::flip", "aten::cumsum", "aten::rsub", "aten::pow", "aten::floor_divide",
+                   "aten::remainder", "aten::eq", "aten::ne", "aten::lt", "aten::gt", "aten::le", "aten::ge",
+                   "aten::logical_not", "aten::logical_and", "aten::logical_or", "aten::rsqrt", "aten::erf",
+                   "aten::reciprocal", "aten::sin", "aten::cos", "aten::floor", "aten::ceil", "aten::sign",
+                   "aten::fill_", "aten::copy_", "aten::masked_fill_", "aten::zero_", "aten::var", "aten::std",
+                   "aten::norm", "aten::prod", "aten::pixel_shuffle", "aten::channel_shuffle",
+                   "aten::upsample_nearest2d", "aten::upsample_bilinear2d", "aten::adaptive_max_pool2d"});
 }
 
-bool isTensor(const Value* v) { return v->type()->isTensor(); }
 
 // The tensor whose memory v views, back through view ops of tensors (not
 // through containers, which effects' aliasRoot also walks: a list's first
@@ -152,7 +167,7 @@ class MarkShapeOnly final : public Pass {
         if (isTensor(in)) fixed_shape.insert(in);
       for (Node* n : nodes) {
         if (!excluded.count(n) && candidate(*n)) marked.insert(n);
-        if (!dataDependentShape(*n) && n->blocks().empty()) {
+        if (shapeFollowsShapes(*n) && n->blocks().empty()) {
           bool fixed = true;
           for (const Value* in : n->inputs()) fixed &= fixed_shape.count(in) > 0 || isFixed(in);
           if (fixed)
