@@ -71,15 +71,7 @@ bool writesInput(const Node& n, size_t input) {
   return (!n.blocks().empty() || n.subgraph() != nullptr) && containsInPlace(n);
 }
 
-namespace {
-
-// The first use, of v or of anything that may share memory with it, for
-// which `hit` holds; null if none. Follows views and aliases forward, into
-// nested blocks (block parameters, where they read it directly) and out of
-// them (a nested block returning an alias makes its node's results aliases:
-// all of them, conservatively).
-template <typename Hit>
-const Use* findAliasUse(const Value& v, Hit hit) {
+const Use* findAliasUse(const Value& v, const std::function<bool(const Use&)>& hit) {
   std::unordered_set<const Value*> aliases{&v};
   std::vector<const Value*> work{&v};
   auto add = [&](const Value* x) {
@@ -93,6 +85,8 @@ const Use* findAliasUse(const Value& v, Hit hit) {
       const Block* owner = u.user->owningBlock();
       if (owner && u.user == owner->returnNode() && owner->owningNode())
         for (const Value* out : owner->owningNode()->outputs()) add(out);
+      if (isInPlaceKind(*u.user) && u.offset == 0)  // x.add_(y) returns x
+        for (const Value* out : u.user->outputs()) add(out);
       if (!isAliasing(*u.user)) continue;
       for (const Value* out : u.user->outputs()) add(out);
       for (const Block* b : u.user->blocks())  // loop-carried and block parameters
@@ -101,8 +95,6 @@ const Use* findAliasUse(const Value& v, Hit hit) {
   }
   return nullptr;
 }
-
-}  // namespace
 
 const Node* writerOf(const Value& v) {
   const Use* u = findAliasUse(v, [](const Use& u) { return writesInput(*u.user, u.offset); });

@@ -1,6 +1,7 @@
 // What passes must not move, merge or delete.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "ir/ir.h"
@@ -22,6 +23,13 @@ bool isAliasing(const Node& n);
 // (aten::add_, copy_, index_put_, ...), and fusion groups or control flow
 // containing one (conservatively: every input of such a node).
 bool writesInput(const Node& n, size_t input);
+// The first use, of v or of anything that may share memory with it, for
+// which `hit` holds; null if none. Follows views and aliases forward (and an
+// in-place op's result, which is its input), into nested blocks (block
+// parameters, where they read it directly) and out of them (a nested block
+// returning an alias makes its node's results aliases: all of them,
+// conservatively).
+const Use* findAliasUse(const Value& v, const std::function<bool(const Use&)>& hit);
 // A node that may write into v's memory, directly or through a view or alias
 // of it, or null.
 const Node* writerOf(const Value& v);

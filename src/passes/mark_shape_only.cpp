@@ -210,39 +210,26 @@ class MarkShapeOnly final : public Pass {
   // if it may write.
   static bool writesAreSafe(const Value& v, const std::unordered_set<const Node*>& marked,
                             const std::unordered_map<const Node*, size_t>& pos) {
-    const Value* root = viewRoot(&v);
-    std::unordered_set<const Value*> aliases{root};
-    std::vector<const Value*> work{root};
     size_t last_write = 0, first_unmarked_read = SIZE_MAX;
     bool written = false;
-    auto add = [&](const Value* x) {
-      if (aliases.insert(x).second) work.push_back(x);
-    };
-    while (!work.empty()) {
-      const Value* x = work.back();
-      work.pop_back();
-      for (const Use& u : x->uses()) {
-        const Node* user = u.user;
-        const Node* top = user;
-        while (top && !pos.count(top) && top->owningBlock() && top->owningBlock()->owningNode())
-          top = top->owningBlock()->owningNode();
-        auto at = top ? pos.find(top) : pos.end();
-        if (at == pos.end()) continue;  // the graph's return node (returned values are not marked)
-        const bool nested = top != user;
-        if (writesInput(*user, u.offset) || (nested && hasSideEffects(*user))) {
-          if (nested || !marked.count(user)) return false;
-          written = true;
-          last_write = std::max(last_write, at->second);
-        } else if (nested || !marked.count(user)) {
-          first_unmarked_read = std::min(first_unmarked_read, at->second);
-        }
-        if (isAliasing(*user) || writesInput(*user, u.offset))  // an in-place op returns its input
-          for (const Value* out : user->outputs()) add(out);
-        if (nested && user == user->owningBlock()->returnNode())  // a block returning it: its node's results
-          for (const Value* out : top->outputs()) add(out);
+    const Use* unsafe = findAliasUse(*viewRoot(&v), [&](const Use& u) {
+      const Node* user = u.user;
+      const Node* top = user;
+      while (top && !pos.count(top) && top->owningBlock() && top->owningBlock()->owningNode())
+        top = top->owningBlock()->owningNode();
+      auto at = top ? pos.find(top) : pos.end();
+      if (at == pos.end()) return false;  // the graph's return node (returned values are not marked)
+      const bool nested = top != user;
+      if (writesInput(*user, u.offset) || (nested && hasSideEffects(*user))) {
+        if (nested || !marked.count(user)) return true;
+        written = true;
+        last_write = std::max(last_write, at->second);
+      } else if (nested || !marked.count(user)) {
+        first_unmarked_read = std::min(first_unmarked_read, at->second);
       }
-    }
-    return !written || first_unmarked_read == SIZE_MAX || first_unmarked_read > last_write;
+      return false;
+    });
+    return !unsafe && (!written || first_unmarked_read == SIZE_MAX || first_unmarked_read > last_write);
   }
 };
 

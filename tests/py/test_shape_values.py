@@ -55,12 +55,16 @@ def reference(model, x):
         return model(torch.from_numpy(x)).numpy()
 
 
-def test_mask_is_built_once_per_signature():
-    torch.manual_seed(0)
+def compiled_mask(seed, split="off"):
+    torch.manual_seed(seed)
     model = ShiftedMask().eval()
     compiled = llga.optimize(torch.jit.trace(model, torch.randn(1, 16, 8, 8)))
-    compiled.set_batch_split("off")
-    rng = np.random.default_rng(0)
+    compiled.set_batch_split(split)
+    return model, compiled, np.random.default_rng(seed)
+
+
+def test_mask_is_built_once_per_signature():
+    model, compiled, rng = compiled_mask(0)
     shapes = [(1, 16, 8, 8), (1, 16, 8, 8), (1, 16, 8, 8), (2, 16, 12, 12), (2, 16, 12, 12), (1, 16, 8, 8), (2, 16, 12, 12)]
     seen = set()
     for shape in shapes:
@@ -81,21 +85,14 @@ def test_marked_in_the_compiled_graph():
 
 
 def test_batch_split_chunks_keep_their_own():
-    torch.manual_seed(1)
-    model = ShiftedMask().eval()
-    compiled = llga.optimize(torch.jit.trace(model, torch.randn(1, 16, 8, 8)))
-    rng = np.random.default_rng(1)
+    model, compiled, rng = compiled_mask(1, split="auto")
     for _ in range(12):  # the split measures chunk sizes as it goes: several signatures
         x = rng.standard_normal((9, 16, 8, 8), dtype=np.float32)
         np.testing.assert_allclose(compiled(x), reference(model, x), rtol=1e-5, atol=1e-6)
 
 
 def test_threads_racing_on_the_first_call():
-    torch.manual_seed(2)
-    model = ShiftedMask().eval()
-    compiled = llga.optimize(torch.jit.trace(model, torch.randn(1, 16, 8, 8)))
-    compiled.set_batch_split("off")
-    rng = np.random.default_rng(2)
+    model, compiled, rng = compiled_mask(2)
     xs = [rng.standard_normal((2, 16, 8, 8), dtype=np.float32) for _ in range(4)]
     errors = []
 
