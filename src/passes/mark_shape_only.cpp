@@ -198,6 +198,9 @@ class MarkShapeOnly final : public Pass {
       if (want && !has) {
         n->setAttr(kShapeOnly, AttrValue(int64_t{1}));
         changed = true;
+      } else if (!want && a) {  // a mark this pass does not make (IR text written by hand) is not trusted
+        n->attributes().remove(kShapeOnly);
+        changed = true;
       }
     }
     return changed;

@@ -1,5 +1,6 @@
 #include "backend/dnnl/row_softmax.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 

@@ -368,7 +368,9 @@ Tensor softmaxImpl(ExecContext& ctx, Tensor x, int64_t dim, bool log, PrimitiveC
   x = x.contiguous();
   Tensor out = Tensor::empty(ScalarType::Float, x.sizes());
   // Over the innermost dim: llga's rows (backend/dnnl/row_softmax.h).
-  const bool rows = !log && axis + 1 == x.dim() && x.numel() > 0 && rowsoftmax::available();
+  // (Rows share the threads: a single long row stays on oneDNN, which splits it.)
+  const bool rows = !log && axis + 1 == x.dim() && x.numel() > 0 &&
+                    (x.numel() / x.size(axis) > 1 || x.numel() < kParallelGrain) && rowsoftmax::available();
   if (own) *own = rows;
   if (rows) {
     const int64_t n = x.size(axis);
