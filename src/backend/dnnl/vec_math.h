@@ -128,7 +128,10 @@ LLGA_AVX512 inline float softmaxNumerators(const float* src, float* dst, int64_t
   // _mm512_max_ps returns its second operand when either is NaN, so a NaN is
   // skipped here and caught by the sum below.
   __m512 mx = _mm512_set1_ps(-__builtin_inff());
-  for (int64_t j = 0; j < n; j += 16) mx = _mm512_mask_max_ps(mx, tailMask(n - j), _mm512_loadu_ps(src + j), mx);
+  for (int64_t j = 0; j < n; j += 16) {  // masked loads: nothing past the row is read
+    const __mmask16 m = tailMask(n - j);
+    mx = _mm512_mask_max_ps(mx, m, _mm512_maskz_loadu_ps(m, src + j), mx);
+  }
   const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
