@@ -83,7 +83,6 @@ bool shapeFollowsShapes(const Node& n) {
                    "aten::upsample_nearest2d", "aten::upsample_bilinear2d", "aten::adaptive_max_pool2d"});
 }
 
-
 // The tensor whose memory v views, back through view ops of tensors (not
 // through containers, which effects' aliasRoot also walks: a list's first
 // element is not its memory); v itself if none.
@@ -93,11 +92,6 @@ const Value* viewRoot(const Value* v) {
          !named(*v->node(), {"prim::ListConstruct", "prim::TupleConstruct", "prim::DictConstruct"}))
     v = v->node()->input(0);
   return v;
-}
-
-bool holdsTensors(const Value* v) {
-  const Type& t = *v->type();
-  return t.isTensor() || t.kind() == TypeKind::List || t.kind() == TypeKind::Tuple || t.kind() == TypeKind::Optional;
 }
 
 // Whether a value of this type can hold a tensor (which a caller handed it
@@ -172,7 +166,7 @@ class MarkShapeOnly final : public Pass {
           for (const Value* in : n->inputs()) fixed &= fixed_shape.count(in) > 0 || isFixed(in);
           if (fixed)
             for (const Value* out : n->outputs())
-              if (holdsTensors(out)) fixed_shape.insert(out);
+              if (mayHoldTensor(*out->type())) fixed_shape.insert(out);
         }
       }
       // What the graph returns, mutable containers something mutates, and

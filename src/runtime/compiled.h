@@ -89,9 +89,8 @@ class CompiledGraph {
   };
   mutable std::map<std::string, PeakSlot> peaks_;
   mutable int64_t released_bytes_ = 0;
-  // The memory planner of each recent input signature (LRU by last call).
-  // Per input signature: the memory plan, and what the plan's shape-only
-  // instructions computed (evicted together).
+  // Per recent input signature (LRU by last call): the memory plan, and what
+  // the plan's shape-only instructions computed (evicted together).
   struct PlannerSlot {
     std::shared_ptr<ArenaPlanner> planner;
     std::shared_ptr<ShapeValues> shape_values;
