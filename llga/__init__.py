@@ -83,7 +83,11 @@ def cpu_capabilities() -> dict:
     oneDNN's ISA is avx512_core_bf16 or later), ``llga_softmax`` (llga's own
     softmax over the last dim of a float tensor can run, for softmaxes outside
     attention partitions: oneDNN's ISA is avx512_core or later and
-    ``LLGA_OWN_SOFTMAX`` is not "0"), ``int8_signed`` (how llga.quantize writes a
+    ``LLGA_OWN_SOFTMAX`` is not "0"), ``im2col_conv`` (a 1-D fp32 convolution
+    whose windows overlap at stride 2 or more, with 2 MiB of weights or more,
+    runs as a copy of its windows and one matmul, as wav2vec2's feature
+    extractor: oneDNN's ISA is avx512_core or later and ``LLGA_IM2COL`` is
+    not "0"), ``int8_signed`` (how llga.quantize writes a
     convolution's signed activation: "u8+128", the s8 grid shifted into u8 with
     zero point 128, where oneDNN runs that on the kernel it runs s8 on; "s8"
     where a zero point would cost it that kernel (AMX); None without VNNI;

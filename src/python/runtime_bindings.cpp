@@ -371,6 +371,7 @@ void bindRuntime(py::module_& m) {
     d["llga_gemv"] = c.llga_gemv;
     d["llga_gemv_bf16"] = c.llga_gemv_bf16;
     d["llga_softmax"] = c.llga_softmax;
+    d["im2col_conv"] = c.im2col_conv;
     d["int8_signed"] = c.int8_signed.empty() ? py::object(py::none()) : py::object(py::str(c.int8_signed));
     d["bf16"] = c.bf16;
     d["fast_swish"] = fastSwishEnabled();

@@ -7,6 +7,7 @@
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/depthwise_int8.h"
 #include "backend/dnnl/gemv.h"
+#include "backend/dnnl/im2col.h"
 #include "backend/dnnl/quantize.h"
 #include "backend/dnnl/row_softmax.h"
 #include "backend/dnnl/winograd.h"
@@ -110,6 +111,7 @@ DnnlCapabilities dnnlCapabilities() {
   c.llga_gemv = gemv::available();
   c.llga_gemv_bf16 = gemv::availableBf16();
   c.llga_softmax = rowsoftmax::available();
+  c.im2col_conv = im2col::available();
   c.int8_signed = !int8::hasVnni() ? "" : int8::shiftSignedActivations() ? "u8+128" : "s8";
   ConvThroughput bf = convThroughput(1, 16, 8, 8, 16, 3, "bf16", 1);
   c.bf16 = bf.supported;

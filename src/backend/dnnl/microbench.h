@@ -33,6 +33,7 @@ struct DnnlCapabilities {
   bool llga_dw_int8 = false;   // llga's own int8 depthwise convolution (backend/dnnl/depthwise_int8.h) can run
   bool llga_gemv = false;      // llga's own one-row fp32 product (backend/dnnl/gemv.h) can run
   bool llga_gemv_bf16 = false; // and its bf16 one (AVX512-BF16)
+  bool im2col_conv = false;    // 1-D convolutions that pay run as im2col and a matmul (backend/dnnl/im2col.h)
   bool llga_softmax = false;   // llga's own softmax over the last dim (backend/dnnl/row_softmax.h) can run
   // how a convolution's signed int8 activation is written (int8::shiftSignedActivations):
   // "u8+128" (the s8 grid shifted), "s8", or "" without VNNI (no int8)

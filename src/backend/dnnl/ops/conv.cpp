@@ -26,6 +26,7 @@
 #include "backend/dnnl/activations.h"
 #include "backend/dnnl/depthwise_int8.h"
 #include "backend/dnnl/gemv.h"
+#include "backend/dnnl/im2col.h"
 #include "backend/dnnl/winograd.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "backend/dnnl/quantize.h"
@@ -99,6 +100,11 @@ struct ConvEntry {
   // primitive: src and dst dense (one pixel), weights in Oihw16o.
   bool own_gemv = false;
   std::vector<gemv::Step> gemv_steps;
+  // A 1-D convolution run as im2col and one matrix product (backend/dnnl/im2col.h):
+  // prim is the matmul, src_md and dst_md the convolution's channels-last
+  // ones; the copy's rows, the product's dst and bias have their own.
+  std::optional<im2col::Geometry> im2col;
+  memory::desc col_md, mm_dst_md, mm_bias_md;
   memory::desc bias_md;
   std::vector<memory::desc> operand_mds;  // of the binary post-ops (not the sum), in chain order
   std::vector<bool> operand_reorder;      // per binary operand: given in dst's layout (a reorder per call)
@@ -165,7 +171,9 @@ class ConvKernel final : public Kernel {
     // A Winograd-format copy cannot stand in for the weight: oneDNN reorders
     // into that format only, and another shape may need another layout.
     // Nor can a bf16 copy: it is rounded.
-    if (input != 1 || !constant_weight_ || !e || !e->weights_buf.defined() || e->winograd || e->bf16 || e->int8)
+    // Nor can the im2col product's [c * k, oc] matrix.
+    if (input != 1 || !constant_weight_ || !e || !e->weights_buf.defined() || e->winograd || e->bf16 || e->int8 ||
+        e->im2col)
       return std::nullopt;
     return Tensor::blocked(e->weights_buf.storage(), ScalarType::Float, e->w_sizes, makeLayout(e->wei_md, true));
   }
@@ -429,6 +437,16 @@ class ConvKernel final : public Kernel {
       gemv::run(static_cast<const float*>(src_data), static_cast<const float*>(e->weights_buf.data()), x.size(1),
                 e->out_shape[1], bias ? static_cast<const float*>(bias->data()) : nullptr,
                 static_cast<float*>(dst.get_data_handle()), e->gemv_steps);
+    } else if (e->im2col) {  // the windows into rows, then the product with the convolution's chain
+      // (SRC and DST bound again with the product's descriptors: a new
+      // memory object each, a few us against milliseconds of product)
+      Tensor col_buf;
+      const memory col = temporary(e->col_md, col_buf);
+      im2col::copy(*e->im2col, static_cast<const float*>(src_data), static_cast<float*>(col.get_data_handle()));
+      args->bind(DNNL_ARG_SRC, e->col_md, col_buf.data());
+      args->bind(DNNL_ARG_DST, e->mm_dst_md, dst.get_data_handle());
+      if (bias) args->bind(DNNL_ARG_BIAS, e->mm_bias_md, bias->data());
+      args->execute(ctx, e->prim, e->scratch_md);
     } else if (e->own_dw) {  // the chain is its steps; the bias as given (real values)
       void* scratch = ctx.scratchpadData(dw_int8::scratchBytes(e->dw_geometry, omp_get_max_threads()));
       dw_int8::run(*e->own_dw, e->dw_geometry, src_data, dst.get_data_handle(), e->dw_out,
@@ -802,6 +820,25 @@ class ConvKernel final : public Kernel {
     return true;
   }
 
+  // A 1-D convolution as im2col and one brg matmul, where that pays
+  // (backend/dnnl/im2col.h): fp32, constant weights, no groups, an input
+  // that is not blocked, and a chain without
+  // binary operands (eltwise ops and a sum: the matmul takes them as they
+  // are). Fills e's geometry.
+  bool im2colPays(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t oc, const Shape& out,
+                  ConvEntry& e) const {
+    if (!constant_weight_ || PlainWeightsScope::active() || !im2col::available() || p.transposed || p.nsp != 1 ||
+        p.groups != 1 || x.dim() != 3 || w.dim() != 3 || x.isBlocked() || w.dtype() != ScalarType::Float ||
+        x.dtype() != ScalarType::Float || !e.operand_mds.empty() || e.swish_quantize)
+      return false;
+    im2col::Geometry g;
+    g.n = x.size(0), g.c = x.size(1), g.w = x.size(2), g.oc = oc, g.ow = out[2], g.k = w.size(2);
+    g.stride = p.stride[0], g.dilation = p.dilation[0], g.pad_l = p.padding_l[0];
+    if (!im2col::pays(g)) return false;
+    e.im2col = g;
+    return true;
+  }
+
   static Shape outShape(const Tensor& x, const Tensor& w, const ConvParams& p) {
     Shape out = {x.size(0), p.transposed ? w.size(1) * p.groups : w.size(0)};
     for (size_t i = 0; i + 2 < static_cast<size_t>(w.dim()); ++i) {
@@ -1040,6 +1077,23 @@ class ConvKernel final : public Kernel {
       e.dst_md = memory::desc(out, memory::data_type::f32, Tensor::contiguousStrides(out));
       e.wei_md = memory::desc(w.sizes(), memory::data_type::f32, tag::Oihw16o);  // gemv::panelDesc's layout of b = w^T
       e.impl = "llga_gemv:avx512";
+    } else if (mode == Precision::F32 && !int8 && im2colPays(x, w, p, oc, out, e)) {
+      const im2col::Geometry& g = *e.im2col;
+      e.col_md = memory::desc({g.rows(), g.cols()}, memory::data_type::f32, tag::ab);
+      e.mm_dst_md = memory::desc({g.rows(), oc}, memory::data_type::f32, tag::ab);
+      e.mm_bias_md = has_bias ? memory::desc({1, oc}, memory::data_type::f32, tag::ab) : memory::desc();
+      try {
+        dnnl::matmul::desc d(e.col_md, any({g.cols(), oc}), e.mm_bias_md, e.mm_dst_md);
+        dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
+        e.prim = dnnl::matmul(pd);
+        e.scratch_md = pd.scratchpad_desc();
+        e.wei_md = pd.weights_desc();
+        e.impl = std::string("im2col+") + pd.impl_info_str();
+        e.src_md = memory::desc(x.sizes(), memory::data_type::f32, tag::nwc);
+        e.dst_md = memory::desc(out, memory::data_type::f32, tag::nwc);
+      } catch (const dnnl::error&) {  // no product for this chain: the convolution
+        e.im2col.reset();
+      }
     } else if (mode == Precision::F32 && !p.transposed && winogradPays(x, w, p, oc, out) && !PlainWeightsScope::active()) {
       // Other shapes first try the Winograd weight layouts earlier ones made,
       // so that specializations share the transformed weights; oneDNN's
@@ -1067,7 +1121,7 @@ class ConvKernel final : public Kernel {
                                           p.stride, dil, p.padding_l, pad_r);
       dnnl::deconvolution_forward::primitive_desc pd(d, attr, cpuEngine());
       take(pd, dnnl::deconvolution_forward(pd));
-    } else if (!e.winograd && !e.own_dw && !e.own_gemv) {
+    } else if (!e.winograd && !e.own_dw && !e.own_gemv && !e.im2col) {
       conv(dnnl::algorithm::convolution_direct, wei_any);
       // int8 takes what oneDNN picked, unless that is its reference kernel:
       // then fp32 (the fallbacks below build without output scales)
@@ -1167,6 +1221,12 @@ class ConvKernel final : public Kernel {
     } else if (e.own_dw) {
       e.own_dw = dw_int8::pack(static_cast<const int8_t*>(w_q.data()), e.int8_scales.data(), oc, w.size(2), w.size(3),
                                quant_->act.zero_point, src_dt == memory::data_type::s8);
+    } else if (e.im2col) {  // the [oc, c, k] weights as the [c * k, oc] matrix they are (strides 1, c * k), packed
+      ExecContext ctx;
+      const Tensor plain = (w.isBlocked() ? toPlain(ctx, w) : w).contiguous();
+      const int64_t ck = e.im2col->cols();
+      e.weights_buf = reorderedWeight(plain, memory::desc({ck, oc}, memory::data_type::f32, memory::dims{1, ck}), e.wei_md);
+      e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
     } else if (int8) {  // the quantized weight into the primitive's layout (and its compensation, where it has one)
       e.weights_buf = allocateFor(e.wei_md, AllocPurpose::WeightCache);
       ExecContext rctx;

@@ -1,0 +1,38 @@
+#include "backend/dnnl/im2col.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/dnnl/dnnl_utils.h"
+#include "runtime/threads.h"
+
+namespace llga::im2col {
+
+bool available() {
+  const char* env = std::getenv("LLGA_IM2COL");  // read per decision (a convolution's first call at a shape)
+  return cpuRunsAvx512Kernels() && !(env && std::strcmp(env, "0") == 0);
+}
+
+bool pays(const Geometry& g) {
+  return g.stride >= 2 && g.k > g.stride && g.dilation == 1 && g.oc * g.c * g.k >= kMinWeightFloats;
+}
+
+void copy(const Geometry& g, const float* src, float* col) {
+  const int64_t cols = g.cols();
+  parallelFor(g.rows(), g.rows() * cols >= kParallelGrain, [&](int64_t r) {
+    const int64_t i = r / g.ow, j = r % g.ow;
+    float* out = col + r * cols;
+    const float* image = src + i * g.w * g.c;
+    for (int64_t tap = 0; tap < g.k; ++tap) {
+      const int64_t at = j * g.stride + tap * g.dilation - g.pad_l;
+      if (at < 0 || at >= g.w) {
+        for (int64_t ic = 0; ic < g.c; ++ic) out[ic * g.k + tap] = 0.0f;
+        continue;
+      }
+      const float* in = image + at * g.c;
+      for (int64_t ic = 0; ic < g.c; ++ic) out[ic * g.k + tap] = in[ic];
+    }
+  });
+}
+
+}  // namespace llga::im2col
