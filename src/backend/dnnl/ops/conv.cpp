@@ -822,9 +822,8 @@ class ConvKernel final : public Kernel {
 
   // A 1-D convolution as im2col and one brg matmul, where that pays
   // (backend/dnnl/im2col.h): fp32, constant weights, no groups, an input
-  // that is not blocked, and a chain without
-  // binary operands (eltwise ops and a sum: the matmul takes them as they
-  // are). Fills e's geometry.
+  // that is not blocked, and a chain without binary operands (eltwise ops
+  // and a sum: the matmul takes them as they are). Fills e's geometry.
   bool im2colPays(const Tensor& x, const Tensor& w, const ConvParams& p, int64_t oc, const Shape& out,
                   ConvEntry& e) const {
     if (!constant_weight_ || PlainWeightsScope::active() || !im2col::available() || p.transposed || p.nsp != 1 ||
