@@ -3,8 +3,9 @@ where ``cpu_capabilities()["im2col_conv"]`` says it can run, a convolution
 whose windows overlap at stride 2 or more with 2 MiB of weights or more takes
 that path (the partition's impl says ``im2col+``), others stay on oneDNN's
 convolution; either way the values are PyTorch's, with padding, bias, an
-eltwise chain, a residual sum, batches, an unbatched input and inputs that
-arrive channels-first or channels-last."""
+eltwise chain, a residual sum, batches, long signals (the copy goes in
+chunks of rows), an unbatched input and inputs that arrive channels-first or
+channels-last."""
 
 import os
 import subprocess
@@ -128,6 +129,19 @@ def test_new_lengths_reuse_the_packed_weights():
         x = torch.randn(1, 512, n)
         with torch.no_grad():
             np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("batch,length", [(1, 6001), (2, 2731), (3, 1001)])
+def test_long_signals_go_in_chunks_of_rows(batch, length):
+    # the copy holds at most 8 MiB of rows (1365 rows of 512 x 3 floats):
+    # 6001 samples are 3000 rows (two chunks and a tail), two of 2731 are
+    # 2730 (two whole chunks), three of 1001 are 1500 (a chunk and a tail
+    # that starts inside the second image); with a residual and a relu
+    m = Residual()
+    x = torch.randn(batch, 512, length)
+    r = torch.randn(batch, 512, (length + 2 - 3) // 2 + 1)
+    c = check(m, x, r, calls=1)
+    assert any(i.startswith("im2col+") for i in conv_impls(c)) == OWN
 
 
 @pytest.mark.skipif(not OWN, reason="im2col_conv is off here (oneDNN ISA below avx512_core or LLGA_IM2COL=0)")

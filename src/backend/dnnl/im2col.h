@@ -14,7 +14,8 @@
 // the copy is output pixel j of image i, its columns channel-major (ic * k +
 // tap), so that the weights' [oc, c, k] buffer is the [c * k, oc] matrix with
 // strides (1, c * k) as it lies; taps in the padding are zeros. The product
-// writes [n * ow, oc]: the output channels-last.
+// writes [n * ow, oc]: the output channels-last. Copy and product go a
+// chunk of rows at a time (chunkRows).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,14 @@ bool available();
 constexpr int64_t kMinWeightFloats = int64_t{1} << 19;  // 2 MiB of fp32
 bool pays(const Geometry& g);
 
-// col [rows, cols] from src [n, w, c] (both dense), on llga's threads.
-void copy(const Geometry& g, const float* src, float* col);
+// The copy and the product go in chunks of rows, each copy at most
+// kChunkBytes (a long signal's whole copy would be 1.5x its input at kernel
+// 3, stride 2): rows per chunk, at least 1.
+constexpr int64_t kChunkBytes = int64_t{8} << 20;
+int64_t chunkRows(const Geometry& g);
+
+// col [end - begin, cols]: rows [begin, end) of the copy, from src [n, w, c]
+// (dense), on llga's threads.
+void copy(const Geometry& g, const float* src, float* col, int64_t begin, int64_t end);
 
 }  // namespace llga::im2col

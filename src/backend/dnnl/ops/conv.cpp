@@ -100,11 +100,14 @@ struct ConvEntry {
   // primitive: src and dst dense (one pixel), weights in Oihw16o.
   bool own_gemv = false;
   std::vector<gemv::Step> gemv_steps;
-  // A 1-D convolution run as im2col and one matrix product (backend/dnnl/im2col.h):
-  // prim is the matmul, src_md and dst_md the convolution's channels-last
-  // ones; the copy's rows, the product's dst and bias have their own.
+  // A 1-D convolution run as im2col and matrix products (backend/dnnl/im2col.h),
+  // chunk_rows rows of the copy at a time: prim is the product of a whole
+  // chunk, tail_prim the last one's where it is shorter (the same packed
+  // weights); src_md and dst_md are the convolution's channels-last ones.
   std::optional<im2col::Geometry> im2col;
-  memory::desc col_md, mm_dst_md, mm_bias_md;
+  int64_t chunk_rows = 0;
+  memory::desc col_md, mm_dst_md, mm_bias_md, tail_col_md, tail_dst_md, tail_scratch_md;
+  dnnl::primitive tail_prim;
   memory::desc bias_md;
   std::vector<memory::desc> operand_mds;  // of the binary post-ops (not the sum), in chain order
   std::vector<bool> operand_reorder;      // per binary operand: given in dst's layout (a reorder per call)
@@ -437,16 +440,22 @@ class ConvKernel final : public Kernel {
       gemv::run(static_cast<const float*>(src_data), static_cast<const float*>(e->weights_buf.data()), x.size(1),
                 e->out_shape[1], bias ? static_cast<const float*>(bias->data()) : nullptr,
                 static_cast<float*>(dst.get_data_handle()), e->gemv_steps);
-    } else if (e->im2col) {  // the windows into rows, then the product with the convolution's chain
+    } else if (e->im2col) {  // per chunk of rows: the windows into rows, then the product with the convolution's chain
       // (SRC and DST bound again with the product's descriptors: a new
       // memory object each, a few us against milliseconds of product)
       Tensor col_buf;
-      const memory col = temporary(e->col_md, col_buf);
-      im2col::copy(*e->im2col, static_cast<const float*>(src_data), static_cast<float*>(col.get_data_handle()));
-      args->bind(DNNL_ARG_SRC, e->col_md, col_buf.data());
-      args->bind(DNNL_ARG_DST, e->mm_dst_md, dst.get_data_handle());
-      if (bias) args->bind(DNNL_ARG_BIAS, e->mm_bias_md, bias->data());
-      args->execute(ctx, e->prim, e->scratch_md);
+      float* col = static_cast<float*>(temporary(e->col_md, col_buf).get_data_handle());
+      float* out_rows = static_cast<float*>(dst.get_data_handle());
+      const int64_t rows = e->im2col->rows(), oc = e->out_shape[1];
+      for (int64_t r = 0; r < rows; r += e->chunk_rows) {
+        const bool tail = rows - r < e->chunk_rows;
+        im2col::copy(*e->im2col, static_cast<const float*>(src_data), col, r, std::min(rows, r + e->chunk_rows));
+        args->bind(DNNL_ARG_SRC, tail ? e->tail_col_md : e->col_md, col);
+        args->bind(DNNL_ARG_WEIGHTS, e->weights);
+        args->bind(DNNL_ARG_DST, tail ? e->tail_dst_md : e->mm_dst_md, out_rows + r * oc);
+        if (bias) args->bind(DNNL_ARG_BIAS, e->mm_bias_md, bias->data());
+        args->execute(ctx, tail ? e->tail_prim : e->prim, tail ? e->tail_scratch_md : e->scratch_md);
+      }
     } else if (e->own_dw) {  // the chain is its steps; the bias as given (real values)
       void* scratch = ctx.scratchpadData(dw_int8::scratchBytes(e->dw_geometry, omp_get_max_threads()));
       dw_int8::run(*e->own_dw, e->dw_geometry, src_data, dst.get_data_handle(), e->dw_out,
@@ -1078,12 +1087,23 @@ class ConvKernel final : public Kernel {
       e.impl = "llga_gemv:avx512";
     } else if (mode == Precision::F32 && !int8 && im2colPays(x, w, p, oc, out, e)) {
       const im2col::Geometry& g = *e.im2col;
-      e.col_md = memory::desc({g.rows(), g.cols()}, memory::data_type::f32, tag::ab);
-      e.mm_dst_md = memory::desc({g.rows(), oc}, memory::data_type::f32, tag::ab);
-      e.mm_bias_md = has_bias ? memory::desc({1, oc}, memory::data_type::f32, tag::ab) : memory::desc();
+      e.chunk_rows = im2col::chunkRows(g);
+      const int64_t tail = g.rows() % e.chunk_rows;
+      auto rowsDesc = [](int64_t rows, int64_t cols) { return memory::desc({rows, cols}, memory::data_type::f32, tag::ab); };
+      e.col_md = rowsDesc(e.chunk_rows, g.cols());
+      e.mm_dst_md = rowsDesc(e.chunk_rows, oc);
+      e.mm_bias_md = has_bias ? rowsDesc(1, oc) : memory::desc();
       try {
         dnnl::matmul::desc d(e.col_md, any({g.cols(), oc}), e.mm_bias_md, e.mm_dst_md);
         dnnl::matmul::primitive_desc pd(d, attr, cpuEngine());
+        if (tail) {  // the last chunk's product, on the same packed weights
+          e.tail_col_md = rowsDesc(tail, g.cols());
+          e.tail_dst_md = rowsDesc(tail, oc);
+          dnnl::matmul::desc td(e.tail_col_md, pd.weights_desc(), e.mm_bias_md, e.tail_dst_md);
+          dnnl::matmul::primitive_desc tpd(td, attr, cpuEngine());
+          e.tail_prim = dnnl::matmul(tpd);
+          e.tail_scratch_md = tpd.scratchpad_desc();
+        }
         e.prim = dnnl::matmul(pd);
         e.scratch_md = pd.scratchpad_desc();
         e.wei_md = pd.weights_desc();
