@@ -131,6 +131,26 @@ def test_new_lengths_reuse_the_packed_weights():
             np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=2e-4, atol=2e-4)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_random_geometries(seed):
+    # kernel 3 to 7, a stride under it, padding up to the kernel's half,
+    # channels so that the weights reach 2 MiB, batches 1 to 3, lengths
+    # from one window up
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(3, 8))
+    stride = int(rng.integers(2, k))
+    padding = int(rng.integers(0, k // 2 + 1))
+    cin = int(rng.choice([256, 320, 512]))
+    cout = -(-(1 << 19) // (cin * k))  # at least 2 MiB of weights
+    cout += int(rng.integers(0, 40))
+    length = int(rng.integers(max(1, k - 2 * padding), 300))
+    batch = int(rng.integers(1, 4))
+    m = conv1d(cin, cout, k, stride, padding, bias=bool(seed % 2), seed=seed)
+    c = check(Chain(m, nn.GELU() if seed % 3 else nn.Identity()), torch.randn(batch, cin, length))
+    impls = conv_impls(c)
+    assert impls and all(i.startswith("im2col+") == OWN for i in impls), (impls, k, stride, padding, cin, cout)
+
+
 @pytest.mark.parametrize("batch,length", [(1, 6001), (2, 2731), (3, 1001)])
 def test_long_signals_go_in_chunks_of_rows(batch, length):
     # the copy holds at most 8 MiB of rows (1365 rows of 512 x 3 floats):
