@@ -151,6 +151,27 @@ def test_random_geometries(seed):
     assert impls and all(i.startswith("im2col+") == OWN for i in impls), (impls, k, stride, padding, cin, cout)
 
 
+@pytest.mark.skipif(not OWN, reason="im2col_conv is off here (oneDNN ISA below avx512_core or LLGA_IM2COL=0)")
+@pytest.mark.parametrize("seed", range(12))
+def test_every_small_geometry_with_all(monkeypatch, seed):
+    # LLGA_IM2COL=all takes every 1-D convolution the path can run (not only
+    # those where it pays): small channels, kernel 1, stride 1, dilation,
+    # padding wider than a dilated tap
+    monkeypatch.setenv("LLGA_IM2COL", "all")
+    rng = np.random.default_rng(100 + seed)
+    k = int(rng.integers(1, 6))
+    stride = int(rng.integers(1, 4))
+    dilation = int(rng.choice([1, 1, 2, 3]))
+    padding = int(rng.integers(0, dilation * (k - 1) // 2 + 1))
+    cin, cout = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+    length = int(rng.integers(max(1, dilation * (k - 1) + 1 - 2 * padding), 60))
+    torch.manual_seed(seed)
+    m = nn.Conv1d(cin, cout, k, stride, padding, dilation, bias=bool(seed % 2)).eval()
+    c = check(m, torch.randn(int(rng.integers(1, 4)), cin, length), rtol=1e-4, atol=1e-4)
+    impls = conv_impls(c)
+    assert impls and all(i.startswith("im2col+") for i in impls), (impls, k, stride, dilation, padding, cin, cout)
+
+
 @pytest.mark.parametrize("batch,length", [(1, 6001), (2, 2731), (3, 1001)])
 def test_long_signals_go_in_chunks_of_rows(batch, length):
     # the copy holds at most 8 MiB of rows (1365 rows of 512 x 3 floats):
