@@ -35,8 +35,8 @@ struct Geometry {
 bool available();
 // The product pays over brgconv for g: windows that overlap at stride 2 or
 // more (k > stride), dilation 1, weights of at least kMinWeightFloats. With
-// LLGA_IM2COL=all every geometry does (for tests and the graph fuzzer: the
-// path on small shapes).
+// LLGA_IM2COL=all every geometry does (for tests: the path on small
+// shapes).
 constexpr int64_t kMinWeightFloats = int64_t{1} << 19;  // 2 MiB of fp32
 bool pays(const Geometry& g);
 
