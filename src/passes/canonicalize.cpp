@@ -135,6 +135,86 @@ Value* scaleAfterProduct(Node* n, Graph& g) {
   return scaled;
 }
 
+// view(view(a, s5) + m, s4) -> a + reshape(expand(m, s5), s4), s4 giving a's sizes:
+// an add through a view that regroups a's leading dims, m broadcast in the
+// regrouped shape. Swin's shifted windows add their mask so: the scores
+// [B * nW, heads, N, N] viewed as [B, nW, heads, N, N] plus the mask
+// [1, nW, 1, N, N], viewed back. The rewritten add reads the mask in a's own
+// shape (a copy of it broadcast: a mask built from sizes alone is made once
+// per input signature, mark-shape-only), so the chain from the scores'
+// product to the softmax has no view in it and the attention pattern takes
+// it. The same additions, in the same order: the same bits. Only where the
+// traced types show a's sizes, the view's and the result's, the result has
+// a's sizes, the views keep the last two dims, m broadcasts into the view
+// without growing it, m has a's dtype, and each step is read by the next
+// alone.
+Value* addThroughView(Node* n, Graph& g) {
+  Node* add = n->input(0)->node();
+  if (add->kind().toQualString() != std::string("aten::add") || add->inputs().size() != 3 ||
+      n->input(0)->uses().size() != 1)
+    return nullptr;
+  Node* v = add->input(0)->node();
+  const std::string vk = v->kind().toQualString();
+  if ((vk != "aten::view" && vk != "aten::reshape") || add->input(0)->uses().size() != 1 || v->inputs().size() != 2)
+    return nullptr;
+  Value* a = v->input(0);
+  Value* m = add->input(1);
+  auto sizesOf = [](const Value* x) -> std::optional<std::vector<int64_t>> {
+    if (!x->type()->isTensor()) return std::nullopt;
+    return x->type()->tensorInfo().concreteSizes();
+  };
+  const auto sa = sizesOf(a), s5 = sizesOf(add->input(0)), sm = sizesOf(m), sr = sizesOf(n->output());
+  if (!sa || !s5 || !sm || !sr || *sr != *sa || sa->size() < 2 || s5->size() < 2 || sm->size() > s5->size()) return nullptr;
+  if ((*sa)[sa->size() - 1] != (*s5)[s5->size() - 1] || (*sa)[sa->size() - 2] != (*s5)[s5->size() - 2]) return nullptr;
+  for (size_t i = 0; i < sm->size(); ++i) {  // m broadcasts into the view's shape without growing it
+    const int64_t d = (*sm)[sm->size() - 1 - i], e = (*s5)[s5->size() - 1 - i];
+    if (d != e && d != 1) return nullptr;
+  }
+  const std::optional<ScalarType> dt = knownDtype(a);
+  if (!dt || knownDtype(m) != dt || knownDtype(add->input(0)) != dt) return nullptr;
+  if (mayBeMutated(*a) || mayBeMutated(*m) || mayBeMutated(*add->input(0)) || mayBeMutated(*add->output()))
+    return nullptr;
+  // m expands to the view's size list itself (a read of the view's size
+  // would keep a read outside the chain). expand keeps m's extent where the
+  // list says -1 and view infers one: so no -1 may stand where m broadcasts
+  // (a list item llga computes could only be -1 by arithmetic, and then the
+  // reshape below fails loudly on the element count).
+  Value* list = v->input(1);
+  std::vector<std::optional<int64_t>> items;
+  if (auto c = constantInts(list)) {
+    items.assign(c->begin(), c->end());
+  } else if (list->node()->kind() == prim::ListConstruct) {
+    for (const Value* item : list->node()->inputs()) items.push_back(constantInt(item));
+  } else {
+    return nullptr;
+  }
+  if (items.size() != s5->size()) return nullptr;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const size_t from_end = items.size() - 1 - i;
+    const bool broadcast = from_end >= sm->size() || (*sm)[sm->size() - 1 - from_end] == 1;
+    if (items[i] && *items[i] < 0 && broadcast) return nullptr;
+  }
+  Emitter e(g, n, n);
+  TensorInfo wide = m->type()->tensorInfo();
+  wide.sizes = add->input(0)->type()->tensorInfo().sizes;
+  wide.strides.reset();
+  Value* expanded = e.op("aten::expand", {m, list, e.b(false)}, Type::tensor(wide));
+  TensorInfo flat = wide;
+  flat.sizes = a->type()->tensorInfo().sizes;
+  // (to the root's own list: its result has a's sizes, and a read of a's
+  // size would be one more reader of the scores)
+  Value* mask = e.op("aten::reshape", {expanded, n->input(1)}, Type::tensor(flat));
+  TypePtr out = n->output()->type();
+  if (out->isTensor()) {  // a fresh result: its strides are the add's, not the view's
+    TensorInfo info = out->tensorInfo();
+    info.strides.reset();
+    out = Type::tensor(info);
+  }
+  Value* r = e.op("aten::add", {a, mask, add->input(2)}, out);
+  replaceKeepingName(g, n->output(), r);
+  return r;
+}
+
 // softmax(x - max(x, d, keepdim=True)[0], d) -> softmax(x, d) (and
 // log_softmax, amax): the softmax subtracts the row's maximum itself, and the
 // row's maximum of x - max(x) is exactly 0, so both compute exp(fl(x - m))
@@ -323,6 +403,8 @@ const Rule kRules[] = {
   {"contiguous-view",     "aten::view",      "view(contiguous(x), s)  ->  reshape(x, s)   (nothing writes them)", contiguousView},
   {"scale-after-product", "aten::matmul",    "softmax(matmul(q * c, k))  ->  softmax(matmul(q, k) * c)", scaleAfterProduct},
   {"scale-after-bmm",     "aten::bmm",       "softmax(bmm(q * c, k))  ->  softmax(bmm(q, k) * c)", scaleAfterProduct},
+  {"add-through-view",    "aten::view",      "view(view(a, s) + m, t)  ->  a + reshape(expand(m, s), t)   (t: a's sizes; the view regroups leading dims)", addThroughView},
+  {"add-through-reshape", "aten::reshape",   "reshape(reshape(a, s) + m, t)  ->  a + reshape(expand(m, s), t)", addThroughView},
   {"softmax-of-shifted",  "aten::softmax", "softmax(x - max(x, d, keepdim)[0], d)  ->  softmax(x, d)", softmaxOfShifted},
   {"log-softmax-of-shifted", "aten::log_softmax", "log_softmax(x - max(x, d, keepdim)[0], d)  ->  log_softmax(x, d)", softmaxOfShifted},
   {"size-of-contiguous",  "aten::size",      "size(contiguous(x), d)  ->  size(x, d)",    sizeOfContiguous},

@@ -261,6 +261,29 @@ def test_torchvision_style_multihead_attention():
     check(c, M(), x, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("size,batch,later", [(56, 1, 2), (28, 2, 1), (30, 2, 3), (14, 1, 1)])
+def test_swin_shifted_window_mask_joins_the_attention_partition(size, batch, later):
+    # torchvision's shifted windows add their mask through a view of the
+    # scores ([B * nW, heads, N, N] as [B, nW, heads, N, N]) and view back:
+    # canonicalize's add-through-view moves the add onto the scores, so the
+    # product, bias, mask, softmax and product are one partition; at 30 the
+    # map is padded, and a later call changes the batch (the mask broadcast
+    # anew for the new signature)
+    from torchvision.models.swin_transformer import ShiftedWindowAttention
+
+    torch.manual_seed(size + batch)
+    m = ShiftedWindowAttention(96, [7, 7], [3, 3], 3).eval()
+    with torch.no_grad():  # the bias table starts at zero-ish (trunc_normal 0.02): make it matter
+        m.relative_position_bias_table.normal_(0, 1)
+    x = torch.randn(batch, size, size, 96)
+    c = compile_(m, x)
+    (part,) = attention_parts(c)
+    assert part.ops == ["aten::matmul", "aten::add", "aten::add", "aten::softmax", "aten::matmul"], part.ops
+    assert ("llga_attention" in part.impl) == FUSED, part.impl
+    check(c, m, x)
+    check(c, m, torch.randn(later, size, size, 96))
+
+
 def test_bert_layer_with_padding():
     model = zoo.bert_like(vocab=100, hidden=64, layers=2, heads=4, max_positions=64)
     ids, mask = zoo.bert_inputs(batch=2, seq=24, vocab=100)
