@@ -135,20 +135,25 @@ Value* scaleAfterProduct(Node* n, Graph& g) {
   return scaled;
 }
 
-// view(view(a, s5) + m, s4) -> a + reshape(expand(m, s5), s4), s4 giving a's sizes:
-// an add through a view that regroups a's leading dims, m broadcast in the
-// regrouped shape. Swin's shifted windows add their mask so: the scores
-// [B * nW, heads, N, N] viewed as [B, nW, heads, N, N] plus the mask
-// [1, nW, 1, N, N], viewed back. The rewritten add reads the mask in a's own
-// shape (a copy of it broadcast: a mask built from sizes alone is made once
-// per input signature, mark-shape-only), so the chain from the scores'
-// product to the softmax has no view in it and the attention pattern takes
-// it. The same additions, in the same order: the same bits. Only where the
-// traced types show a's sizes, the view's and the result's, the result has
-// a's sizes, the views keep the last two dims, m broadcasts into the view
-// without growing it, m has a's dtype, and each step is read by the next
-// alone.
+// softmax(view(view(a, s5) + m, s4)) -> softmax(a + reshape(expand(m, s5), s4)),
+// s4 giving a's sizes: an add through a view that regroups a's leading
+// dims, m broadcast in the regrouped shape. Swin's shifted windows add their
+// mask so: the scores [B * nW, heads, N, N] viewed as [B, nW, heads, N, N]
+// plus the mask [1, nW, 1, N, N], viewed back. Both views read a's elements
+// in their row-major order, so the rewritten add sees the same pairs: the
+// same bits. It reads the mask in a's own shape, a broadcast copy (a mask
+// built from sizes alone, as Swin's, is made once per input signature:
+// mark-shape-only), and the chain from the scores' product to the softmax
+// has no view in it: the attention pattern takes it. Only where that is
+// the gain: a softmax reads the result alone, and the views keep the last
+// two dims (a copy of a mask read by every call otherwise costs more than
+// the broadcast add). And only where the traced types show a's sizes, the
+// view's and the result's, the result has a's sizes, m broadcasts into the
+// view without growing it, m has a's dtype, and each step is read by the
+// next alone.
 Value* addThroughView(Node* n, Graph& g) {
+  if (n->output()->uses().size() != 1 || n->output()->uses()[0].user->kind().toQualString() != std::string("aten::softmax"))
+    return nullptr;
   Node* add = n->input(0)->node();
   if (add->kind().toQualString() != std::string("aten::add") || add->inputs().size() != 3 ||
       n->input(0)->uses().size() != 1)
@@ -403,8 +408,8 @@ const Rule kRules[] = {
   {"contiguous-view",     "aten::view",      "view(contiguous(x), s)  ->  reshape(x, s)   (nothing writes them)", contiguousView},
   {"scale-after-product", "aten::matmul",    "softmax(matmul(q * c, k))  ->  softmax(matmul(q, k) * c)", scaleAfterProduct},
   {"scale-after-bmm",     "aten::bmm",       "softmax(bmm(q * c, k))  ->  softmax(bmm(q, k) * c)", scaleAfterProduct},
-  {"add-through-view",    "aten::view",      "view(view(a, s) + m, t)  ->  a + reshape(expand(m, s), t)   (t: a's sizes; the view regroups leading dims)", addThroughView},
-  {"add-through-reshape", "aten::reshape",   "reshape(reshape(a, s) + m, t)  ->  a + reshape(expand(m, s), t)", addThroughView},
+  {"add-through-view",    "aten::view",      "softmax(view(view(a, s) + m, t))  ->  softmax(a + reshape(expand(m, s), t))   (t: a's sizes; the view regroups leading dims)", addThroughView},
+  {"add-through-reshape", "aten::reshape",   "softmax(reshape(reshape(a, s) + m, t))  ->  softmax(a + reshape(expand(m, s), t))", addThroughView},
   {"softmax-of-shifted",  "aten::softmax", "softmax(x - max(x, d, keepdim)[0], d)  ->  softmax(x, d)", softmaxOfShifted},
   {"log-softmax-of-shifted", "aten::log_softmax", "log_softmax(x - max(x, d, keepdim)[0], d)  ->  log_softmax(x, d)", softmaxOfShifted},
   {"size-of-contiguous",  "aten::size",      "size(contiguous(x), d)  ->  size(x, d)",    sizeOfContiguous},
