@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "backend/dnnl/dnnl_utils.h"
@@ -174,8 +173,7 @@ bool vec::cpuHasAvx512() {
 
 bool fastSwishEnabled() {
   static const bool cpu = vec::cpuHasAvx512() || cpuHasAvx2Fma();
-  const char* env = std::getenv("LLGA_FAST_SWISH");
-  return cpu && !(env && std::strcmp(env, "0") == 0);
+  return cpu && envSwitchOn("LLGA_FAST_SWISH");
 }
 
 void swishInPlace(float* p, int64_t n) {
@@ -193,8 +191,7 @@ void swishQuantize(const float* p, void* q, int64_t n, float inv_scale, int32_t 
 
 bool fastGeluEnabled() {
   static const bool cpu = vec::cpuHasAvx512();
-  const char* env = std::getenv("LLGA_FAST_GELU");
-  return cpu && !(env && std::strcmp(env, "0") == 0);
+  return cpu && envSwitchOn("LLGA_FAST_GELU");
 }
 
 void geluErfInPlace(float* p, int64_t n) {

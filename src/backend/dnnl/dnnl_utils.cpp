@@ -1,6 +1,8 @@
 #include "backend/dnnl/dnnl_utils.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -179,6 +181,11 @@ bool cpuRunsAvx2Kernels() {
     return isa != dnnl::cpu_isa::sse41 && isa != dnnl::cpu_isa::avx;
   }();
   return ok;
+}
+
+bool envSwitchOn(const char* name) {
+  const char* env = std::getenv(name);
+  return !(env && std::strcmp(env, "0") == 0);
 }
 
 bool cpuRunsAvx512Kernels() {

@@ -140,5 +140,9 @@ bool cpuRunsAvx2Kernels();
 // The same for llga's own AVX-512 kernels (the one-row product, the softmax):
 // oneDNN's effective ISA is avx512_core or above.
 bool cpuRunsAvx512Kernels();
+// An LLGA_* switch (LLGA_GEMV, LLGA_WINOGRAD, ...): on unless the variable
+// is "0". Read at each decision, so a test or bench.ab can flip it in a
+// running process.
+bool envSwitchOn(const char* name);
 
 }  // namespace llga

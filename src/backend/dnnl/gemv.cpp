@@ -4,7 +4,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -88,8 +87,7 @@ void panelsBf16(const uint32_t* xp, const uint16_t* b, int64_t pairs, int64_t n,
 }
 
 bool switchedOn() {
-  const char* env = std::getenv("LLGA_GEMV");  // read per decision (a product's first call), as LLGA_WINOGRAD
-  return !(env && std::strcmp(env, "0") == 0);
+  return envSwitchOn("LLGA_GEMV");  // read per decision (a product's first call)
 }
 
 }  // namespace

@@ -10,8 +10,7 @@
 namespace llga::im2col {
 
 bool available() {
-  const char* env = std::getenv("LLGA_IM2COL");  // read per decision (a convolution's first call at a shape)
-  return cpuRunsAvx512Kernels() && !(env && std::strcmp(env, "0") == 0);
+  return cpuRunsAvx512Kernels() && envSwitchOn("LLGA_IM2COL");  // read per decision (a convolution's first call at a shape)
 }
 
 bool pays(const Geometry& g) {

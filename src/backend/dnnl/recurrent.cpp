@@ -1,9 +1,9 @@
 #include "backend/dnnl/recurrent.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
+#include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/vec_math.h"
 
 namespace llga::recurrent {
@@ -133,8 +133,7 @@ LLGA_AVX512 void cellStep(Cell cell, int64_t H, const float* xg, const float* hg
 
 bool available() {
   static const bool cpu = vec::cpuHasAvx512();
-  const char* env = std::getenv("LLGA_OWN_RNN");
-  return cpu && !(env && std::strcmp(env, "0") == 0);
+  return cpu && envSwitchOn("LLGA_OWN_RNN");
 }
 
 int64_t gatesOf(Cell c) { return c == Cell::Lstm ? 4 : c == Cell::Gru ? 3 : 1; }

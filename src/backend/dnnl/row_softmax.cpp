@@ -1,8 +1,6 @@
 #include "backend/dnnl/row_softmax.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/vec_math.h"
@@ -26,8 +24,7 @@ LLGA_AVX512 void rowsOf(const float* src, float* dst, int64_t r0, int64_t r1, in
 }  // namespace
 
 bool available() {
-  const char* env = std::getenv("LLGA_OWN_SOFTMAX");
-  return cpuRunsAvx512Kernels() && !(env && std::strcmp(env, "0") == 0);
+  return cpuRunsAvx512Kernels() && envSwitchOn("LLGA_OWN_SOFTMAX");
 }
 
 void run(const float* src, float* dst, int64_t rows, int64_t n) {

@@ -4,8 +4,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "backend/dnnl/dnnl_utils.h"
 #include "runtime/threads.h"
@@ -182,8 +180,7 @@ LLGA_AVX2 void outputTile(const Geometry& g, const float* m, int64_t tc, int64_t
 }  // namespace
 
 bool available() {
-  const char* env = std::getenv("LLGA_WINOGRAD");
-  return cpuRunsAvx2Kernels() && !(env && std::strcmp(env, "0") == 0);
+  return cpuRunsAvx2Kernels() && envSwitchOn("LLGA_WINOGRAD");
 }
 
 bool supports(const Geometry& g) {
