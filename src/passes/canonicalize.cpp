@@ -28,6 +28,11 @@ Node* producer(const Value* v, const char* kind) {
   return p->kind().toQualString() == kind ? p : nullptr;
 }
 
+// v's one reader is a softmax (the attention chain a rule opens for the fuser).
+bool readBySoftmaxAlone(const Value* v) {
+  return v->uses().size() == 1 && v->uses()[0].user->kind().toQualString() == std::string("aten::softmax");
+}
+
 bool sameInts(const Value* a, const Value* b) {
   auto x = constantInt(a), y = constantInt(b);
   return x && y && *x == *y;
@@ -114,9 +119,7 @@ Value* contiguousView(Node* n, Graph& g) {
 // product is read by the softmax alone and the scaled q by the product alone.
 Value* scaleAfterProduct(Node* n, Graph& g) {
   const std::string k = n->kind().toQualString();
-  if ((k != "aten::matmul" && k != "aten::bmm") || n->output()->uses().size() != 1 ||
-      n->output()->uses()[0].user->kind().toQualString() != "aten::softmax")
-    return nullptr;
+  if ((k != "aten::matmul" && k != "aten::bmm") || !readBySoftmaxAlone(n->output())) return nullptr;
   Node* s = n->input(0)->node();
   const std::string sk = s->kind().toQualString();
   if ((sk != "aten::mul" && sk != "aten::div") || s->inputs().size() != 2 || s->input(0) == s->input(1) ||
@@ -152,8 +155,7 @@ Value* scaleAfterProduct(Node* n, Graph& g) {
 // view without growing it, m has a's dtype, and each step is read by the
 // next alone.
 Value* addThroughView(Node* n, Graph& g) {
-  if (n->output()->uses().size() != 1 || n->output()->uses()[0].user->kind().toQualString() != std::string("aten::softmax"))
-    return nullptr;
+  if (!readBySoftmaxAlone(n->output())) return nullptr;
   Node* add = n->input(0)->node();
   if (add->kind().toQualString() != std::string("aten::add") || add->inputs().size() != 3 ||
       n->input(0)->uses().size() != 1)
