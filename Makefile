@@ -9,7 +9,7 @@ CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all bootstrap build demo test test-cpp test-asan test-tsan test-py test-isa test-isa-all test-install test-deps test-fresh test-ops-long \
-	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs fuzz-graphs-bf16 stress test-zoo test-zoo-int8 test-zoo-bf16 bench bench-quick bench-coverage bench-parse bench-runtime bench-load bench-dask clean
+	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs fuzz-graphs-bf16 fuzz-graphs-signals stress test-zoo test-zoo-int8 test-zoo-bf16 bench bench-quick bench-coverage bench-parse bench-runtime bench-load bench-dask clean
 
 all: build
 
@@ -134,12 +134,17 @@ stress: build dev-path
 # (scripts/fuzz_graphs.py). Reproducers of mismatches go to build/fuzz-graphs/.
 # `make test` runs 24 fixed programs, 8 of them in bf16 too (tests/py/test_fuzz_graphs.py).
 # fuzz-graphs-bf16 compiles every program with precision="bf16" (where oneDNN has bf16 kernels).
+# fuzz-graphs-signals draws [batch, channels, length] programs with 1-d convolutions and pooling
+# (every other one with LLGA_IM2COL=all, so llga's im2col path meets small shapes too).
 FUZZ_GRAPHS_SECONDS ?= 300
 fuzz-graphs: build dev-path
 	$(PY) scripts/fuzz_graphs.py --seconds $(FUZZ_GRAPHS_SECONDS) --seed $$(date +%s) $(FUZZ_GRAPHS_ARGS)
 
 fuzz-graphs-bf16: build dev-path
 	$(PY) scripts/fuzz_graphs.py --precision bf16 --seconds $(FUZZ_GRAPHS_SECONDS) --seed $$(date +%s) $(FUZZ_GRAPHS_ARGS)
+
+fuzz-graphs-signals: build dev-path
+	$(PY) scripts/fuzz_graphs.py --family signals --seconds $(FUZZ_GRAPHS_SECONDS) --seed $$(date +%s) $(FUZZ_GRAPHS_ARGS)
 
 # llga vs PyTorch (eager, frozen+OFI), ONNX Runtime and the machine's limit.
 # Writes bench/results/latest.{json,md,png}. BENCH_ARGS="--models resnet50 --batch 1,16"

@@ -36,6 +36,7 @@ to bf16.
     python3 scripts/fuzz_graphs.py --programs 40 --seed 1  # the short run in make test
     python3 scripts/fuzz_graphs.py --replay 1234           # one program, by its seed
     python3 scripts/fuzz_graphs.py --seconds 300 --precision bf16   # make fuzz-graphs-bf16
+    python3 scripts/fuzz_graphs.py --seconds 300 --family signals   # 1-d: make fuzz-graphs-signals
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Largest difference from PyTorch's fp32, relative to max(1, max|PyTorch|), per precision.
 TOLERANCE = {"fp32": 2e-3, "bf16": 5e-2}
+# What a program's inputs are: images ([batch, channels, h, w], and a 3-d one
+# sometimes) or signals ([batch, channels, length], with 1-d convolutions).
+FAMILIES = ("images", "signals")
 # bf16: an output is also allowed this many times the difference PyTorch itself
 # shows when every value is rounded to bf16 (parameters and each op's result:
 # _bf16_everywhere; the inputs rounded or not, the larger of the two), the
@@ -111,6 +115,8 @@ class Program:
     steps: list
     outputs: list
     scripted: bool = False
+    env: dict = dataclasses.field(default_factory=dict)  # llga's switches while compiling and running it
+    family: str = "images"    # FAMILIES
 
     def params(self):
         out = {}
@@ -180,12 +186,15 @@ class Gen:
     """Draws one program; `vals` holds each value's PyTorch tensor (the
     program run so far), so each drawn step is checked as it is added."""
 
-    def __init__(self, seed, max_steps):
+    def __init__(self, seed, max_steps, family="images"):
         import torch
+        if family not in FAMILIES:
+            raise ValueError(f"no program family {family!r}: one of {', '.join(FAMILIES)}")
         self.torch = torch
         self.rng = random.Random(seed)
         self.seed = seed
         self.max_steps = max_steps
+        self.family = family
         self.vals = {}
         self.steps = []
         self.inputs = []
@@ -271,6 +280,38 @@ class Gen:
         b = "self.p{out}_b" if bias else "None"
         self.try_step(f"{{out}} = F.conv2d({x}, self.p{{out}}, {b}, stride={stride}, padding={pad}, dilation={dil}, "
                       f"groups={groups})", [x], params)
+
+    def op_conv1d(self):
+        x = self.pick(lambda t: t.dim() == 3 and t.shape[1] <= 64)
+        if not x:
+            return
+        c = self.vals[x].shape[1]
+        groups = self.rng.choice([1, 1, 1, c, 2 if c % 2 == 0 else 1])
+        oc = self.rng.choice([c, 3, 8, 16, 24]) if groups == 1 else c * self.rng.choice([1, 2]) if groups == c \
+            else self.rng.choice([2, 4, 8])
+        if oc % groups:
+            return
+        k = self.rng.choice([1, 2, 3, 3, 5, 7])
+        stride = self.rng.choice([1, 1, 2, 3])
+        pad = self.rng.choice([0, k // 2, k - 1])
+        dil = self.rng.choice([1, 1, 1, 2])
+        params = {"p{out}": ((oc, c // groups, k), (2.0 / (c // groups * k)) ** 0.5, "normal")}
+        bias = self.rng.random() < 0.7
+        if bias:
+            params["p{out}_b"] = ((oc,), 0.1, "normal")
+        b = "self.p{out}_b" if bias else "None"
+        self.try_step(f"{{out}} = F.conv1d({x}, self.p{{out}}, {b}, stride={stride}, padding={pad}, dilation={dil}, "
+                      f"groups={groups})", [x], params)
+
+    def op_pool1d(self):
+        x = self.pick(lambda t: t.dim() == 3 and t.shape[-1] >= 2)
+        if not x:
+            return
+        form = self.rng.choice(["F.max_pool1d({x}, {k}, {s}, {p})", "F.avg_pool1d({x}, {k}, {s}, {p})",
+                                "F.adaptive_avg_pool1d({x}, {o})", "F.max_pool1d({x}, {k}, {s}, {p}, ceil_mode=True)"])
+        k = self.rng.choice([2, 3])
+        self.try_step("{out} = " + form.format(x=x, k=k, s=self.rng.choice([1, 2]), p=self.rng.choice([0, k // 2]),
+                                               o=self.rng.choice([1, 2])), [x])
 
     def op_linear(self):
         x = self.pick(lambda t: t.dim() >= 2 and t.shape[-1] <= 256)
@@ -520,13 +561,28 @@ class Gen:
     OPS = [("op_conv", 5), ("op_linear", 2), ("op_matmul", 2), ("op_unary", 5), ("op_binary", 6), ("op_view", 4),
            ("op_inplace", 2), ("op_cat", 2), ("op_split", 2), ("op_pool", 2), ("op_norm", 2), ("op_reduce", 2),
            ("op_softmax", 1), ("op_where", 1), ("op_branch", 1)]
+    # The signals family (--family signals): [batch, channels, length] inputs
+    # and 1-d convolutions and pooling besides the ops above; its own family so
+    # that the images family's seeds keep drawing the same programs.
+    SIGNAL_OPS = [("op_conv1d", 6), ("op_pool1d", 2)]
 
     def draw(self):
         import torch
         g = torch.Generator().manual_seed(self.seed)
         n_in = self.rng.choice([1, 1, 2])
+        ops = self.OPS
+        env = {}
+        if self.family == "signals":
+            ops = self.OPS + self.SIGNAL_OPS
+            # every other program with llga's im2col path taking every 1-d convolution it can run
+            # (its own rule sends it only those with 2 MiB of weights, larger than programs here)
+            if self.rng.random() < 0.5:
+                env["LLGA_IM2COL"] = "all"
         for i in range(n_in):
-            if i == 0 or self.rng.random() < 0.5:
+            if self.family == "signals":
+                shape = (self.rng.choice([1, 2]), self.rng.choice([3, 4, 8, 16]),
+                         self.rng.choice([9, 16, 31, 50]))
+            elif i == 0 or self.rng.random() < 0.5:
                 shape = (self.rng.choice([1, 2]), self.rng.choice([3, 4, 8, 16]), self.rng.choice([5, 8, 12]),
                          self.rng.choice([6, 8, 11]))
             else:
@@ -535,8 +591,8 @@ class Gen:
             self.inputs.append((name, shape))
             self.vals[name] = torch.randn(shape, generator=g)
         # inputs are named x*, steps v<k>; new_name counts both
-        names = [n for n, _ in self.OPS]
-        weights = [w for _, w in self.OPS]
+        names = [n for n, _ in ops]
+        weights = [w for _, w in ops]
         tries = 0
         while len(self.steps) < self.max_steps and tries < self.max_steps * 20:
             tries += 1
@@ -549,7 +605,8 @@ class Gen:
         extra = [s.name for s in self.steps if s.name in read]
         outs += self.rng.sample(extra, min(len(extra), self.rng.choice([0, 1])))
         scripted = any(s.branchy for s in self.steps) or self.rng.random() < 0.1
-        return Program(self.seed, self.inputs, self.steps, sorted(set(outs), key=lambda n: int(n[1:])), scripted)
+        return Program(self.seed, self.inputs, self.steps, sorted(set(outs), key=lambda n: int(n[1:])), scripted,
+                       env, self.family)
 
 
 def torch_broadcast(a, b):
@@ -590,6 +647,8 @@ def _shapes_at(prog, batch=None, grow=0):
         if grow and len(s) == 4:
             s[2] += grow
             s[3] += grow
+        elif grow and prog.family == "signals":
+            s[2] += grow
         out.append(s)
     return out
 
@@ -645,9 +704,23 @@ def _skip(why):
 
 
 def check(prog, deep=True, precision="fp32"):
-    """Runs prog through llga (compiled in `precision`) and PyTorch; None when
-    they agree (or cannot be compared: counted in SKIPPED), else a
-    description of the first difference (an exception is one too)."""
+    """Runs prog through llga (compiled in `precision`, with prog.env's
+    switches set) and PyTorch; None when they agree (or cannot be compared:
+    counted in SKIPPED), else a description of the first difference (an
+    exception is one too)."""
+    saved = {k: os.environ.get(k) for k in prog.env}
+    os.environ.update(prog.env)
+    try:
+        return _check(prog, deep, precision)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _check(prog, deep, precision):
     import torch
     import llga
     rng = np.random.default_rng(prog.seed)
@@ -886,8 +959,10 @@ def reproducer(prog, why, precision="fp32"):
     return (f'"""Found by scripts/fuzz_graphs.py (seed {prog.seed}, precision {precision}): {why}"""\n\n'
             "import numpy as np\n"
             + prog.source().replace("import torch\n", "import torch\n\nimport llga\n", 1)
-            + "\n\ndef test_fuzzed_program_matches_pytorch():\n"
-            f"    rng = np.random.default_rng({prog.seed})\n"
+            + f"\n\ndef test_fuzzed_program_matches_pytorch({'monkeypatch' if prog.env else ''}):\n"
+            + "".join(f"    monkeypatch.setenv({k!r}, {v!r})  # llga's switch as the fuzzer set it\n"
+                      for k, v in sorted(prog.env.items()))
+            + f"    rng = np.random.default_rng({prog.seed})\n"
             f"    xs = {draw(sets[0])}\n"
             "    m = Fuzzed().eval()\n"
             "    with torch.no_grad(), torch.jit.optimized_execution(False):  # the graph as written\n"
@@ -920,6 +995,9 @@ def main(argv=None):
     ap.add_argument("--repro-dir", default=os.path.join(ROOT, "build", "fuzz-graphs"),
                     help="where reproducers are written")
     ap.add_argument("--no-minimise", action="store_true")
+    ap.add_argument("--family", choices=FAMILIES, default="images",
+                    help="the programs' inputs: images (4-d, the default) or signals (3-d, with 1-d convolutions "
+                         "and pooling; every other program with LLGA_IM2COL=all)")
     ap.add_argument("--precision", choices=sorted(TOLERANCE), default="fp32",
                     help="compile every program in this precision (its tolerance: TOLERANCE)")
     args = ap.parse_args(argv)
@@ -935,8 +1013,10 @@ def main(argv=None):
                   "(precision='bf16' raises here); nothing run", file=sys.stderr)
             return 2
     if args.replay is not None:
-        prog = Gen(args.replay, args.steps).draw()
+        prog = Gen(args.replay, args.steps, args.family).draw()
         print(prog.source())
+        if prog.env:
+            print(f"# run with {' '.join(f'{k}={v}' for k, v in sorted(prog.env.items()))}")
         why = check(prog, precision=args.precision)
         print("ok" if why is None else f"MISMATCH: {why}")
         return 0 if why is None else 1
@@ -954,7 +1034,7 @@ def main(argv=None):
         if args.seconds is not None and time.time() - t0 > args.seconds:
             break
         try:
-            prog = Gen(seed, args.steps).draw()
+            prog = Gen(seed, args.steps, args.family).draw()
         except KeyboardInterrupt:
             break
         seed += 1
@@ -989,7 +1069,7 @@ def main(argv=None):
         print("not compared: " + ", ".join(f"{k} ({v})" for k, v in SKIPPED.items()))
     print(f"batch split: {SPLIT['proved']} compilations proved separable (each also run in chunks), "
           f"{SPLIT['not proved']} not")
-    print(f"{n} programs ({args.precision}) in {time.time() - t0:.0f} s, {bad} mismatches; steps by op: "
+    print(f"{n} programs ({args.family}, {args.precision}) in {time.time() - t0:.0f} s, {bad} mismatches; steps by op: "
           + ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
     return 1 if bad else 0
 

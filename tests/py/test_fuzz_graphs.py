@@ -256,6 +256,43 @@ def test_the_programs_cover_the_op_library():
     assert any(s.endswith("_(") for s in seen), "no in-place op drawn"
 
 
+# The signals family (--family signals): [batch, channels, length] programs with 1-d
+# convolutions and pooling, every other one with LLGA_IM2COL=all; its own seeds, so the
+# images family above draws the programs it always drew.
+SIGNAL_SEEDS = range(9000, 9012)
+
+
+@pytest.mark.parametrize("seed", SIGNAL_SEEDS)
+def test_signal_programs_match_pytorch(seed):
+    prog = fuzz_graphs.Gen(seed, 12, "signals").draw()
+    assert prog is not None and all(len(shape) == 3 for _, shape in prog.inputs)
+    why = fuzz_graphs.check(prog)
+    assert why is None, f"seed {seed} (signals, {prog.env}): {why}\n{prog.source()}"
+
+
+def test_signal_programs_reach_the_im2col_path_and_leave_the_environment_as_it_was(monkeypatch):
+    monkeypatch.delenv("LLGA_IM2COL", raising=False)
+    progs = [fuzz_graphs.Gen(s, 12, "signals").draw() for s in SIGNAL_SEEDS]
+    assert sum("F.conv1d" in p.source() for p in progs) >= len(progs) // 2
+    switched = [p for p in progs if p.env]
+    assert switched and len(switched) < len(progs) and all(p.env == {"LLGA_IM2COL": "all"} for p in switched)
+    prog = next(p for p in switched if "F.conv1d" in p.source() and not p.scripted)
+    assert fuzz_graphs.check(prog, deep=False) is None
+    assert "LLGA_IM2COL" not in os.environ  # check() set it for the program only
+    if llga.cpu_capabilities()["im2col_conv"]:  # the switch reached the compile: a conv1d ran as a product
+        monkeypatch.setenv("LLGA_IM2COL", "all")
+        xs = fuzz_graphs._inputs_at(prog, np.random.default_rng(prog.seed))
+        with torch.no_grad():
+            obj = torch.jit.trace(prog.module(), tuple(torch.from_numpy(a) for a in xs), check_trace=False)
+        c = llga.optimize(obj, [torch.from_numpy(a) for a in xs])
+        c(*xs)
+        assert any(p.impl.startswith("im2col+") for p in c.partitions), [p.impl for p in c.partitions]
+    text = fuzz_graphs.reproducer(prog, "found", "fp32")
+    assert "def test_fuzzed_program_matches_pytorch(monkeypatch):" in text
+    assert "monkeypatch.setenv('LLGA_IM2COL', 'all')" in text
+    with pytest.raises(ValueError, match="no program family 'sounds'"):
+        fuzz_graphs.Gen(1, 12, "sounds")
+
 def _wrong_llga(monkeypatch, off_by):
     """llga whose compiled models are off by `off_by` of the output's scale
     wherever a program has a tanh."""
