@@ -106,6 +106,12 @@ class Fuse final : public Pass {
           chain.push_back(n);
         }
         if (why.empty() && cand->check) why = cand->check(std::vector<const Node*>(chain.begin(), chain.end()));
+        if (why.empty() && cand->may_close)
+          if (Node* n = follower(chain, cand->may_close)) {
+            chain.push_back(n);
+            if (cand->check && !cand->check(std::vector<const Node*>(chain.begin(), chain.end())).empty())
+              chain.pop_back();
+          }
         if (!why.empty()) {  // not this pattern: the anchor tries the next one
           silu_of_ = silu_before;
           continue;

@@ -13,8 +13,26 @@ namespace {
 // + beta, + - * / an operand, or masked_fill / where with a bool mask and a
 // constant value), softmax over the last dim in the scores'
 // dtype, then the probabilities @ v; q, kt and v of one rank (2+), which the
-// kernel needs to split them into rows per batch entry.
-std::string checkAttention(const std::vector<const Node*>& ops) {
+// kernel needs to split them into rows per batch entry. Then, optionally (the
+// pattern's may_close), a permute or transpose of the output that keeps its
+// last dim last and whose values one op reads at most (size reads aside):
+// the kernel writes each output row where the permuted tensor, dense, has it
+// (BERT's permute(0, 2, 1, 3) and nn.MultiheadAttention's transpose(0, 1)
+// before the heads are merged), so the merge that follows is a view instead
+// of a copy. PyTorch's permuted value is a strided view where llga's is
+// dense; with one reader at most, nothing that runs later can tell them
+// apart (a write into what that reader makes shows through the dense value
+// only to that reader, which has run).
+std::string checkAttention(const std::vector<const Node*>& all) {
+  std::vector<const Node*> ops = all;
+  const Node* perm = nullptr;
+  if (ops.size() > 3) {
+    const std::string k = ops.back()->kind().toQualString();
+    if (k == "aten::permute" || k == "aten::transpose") {
+      perm = ops.back();
+      ops.pop_back();
+    }
+  }
   auto product = [](const Node* n) {
     const std::string k = n->kind().toQualString();
     return k == "aten::matmul" || k == "aten::bmm";
@@ -41,6 +59,14 @@ std::string checkAttention(const std::vector<const Node*>& ops) {
                         op.alg == PostOpAlg::Div)) ||
                       op.kind == PostOp::Kind::Select;
     if (!scale && !mask) return op.name + " is no scale or mask";
+  }
+  if (perm) {
+    const auto order = permutationOf(perm, static_cast<int64_t>(*rq));
+    if (!order) return "the output's permutation is not constant";
+    if (order->back() != static_cast<int64_t>(*rq) - 1) return "the output's permutation moves its last dim";
+    const auto& uses = perm->output()->uses();
+    if (std::count_if(uses.begin(), uses.end(), [](const Use& u) { return !readsMetadataOnly(*u.user); }) > 1)
+      return "the permuted output's values have more than one reader";
   }
   return "";
 }
@@ -123,9 +149,12 @@ static const std::vector<FusionPattern> kPatterns = {
             |    /
           matmul                  llga's fused attention: per block of query
             |                     rows, scores stay in cache (AVX-512)
+        [permute | transpose]     keeping the last dim: each row written where
+            |                     the permuted tensor has it
            out
 )",
-     false, false, nullptr, {"aten::softmax", "aten::matmul|aten::bmm"}, checkAttention, true},
+     false, false, nullptr, {"aten::softmax", "aten::matmul|aten::bmm"}, checkAttention, true,
+     "aten::permute|aten::transpose"},
     {"conv_post_ops", 3, opsWith(op_trait::Conv), 4, true,
      R"(
         x   W  b

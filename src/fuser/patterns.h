@@ -44,6 +44,11 @@ struct FusionPattern {
   // (PostOp::Kind::Select), which the pattern's own kernel applies (no
   // oneDNN primitive does).
   bool selects = false;
+  // An op that may follow the closing ops, on the same terms as they, and
+  // joins the group when `check` accepts the group with it (attention: a
+  // permute or transpose of the output that keeps its last dim last, written
+  // so by the kernel); else the group closes without it.
+  const char* may_close = nullptr;
 };
 
 // Highest tier first.

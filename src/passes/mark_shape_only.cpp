@@ -50,12 +50,6 @@ bool named(const Node& n, std::initializer_list<std::string_view> kinds) {
   return std::find(kinds.begin(), kinds.end(), k) != kinds.end();
 }
 
-// Ops that read their first input's shape, dtype or device and not its values.
-bool readsMetadataOnly(const Node& n) {
-  return named(n, {"aten::size", "aten::dim", "aten::numel", "prim::dtype", "prim::device", "aten::new_zeros",
-                   "aten::new_ones", "aten::new_full", "aten::zeros_like", "aten::ones_like", "aten::full_like"});
-}
-
 bool isTensor(const Value* v) { return v->type()->isTensor(); }
 
 // Ops whose results' shapes follow from their inputs' shapes and their

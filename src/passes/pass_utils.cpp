@@ -1,6 +1,7 @@
 #include "passes/pass_utils.h"
 
 #include <cctype>
+#include <utility>
 
 namespace llga {
 
@@ -56,6 +57,35 @@ std::optional<int64_t> constantDim(const Value* v, std::optional<size_t> rank) {
   const int64_t r = static_cast<int64_t>(*rank);
   if (*d < -r || *d >= r) return std::nullopt;
   return *d < 0 ? *d + r : *d;
+}
+
+bool readsMetadataOnly(const Node& n) {
+  static const std::unordered_set<std::string> kinds = {
+      "aten::size",    "aten::dim",     "aten::numel",      "prim::dtype",     "prim::device",   "aten::new_zeros",
+      "aten::new_ones", "aten::new_full", "aten::zeros_like", "aten::ones_like", "aten::full_like"};
+  return kinds.count(n.kind().toQualString()) > 0;
+}
+
+std::optional<std::vector<int64_t>> permutationOf(const Node* n, int64_t rank) {
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) perm[static_cast<size_t>(d)] = d;
+  auto norm = [rank](int64_t d) { return d < 0 ? d + rank : d; };
+  if (n->kind().toQualString() == "aten::transpose") {
+    const auto a = constantInt(n->input(1)), b = constantInt(n->input(2));
+    if (!a || !b || norm(*a) < 0 || norm(*a) >= rank || norm(*b) < 0 || norm(*b) >= rank) return std::nullopt;
+    std::swap(perm[static_cast<size_t>(norm(*a))], perm[static_cast<size_t>(norm(*b))]);
+    return perm;
+  }
+  const auto dims = constantInts(n->input(1));
+  if (!dims || static_cast<int64_t>(dims->size()) != rank) return std::nullopt;
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t s = norm((*dims)[static_cast<size_t>(d)]);
+    if (s < 0 || s >= rank || seen[static_cast<size_t>(s)]) return std::nullopt;
+    seen[static_cast<size_t>(s)] = true;
+    perm[static_cast<size_t>(d)] = s;
+  }
+  return perm;
 }
 
 std::optional<std::vector<int64_t>> constantInts(const Value* v) {

@@ -25,6 +25,12 @@ std::optional<std::string> constantString(const Value* v);
 std::optional<int64_t> constantDim(const Value* v, std::optional<size_t> rank);
 // An int[] given as a constant or as a prim::ListConstruct of constant ints.
 std::optional<std::vector<int64_t>> constantInts(const Value* v);
+// The permutation an aten::permute or aten::transpose node applies to its
+// rank-`rank` input (output dim d is input dim perm[d]), or nothing when its
+// dims are not constants in range.
+std::optional<std::vector<int64_t>> permutationOf(const Node* n, int64_t rank);
+// Ops that read their first input's shape, dtype or device and not its values.
+bool readsMetadataOnly(const Node& n);
 // aten::slice(x, dim, start, end, step) taking every element: start 0 (or
 // None), end None or past any extent, step 1 (a traced x[:, i] or x[:, 1:]
 // slices dim 0 so). Not from the traced sizes: other calls bring others.

@@ -222,8 +222,9 @@ def test_where_joins_the_attention_partition(keep):
 
 def test_einsum_attention_with_causal_mask_is_one_partition():
     """GPT-style attention written with einsum (lower-einsum makes matmuls of
-    it) and masked_fill: the scores, the mask, the softmax and @ v are one
-    attention partition reading q, k and v through their strides."""
+    it) and masked_fill: the scores, the mask, the softmax, @ v and the
+    output's permutation back to bqhd are one attention partition reading q,
+    k and v through their strides."""
     class M(nn.Module):
         def forward(self, q, k, v):
             T = q.shape[1]
@@ -235,7 +236,8 @@ def test_einsum_attention_with_causal_mask_is_one_partition():
     g = torch.Generator().manual_seed(11)
     q, k, v = (torch.randn(2, 21, 4, 16, generator=g) for _ in range(3))
     c = compile_(M(), q, k, v)
-    the_attention(c, ["aten::matmul", "aten::div", "aten::masked_fill", "aten::softmax", "aten::matmul"])
+    the_attention(c, ["aten::matmul", "aten::div", "aten::masked_fill", "aten::softmax", "aten::matmul",
+                      "aten::permute"])
     assert c.graph.node_counts().get("aten::einsum", 0) == 0
     assert not any(n.kind == "aten::contiguous" for n in c.graph.nodes())
     check(c, M(), q, k, v)
@@ -255,8 +257,11 @@ def test_torchvision_style_multihead_attention():
             return self.mha(x, x, x, need_weights=False)[0]
 
     c = compile_(M(), x)
-    parts = attention_parts(c)  # q's scale moved after the product (canonicalize), into the partition
-    assert len(parts) == 1 and parts[0].ops == ["aten::bmm", "aten::div", "aten::softmax", "aten::bmm"], parts
+    # q's scale moved after the product (canonicalize), into the partition; the transpose(0, 1) before the
+    # heads are merged too (the kernel writes the rows where the merge reads them)
+    parts = attention_parts(c)
+    assert len(parts) == 1 and parts[0].ops == ["aten::bmm", "aten::div", "aten::softmax", "aten::bmm",
+                                                "aten::transpose"], parts
     assert not any(n.kind == "aten::contiguous" for n in c.graph.nodes())  # q, k, v read through their strides
     check(c, M(), x, rtol=1e-4, atol=1e-5)
 
@@ -278,7 +283,8 @@ def test_swin_shifted_window_mask_joins_the_attention_partition(size, batch, lat
     x = torch.randn(batch, size, size, 96)
     c = compile_(m, x)
     (part,) = attention_parts(c)
-    assert part.ops == ["aten::matmul", "aten::add", "aten::add", "aten::softmax", "aten::matmul"], part.ops
+    assert part.ops == ["aten::matmul", "aten::add", "aten::add", "aten::softmax", "aten::matmul",
+                        "aten::transpose"], part.ops  # and the output's transpose(1, 2) before the heads merge
     assert ("llga_attention" in part.impl) == FUSED, part.impl
     check(c, m, x)
     check(c, m, torch.randn(later, size, size, 96))
@@ -295,6 +301,64 @@ def test_bert_layer_with_padding():
     got = c(ids.numpy(), mask.numpy())
     got = got[0] if isinstance(got, tuple) else got
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=2e-5)
+
+
+class _HeadsMerged(nn.Module):
+    """Attention, then its output permuted back and the heads merged: BERT's
+    permute(0, 2, 1, 3), the same as transpose(1, 2), and nn.MultiheadAttention's
+    transpose(0, 1) of [batch * heads, L, d]. `then`: what follows the merge."""
+
+    def __init__(self, form, then="none"):
+        super().__init__()
+        self.form, self.then = form, then
+
+    def forward(self, q, k, v, mask):
+        ctx = torch.matmul(torch.softmax(q @ k.transpose(-1, -2) * 0.125 + mask, -1), v)
+        c = {"permute": lambda t: t.permute(0, 2, 1, 3), "transpose": lambda t: t.transpose(1, 2),
+             "rows_first": lambda t: t.transpose(0, 1)}[self.form](ctx)
+        merged = c.contiguous().view(c.shape[0], c.shape[1], -1)
+        if self.then == "write":  # into the merge, which aliases llga's dense permuted output
+            merged.mul_(2.0)
+        if self.then == "read_again":  # the permuted values read twice: the permute stays outside
+            return merged, torch.relu(c)
+        return merged
+
+
+@pytest.mark.parametrize("form", ["permute", "transpose", "rows_first"])
+@pytest.mark.parametrize("then", ["none", "write", "read_again"])
+def test_the_permutation_before_the_heads_merge_joins_the_partition(form, then):
+    """Where the output is permuted with its last dim kept and one op reads
+    the permuted values, the permute joins the attention partition and the
+    kernel writes each row where the permuted tensor, dense, has it: the merge
+    after is a view, not a copy. At other sizes too (row tails)."""
+    def inputs(b, L, S, seed):
+        g = torch.Generator().manual_seed(seed)
+        lead = (b * 4,) if form == "rows_first" else (b, 4)
+        return (torch.randn(*lead, L, 16, generator=g), torch.randn(*lead, S, 16, generator=g),
+                torch.randn(*lead, S, 24, generator=g), torch.randn(S, generator=g))
+    m = _HeadsMerged(form, then)
+    c = compile_(m, *inputs(2, 37, 37, 1))
+    (part,) = attention_parts(c)
+    joined = then != "read_again"
+    kind = "aten::permute" if form == "permute" else "aten::transpose"
+    assert (part.ops[-1] == kind) == joined, part.ops
+    assert ("written permuted" in part.detail) == (joined and FUSED), part.detail
+    for shape in [(2, 37, 37), (3, 50, 9), (1, 1, 5)]:
+        xs = inputs(*shape, seed=sum(shape))
+        with torch.no_grad():
+            want = m(*xs)
+        got = c(*[x.numpy() for x in xs])
+        for g_, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            np.testing.assert_allclose(g_, w.numpy(), rtol=1e-4, atol=1e-5)
+    if form != "rows_first":  # k and v broadcasting over q's batch: the group's ops one by one, the permute too
+        q, k, v, mask = inputs(2, 9, 11, 7)
+        xs = (q, k[:1], v[:1], mask)
+        with torch.no_grad():
+            want = m(*xs)
+        got = c(*[x.numpy() for x in xs])
+        for g_, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            np.testing.assert_allclose(g_, w.numpy(), rtol=1e-4, atol=1e-5)
+        assert "one by one" in attention_parts(c)[0].detail
 
 
 def test_calls_that_do_not_fit_run_op_by_op():
@@ -384,6 +448,23 @@ def test_bf16_attention_runs_the_kernel_in_bf16(batch, L, S, D, Dv, mask_shape):
         np.testing.assert_allclose(got, bf16_reference(form, q, k, v, mask), rtol=2e-3, atol=2e-3)
         with torch.no_grad():  # and fp32 PyTorch to bf16's precision
             np.testing.assert_allclose(got, m(q, k, v, mask).numpy(), rtol=3e-2, atol=3e-2)
+
+
+@pytest.mark.skipif(BF16_PATH is None, reason=f"oneDNN runs no bf16 instructions here ({ISA}) or no AVX-512")
+@pytest.mark.parametrize("form", ["permute", "rows_first"])
+def test_the_permuted_output_in_bf16(form):
+    g = torch.Generator().manual_seed(5)
+    lead = (8,) if form == "rows_first" else (2, 4)
+    q, k, v = torch.randn(*lead, 45, 32, generator=g), torch.randn(*lead, 45, 32, generator=g), \
+        torch.randn(*lead, 45, 64, generator=g)
+    mask = torch.randn(45, generator=g)
+    m = _HeadsMerged(form)
+    c = compile_(m, q, k, v, mask, precision="bf16")
+    (part,) = attention_parts(c)
+    assert part.impl == BF16_PATH and "written permuted" in part.detail, (part.impl, part.detail)
+    with torch.no_grad():
+        np.testing.assert_allclose(c(*[x.numpy() for x in (q, k, v, mask)]), m(q, k, v, mask).numpy(),
+                                   rtol=3e-2, atol=3e-2)
 
 
 def _attention_in_subprocess(isa):

@@ -435,6 +435,8 @@ def test_fusion_table_lists_diagrams():
     assert att["closing"] == ["aten::softmax", "aten::matmul|aten::bmm"]
     assert names.index("attention") < names.index("matmul_post_ops")
     assert all(not p["closing"] for p in table if p["name"] != "attention")
+    assert att["may_close"] == "aten::permute|aten::transpose"  # the output's permutation before the heads merge
+    assert all(p["may_close"] is None for p in table if p["name"] != "attention")
 
 
 def test_pytorch_fuser_cases_alpha_broadcast_and_identities():

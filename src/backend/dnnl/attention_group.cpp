@@ -1,7 +1,8 @@
 // The `attention` pattern's kernel (fuser/patterns.cpp): the group
 //   s = matmul(q, kt) -> [scale | mask: linear, add, sub, mul, div, masked_fill, where]
-//     -> softmax(s, -1) -> matmul(., v)
-// runs as llga's fused attention (backend/dnnl/fused_attention.h) when the
+//     -> softmax(s, -1) -> matmul(., v) [-> permute | transpose, the last dim kept]
+// runs as llga's fused attention (a permuted output dense, each row written
+// where the permuted tensor has it) (backend/dnnl/fused_attention.h) when the
 // CPU has AVX-512 (and AVX512-BF16 for products assigned bf16) and the
 // call's tensors fit it (fp32, plain, same batch dims, operands broadcasting
 // to the scores); otherwise, and for an int8 group, its ops run one by one
@@ -13,6 +14,7 @@
 #include "backend/dnnl/fusion_group.h"
 #include "fuser/post_ops.h"
 #include "ir/precision.h"
+#include "passes/pass_utils.h"
 #include "runtime/exec_context.h"
 #include "runtime/threads.h"
 
@@ -20,6 +22,8 @@ namespace llga {
 namespace {
 
 const Symbol kSoftmax = Symbol::fromQualString("aten::softmax");
+const Symbol kPermute = Symbol::fromQualString("aten::permute");
+const Symbol kTranspose = Symbol::fromQualString("aten::transpose");
 
 struct OpSource {
   attention::ScoreOp::Kind kind;
@@ -52,9 +56,9 @@ std::vector<int64_t> batchOffsets(const Tensor& t, const Shape& batch_sizes) {
 class AttentionKernel final : public Kernel {
  public:
   AttentionKernel(int q, int kt, int v, std::vector<OpSource> ops, bool bf16_qk, bool bf16_pv, attention::Bf16Path path,
-                  std::unique_ptr<Kernel> fallback)
+                  std::vector<int64_t> perm, std::unique_ptr<Kernel> fallback)
       : q_(q), kt_(kt), v_(v), ops_(std::move(ops)), bf16_qk_(bf16_qk), bf16_pv_(bf16_pv), path_(path),
-        fallback_(std::move(fallback)) {}
+        perm_(std::move(perm)), fallback_(std::move(fallback)) {}
 
   void run(const KernelArgs& a) override {
     std::optional<attention::Problem> p = problem(a);
@@ -65,7 +69,26 @@ class AttentionKernel final : public Kernel {
     fallback_ran_.store(false, std::memory_order_relaxed);
     Shape out_sizes = a.tensor(static_cast<size_t>(q_)).sizes();
     out_sizes.back() = p->Dv;
-    Tensor out = Tensor::empty(ScalarType::Float, out_sizes);
+    Tensor out;
+    if (perm_.empty()) {
+      out = Tensor::empty(ScalarType::Float, out_sizes);
+    } else {  // the permuted tensor, dense; the product's rows where it has them
+      const size_t n = out_sizes.size();
+      Shape permuted(n), strides(n);
+      for (size_t d = 0; d < n; ++d) permuted[d] = out_sizes[static_cast<size_t>(perm_[d])];
+      out = Tensor::empty(ScalarType::Float, permuted);
+      for (size_t d = 0; d < n; ++d) strides[static_cast<size_t>(perm_[d])] = out.stride(static_cast<int64_t>(d));
+      p->out_row_stride = strides[n - 2];
+      p->out_batch_offset.assign(static_cast<size_t>(p->batch), 0);
+      for (int64_t b = 0; b < p->batch; ++b) {
+        int64_t rest = b, off = 0;
+        for (size_t d = n - 2; d-- > 0;) {
+          off += rest % out_sizes[d] * strides[d];
+          rest /= out_sizes[d];
+        }
+        p->out_batch_offset[static_cast<size_t>(b)] = off;
+      }
+    }
     p->out = out.data<float>();
     // a small transformer's attention (4 heads x 12 x 12 x 16) is done before a woken team would start
     const int64_t macs = p->batch * p->L * p->S * (p->D + p->Dv);
@@ -86,7 +109,7 @@ class AttentionKernel final : public Kernel {
                                                  : "llga_attention:avx512_bf16";
     auto product = [](const char* name, bool bf16) { return std::string(name) + (bf16 ? " (bf16)" : ""); };
     r.detail = product("q@kt", bf16_qk_) + ", " + std::to_string(ops_.size()) + " score op(s), softmax, " +
-               product("@v", bf16_pv_) + " per 32 query rows";
+               product("@v", bf16_pv_) + " per 32 query rows" + (perm_.empty() ? "" : ", written permuted");
     return r;
   }
   const char* primitiveKind() const override { return "llga attention"; }
@@ -166,6 +189,7 @@ class AttentionKernel final : public Kernel {
   std::vector<OpSource> ops_;
   bool bf16_qk_, bf16_pv_;
   attention::Bf16Path path_;
+  std::vector<int64_t> perm_;  // the output's permutation (its last dim last), or empty
   std::unique_ptr<Kernel> fallback_;
   std::atomic<bool> fallback_ran_{false};
 };
@@ -201,8 +225,18 @@ std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
   if (!attention::available())
     return std::make_unique<OpByOp>(std::move(fallback), "llga's attention needs AVX-512 (F, BW, VL)");
   const Graph& sub = *subgraph;
-  const std::vector<const Node*> ops = opsOf(sub);
-  // The fuser's shape of the group (checkAttention in fuser/patterns.cpp).
+  std::vector<const Node*> ops = opsOf(sub);
+  // The fuser's shape of the group (checkAttention in fuser/patterns.cpp),
+  // with the output's permutation (permute or transpose) last when it joined.
+  std::vector<int64_t> perm;
+  if (ops.size() > 3 && (ops.back()->kind() == kPermute || ops.back()->kind() == kTranspose)) {
+    const Value* pv_out = ops[ops.size() - 2]->output();
+    const auto rank = pv_out->type()->isTensor() ? pv_out->type()->tensorInfo().rank() : std::nullopt;
+    const auto order = rank ? permutationOf(ops.back(), static_cast<int64_t>(*rank)) : std::nullopt;
+    if (!order || order->back() != static_cast<int64_t>(*rank) - 1) return fallback;
+    perm = *order;
+    ops.pop_back();
+  }
   if (ops.size() < 3 || ops[ops.size() - 2]->kind() != kSoftmax) return fallback;
   const Node* qk = ops.front();
   const Node* pv = ops.back();
@@ -251,7 +285,8 @@ std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
     sources.push_back(s);
   }
   return std::make_unique<AttentionKernel>(q, kt, v, std::move(sources), bf16_qk, bf16_pv,
-                                           path.value_or(attention::Bf16Path::Avx512Bf16), std::move(fallback));
+                                           path.value_or(attention::Bf16Path::Avx512Bf16), std::move(perm),
+                                           std::move(fallback));
 }
 
 }  // namespace

@@ -98,10 +98,10 @@ LLGA_AVX512_BF16 void qkRows(int rows, const T* qp, int64_t qs, const T* kp, int
 
 // out[R x n] = p[R x s] @ v[s x n] over s steps and NV vectors (n <= 16 *
 // NV; the last vector masked by `last`): p rows `sp` apart, v rows `vs` apart
-// (columns contiguous), out rows `dv` apart.
+// (columns contiguous), out rows `os` apart.
 template <int R, int NV, bool Bf16, typename T = typename Mac<Bf16>::T>
 LLGA_AVX512_BF16 void pvTile(const T* p, int64_t sp, const T* v, int64_t vs, int64_t s, __mmask16 last, float* out,
-                             int64_t dv) {
+                             int64_t os) {
   using M = Mac<Bf16>;
   __m512 acc[R][NV];
 #pragma GCC unroll 6
@@ -123,26 +123,26 @@ LLGA_AVX512_BF16 void pvTile(const T* p, int64_t sp, const T* v, int64_t vs, int
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int c = 0; c < NV; ++c) {
-      if (c + 1 < NV) _mm512_storeu_ps(out + r * dv + 16 * c, acc[r][c]);
-      else _mm512_mask_storeu_ps(out + r * dv + 16 * c, last, acc[r][c]);
+      if (c + 1 < NV) _mm512_storeu_ps(out + r * os + 16 * c, acc[r][c]);
+      else _mm512_mask_storeu_ps(out + r * os + 16 * c, last, acc[r][c]);
     }
 }
 
 template <int R, bool Bf16, typename T = typename Mac<Bf16>::T>
 LLGA_AVX512_BF16 void pvRows(int rows, const T* p, int64_t sp, const T* v, int64_t vs, int64_t s, int64_t dv,
-                             float* out) {
+                             float* out, int64_t os) {
   if constexpr (R > 1) {
-    if (rows < R) return pvRows<R - 1, Bf16>(rows, p, sp, v, vs, s, dv, out);
+    if (rows < R) return pvRows<R - 1, Bf16>(rows, p, sp, v, vs, s, dv, out, os);
   }
   for (int64_t j = 0; j < dv; j += 64) {
     const int64_t left = dv - j;
     const int nv = static_cast<int>(std::min<int64_t>(4, (left + 15) / 16));
     const __mmask16 last = tailMask(left - 16 * (nv - 1));
     switch (nv) {
-      case 1: pvTile<R, 1, Bf16>(p, sp, v + j, vs, s, last, out + j, dv); break;
-      case 2: pvTile<R, 2, Bf16>(p, sp, v + j, vs, s, last, out + j, dv); break;
-      case 3: pvTile<R, 3, Bf16>(p, sp, v + j, vs, s, last, out + j, dv); break;
-      default: pvTile<R, 4, Bf16>(p, sp, v + j, vs, s, last, out + j, dv); break;
+      case 1: pvTile<R, 1, Bf16>(p, sp, v + j, vs, s, last, out + j, os); break;
+      case 2: pvTile<R, 2, Bf16>(p, sp, v + j, vs, s, last, out + j, os); break;
+      case 3: pvTile<R, 3, Bf16>(p, sp, v + j, vs, s, last, out + j, os); break;
+      default: pvTile<R, 4, Bf16>(p, sp, v + j, vs, s, last, out + j, os); break;
     }
   }
 }
@@ -454,7 +454,9 @@ LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all,
   }
   float inv[kRows];
   for (int64_t i = 0; i < rows; ++i) inv[i] = scoreRow(scores + i * sp, p.S, p.ops, b, r0 + i);
-  float* out = p.out + (b * p.L + r0) * p.Dv;
+  const int64_t ors = p.out_row_stride ? p.out_row_stride : p.Dv;
+  float* out = p.out + (p.out_batch_offset.empty() ? b * p.L * p.Dv : p.out_batch_offset[static_cast<size_t>(b)]) +
+               r0 * ors;
   if (p.bf16_pv) {
     for (int64_t i = 0; i < rows; ++i) toBf16Pairs(scores + i * sp, p.S, pb + i * lay.sva, lay.sva);
     const uint32_t* vb = vb_all + b * lay.sva * lay.dvp;
@@ -465,14 +467,14 @@ LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all,
         const __m512 s = _mm512_set1_ps(inv[i]);
         for (int64_t j = 0; j < p.Dv; j += 16) {
           const __mmask16 m = tailMask(p.Dv - j);
-          _mm512_mask_storeu_ps(out + i * p.Dv + j, m, _mm512_mul_ps(_mm512_loadu_ps(ob + i * lay.dvp + j), s));
+          _mm512_mask_storeu_ps(out + i * ors + j, m, _mm512_mul_ps(_mm512_loadu_ps(ob + i * lay.dvp + j), s));
         }
       }
       return;
     }
     for (int64_t i = 0; i < rows; i += kPvRows)
       pvRows<kPvRows, true>(static_cast<int>(std::min<int64_t>(kPvRows, rows - i)), pb + i * lay.sva, lay.sva, vb,
-                            lay.dvp, lay.sv, p.Dv, out + i * p.Dv);
+                            lay.dvp, lay.sv, p.Dv, out + i * ors, ors);
   } else {
     const float* v = p.v.data + p.v.batch_offset[static_cast<size_t>(b)];
     int64_t vs = p.v.row_stride;
@@ -484,11 +486,11 @@ LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all,
     }
     for (int64_t i = 0; i < rows; i += kPvRows)
       pvRows<kPvRows, false>(static_cast<int>(std::min<int64_t>(kPvRows, rows - i)), scores + i * sp, sp, v, vs, p.S,
-                             p.Dv, out + i * p.Dv);
+                             p.Dv, out + i * ors, ors);
   }
   for (int64_t i = 0; i < rows; ++i) {
     const __m512 s = _mm512_set1_ps(inv[i]);
-    float* o = out + i * p.Dv;
+    float* o = out + i * ors;
     for (int64_t j = 0; j < p.Dv; j += 16) {
       const __mmask16 m = tailMask(p.Dv - j);
       _mm512_mask_storeu_ps(o + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, o + j), s));
@@ -549,7 +551,13 @@ size_t scratchBytes(const Problem& p, int threads) {
 void run(const Problem& p, int threads, void* scratch) {
   if (p.batch == 0 || p.L == 0 || p.Dv == 0) return;
   if (p.S == 0) {  // softmax over nothing, then a product over nothing: zeros
-    std::fill(p.out, p.out + p.batch * p.L * p.Dv, 0.0f);
+    const int64_t ors = p.out_row_stride ? p.out_row_stride : p.Dv;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t i = 0; i < p.L; ++i) {
+        float* row = p.out + (p.out_batch_offset.empty() ? b * p.L * p.Dv : p.out_batch_offset[static_cast<size_t>(b)]) +
+                     i * ors;
+        std::fill(row, row + p.Dv, 0.0f);
+      }
     return;
   }
   if ((p.bf16_qk || p.bf16_pv) && !(p.bf16_path == Bf16Path::Amx ? availableAmx() : availableBf16()))

@@ -62,7 +62,12 @@ struct Problem {
   Operand kt;  // [batch, D, S]
   Operand v;   // [batch, S, Dv]
   std::vector<ScoreOp> ops;
-  float* out = nullptr;  // [batch, L, Dv], row-major
+  // Output row i of batch entry b at out + out_batch_offset[b] + i *
+  // out_row_stride, its Dv values contiguous; empty / 0: [batch, L, Dv]
+  // row-major. (A permuted output, dense: the heads merged in place.)
+  float* out = nullptr;
+  std::vector<int64_t> out_batch_offset;
+  int64_t out_row_stride = 0;
   bool bf16_qk = false, bf16_pv = false;  // the products in bf16
   Bf16Path bf16_path = Bf16Path::Avx512Bf16;  // on which instructions (availableAmx(), availableBf16())
 };
