@@ -273,12 +273,19 @@ class Gen:
         stride = self.rng.choice([1, 1, 2])
         pad = self.rng.choice([0, k // 2, k // 2])
         dil = self.rng.choice([1, 1, 1, 2])
-        params = {"p{out}": ((oc, c // groups, k, k), (2.0 / (c // groups * k * k)) ** 0.5, "normal")}
+        self._conv_step("F.conv2d", x, (oc, c // groups, k, k), stride, pad, dil, groups)
+
+    def _conv_step(self, fn, x, w_shape, stride, pad, dil, groups):
+        """fn(x, weights of w_shape (He-scaled), a bias 7 times in 10, ...) as a step."""
+        fan_in = 1
+        for s in w_shape[1:]:
+            fan_in *= s
+        params = {"p{out}": (w_shape, (2.0 / fan_in) ** 0.5, "normal")}
         bias = self.rng.random() < 0.7
         if bias:
-            params["p{out}_b"] = ((oc,), 0.1, "normal")
+            params["p{out}_b"] = ((w_shape[0],), 0.1, "normal")
         b = "self.p{out}_b" if bias else "None"
-        self.try_step(f"{{out}} = F.conv2d({x}, self.p{{out}}, {b}, stride={stride}, padding={pad}, dilation={dil}, "
+        self.try_step(f"{{out}} = {fn}({x}, self.p{{out}}, {b}, stride={stride}, padding={pad}, dilation={dil}, "
                       f"groups={groups})", [x], params)
 
     def op_conv1d(self):
@@ -295,13 +302,7 @@ class Gen:
         stride = self.rng.choice([1, 1, 2, 3])
         pad = self.rng.choice([0, k // 2, k - 1])
         dil = self.rng.choice([1, 1, 1, 2])
-        params = {"p{out}": ((oc, c // groups, k), (2.0 / (c // groups * k)) ** 0.5, "normal")}
-        bias = self.rng.random() < 0.7
-        if bias:
-            params["p{out}_b"] = ((oc,), 0.1, "normal")
-        b = "self.p{out}_b" if bias else "None"
-        self.try_step(f"{{out}} = F.conv1d({x}, self.p{{out}}, {b}, stride={stride}, padding={pad}, dilation={dil}, "
-                      f"groups={groups})", [x], params)
+        self._conv_step("F.conv1d", x, (oc, c // groups, k), stride, pad, dil, groups)
 
     def op_pool1d(self):
         x = self.pick(lambda t: t.dim() == 3 and t.shape[-1] >= 2)
