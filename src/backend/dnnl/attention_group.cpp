@@ -1,8 +1,8 @@
 // The `attention` pattern's kernel (fuser/patterns.cpp): the group
 //   s = matmul(q, kt) -> [scale | mask: linear, add, sub, mul, div, masked_fill, where]
 //     -> softmax(s, -1) -> matmul(., v) [-> permute | transpose, the last dim kept]
-// runs as llga's fused attention (a permuted output dense, each row written
-// where the permuted tensor has it) (backend/dnnl/fused_attention.h) when the
+// runs as llga's fused attention (backend/dnnl/fused_attention.h; a permuted
+// output dense, each row written where the permuted tensor has it) when the
 // CPU has AVX-512 (and AVX512-BF16 for products assigned bf16) and the
 // call's tensors fit it (fp32, plain, same batch dims, operands broadcasting
 // to the scores); otherwise, and for an int8 group, its ops run one by one

@@ -417,6 +417,12 @@ LLGA_AMX void amxProduct(const uint32_t* a, int64_t as, const uint32_t* b, int64
   }
 }
 
+// Batch entry b's first output row, and the floats between its rows (Problem::out).
+float* outRows(const Problem& p, int64_t b) {
+  return p.out + (p.out_batch_offset.empty() ? b * p.L * p.Dv : p.out_batch_offset[static_cast<size_t>(b)]);
+}
+int64_t outRowStride(const Problem& p) { return p.out_row_stride ? p.out_row_stride : p.Dv; }
+
 LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all, const uint32_t* kb_all,
                        const uint32_t* vb_all, float* mine, int64_t b, int64_t r0) {
   const int64_t rows = std::min(kRows, p.L - r0), sp = lay.sp;
@@ -454,9 +460,8 @@ LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all,
   }
   float inv[kRows];
   for (int64_t i = 0; i < rows; ++i) inv[i] = scoreRow(scores + i * sp, p.S, p.ops, b, r0 + i);
-  const int64_t ors = p.out_row_stride ? p.out_row_stride : p.Dv;
-  float* out = p.out + (p.out_batch_offset.empty() ? b * p.L * p.Dv : p.out_batch_offset[static_cast<size_t>(b)]) +
-               r0 * ors;
+  const int64_t ors = outRowStride(p);
+  float* out = outRows(p, b) + r0 * ors;
   if (p.bf16_pv) {
     for (int64_t i = 0; i < rows; ++i) toBf16Pairs(scores + i * sp, p.S, pb + i * lay.sva, lay.sva);
     const uint32_t* vb = vb_all + b * lay.sva * lay.dvp;
@@ -551,13 +556,8 @@ size_t scratchBytes(const Problem& p, int threads) {
 void run(const Problem& p, int threads, void* scratch) {
   if (p.batch == 0 || p.L == 0 || p.Dv == 0) return;
   if (p.S == 0) {  // softmax over nothing, then a product over nothing: zeros
-    const int64_t ors = p.out_row_stride ? p.out_row_stride : p.Dv;
     for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t i = 0; i < p.L; ++i) {
-        float* row = p.out + (p.out_batch_offset.empty() ? b * p.L * p.Dv : p.out_batch_offset[static_cast<size_t>(b)]) +
-                     i * ors;
-        std::fill(row, row + p.Dv, 0.0f);
-      }
+      for (int64_t i = 0; i < p.L; ++i) std::fill_n(outRows(p, b) + i * outRowStride(p), p.Dv, 0.0f);
     return;
   }
   if ((p.bf16_qk || p.bf16_pv) && !(p.bf16_path == Bf16Path::Amx ? availableAmx() : availableBf16()))
