@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import random
 import re
@@ -277,10 +278,7 @@ class Gen:
 
     def _conv_step(self, fn, x, w_shape, stride, pad, dil, groups):
         """fn(x, weights of w_shape (He-scaled), a bias 7 times in 10, ...) as a step."""
-        fan_in = 1
-        for s in w_shape[1:]:
-            fan_in *= s
-        params = {"p{out}": (w_shape, (2.0 / fan_in) ** 0.5, "normal")}
+        params = {"p{out}": (w_shape, (2.0 / math.prod(w_shape[1:])) ** 0.5, "normal")}
         bias = self.rng.random() < 0.7
         if bias:
             params["p{out}_b"] = ((w_shape[0],), 0.1, "normal")

@@ -74,20 +74,15 @@ class AttentionKernel final : public Kernel {
       out = Tensor::empty(ScalarType::Float, out_sizes);
     } else {  // the permuted tensor, dense; the product's rows where it has them
       const size_t n = out_sizes.size();
-      Shape permuted(n), strides(n);
-      for (size_t d = 0; d < n; ++d) permuted[d] = out_sizes[static_cast<size_t>(perm_[d])];
-      out = Tensor::empty(ScalarType::Float, permuted);
-      for (size_t d = 0; d < n; ++d) strides[static_cast<size_t>(perm_[d])] = out.stride(static_cast<int64_t>(d));
-      p->out_row_stride = strides[n - 2];
-      p->out_batch_offset.assign(static_cast<size_t>(p->batch), 0);
-      for (int64_t b = 0; b < p->batch; ++b) {
-        int64_t rest = b, off = 0;
-        for (size_t d = n - 2; d-- > 0;) {
-          off += rest % out_sizes[d] * strides[d];
-          rest /= out_sizes[d];
-        }
-        p->out_batch_offset[static_cast<size_t>(b)] = off;
+      Shape permuted(n), back(n);
+      for (size_t d = 0; d < n; ++d) {
+        permuted[d] = out_sizes[static_cast<size_t>(perm_[d])];
+        back[static_cast<size_t>(perm_[d])] = static_cast<int64_t>(d);
       }
+      out = Tensor::empty(ScalarType::Float, permuted);
+      const Tensor rows = out.permute(back);  // [batch..., L, Dv] over the permuted memory
+      p->out_batch_offset = batchOffsets(rows, Shape(out_sizes.begin(), out_sizes.end() - 2));
+      p->out_row_stride = rows.stride(-2);
     }
     p->out = out.data<float>();
     // a small transformer's attention (4 heads x 12 x 12 x 16) is done before a woken team would start
