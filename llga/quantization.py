@@ -14,7 +14,9 @@ and writes its decision on the IR of each such op and its partition:
 
 ``act_dtype`` is u8 where calibration saw no negative value (after a relu),
 else s8; the scale maps the largest magnitude seen to 255 or 127 (min-max
-calibration, symmetric, zero point 0). Weights are quantized once to s8 with
+calibration, symmetric, zero point 0); with ``activations="asymmetric"`` a
+signed activation is u8 over its calibrated [min, max] with
+``act_zero_point``. Weights are quantized once to s8 with
 a scale per output channel. The kernels quantize the activation on the way
 in, multiply in int8 with int32 sums (VNNI or AMX where the CPU has them),
 and scale back to fp32 before the bias, the fused post-ops and the output,
@@ -38,6 +40,10 @@ from .errors import PrecisionError
 # clipping threshold with the least expected squared error (clipping plus
 # rounding) over their histogram.
 METHODS = ("minmax", "percentile", "histogram")
+# How a signed activation is put on 8 bits: the s8 grid over its largest
+# magnitude (zero point 0), or the u8 grid over its [min, max] with a zero
+# point (PyTorch's affine observers, ONNX Runtime's QDQ default).
+ACTIVATION_SCHEMES = ("symmetric", "asymmetric")
 # oneDNN's ISAs with VNNI (AMX includes it). Without it, oneDNN's int8
 # kernels multiply u8 by s8 into saturating 16-bit sums and halve the
 # weights to make room: measured up to 0.3 off the int8 arithmetic (of
@@ -67,7 +73,8 @@ def _calibration_sets(calibration) -> List[List[np.ndarray]]:
 
 
 def quantize(obj, calibration: Optional[Iterable[Any]] = None, *, mode: str = "static", method: str = "minmax",
-             percentile: float = 99.99, skip: Sequence[str] = (), example_inputs: Optional[Sequence[Any]] = None,
+             percentile: float = 99.99, activations: str = "symmetric", skip: Sequence[str] = (),
+             example_inputs: Optional[Sequence[Any]] = None,
              params=None, passes=None, module=None, route=None, _only: Optional[Sequence[str]] = None):
     """Compiles ``obj`` (what :func:`llga.optimize` takes) with int8
     convolutions and linears, calibrated on ``calibration``: a list of input
@@ -76,7 +83,14 @@ def quantize(obj, calibration: Optional[Iterable[Any]] = None, *, mode: str = "s
     largest step), "percentile" (the ``percentile``-th percentile of the
     magnitudes does; larger ones saturate) or "histogram" (the threshold with
     the least expected squared error, clipping plus rounding, over a
-    2048-bin histogram of the magnitudes). ``skip`` keeps ops in fp32: an
+    2048-bin histogram of the magnitudes). ``activations``: how a signed
+    activation is quantized: "symmetric" (the s8 grid over
+    [-threshold, threshold], zero point 0) or "asymmetric" (the u8 grid over
+    its calibrated [min, max], clipped at the threshold, with the zero point
+    that puts 0 on a step, as PyTorch's default observers; finer steps for
+    lopsided ranges such as swish's or gelu's outputs). Activations that
+    calibration saw non-negative are u8 with zero point 0 either way.
+    ``skip`` keeps ops in fp32: an
     op kind (``"aten::linear"``) keeps every op of that kind; any other name
     keeps the partition whose output has that name
     (``compiled.partitions[i].output_name``, as
@@ -106,6 +120,11 @@ def quantize(obj, calibration: Optional[Iterable[Any]] = None, *, mode: str = "s
         raise PrecisionError(f"calibration method {method!r}: llga has {', '.join(METHODS)}")
     if not isinstance(percentile, (int, float)) or not 0 < percentile <= 100:
         raise PrecisionError(f"percentile {percentile!r}: expected a number in (0, 100]")
+    if activations not in ACTIVATION_SCHEMES:
+        raise PrecisionError(f"activations {activations!r}: expected one of {', '.join(ACTIVATION_SCHEMES)}")
+    if mode == "dynamic" and activations != "symmetric":
+        raise PrecisionError("mode='dynamic' quantizes each call's activations symmetrically (s8 over their largest "
+                             "magnitude): activations='asymmetric' is for static quantization")
     if isinstance(skip, str):
         skip = [skip]
     rules = {r["kind"]: r for r in _precision.policy()}
@@ -124,14 +143,16 @@ def quantize(obj, calibration: Optional[Iterable[Any]] = None, *, mode: str = "s
     kept = sorted(overrides) + [f"%{n}" for n in names]
     how = ("dynamic: linears, activations quantized per call" if mode == "dynamic" else
            f"{method}" + (f" ({percentile}th)" if method == "percentile" else "")
-           + f" calibration over {len(sets)} batch(es)")
+           + f" calibration over {len(sets)} batch(es)"
+           + (", asymmetric activations" if activations == "asymmetric" else ""))
     prec = _precision.Resolved(False, overrides, "int8", f"int8: {how}" + (f", {', '.join(kept)} kept fp32" if kept else ""))
-    options = {"calibration": sets, "method": method, "percentile": float(percentile), "skip": names,
+    options = {"calibration": sets, "method": method, "percentile": float(percentile), "activations": activations,
+               "skip": names,
                "only": None if _only is None else list(_only), "mode": mode}
 
     def rebuild(args):
         return quantize(obj, sets if mode == "static" else None, mode=mode, method=method, percentile=percentile,
-                        skip=skip, example_inputs=args, params=params, passes=passes, module=module, route=route,
+                        activations=activations, skip=skip, example_inputs=args, params=params, passes=passes, module=module, route=route,
                         _only=_only)
 
     compiled = _build(obj, example_inputs, params, passes, module, route, prec, options, rebuild)

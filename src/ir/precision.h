@@ -24,9 +24,12 @@
 // and on an int8 op, how its activation (input 0) is quantized:
 //   act_scale=0.0213  real value = scale * (8-bit value - zero point)
 //   act_dtype="u8"    "u8" where calibration saw no negative value, else "s8"
-//   act_zero_point=125  (absent: 0) written only from a graph's own
-//                     quantization (import-quantization); llga.quantize's
-//                     are symmetric
+//                     (or u8 with a zero point, below)
+//   act_zero_point=125  (absent: 0) a graph's own quantization's
+//                     (import-quantization); llga.quantize's: 128 for the s8
+//                     grid written as u8 (the backend's faster form), or,
+//                     with activations="asymmetric", the zero point of a
+//                     signed activation's u8 grid over its [min, max]
 //   w_scale=<Tensor>  (import-quantization) the weight's scale per output
 //                     channel as the graph quantized it (s8, zero point 0);
 //                     without it the kernel picks max |w| / 127 per channel

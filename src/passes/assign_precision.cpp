@@ -14,6 +14,8 @@
 // 0); a convolution's signed activation is that s8 grid as u8 with zero
 // point 128 (act_zero_point) where the context's int8_shift_signed says the
 // backend takes that faster (oneDNN's VNNI kernels), else s8 (with AMX).
+// With the context's int8_asymmetric, a signed activation is u8 over its
+// [min, max] with a zero point instead (calibratedQuant).
 //
 // Then the edges: a bf16 partition anchored by an op whose kernel reads and
 // writes bf16 activations (a convolution), whose chain reads nothing else
@@ -270,25 +272,48 @@ class AssignPrecision final : public Pass {
              "): calibration never saw a finite float activation: fp32");
         continue;
       }
-      const ValueRange& r = it->second;
-      ActivationQuant q;
-      const bool non_negative = r.min >= 0;
-      const double steps = non_negative ? 255.0 : 127.0;
-      const double magnitude = clipThreshold(r, method, context().percentile, steps);
-      q.scale = magnitude > 0 ? magnitude / steps : 1.0;
-      // A convolution's signed activation: u8 with zero point 128, the s8 grid
-      // shifted by 128, where the context says the backend takes that faster
-      // (oneDNN's VNNI kernels multiply u8 by s8; an s8 source costs them a
-      // shift and a compensation that measured 10-30% more than a zero point
-      // on mobilenet_v2's expand convolutions); else s8.
-      const bool shifted = !non_negative && hasTrait(c.op->kind(), op_trait::Conv) && context().int8_shift_signed;
-      q.is_unsigned = non_negative || shifted;
-      q.zero_point = shifted ? 128 : 0;
+      const ActivationQuant q = calibratedQuant(it->second, hasTrait(c.op->kind(), op_trait::Conv));
       changed |= setPrecision(*c.op, Precision::INT8);
       changed |= setActivationQuant(*c.op, q);
       if (c.node != c.op) changed |= setPrecision(*c.node, Precision::INT8);
     }
     return changed | int8Edges(g.block());
+  }
+
+  // How a calibrated range is quantized. Non-negative: u8 over [0, t].
+  // Signed, symmetric: the s8 grid over [-t, t]; a convolution's as u8 with
+  // zero point 128 (the s8 grid shifted) where the context says the backend
+  // takes that faster (oneDNN's VNNI kernels multiply u8 by s8; an s8 source
+  // costs them a shift and a compensation that measured 10-30% more than a
+  // zero point on mobilenet_v2's expand convolutions). Signed, asymmetric:
+  // the u8 grid over [max(min, -t), min(max, t)] with the zero point that
+  // puts 0 on a step (PyTorch's affine observers: scale (hi - lo) / 255,
+  // zero point round(-lo / scale)). t is the method's threshold over the
+  // magnitudes; for the asymmetric grid it is picked with the steps the
+  // range's two sides leave to the larger one.
+  ActivationQuant calibratedQuant(const ValueRange& r, bool conv) const {
+    const std::string& method = context().calibration_method;
+    const double pct = context().percentile;
+    ActivationQuant q;
+    if (r.min >= 0 || !context().int8_asymmetric) {
+      const bool non_negative = r.min >= 0;
+      const double steps = non_negative ? 255.0 : 127.0;
+      const double magnitude = clipThreshold(r, method, pct, steps);
+      q.scale = magnitude > 0 ? magnitude / steps : 1.0;
+      const bool shifted = !non_negative && conv && context().int8_shift_signed;
+      q.is_unsigned = non_negative || shifted;
+      q.zero_point = shifted ? 128 : 0;
+      return q;
+    }
+    const double top = std::max(-r.min, std::max(r.max, 0.0));
+    const double other = std::min(-r.min, std::max(r.max, 0.0));  // the smaller side's extent
+    const double t = top > 0 ? clipThreshold(r, method, pct, 255.0 * top / (top + other)) : 0.0;
+    const double lo = std::max(r.min, -t), hi = std::min(std::max(r.max, 0.0), t);
+    q.is_unsigned = true;
+    if (!(hi - lo > 0)) return q;  // scale 1, zero point 0
+    q.scale = (hi - lo) / 255.0;
+    q.zero_point = static_cast<int32_t>(std::clamp(std::nearbyint(-lo / q.scale), 0.0, 255.0));
+    return q;
   }
 
   // An int8 convolution partition whose chain reads nothing but its

@@ -68,6 +68,12 @@ struct PassContext {
   // CPU (int8::shiftSignedActivations: which its kernels take faster), put
   // here by whoever builds the context.
   bool int8_shift_signed = true;
+  // llga.quantize(activations="asymmetric"): a signed activation gets the
+  // u8 grid over its calibrated [min, max] (0 included) with the zero point
+  // that puts 0 on a step, as PyTorch's affine observers and ONNX Runtime's
+  // QDQ do; false: the symmetric s8 grid over its largest magnitude.
+  // Non-negative activations are u8 with zero point 0 either way.
+  bool int8_asymmetric = false;
   // How a range becomes a scale: "minmax" (the largest magnitude seen),
   // "percentile" (the `percentile`-th percentile of the magnitudes) or
   // "histogram" (the clipping threshold whose expected squared error,

@@ -38,7 +38,8 @@ std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict me
   if (ctx->int8) ctx->int8_shift_signed = int8::shiftSignedActivations();
   ctx->precision_overrides = precision_overrides;
   // llga.quantize's options: {"calibration": [[array, ...], ...], "method": str,
-  // "percentile": float, "skip": [name, ...], "only": [name, ...] or None}
+  // "percentile": float, "activations": "symmetric" | "asymmetric", "skip": [name, ...],
+  // "only": [name, ...] or None}
   if (!quantization.is_none()) {
     py::dict q = quantization.cast<py::dict>();
     if (q.contains("method")) ctx->calibration_method = q["method"].cast<std::string>();
@@ -48,6 +49,12 @@ std::shared_ptr<PassContext> passContextFromPython(py::dict weights, py::dict me
       if (mode != "static" && mode != "dynamic")
         throw py::value_error("quantization mode must be 'static' or 'dynamic', not '" + mode + "'");
       ctx->int8_dynamic = mode == "dynamic";
+    }
+    if (q.contains("activations")) {
+      const std::string scheme = q["activations"].cast<std::string>();
+      if (scheme != "symmetric" && scheme != "asymmetric")
+        throw py::value_error("activations must be 'symmetric' or 'asymmetric', not '" + scheme + "'");
+      ctx->int8_asymmetric = scheme == "asymmetric";
     }
     if (q.contains("skip"))
       for (py::handle name : q["skip"]) ctx->int8_skip.insert(name.cast<std::string>());

@@ -29,7 +29,9 @@
 //       whose values spread evenly over [-1, 1] (the inputs need complete types);
 //       a convolution's signed activation is written as this CPU's oneDNN
 //       takes it best, or as --int8-signed=u8 (shifted, zero point 128) or
-//       s8 says (golden tests name one, to hold on every CPU)
+//       s8 says (golden tests name one, to hold on every CPU);
+//       --int8-activations=asymmetric: a signed activation on the u8 grid over
+//       its [min, max] with a zero point, as llga.quantize(activations=...)
 //
 // Method graphs for the inline pass: a line "# method: <class>.<name>" in
 // a case starts that method's graph; the text before the first such line is
@@ -59,7 +61,8 @@ constexpr std::string_view kSplitMarker = "# -----";
 void usage(std::ostream& os) {
   os << "usage: llga-opt [--passes=a,b,c] [--print-ir-after-all|--print-ir-after-change]\n"
         "                [--verify-each] [--split-input-file] [--list-passes] [--shapes=SOURCE] [--compile]\n"
-        "                [--precision=fp32|bf16|int8] [--int8-signed=u8|s8] [FILE|-]\n"
+        "                [--precision=fp32|bf16|int8] [--int8-signed=u8|s8]\n"
+        "                [--int8-activations=symmetric|asymmetric] [FILE|-]\n"
         "Parses TorchScript IR text, runs passes (verifying the result) and prints it.\n"
         "  --passes=LIST          comma-separated pass names (see --list-passes)\n"
         "  --print-ir-after-all   print the IR after every pass\n"
@@ -72,7 +75,9 @@ void usage(std::ostream& os) {
         "  --precision=P          fp32 (default), bf16 or int8: assign-precision runs the policy's op kinds\n"
         "                         in bf16, or in int8 calibrated on inputs spread over [-1, 1]\n"
         "  --int8-signed=u8|s8    int8: a convolution's signed activation as u8 with zero point 128, or as s8\n"
-        "                         (default: as this CPU's oneDNN kernels take it faster)\n";
+        "                         (default: as this CPU's oneDNN kernels take it faster)\n"
+        "  --int8-activations=A   int8: symmetric (default; signed activations on the s8 grid) or asymmetric\n"
+        "                         (the u8 grid over [min, max] with a zero point)\n";
 }
 
 std::vector<std::string> splitCases(const std::string& text) {
@@ -121,6 +126,7 @@ int main(int argc, char** argv) {
   llga::ShapeSource shapes = llga::ShapeSource::Infer;
   bool bf16 = false, int8 = false;
   std::optional<bool> shift_signed;  // --int8-signed; unset: the backend's answer
+  bool asymmetric = false;           // --int8-activations=asymmetric
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--split-input-file") {
@@ -139,6 +145,8 @@ int main(int argc, char** argv) {
       int8 = a == "--precision=int8";
     } else if (a == "--int8-signed=u8" || a == "--int8-signed=s8") {
       shift_signed = a == "--int8-signed=u8";
+    } else if (a == "--int8-activations=symmetric" || a == "--int8-activations=asymmetric") {
+      asymmetric = a == "--int8-activations=asymmetric";
     } else if (a == "--print-ir-after-all") {
       after_all = true;
     } else if (a == "--print-ir-after-change") {
@@ -180,6 +188,7 @@ int main(int argc, char** argv) {
   context->bf16 = bf16;
   context->int8 = int8;
   if (int8) context->int8_shift_signed = shift_signed ? *shift_signed : llga::int8::shiftSignedActivations();
+  context->int8_asymmetric = asymmetric;
   std::unique_ptr<llga::PassManager> pm;
   try {
     llga::PassManagerOptions opts;

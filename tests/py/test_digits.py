@@ -95,10 +95,10 @@ def train(model, x, y, epochs, lr):
     return model.eval()
 
 
-def int8_outputs(traced, x, x_calibration, shape):
+def int8_outputs(traced, x, x_calibration, shape, activations="symmetric"):
     """llga.quantize calibrated on 256 training images; its outputs on x."""
     calibration = [x_calibration.reshape(shape)[i:i + 64] for i in range(0, 256, 64)]
-    q = llga.quantize(traced, calibration=calibration)
+    q = llga.quantize(traced, calibration=calibration, activations=activations)
     assert q.precision == "int8" and all(p.precision == "int8" for p in q.partitions if p.pattern != "pool_post_ops"
                                          and any(op in ("aten::conv2d", "aten::_convolution", "aten::linear")
                                                  for op in p.ops[:1])), [(p.ops, p.precision) for p in q.partitions]
@@ -113,6 +113,7 @@ def accuracies(model, x_test, y_test, shape, x_calibration):
     out = {"torch": ref}
     if VNNI:
         out["int8"] = int8_outputs(traced, x, x_calibration, shape)
+        out["int8_asymmetric"] = int8_outputs(traced, x, x_calibration, shape, "asymmetric")
     for precision in ("fp32", "bf16") if BF16 else ("fp32",):
         c = llga.optimize(traced, precision=precision)
         out[precision] = np.concatenate([c(x[i:i + 64]) for i in range(0, len(x), 64)])
@@ -138,6 +139,7 @@ def test_digits_accuracy_in_fp32_bf16_and_int8(digits, kind):
     np.testing.assert_allclose(outs["fp32"], outs["torch"], rtol=1e-4, atol=1e-4)
     if VNNI:
         assert abs(acc["int8"] - acc["fp32"]) <= 0.01, acc  # within 1 point
+        assert abs(acc["int8_asymmetric"] - acc["fp32"]) <= 0.01, acc
         assert not np.array_equal(outs["int8"], outs["fp32"])  # and int8 did run
     if not BF16:
         pytest.skip(f"fp32 checked; oneDNN has no bf16 kernels on this CPU ({llga.cpu_capabilities()['isa']})")

@@ -47,6 +47,26 @@ def act_quant(compiled):
     return out
 
 
+def act_grids(compiled):
+    """[(kind, scale, zero_point, qmin, qmax)] of every int8 op, in IR order:
+    its activation quantized as q in [qmin, qmax], real value scale * (q -
+    zero_point). Any encoding: s8, u8, the s8 grid as u8 with zero point 128,
+    an asymmetric u8 grid."""
+    out = []
+    for m in re.finditer(r"(aten::\w+)\[precision=\"int8\", act_scale=([0-9.e+-]+), act_dtype=\"(u8|s8)\""
+                         r"(?:, act_zero_point=(-?\d+))?[,\]]", str(compiled.graph)):
+        lo, hi = (0, 255) if m.group(3) == "u8" else (-128, 127)
+        out.append((m.group(1), float(m.group(2)), int(m.group(4) or 0), lo, hi))
+    return out
+
+
+def fake_quant_grid(x, grid):
+    """x quantized on `grid` (an act_grids row, or its (scale, zero_point,
+    qmin, qmax)) and back: round half to even, the zero point, saturate."""
+    scale, zp, lo, hi = grid[-4:]
+    return (torch.clamp(torch.round(x / scale) + zp, lo, hi) - zp) * scale
+
+
 def fake_quant(x, scale, unsigned):
     """x quantized and back, as oneDNN's reorder does it (round half to even, saturate)."""
     lo, hi = (0, 255) if unsigned else (-128, 127)
@@ -501,12 +521,13 @@ def res_stream():
     return ResStream(blocks=4, width=24, relu_after=(0, 2), seed=8).eval()
 
 
-def quantized(model, shape, seed):
+def quantized(model, shape, seed, shift=0.0, **options):
     """model traced on the first of 4 calibration batches of `shape` (from
-    `seed`) and quantized on all of them: (traced, llga's int8 model)."""
-    calib = calibration_batches(shape, n=4, seed=seed)
+    `seed`, `shift` added) and quantized on all of them with llga.quantize's
+    `options`: (traced, llga's int8 model)."""
+    calib = calibration_batches(shape, n=4, seed=seed, shift=shift)
     traced = torch.jit.trace(model, calib[0])
-    return traced, llga.quantize(traced, calibration=calib)
+    return traced, llga.quantize(traced, calibration=calib, **options)
 
 
 def test_int8_residual_stream_stays_int8_and_sums_as_it_arrives():
@@ -571,15 +592,16 @@ class _StemPool(nn.Module):
     conv, and with `residual` an add of the pooling's output (a residual
     reader); with `pool_out` the pooling's output is returned too."""
 
-    def __init__(self, residual=False, pool_out=False):
+    def __init__(self, residual=False, pool_out=False, stem_relu=True):
         super().__init__()
         torch.manual_seed(2)
         self.stem, self.c1 = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 16, 1)
         self.c2 = nn.Conv2d(16, 16, 3, padding=1)
-        self.residual, self.pool_out = residual, pool_out
+        self.residual, self.pool_out, self.stem_relu = residual, pool_out, stem_relu
 
     def forward(self, x):
-        p = nn.functional.max_pool2d(torch.relu(self.stem(x)), 3, 2, 1)
+        s = self.stem(x)
+        p = nn.functional.max_pool2d(torch.relu(s) if self.stem_relu else s, 3, 2, 1)
         y = self.c2(torch.relu(self.c1(p)))
         y = y + p if self.residual else y
         return (y, p) if self.pool_out else y
@@ -623,46 +645,45 @@ def kernel_log(q, x):
         llga.profiler.kernel_log.disable()
 
 
-def check_residual_stream():
+def check_residual_stream(activations="symmetric"):
     model = res_stream()
-    _, q = quantized(model, (1, 3, 12, 12), seed=6)
+    _, q = quantized(model, (1, 3, 12, 12), seed=6, activations=activations)
     parts = list(q.partitions)
     # stem, then per block: c1 (u8 after relu), c2 + residual
-    # (block 2's output is signed: the s8 grid, as the backend writes it)
-    signed, _, signed_log = signed_grid()
+    # (block 2's output is signed: the s8 grid, as the backend writes it, or
+    # an asymmetric u8 grid)
+    signed, _, signed_log = signed_grid() if activations == "symmetric" else ("u8", None, "Byte")
     assert [p.out_dtype for p in parts] == ["u8", "u8", "u8", "u8", signed, "u8", "u8", "u8", "fp32"], \
         [(p.ops, p.out_dtype) for p in parts]
     assert all(p.precision == "int8" and not p.detail for p in parts), parts
     assert [len(p.inputs) for p in parts][2::2] == [4, 4, 4, 4]  # activation, weight, bias, residual
-    quants = act_quant(q)  # the convolutions in graph order: stem, c1, c2 of each block
-    assert len(quants) == 9
+    grids = act_grids(q)  # the convolutions in graph order: stem, c1, c2 of each block
+    assert len(grids) == 9
+    # block 3's first convolution reads the signed one: on the s8 grid, or an asymmetric one
+    if activations == "symmetric":
+        assert grids[5][2:4] in ((128, 0), (0, -128)), grids[5]  # s8 as u8 + 128, or s8
+    else:
+        assert grids[5][3] == 0 and 0 < grids[5][2] < 255, grids[5]
     x = torch.randn(1, 3, 12, 12, generator=torch.Generator().manual_seed(13)).numpy()
-    llga.profiler.kernel_log.enable()
-    try:
-        llga.profiler.kernel_log.clear()
-        out = q(x)
-        log = [e for e in llga.profiler.kernel_log.entries() if e["depth"] == 0]
-    finally:
-        llga.profiler.kernel_log.disable()
+    log = kernel_log(q, x)
+    out = q(x)
     residual_dtypes = [e["inputs"][3].split(":")[1].split()[0] for e in log if len(e["inputs"]) == 4]
     assert residual_dtypes == ["Byte", "Byte", signed_log, "Byte"], residual_dtypes
-    assert [d for _, _, d in quants][5] == "s8"  # block 3's first convolution reads the signed one
 
     def conv(c, v, k):
-        _, s, d = quants[k]
-        return nn.functional.conv2d(fake_quant(v, s, d == "u8"), fake_quant_weight(c.weight).double(),
+        return nn.functional.conv2d(fake_quant_grid(v, grids[k]), fake_quant_weight(c.weight).double(),
                                     c.bias.double(), padding=c.padding)
 
     with torch.no_grad():
         r = torch.relu(conv(model.stem, torch.from_numpy(x).double(), 0))
         for i, (c1, c2) in enumerate(model.blocks):
-            _, s, d = quants[1 + 2 * i]  # r as the block's first convolution reads it: so the sum reads it too
-            y = conv(c2, torch.relu(conv(c1, r, 1 + 2 * i)), 2 + 2 * i) + fake_quant(r, s, d == "u8")
+            # r as the block's first convolution reads it: so the sum reads it too
+            y = conv(c2, torch.relu(conv(c1, r, 1 + 2 * i)), 2 + 2 * i) + fake_quant_grid(r, grids[1 + 2 * i])
             r = torch.relu(y) if i in (0, 2) else y
     want = r.numpy()
     # measured: equal to 1e-7; values at a rounding boundary may land one step
     # over. A residual read in fp32 instead is off in 96% of the elements.
-    step = max(s for _, s, _ in quants)
+    step = max(g[1] for g in grids)
     assert np.abs(out - want).max() <= step, (np.abs(out - want).max(), step)
     assert np.mean(np.abs(out - want) > 1e-4 * np.abs(want).max()) < 0.02
 
@@ -854,3 +875,121 @@ def test_int8_model_called_concurrently_from_threads(mode):
             np.testing.assert_array_equal(first(q(xs[i])), want[i])
 
     run_concurrently(work, 4)
+
+
+# Asymmetric activations (llga.quantize(activations="asymmetric")): a signed
+# activation on the u8 grid over its calibrated [min, max] with a zero point.
+# Inputs here are randn + 1 or + 2: signed and lopsided, where the asymmetric grid's
+# steps are finer than the symmetric one's.
+
+def test_asymmetric_activation_grid_and_int8_arithmetic_on_it():
+    """The scale and zero point are PyTorch's affine observer's for the
+    calibrated range ((max - min) / 255, round(-min / scale)); the result is
+    int8 arithmetic on that grid, and nearer fp32 than the symmetric grid's."""
+    model = ConvRelu().eval()
+    calib = calibration_batches((1, 8, 12, 12), shift=2.0)
+    traced = torch.jit.trace(model, calib[0])
+    q = llga.quantize(traced, calibration=calib, activations="asymmetric")
+    assert "asymmetric activations" in q.precision_note
+    (kind, scale, zp, lo, hi), = act_grids(q)
+    mn, mx = min(float(c.min()) for c in calib), max(float(c.max()) for c in calib)
+    assert mn < 0 < mx and (lo, hi) == (0, 255)
+    np.testing.assert_allclose(scale, (mx - mn) / 255, rtol=1e-6)
+    assert zp == round(-mn / scale) and 0 < zp < 128
+    x = torch.randn(1, 8, 12, 12, generator=torch.Generator().manual_seed(9)) + 2.0
+    with torch.no_grad():
+        want = torch.relu(nn.functional.conv2d(fake_quant_grid(x, act_grids(q)[0]).double(),
+                                               fake_quant_weight(model.c.weight).double(),
+                                               model.c.bias.double(), padding=1))
+        fp32 = model(x).numpy()
+    got = q(x.numpy())
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5)
+    symmetric = llga.quantize(traced, calibration=calib)(x.numpy())
+    assert np.abs(got - fp32).mean() < 0.8 * np.abs(symmetric - fp32).mean()
+
+
+# 64: llga's own int8 depthwise kernel (where the CPU has it), 96 at stride 2 and 16: oneDNN's
+@pytest.mark.parametrize("c, stride", [(64, 1), (96, 2), (16, 1)])
+def test_asymmetric_depthwise_is_int8_arithmetic_on_its_grid(c, stride):
+    model = DwBlock(c, stride).eval()
+    _, q = quantized(model, (1, c, 10, 11), seed=0, shift=1.0, activations="asymmetric")
+    dw, pw = act_grids(q)
+    assert dw[3] == 0 and 0 < dw[2] < 128 and pw[2] == 0  # relu6's output: u8, zero point 0
+    x = torch.randn(1, c, 10, 11, generator=torch.Generator().manual_seed(3)) + 1.0
+    log = kernel_log(q, x.numpy())
+    own = llga.cpu_capabilities()["llga_dw_int8"] and stride == 1 and c >= 32
+    dw_impl = [e["impl"] for e in log if e.get("inputs") and f"{c}x1x3x3" in str(e["inputs"])]
+    assert len(dw_impl) == 1 and ("llga_dw_int8" in dw_impl[0]) == own, (dw_impl, own)
+    with torch.no_grad():
+        h = torch.clamp(nn.functional.conv2d(fake_quant_grid(x, dw).double(), fake_quant_weight(model.dw.weight).double(),
+                                             model.dw.bias.double(), stride=stride, padding=1, groups=c), 0, 6)
+        w_pw = fake_quant_weight(model.pw.weight).double()
+        want = nn.functional.conv2d(fake_quant_grid(h, pw), w_pw, model.pw.bias.double())
+    step = pw[1] * float(w_pw.abs().max())  # one element of h a step off moves an output by at most this
+    np.testing.assert_allclose(q(x.numpy()), want.numpy(), rtol=0, atol=1.01 * step)
+
+
+def test_asymmetric_silu_output_quantized_with_its_zero_point():
+    """silu's output (min -0.28) gets an asymmetric grid; the expand writes it
+    quantized so (llga's swish quantizing with the zero point where it runs)."""
+    model = SiluBlock().eval()
+    _, q = quantized(model, (1, 16, 16, 16), seed=0, activations="asymmetric")
+    g_in, g_mid = act_grids(q)
+    assert g_mid[3] == 0 and g_mid[2] > 0 and g_mid[2] * g_mid[1] < 0.3  # the zero point covers silu's minimum only
+    assert q.partitions[0].out_dtype == "u8"
+    x = torch.randn(1, 16, 16, 16, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        h = nn.functional.silu(nn.functional.conv2d(fake_quant_grid(x, g_in).double(),
+                                                    fake_quant_weight(model.expand.weight).double(),
+                                                    model.expand.bias.double()))
+        w = fake_quant_weight(model.project.weight).double()
+        want = nn.functional.conv2d(fake_quant_grid(h, g_mid), w, model.project.bias.double())
+    step = g_mid[1] * float(w.abs().max())
+    np.testing.assert_allclose(q(x.numpy()), want.numpy(), rtol=0, atol=1.01 * step)
+
+
+def test_asymmetric_linear_activation_with_its_zero_point():
+    model = Lin().eval()
+    calib = calibration_batches((5, 48), n=3, shift=1.0)
+    q = llga.quantize(torch.jit.trace(model, calib[0]), calibration=calib, activations="asymmetric")
+    (kind, scale, zp, lo, hi), = act_grids(q)
+    assert kind == "aten::linear" and lo == 0 and 0 < zp < 128
+    x = torch.randn(5, 48, generator=torch.Generator().manual_seed(3)) + 1.0
+    with torch.no_grad():
+        want = nn.functional.linear(fake_quant_grid(x, act_grids(q)[0]).double(),
+                                    fake_quant_weight(model.fc.weight).double(), model.fc.bias.double())
+    np.testing.assert_allclose(q(x.numpy()), want.numpy(), rtol=1e-4, atol=1e-5)
+    assert not q.partitions[0].detail
+
+
+def test_asymmetric_residual_stream():
+    """The residual stream (above) with the signed block output on an
+    asymmetric grid: the producer writes it with its zero point, the next
+    block's sum post-op subtracts it."""
+    check_residual_stream("asymmetric")
+
+
+def test_asymmetric_int8_passes_through_max_pooling():
+    """A signed stem output (no relu) pooled on its asymmetric u8 grid: the
+    maximum commutes with any increasing affine quantization, so the bits
+    are those of the pooling run in fp32."""
+    x = torch.randn(1, 3, 17, 17, generator=torch.Generator().manual_seed(9)).numpy()
+    _, q = quantized(_StemPool(stem_relu=False), (1, 3, 17, 17), seed=8, activations="asymmetric")
+    _, ref = quantized(_StemPool(stem_relu=False, pool_out=True), (1, 3, 17, 17), seed=8, activations="asymmetric")
+    stem, pool = list(q.partitions)[:2]
+    assert (pool.precision, pool.out_dtype, stem.out_dtype) == ("int8", "u8", "u8"), (stem, pool)
+    assert 0 < act_grids(q)[1][2] < 255  # the pooled value's reader: a zero point
+    assert (list(ref.partitions)[1].precision, list(ref.partitions)[0].out_dtype) == ("fp32", "fp32")
+    np.testing.assert_array_equal(q(x), ref(x)[0])
+
+
+def test_asymmetric_activations_bad_arguments():
+    traced = torch.jit.trace(Lin().eval(), torch.randn(2, 48))
+    cal = [np.zeros((2, 48), np.float32)]
+    with pytest.raises(llga.PrecisionError, match="activations 'affine': expected one of symmetric, asymmetric"):
+        llga.quantize(traced, calibration=cal, activations="affine")
+    with pytest.raises(llga.PrecisionError, match="mode='dynamic' quantizes each call's activations symmetrically"):
+        llga.quantize(traced, mode="dynamic", activations="asymmetric")
+    # non-negative and all-zero activations: u8 with zero point 0, as with the symmetric scheme
+    q = llga.quantize(traced, calibration=cal, activations="asymmetric")
+    assert act_grids(q) == [("aten::linear", 1.0, 0, 0, 255)]
