@@ -202,6 +202,7 @@ class AssignPrecision final : public Pass {
     };
     std::vector<Candidate> found;
     std::unordered_set<const Value*> wanted;
+    std::unordered_set<const Node*> readers;  // the candidates' nodes: ranges as they read their activations
     bool imported = false;  // a partition of an op the graph quantized got its precision
     std::function<void(Block*)> walk = [&](Block* b) {
       for (Node* n : b->nodes()) {
@@ -231,6 +232,7 @@ class AssignPrecision final : public Pass {
         if (!act) continue;
         found.push_back({n, op, act});
         wanted.insert(act);
+        readers.insert(n);
       }
     };
     walk(g.block());
@@ -263,7 +265,7 @@ class AssignPrecision final : public Pass {
       throw std::invalid_argument("calibration percentile " + std::to_string(context().percentile) +
                                   " (expected a value in (0, 100])");
     const std::unordered_map<const Value*, ValueRange> ranges =
-        evaluator()->observeRanges(g, context(), wanted, method == "minmax" ? 0 : kHistogramBins);
+        evaluator()->observeRanges(g, context(), wanted, readers, method == "minmax" ? 0 : kHistogramBins);
     bool changed = imported;
     for (const Candidate& c : found) {
       auto it = ranges.find(c.activation);

@@ -70,12 +70,14 @@ class Evaluator {
   // any, its example inputs; without those, one set whose values spread
   // evenly over [-1, 1], for graphs whose inputs have complete types: what
   // llga-opt's golden tests calibrate on) and returns the range of
-  // each of `values` that is a float tensor (graph inputs, or outputs of
-  // nodes of g's top block), with a histogram of `histogram_bins` bins of
-  // its magnitudes when that is > 0; throws std::runtime_error saying why it
-  // could not run.
+  // each of `values` that is a float tensor, as the nodes of `readers` (of
+  // g's top block) read it: just before each runs, so after any in-place
+  // write into it (over several such reads, the range covers them all), with
+  // a histogram of `histogram_bins` bins of its magnitudes when that is > 0;
+  // throws std::runtime_error saying why it could not run.
   virtual std::unordered_map<const Value*, ValueRange> observeRanges(const Graph& g, const PassContext& ctx,
                                                                      const std::unordered_set<const Value*>& values,
+                                                                     const std::unordered_set<const Node*>& readers,
                                                                      int histogram_bins = 0) const = 0;
   // The layout behaviour of n's kernel; null when n has none (a constant,
   // control flow, an op the library lacks, or one it cannot build).

@@ -238,6 +238,7 @@ class RuntimeEvaluator final : public Evaluator {
 
   std::unordered_map<const Value*, ValueRange> observeRanges(const Graph& g, const PassContext& ctx,
                                                              const std::unordered_set<const Value*>& values,
+                                                             const std::unordered_set<const Node*>& readers,
                                                              int histogram_bins) const override {
     WeightMap weights;
     for (const auto& [k, v] : ctx.weights) weights.emplace(k, tensorFromConstant(*v));
@@ -251,9 +252,11 @@ class RuntimeEvaluator final : public Evaluator {
       if (second) accumulateHistogram(t, ranges[v]);
       else accumulateRange(t, ranges[v]);
     };
-    NodeObserver observe = [&](const Node& n, RtValue* const* outs, size_t count) {
-      if (n.owningBlock() != g.block()) return;
-      for (size_t i = 0; i < count && i < n.outputs().size(); ++i) see(n.output(i), *outs[i]);
+    // A value as the readers read it, just before they run: after any write
+    // into it (an in-place op the graph kept).
+    NodeObserver observe = [&](const Node& n, RtValue* const* ins, size_t count) {
+      if (!readers.count(&n)) return;
+      for (size_t i = 0; i < count && i < n.inputs().size(); ++i) see(n.input(i), *ins[i]);
     };
     std::vector<std::vector<TensorRef>> sets = ctx.calibration;
     if (sets.empty() && !ctx.example_inputs.empty()) sets.push_back(ctx.example_inputs);
@@ -263,11 +266,7 @@ class RuntimeEvaluator final : public Evaluator {
     auto runAll = [&] {
       for (size_t k = 0; k < sets.size(); ++k) {
         try {
-          std::vector<RtValue> inputs = exampleInputs(g, ctx, &sets[k]);
-          size_t i = 0;
-          for (const Value* in : g.inputs())
-            if (in->type()->kind() != TypeKind::Class) see(in, inputs.at(i++));
-          plan->run(std::move(inputs), &observe);
+          plan->run(exampleInputs(g, ctx, &sets[k]), nullptr, nullptr, &observe);
         } catch (const std::exception& e) {
           throw std::runtime_error("calibration input set " + std::to_string(k) + ": the graph could not run on it: " +
                                    e.what());

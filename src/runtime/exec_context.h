@@ -27,6 +27,9 @@ using NodeObserver = std::function<void(const Node&, RtValue* const* outputs, si
 struct ExecContext {
   dnnl::stream stream{cpuEngine()};
   const NodeObserver* observer = nullptr;
+  // Sees every executed op node with its inputs, just before it runs
+  // (calibration: a value as its reader reads it, after any write into it).
+  const NodeObserver* input_observer = nullptr;
   dnnl::memory scratchpad(const dnnl::memory::desc& md);
   void* scratchpadData(size_t bytes);  // this call's scratch buffer, at least `bytes` long
 

@@ -57,11 +57,13 @@ void runKernelProfiled(const Node& node, const std::string& pattern, int partiti
 }
 
 std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, const NodeObserver* observer,
-                               ShapeValues* shape_values) const {
+                               ShapeValues* shape_values, const NodeObserver* input_observer) const {
   ThreadsScope threads;
   ExecContext ctx;
   ctx.observer = observer;
-  return runMain(std::move(inputs), ctx, observer || shape_slots_ == 0 ? nullptr : shape_values);
+  ctx.input_observer = input_observer;
+  const bool watched = observer || input_observer;
+  return runMain(std::move(inputs), ctx, watched || shape_slots_ == 0 ? nullptr : shape_values);
 }
 
 std::vector<RtValue> Plan::run(std::vector<RtValue> inputs, ExecContext& ctx) const {
@@ -137,7 +139,7 @@ void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& c
   try {
     switch (ins.kind) {
       case Instr::Kind::Op: {
-        if (ins.scalar && !ctx.observer && !Profiler::active()) {  // Python numbers: no kernel call
+        if (ins.scalar && !ctx.observer && !ctx.input_observer && !Profiler::active()) {  // Python numbers: no kernel call
           std::array<const RtValue*, kMaxScalarArity> args;
           for (size_t i = 0; i < ins.in.size(); ++i) args[i] = &at(ins.in[i]);
           at(ins.out[0]) = ins.scalar(args.data());
@@ -166,6 +168,7 @@ void Plan::runInstr(const Instr& ins, std::vector<RtValue>& regs, ExecContext& c
         }
         for (size_t i = 0; i < ins.out.size(); ++i) out[i] = &at(ins.out[i]);
         const KernelArgs args{in, ins.in.size(), out, ins.out.size(), ctx, plain.empty() ? ins.dying : 0};
+        if (ctx.input_observer) (*ctx.input_observer)(*ins.node, in, ins.in.size());
         if (Profiler::active()) runKernelProfiled(*ins.node, ins.pattern, ins.partition, *ins.kernel, args);
         else ins.kernel->run(args);
         if (ctx.observer) (*ctx.observer)(*ins.node, out, ins.out.size());

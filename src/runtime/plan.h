@@ -72,10 +72,11 @@ class Plan {
  public:
   static std::unique_ptr<Plan> build(std::shared_ptr<const Graph> graph, const WeightMap& weights);
   // `observer`, if given, sees every executed op node and its outputs (and
-  // then every shape-only instruction runs); `shape_values`, if given, holds
-  // what the shape-only instructions computed for this call's signature.
+  // then every shape-only instruction runs); `input_observer`, if given, its
+  // inputs just before it runs (alike); `shape_values`, if given, holds what
+  // the shape-only instructions computed for this call's signature.
   std::vector<RtValue> run(std::vector<RtValue> inputs, const NodeObserver* observer = nullptr,
-                           ShapeValues* shape_values = nullptr) const;
+                           ShapeValues* shape_values = nullptr, const NodeObserver* input_observer = nullptr) const;
   // The same inside a kernel of an enclosing plan: its context (stream,
   // scratchpad, observer) serves this plan's ops too.
   std::vector<RtValue> run(std::vector<RtValue> inputs, ExecContext& ctx) const;

@@ -993,3 +993,42 @@ def test_asymmetric_activations_bad_arguments():
     # non-negative and all-zero activations: u8 with zero point 0, as with the symmetric scheme
     q = llga.quantize(traced, calibration=cal, activations="asymmetric")
     assert act_grids(q) == [("aten::linear", 1.0, 0, 0, 255)]
+
+
+class InPlaceBeforeConv(nn.Module):
+    """The convolution reads `y` after an in-place sigmoid_ wrote into it
+    (scripted, the write stays in the graph: `z` aliases `y`)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.c = nn.Conv2d(8, 10, 1)
+
+    def forward(self, x):
+        y = x - 1.0
+        z = y
+        y.sigmoid_()
+        return self.c(z)
+
+
+@pytest.mark.parametrize("make", ["script", "trace"])
+def test_calibration_sees_an_activation_as_its_reader_reads_it(make):
+    """Calibration takes the activation's range as the convolution reads it,
+    after the in-place write: sigmoid's (0, 1), the u8 grid, not x - 1's
+    signed range (10x coarser steps; found by the graph fuzzer's int8 runs,
+    seed 101, where the value before the write was all zeros: scale 1 and
+    every 0.5 read rounded to 0)."""
+    model = InPlaceBeforeConv().eval()
+    calib = calibration_batches((1, 8, 6, 6), n=3)
+    obj = torch.jit.script(model) if make == "script" else torch.jit.trace(model, calib[0])
+    q = llga.quantize(obj, calibration=calib)
+    if make == "script":
+        assert "aten::sigmoid_" in str(q.graph)  # the write stayed in place
+    (_, scale, zp, lo, hi), = act_grids(q)
+    assert (zp, lo, hi) == (0, 0, 255)
+    np.testing.assert_allclose(scale, max(float(torch.sigmoid(c - 1).max()) for c in calib) / 255, rtol=1e-6)
+    x = torch.randn(1, 8, 6, 6, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        want = nn.functional.conv2d(fake_quant_grid(torch.sigmoid(x - 1), act_grids(q)[0]).double(),
+                                    fake_quant_weight(model.c.weight).double(), model.c.bias.double())
+    np.testing.assert_allclose(q(x.numpy()), want.numpy(), rtol=1e-4, atol=1e-5)
