@@ -241,6 +241,32 @@ _QUANTIZED_UNARY = {"quantized::hardswish": "aten::hardswish", "quantized::sigmo
                     "quantized::relu6": "aten::relu6"}
 
 
+def _bn(a, c):  # quantized::batch_norm*(qx, weight, bias, mean, var, eps, scale, zp)
+    return [a[0], a[1], a[2], a[3], a[4], c(False), c(0.1), a[5], c(False)]
+
+
+# Other quantized:: ops with their output's scale and zero point: kind ->
+# (the float op, the positions of the output scale and zero point among the
+# op's arguments, the float op's arguments from the op's (its quantized
+# inputs dequantized) and a constant maker). The batch_norm*_relu forms add a
+# relu (_QUANTIZED_THEN_RELU).
+_QUANTIZED_WITH_QPARAMS = {
+    **{f"quantized::batch_norm{d}d{r}": ("aten::batch_norm", (6, 7), _bn) for d in (1, 2, 3) for r in ("", "_relu")},
+    "quantized::layer_norm": ("aten::layer_norm", (5, 6), lambda a, c: [a[0], a[1], a[2], a[3], a[4], c(False)]),
+    "quantized::group_norm": ("aten::group_norm", (5, 6), lambda a, c: [a[0], a[1], a[2], a[3], a[4], c(False)]),
+    "quantized::instance_norm": ("aten::instance_norm", (4, 5),
+                                 lambda a, c: [a[0], a[1], a[2], c(None), c(None), c(True), c(0.1), a[3], c(False)]),
+    "quantized::leaky_relu": ("aten::leaky_relu", (3, 4), lambda a, c: [a[0], a[1]]),
+    "quantized::elu": ("aten::elu", (1, 2), lambda a, c: [a[0], a[3], a[4], a[5]]),
+    "quantized::celu": ("aten::celu", (1, 2), lambda a, c: [a[0], a[3]]),
+    "quantized::softmax": ("aten::softmax", (2, 3), lambda a, c: [a[0], a[1], c(None)]),
+    "quantized::dropout": ("aten::dropout", (1, 2), lambda a, c: [a[0], a[3], c(False)]),
+    "quantized::matmul": ("aten::matmul", (2, 3), lambda a, c: [a[0], a[1]]),
+    "quantized::prelu": ("aten::prelu", (2, 3), lambda a, c: [a[0], a[1]]),
+}
+_QUANTIZED_THEN_RELU = {f"quantized::batch_norm{d}d_relu" for d in (1, 2, 3)}
+
+
 def _lower_quantized_ops(tgraph) -> None:
     """PyTorch's int8 graph (convert_fx without is_reference, or eager
     quantization), frozen: quantized::conv*/linear (with packed weights),
@@ -262,7 +288,9 @@ def _lower_quantized_ops(tgraph) -> None:
         return n.output()
 
     def dequantized(v):
-        if v.unique() not in qparams:
+        # a value quantized in the graph, or a quantized constant (convnext's layer_scale
+        # in a quantized::mul: _unquantize_constants then writes it quantize_per_tensor(float))
+        if v.unique() not in qparams and not _is_quantized_constant(v.node()):
             return v
         return made("aten::dequantize", [v])
 
@@ -315,7 +343,7 @@ def _lower_quantized_ops(tgraph) -> None:
                 linear = kind.startswith("quantized::linear")
                 relu = base.endswith("_relu")
                 if base not in ("conv1d", "conv2d", "conv3d", "conv1d_relu", "conv2d_relu", "conv3d_relu", "linear",
-                                "linear_relu"):
+                                "linear_relu", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
                     unsupported.setdefault(kind, []).append(where(node))
                     continue
                 w_q, bias = torch.ops.quantized.linear_unpack(packed) if linear else packed.unpack()
@@ -324,6 +352,15 @@ def _lower_quantized_ops(tgraph) -> None:
                 x = dequantized(ins[0])
                 if linear:
                     y = made("aten::linear", [x, w, b])
+                elif base.startswith("conv_transpose"):  # a float op between its quantizations (not an int8 kind)
+                    if not packed.transpose():
+                        unsupported.setdefault(kind + " (packed as a direct convolution)", []).append(where(node))
+                        continue
+                    lists = [tgraph.insertConstant(list(v)) for v in (packed.stride(), packed.padding(),
+                                                                      packed.output_padding())]
+                    y = made(f"aten::conv_transpose{w_q.dim() - 2}d",
+                             [x, w, b] + lists + [tgraph.insertConstant(int(packed.groups())),
+                                                  tgraph.insertConstant(list(packed.dilation()))])
                 else:
                     if packed.transpose():
                         unsupported.setdefault(kind + " (transposed)", []).append(where(node))
@@ -357,6 +394,27 @@ def _lower_quantized_ops(tgraph) -> None:
             elif kind in _QUANTIZED_UNARY and len(ins) == 3:  # (x, output scale, output zero point)
                 y = made(_QUANTIZED_UNARY[kind], [dequantized(ins[0])])
                 lowered = quantize(y, ins[1], ins[2], dtype_of(ins[0]))
+            elif kind in _QUANTIZED_WITH_QPARAMS and node.outputsSize() == 1:
+                float_kind, (at_scale, at_zp), make_args = _QUANTIZED_WITH_QPARAMS[kind]
+                if len(ins) <= at_zp:
+                    unsupported.setdefault(kind, []).append(where(node))
+                    continue
+                y = made(float_kind, make_args([dequantized(v) for v in ins], tgraph.insertConstant))
+                if kind in _QUANTIZED_THEN_RELU:
+                    y = made("aten::relu", [y])
+                lowered = quantize(y, ins[at_scale], ins[at_zp], dtype_of(ins[0]))
+            elif kind in ("aten::cat", "aten::stack") and ins and ins[0].node().kind() == "prim::ListConstruct" \
+                    and any(v.unique() in qparams for v in ins[0].node().inputs()):
+                # PyTorch's cat/stack of quantized tensors: the items requantized to the first's parameters
+                items = list(ins[0].node().inputs())
+                params = qparams.get(items[0].unique())
+                if params is None or not all(v.unique() in qparams for v in items):
+                    unsupported.setdefault(f"{kind} of quantized tensors (per-channel, or mixed with float)",
+                                           []).append(where(node))
+                    continue
+                lst = tgraph.insertNode(tgraph.create("prim::ListConstruct", [dequantized(v) for v in items]))
+                lst.output().setType(torch._C.ListType.ofTensors())
+                lowered = quantize(made(kind, [lst.output()] + ins[1:]), *params)
             elif kind == "quantized::cat":
                 parts = ins[0].node()
                 if parts.kind() != "prim::ListConstruct":

@@ -11,10 +11,16 @@
 // (exact only without padding: a padded border would see t where x is 0).
 // Left alone, with a note: weights not constant or not bound, training
 // mode, transposed convolutions, a convolution read by others too, a linear
-// whose output is not 2-d (batch_norm's dim 1 is then not its features).
+// whose output is not 2-d (batch_norm's dim 1 is then not its features), and
+// a convolution or linear the graph quantized (import-quantization's
+// precision="int8": its weights are on the grid w_scale gives, its
+// activation quantized at act_scale; folding would move the weights off that
+// grid, or, into a reader, quantize batch_norm's input at the scale of its
+// output: 12 output steps off on a quantized cat -> batch_norm -> conv).
 #include <cmath>
 
 #include "ir/effects.h"
+#include "ir/precision.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 
@@ -47,6 +53,11 @@ class FoldBatchnorm final : public Pass {
     const bool internal = kind == "aten::_convolution";
     if (!internal && kind != "aten::conv1d" && kind != "aten::conv2d" && kind != "aten::conv3d") return false;
     if (conv->input(0) != bn->output() || conv->inputs().size() < (internal ? 9u : 7u)) return false;
+    if (precisionOf(*conv) == Precision::INT8) {
+      note("aten::batch_norm (%" + bn->output()->debugName() + "): its reader %" + conv->output()->debugName() +
+           " is int8 as the graph quantized it: it reads batch_norm's output at its scale");
+      return false;
+    }
     // The conv would read bn's input where it stands, not where bn did: not
     // when something may write into that memory (fuzzer seed 180104).
     if (writerOf(*aliasRoot(*bn->input(0)))) return false;
@@ -127,6 +138,8 @@ class FoldBatchnorm final : public Pass {
       if (foldIntoReader(g, bn)) return true;
       return fail("its input comes from " + kind + ", not a convolution or linear (nor is its reader an unpadded conv)");
     }
+    if (precisionOf(*producer) == Precision::INT8)
+      return fail("the " + kind + " is int8 as the graph quantized it: folding would move its weights off their grid");
     if (bn->input(0)->uses().size() != 1) {  // maxvit's stem conv, read by the block's pre-norm and its shortcut
       if (foldIntoReader(g, bn)) return true;
       return fail("the " + kind + " output is read by other nodes too (nor is its reader an unpadded conv)");
