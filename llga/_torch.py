@@ -260,7 +260,6 @@ _QUANTIZED_WITH_QPARAMS = {
     "quantized::elu": ("aten::elu", (1, 2), lambda a, c: [a[0], a[3], a[4], a[5]]),
     "quantized::celu": ("aten::celu", (1, 2), lambda a, c: [a[0], a[3]]),
     "quantized::softmax": ("aten::softmax", (2, 3), lambda a, c: [a[0], a[1], c(None)]),
-    "quantized::dropout": ("aten::dropout", (1, 2), lambda a, c: [a[0], a[3], c(False)]),
     "quantized::matmul": ("aten::matmul", (2, 3), lambda a, c: [a[0], a[1]]),
     "quantized::prelu": ("aten::prelu", (2, 3), lambda a, c: [a[0], a[1]]),
 }
@@ -394,6 +393,9 @@ def _lower_quantized_ops(tgraph) -> None:
             elif kind in _QUANTIZED_UNARY and len(ins) == 3:  # (x, output scale, output zero point)
                 y = made(_QUANTIZED_UNARY[kind], [dequantized(ins[0])])
                 lowered = quantize(y, ins[1], ins[2], dtype_of(ins[0]))
+            elif kind == "quantized::dropout" and len(ins) == 5 and ins[4].node().kind() == "prim::Constant" \
+                    and not ins[4].toIValue():
+                lowered = ins[0]  # eval: PyTorch returns its input, whatever the output parameters say
             elif kind in _QUANTIZED_WITH_QPARAMS and node.outputsSize() == 1:
                 float_kind, (at_scale, at_zp), make_args = _QUANTIZED_WITH_QPARAMS[kind]
                 if len(ins) <= at_zp:

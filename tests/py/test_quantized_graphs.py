@@ -316,6 +316,62 @@ def test_pytorch_int8_densenet_and_convnext_run_and_follow_pytorch(name):
     assert cos >= 0.999 and off.max() <= 6.001 and np.mean(off > 2.001) <= 0.03, (cos, off.max())
 
 
+# quantized:: ops convert_fx does not write with onednn's default mapping, called
+# directly: (the op on q = x quantized at 0.05 / 128, its output step).
+@torch.jit.script
+def _q_group_norm(x, w, b):
+    q = torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
+    return torch.ops.quantized.group_norm(q, 2, w, b, 1e-5, 0.04, 120).dequantize()
+
+
+@torch.jit.script
+def _q_batch_norm1d(x, w, b):
+    q = torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
+    return torch.ops.quantized.batch_norm1d_relu(q, w, b, b * 0.5, w.abs() + 0.5, 1e-5, 0.04, 120).dequantize()
+
+
+@torch.jit.script
+def _q_softmax(x, w, b):
+    q = torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
+    return torch.ops.quantized.softmax(q, 1, 1.0 / 256, 0).dequantize()
+
+
+@torch.jit.script
+def _q_matmul(x, w, b):
+    q = torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
+    return torch.ops.quantized.matmul(q, q.transpose(1, 2), 0.2, 128).dequantize()
+
+
+@torch.jit.script
+def _q_celu(x, w, b):
+    q = torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
+    return torch.ops.quantized.celu(q, 0.04, 120, 1.5).dequantize()
+
+
+@torch.jit.script
+def _q_elu(x, w, b):
+    q = torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
+    return torch.ops.quantized.elu(q, 0.04, 120, 1.2, 1.1, 0.9).dequantize()
+
+
+@torch.jit.script
+def _q_dropout(x, w, b):  # eval: PyTorch returns its input, whatever the output parameters say
+    q = torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
+    return torch.ops.quantized.dropout(q, 0.04, 120, 0.5, False).dequantize()
+
+
+@pytest.mark.parametrize("fn, step", [(_q_group_norm, 0.04), (_q_batch_norm1d, 0.04), (_q_softmax, 1 / 256),
+                                      (_q_matmul, 0.2), (_q_celu, 0.04), (_q_elu, 0.04), (_q_dropout, 0.05)],
+                         ids=["group_norm", "batch_norm1d_relu", "softmax", "matmul", "celu", "elu", "dropout"])
+def test_quantized_ops_called_directly_match_pytorch(fn, step):
+    torch.manual_seed(4)
+    x, w, b = torch.randn(2, 4, 6) * 2, torch.rand(4) + 0.5, torch.randn(4) * 0.2
+    want = fn(x, w, b).numpy()
+    got = llga.optimize(fn, [x, w, b])(x.numpy(), w.numpy(), b.numpy())
+    off = np.abs(got - want) / step
+    assert off.max() <= 1.001 and np.mean(off > 0.001) <= 0.02, off.max()  # measured: the same integers
+
+
 class QuantizedOps(nn.Module):
     """Ops convert_fx writes as quantized:: ops with their own output
     parameters (batch_norm2d, leaky_relu, instance_norm, elu, prelu,
