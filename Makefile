@@ -9,7 +9,7 @@ CMAKE_FLAGS = -G Ninja -DPython3_EXECUTABLE=$(PY)
 export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all bootstrap build demo test test-cpp test-asan test-tsan test-py test-isa test-isa-all test-install test-deps test-fresh test-ops-long \
-	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs fuzz-graphs-bf16 fuzz-graphs-signals stress test-zoo test-zoo-int8 test-zoo-bf16 bench bench-quick bench-coverage bench-parse bench-runtime bench-load bench-dask clean
+	dev-path notebook install uninstall fuzz fuzz-smoke fuzz-graphs fuzz-graphs-bf16 fuzz-graphs-int8 fuzz-graphs-signals stress test-zoo test-zoo-int8 test-zoo-bf16 test-zoo-pytorch-int8 bench bench-quick bench-coverage bench-parse bench-runtime bench-load bench-dask clean
 
 all: build
 
@@ -132,8 +132,11 @@ stress: build dev-path
 
 # The differential graph fuzzer: random PyTorch programs, llga against PyTorch
 # (scripts/fuzz_graphs.py). Reproducers of mismatches go to build/fuzz-graphs/.
-# `make test` runs 24 fixed programs, 8 of them in bf16 too (tests/py/test_fuzz_graphs.py).
+# `make test` runs 24 fixed programs, 8 of them in bf16 too, 8 (and 4 signal ones) in int8
+# (tests/py/test_fuzz_graphs.py).
 # fuzz-graphs-bf16 compiles every program with precision="bf16" (where oneDNN has bf16 kernels).
+# fuzz-graphs-int8 quantizes every program with llga.quantize, calibrated on its example inputs
+# (every other one with asymmetric activations; where oneDNN has VNNI).
 # fuzz-graphs-signals draws [batch, channels, length] programs with 1-d convolutions and pooling
 # (every other one with LLGA_IM2COL=all, so llga's im2col path meets small shapes too).
 FUZZ_GRAPHS_SECONDS ?= 300
@@ -142,6 +145,9 @@ fuzz-graphs: build dev-path
 
 fuzz-graphs-bf16: build dev-path
 	$(PY) scripts/fuzz_graphs.py --precision bf16 --seconds $(FUZZ_GRAPHS_SECONDS) --seed $$(date +%s) $(FUZZ_GRAPHS_ARGS)
+
+fuzz-graphs-int8: build dev-path
+	$(PY) scripts/fuzz_graphs.py --precision int8 --seconds $(FUZZ_GRAPHS_SECONDS) --seed $$(date +%s) $(FUZZ_GRAPHS_ARGS)
 
 fuzz-graphs-signals: build dev-path
 	$(PY) scripts/fuzz_graphs.py --family signals --seconds $(FUZZ_GRAPHS_SECONDS) --seed $$(date +%s) $(FUZZ_GRAPHS_ARGS)
@@ -179,6 +185,11 @@ test-zoo-int8: build
 
 test-zoo-bf16: build
 	$(PY) scripts/zoo_precision.py --precision bf16 --write docs/zoo-bf16.md $(ZOO_ARGS)
+
+# PyTorch's own int8 graphs of every torchvision classifier (prepare_fx, convert_fx, traced, frozen)
+# through llga.optimize, against PyTorch's int8 logits, into docs/zoo-pytorch-int8.md.
+test-zoo-pytorch-int8: build
+	$(PY) scripts/zoo_precision.py --precision pytorch-int8 --write docs/zoo-pytorch-int8.md $(ZOO_ARGS)
 
 # The coverage models (torchaudio, recurrent, transformer decoders) against PyTorch and ONNX Runtime.
 bench-coverage: build

@@ -29,13 +29,24 @@ bf16 keeps 8 bits of mantissa, so each rounding moves a value by up to 2^-9
 of it, and a dozen steps of products add that up; a wrong layout, dtype or
 fallback is off by far more. Where the program itself amplifies roundings
 (a layer_norm over a few close values), the tolerance is widened to
-SENSITIVITY_FACTOR times PyTorch's own difference with every value rounded
-to bf16.
+SENSITIVITY["bf16"] (4) times PyTorch's own difference with every value
+rounded to bf16.
 
     python3 scripts/fuzz_graphs.py --seconds 300          # make fuzz-graphs
     python3 scripts/fuzz_graphs.py --programs 40 --seed 1  # the short run in make test
     python3 scripts/fuzz_graphs.py --replay 1234           # one program, by its seed
+With --precision int8 every program goes through llga.quantize, calibrated
+on its example inputs (every other program with activations="asymmetric"),
+and is held to TOLERANCE["int8"] against PyTorch's fp32, widened to
+SENSITIVITY["int8"] (8) times the difference PyTorch itself shows when each
+convolution and linear reads its input on that grid and its weight on s8
+(_int8_products): a wrong zero point, scale, layout or dtype is off by far
+more. Where llga's grid and the emulation's part (another batch's inputs
+than the calibrated ones saturate; a residual summed as its reader
+quantizes it) the tolerance covers it.
+
     python3 scripts/fuzz_graphs.py --seconds 300 --precision bf16   # make fuzz-graphs-bf16
+    python3 scripts/fuzz_graphs.py --seconds 300 --precision int8   # make fuzz-graphs-int8
     python3 scripts/fuzz_graphs.py --seconds 300 --family signals   # 1-d: make fuzz-graphs-signals
 """
 
@@ -59,7 +70,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Largest difference from PyTorch's fp32, relative to max(1, max|PyTorch|), per precision.
-TOLERANCE = {"fp32": 2e-3, "bf16": 5e-2}
+TOLERANCE = {"fp32": 2e-3, "bf16": 5e-2, "int8": 1e-1}
 # What a program's inputs are: images ([batch, channels, h, w], and a 3-d one
 # sometimes) or signals ([batch, channels, length], with 1-d convolutions).
 FAMILIES = ("images", "signals")
@@ -70,7 +81,11 @@ FAMILIES = ("images", "signals")
 # amplifies a rounding of its input by 1/std, a sum of products that cancels
 # keeps the absolute error of its terms (seed 70200), a where() may flip. One
 # rounding pattern is one sample of that error; the factor covers the others.
-SENSITIVITY_FACTOR = 4.0
+# int8 (_int8_products): eight times, since llga may legitimately quantize other
+# values than the emulation does (a batch_norm before a convolution folded into
+# it: llga quantizes the batch_norm's input; seeds 70615, 70834: 0.73 off where
+# the emulation was 0.16 and 0.18 off).
+SENSITIVITY = {"bf16": 4.0, "int8": 8.0}
 
 
 def _bf16_everywhere():
@@ -93,6 +108,61 @@ def _bf16_everywhere():
             return tuple(rounded(t) for t in out) if isinstance(out, tuple) else rounded(out)
 
     return Round()
+
+
+def _int8_products(asymmetric, ranges, record=False):
+    """A torch function mode that runs each convolution and linear on its
+    input quantized per tensor on llga.quantize's grid for a calibrated range
+    (u8 over [0, max] where nothing is negative; else s8 over the largest
+    magnitude, or with `asymmetric` u8 over [min, max] with a zero point),
+    values beyond it saturating, and its weight per output channel on s8:
+    what llga.quantize computes. The k-th product call takes ranges[k];
+    `record`: the calls append their inputs' own ranges to `ranges` (run on
+    the calibration inputs first)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    F = torch.nn.functional
+    products = {F.conv1d, F.conv2d, F.conv3d, F.linear}
+    calls = [0]
+
+    def activation(x):
+        k = calls[0]
+        calls[0] += 1
+        if record:
+            ranges.append((float(x.min()), float(x.max())))
+        lo, hi = ranges[k] if k < len(ranges) else (float(x.min()), float(x.max()))
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            return x
+        if lo >= 0:
+            scale, zp, qlo, qhi = hi / 255, 0, 0, 255
+        elif asymmetric:
+            scale, qlo, qhi = (max(hi, 0.0) - lo) / 255, 0, 255
+            zp = min(max(round(-lo / scale), 0), 255)
+        else:
+            scale, zp, qlo, qhi = max(-lo, hi) / 127, 0, -128, 127
+        if not scale > 0:
+            return x
+        return (torch.clamp(torch.round(x / scale) + zp, qlo, qhi) - zp) * scale
+
+    def weight(w):
+        rows = w.reshape(w.shape[0], -1)
+        top = rows.abs().amax(1)
+        s = torch.where(top > 0, top / 127, torch.ones_like(top))
+        return (torch.clamp(torch.round(rows / s[:, None]), -127, 127) * s[:, None]).reshape(w.shape)
+
+    class Quantized(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in products and len(args) >= 2 and all(isinstance(a, torch.Tensor) for a in args[:2]) \
+                    and args[0].dtype == torch.float32 and args[1].dtype == torch.float32 and args[0].numel():
+                args = (activation(args[0]), weight(args[1])) + tuple(args[2:])
+            return func(*args, **(kwargs or {}))
+
+    return Quantized()
+
+
+def _activations(prog):
+    """llga.quantize's activation scheme for prog under --precision int8: every other seed asymmetric."""
+    return "asymmetric" if prog.seed % 2 else "symmetric"
 
 
 # ---------------------------------------------------------------- programs
@@ -667,13 +737,21 @@ def _as_tuple(out):
 
 
 def _compare(got, want, where, precision="fp32", near=()):
-    """None, or what differs. `near` (bf16): PyTorch's outputs with every
-    value rounded to bf16 (_bf16_everywhere), one set per rounding pattern,
-    which widen each output's tolerance to SENSITIVITY_FACTOR times their
-    largest difference."""
+    """None, or what differs. `near` (bf16, int8): PyTorch's outputs with
+    every value rounded to bf16 (_bf16_everywhere), one set per rounding
+    pattern, or with its products on int8 grids (_int8_products), which widen
+    each output's tolerance to SENSITIVITY[precision] times their largest
+    difference. Where the int8 emulation could not run (the eager program
+    raises at a shape where TorchScript dropped the failing dead code, seed
+    62718: a calibrated range exceeded there saturates by an amount nothing
+    else estimates) only shapes, dtypes and finiteness are compared."""
     got, want = _as_tuple(got), _as_tuple(want)
     if len(got) != len(want):
         return f"{where}: {len(got)} outputs, PyTorch {len(want)}"
+    base = TOLERANCE[precision]
+    if precision == "int8" and near and all(n is None for n in near):
+        base = math.inf
+        _skip("int8 values where the eager program (for the emulation) cannot run")
     near = [_as_tuple(n) for n in near if n is not None]
     for i, (g, w) in enumerate(zip(got, want)):
         w = w.detach().numpy()
@@ -685,10 +763,10 @@ def _compare(got, want, where, precision="fp32", near=()):
         err = _difference(g, w)
         if not np.isfinite(g).all() and np.isfinite(w).all():
             return f"{where}: output {i} has non-finite values"
-        tol = TOLERANCE[precision]
+        tol = base
         for n in near:
             if len(n) == len(want) and n[i].shape == w.shape:
-                tol = max(tol, SENSITIVITY_FACTOR * _difference(n[i].detach().numpy(), w))
+                tol = max(tol, SENSITIVITY[precision] * _difference(n[i].detach().numpy(), w))
         if not err <= tol:
             return f"{where}: output {i} off by {err:.2e} (relative to max(1, max|PyTorch|); tolerance {tol:.1e})"
     return None
@@ -696,6 +774,7 @@ def _compare(got, want, where, precision="fp32", near=()):
 
 SKIPPED = {}  # why programs were not compared, counted
 SPLIT = {"proved": 0, "not proved": 0}  # compilations batch-rows proved separable by batch (checked in chunks)
+INT8 = {"compilations": 0, "with int8": 0, "int8 partitions": 0}  # --precision int8: what llga.quantize quantized
 
 
 def _skip(why):
@@ -735,7 +814,19 @@ def _check(prog, deep, precision):
         _skip("PyTorch cannot " + ("script" if prog.scripted else "trace") + " it")
         return None
     findings = []
-    lowp = None  # bf16: the program with every value rounded to bf16, for its sensitivity (see _compare)
+    lowp = None  # the program with lower-precision arithmetic, for its sensitivity (see _compare)
+    if precision == "int8":
+        eager = prog.module()  # eager: a torch function mode sees its ops (not a TorchScript module's)
+        asymmetric, calibrated = _activations(prog) == "asymmetric", []
+        with torch.no_grad(), _int8_products(asymmetric, calibrated, record=True):  # the calibration run
+            try:
+                eager(*[t.clone() for t in example])
+            except Exception:  # noqa: BLE001 - PyTorch refuses it: the reference says so
+                pass
+
+        def lowp(*ts):
+            with _int8_products(asymmetric, calibrated):
+                return eager(*ts)
     if precision == "bf16":
         rounded = prog.module()
         with torch.no_grad():
@@ -766,8 +857,9 @@ def _check(prog, deep, precision):
         want, want_inputs = reference(make())
         near = []
         if want is not None and lowp is not None:
-            near = [reference(make(), lowp)[0],
-                    reference([torch.from_numpy(a).bfloat16().float().numpy() for a in make()], lowp)[0]]
+            near = [reference(make(), lowp)[0]]
+            if precision == "bf16":
+                near.append(reference([torch.from_numpy(a).bfloat16().float().numpy() for a in make()], lowp)[0])
         return want, want_inputs, near
 
     def run(compiled, make, where, calls=3, expect=None):
@@ -800,7 +892,15 @@ def _check(prog, deep, precision):
         for plan in ((True, False) if deep else (True,)):
             llga.set_memory_planning(plan)
             try:
-                compiled = llga.optimize(obj, example, precision=precision)
+                if precision == "int8":
+                    compiled = llga.quantize(obj, [[a.copy() for a in base]], example_inputs=example,
+                                             activations=_activations(prog))
+                    quantized = sum(p.precision == "int8" for p in compiled.partitions)
+                    INT8["compilations"] += 1
+                    INT8["with int8"] += quantized > 0
+                    INT8["int8 partitions"] += quantized
+                else:
+                    compiled = llga.optimize(obj, example, precision=precision)
             except llga.UnsupportedOpError as e:
                 _skip(f"llga does not support {str(e).split(':')[0][:60]}")
                 return None
@@ -966,7 +1066,11 @@ def reproducer(prog, why, precision="fp32"):
             "    m = Fuzzed().eval()\n"
             "    with torch.no_grad(), torch.jit.optimized_execution(False):  # the graph as written\n"
             f"        obj = {compile_line}\n"
-            f"    c = llga.optimize(obj, [torch.from_numpy(a.copy()) for a in xs], precision={precision!r})\n"
+            + (f"    c = llga.quantize(obj, [[a.copy() for a in xs]], example_inputs=[torch.from_numpy(a.copy()) for a in xs],\n"
+               f"                      activations={_activations(prog)!r})  # calibrated on the example inputs\n"
+               if precision == "int8" else
+               f"    c = llga.optimize(obj, [torch.from_numpy(a.copy()) for a in xs], precision={precision!r})\n")
+            +
             f"    for inputs in [xs{''.join(', ' + draw(x) for x in sets[1:])}]:  # the traced shapes, then where it was found\n"
             "        with torch.no_grad(), torch.jit.optimized_execution(False):\n"
             "            ts = [torch.from_numpy(a.copy()) for a in inputs]  # a program may write into its inputs\n"
@@ -1010,6 +1114,13 @@ def main(argv=None):
         if not llga.cpu_capabilities()["bf16"]:
             print(f"fuzz_graphs: oneDNN ISA {llga.cpu_capabilities()['isa']} has no bf16 kernels "
                   "(precision='bf16' raises here); nothing run", file=sys.stderr)
+            return 2
+    if args.precision == "int8":
+        import llga
+        from llga.quantization import VNNI_ISAS
+        if llga.cpu_capabilities()["isa"] not in VNNI_ISAS:
+            print(f"fuzz_graphs: oneDNN ISA {llga.cpu_capabilities()['isa']} has no VNNI "
+                  "(llga.quantize raises here); nothing run", file=sys.stderr)
             return 2
     if args.replay is not None:
         prog = Gen(args.replay, args.steps, args.family).draw()
@@ -1068,6 +1179,9 @@ def main(argv=None):
         print("not compared: " + ", ".join(f"{k} ({v})" for k, v in SKIPPED.items()))
     print(f"batch split: {SPLIT['proved']} compilations proved separable (each also run in chunks), "
           f"{SPLIT['not proved']} not")
+    if args.precision == "int8":
+        print(f"int8: {INT8['with int8']} of {INT8['compilations']} compilations quantized "
+              f"{INT8['int8 partitions']} partitions")
     print(f"{n} programs ({args.family}, {args.precision}) in {time.time() - t0:.0f} s, {bad} mismatches; steps by op: "
           + ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
     return 1 if bad else 0
