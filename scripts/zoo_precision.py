@@ -1,14 +1,20 @@
 #!/usr/bin/python3
 """Every torchvision classifier in llga's low precision: bf16 or int8
-coverage and logits against PyTorch's fp32.
+coverage and logits against PyTorch's fp32, or PyTorch's own int8 graphs.
 
-    python3 scripts/zoo_precision.py --precision bf16|int8 [--models a,b] [--write docs/zoo-bf16.md]
+    python3 scripts/zoo_precision.py --precision bf16|int8|pytorch-int8 [--models a,b] [--write docs/zoo-bf16.md]
 
 Each model runs in its own subprocess, traced, with random weights (as
 llga.zoo builds them) at the input size llga.zoo.torchvision_example gives
 (128x128, 224 for vit/swin/maxvit, 299 for inception). bf16 compiles with
 llga.optimize(precision="bf16"); int8 with llga.quantize, calibrated on 4
-random batches drawn like the inputs, never the inputs themselves. Per model:
+random batches drawn like the inputs, never the inputs themselves.
+pytorch-int8 quantizes the model with PyTorch's FX flow (prepare_fx with
+onednn's default mapping, those 4 batches, convert_fx: PyTorch's int8 form,
+quantized:: ops with packed weights), traces and freezes it, compiles that
+graph with llga.optimize and compares llga's logits with PyTorch's int8
+ones (a model PyTorch's FX cannot trace is reported as such, not as
+llga's failure). Per model:
 - the partitions the precision pass put in bf16 (int8) and how many ran on
   bf16 (int8) kernels (the rest say "fp32: why" in their `detail`);
 - over 2 inputs, the lowest cosine similarity and the largest error
@@ -37,7 +43,8 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import zoo_rows  # noqa: E402
 
-MIN_COSINE = {"bf16": 0.999, "int8": 0.99}
+MIN_COSINE = {"bf16": 0.999, "int8": 0.99, "pytorch-int8": 0.99}
+PYTORCH_FAILED = "PyTorch: "  # an error row PyTorch's own flow raised (FX tracing), not llga
 MAX_FALLBACK = 0.1
 TOP = 5
 
@@ -49,7 +56,7 @@ def unsupported(precision: str):
     caps = llga.cpu_capabilities()
     if precision == "bf16" and not caps["bf16"]:
         return f"oneDNN ISA {caps['isa']} has no bf16 kernels (precision='bf16' raises here)"
-    if precision == "int8" and not caps["int8_signed"]:
+    if precision in ("int8", "pytorch-int8") and not caps["int8_signed"]:
         return f"oneDNN ISA {caps['isa']} has no VNNI int8 kernels (every int8 partition would run fp32)"
     return None
 
@@ -67,7 +74,22 @@ def run_one(name: str, precision: str) -> dict:
         raise ValueError(f"{name} is a {task} model; this sweep takes classifiers")
     traced = torch.jit.trace(model, inputs, check_trace=False)
     shape = tuple(inputs[0].shape)
-    if precision == "int8":
+    reference = model
+    if precision == "pytorch-int8":
+        from torch.ao.quantization import get_default_qconfig_mapping
+        from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+        torch.backends.quantized.engine = "onednn"
+        g = torch.Generator().manual_seed(11)
+        try:
+            with torch.no_grad():
+                prepared = prepare_fx(model, get_default_qconfig_mapping("onednn"), tuple(inputs))
+                for _ in range(4):
+                    prepared(torch.randn(shape, generator=g))
+                reference = torch.jit.freeze(torch.jit.trace(convert_fx(prepared), inputs, check_trace=False).eval())
+        except Exception as e:  # noqa: BLE001 - PyTorch's flow, not llga
+            raise RuntimeError(PYTORCH_FAILED + f"{type(e).__name__}: {e}") from e
+        compiled = llga.optimize(reference, [x.numpy() for x in inputs])
+    elif precision == "int8":
         g = torch.Generator().manual_seed(11)
         calib = [[torch.randn(shape, generator=g).numpy()] for _ in range(4)]
         compiled = llga.quantize(traced, calibration=calib)
@@ -78,14 +100,14 @@ def run_one(name: str, precision: str) -> dict:
     for s in range(2):
         x = torch.randn(shape, generator=torch.Generator().manual_seed(100 + s))
         with torch.no_grad():
-            want = model(x).double().numpy().ravel()
+            want = reference(x).double().numpy().ravel()
         got = np.asarray(compiled(x.numpy()), dtype=np.float64).ravel()
         if got.shape != want.shape or not np.isfinite(got).all():
             raise ValueError(f"logits of shape {got.shape} (finite: {bool(np.isfinite(got).all())}), PyTorch's {want.shape}")
         cos.append(float(got @ want / (np.linalg.norm(got) * np.linalg.norm(want) + 1e-300)))
         rel.append(float(np.abs(got - want).max() / (np.abs(want).max() + 1e-300)))
         top.append(len(set(np.argsort(-got)[:TOP]) & set(np.argsort(-want)[:TOP])))
-    low = [p for p in compiled.partitions if p.precision == precision]
+    low = [p for p in compiled.partitions if p.precision == precision.replace("pytorch-", "")]
     fell_back = [p for p in low if p.detail.startswith("fp32")]  # a kernel's fallback says "fp32: why"
     row["partitions"] = len(low)
     row["ran_low"] = len(low) - len(fell_back)
@@ -93,6 +115,10 @@ def run_one(name: str, precision: str) -> dict:
     row["llga_kernels"] = sorted({part for p in low for part in (p.impl or "").split("+") if part.startswith("llga")})
     row["cosine"], row["max_rel_err"], row["top5"] = min(cos), max(rel), min(top)
     return row
+
+
+def pytorch_failed(row: dict) -> bool:
+    return PYTORCH_FAILED in row.get("error", "")
 
 
 def passed(row: dict, precision: str) -> bool:
@@ -107,7 +133,9 @@ def markdown(rows: list, precision: str, commit: str, cmd: str) -> str:
 
     caps = llga.cpu_capabilities()
     bar = MIN_COSINE[precision]
-    out = [f"# llga {precision} on every torchvision classifier", "",
+    title = ("llga on PyTorch's own int8 graphs (convert_fx) of every torchvision classifier"
+             if precision == "pytorch-int8" else f"llga {precision} on every torchvision classifier")
+    out = [f"# {title}", "",
            f"`{cmd}` at {commit}, oneDNN ISA `{caps['isa']}`, "
            f"{os.cpu_count()} CPUs ({llga.get_num_threads()} threads), "
            f"{time.strftime('%Y-%m-%d')}. Written by `scripts/zoo_precision.py` (its docstring says how).", "",
@@ -116,7 +144,9 @@ def markdown(rows: list, precision: str, commit: str, cmd: str) -> str:
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['model']} | | | | | | | | FAIL: {r['error']} |")
+            what, why = ("not run (PyTorch's own flow failed)", r["error"].split(PYTORCH_FAILED, 1)[1][:90]) \
+                if pytorch_failed(r) else ("FAIL", r["error"])
+            out.append(f"| {r['model']} | | | | | | | | {what}: {why} |")
             continue
         kernels = ", ".join(k.split(":")[0] for k in r["llga_kernels"]) or "-"
         status = "ok" if passed(r, precision) else "FAIL" + (f": {'; '.join(r['fallbacks'])}" if r["fallbacks"] else "")
@@ -124,12 +154,15 @@ def markdown(rows: list, precision: str, commit: str, cmd: str) -> str:
                    f"| {r['cosine']:.5f} | {r['max_rel_err']:.3f} | {r['top5']}/{TOP} | {status} |")
     ok = [r for r in rows if passed(r, precision)]
     measured = [r for r in rows if "cosine" in r]
+    pytorch_only = [r for r in rows if pytorch_failed(r)]
     if rows:
         lowest = min(measured, key=lambda r: r["cosine"], default=None)
-        out += ["", f"{len(ok)} of {len(rows)} models pass (cosine >= {bar}, at most "
+        ref = "PyTorch int8" if precision == "pytorch-int8" else "PyTorch fp32"
+        out += ["", f"{len(ok)} of {len(rows) - len(pytorch_only)} models pass against {ref}'s logits "
+                    f"({len(pytorch_only)} not run: PyTorch's own flow failed) (cosine >= {bar}, at most "
                     f"{MAX_FALLBACK:.0%} of {precision} partitions on fp32)"
                     + (f"; the lowest cosine {lowest['cosine']:.5f} ({lowest['model']})" if lowest else "")
-                    + f". Top-5 overlap: the fewest of PyTorch fp32's top {TOP} classes in llga's top {TOP} over the"
+                    + f". Top-5 overlap: the fewest of {ref}'s top {TOP} classes in llga's top {TOP} over the"
                     " inputs (reported, not a bar: random weights leave near-ties among the logits)."]
     return "\n".join(out) + "\n"
 
@@ -157,7 +190,8 @@ def main() -> int:
         t = time.perf_counter()
         row = zoo_rows.collect(__file__, name, ["--precision", args.precision], timeout=1800)
         rows.append(row)
-        print(f"[{i + 1}/{len(names)}] {name}: {'ok' if passed(row, args.precision) else 'FAIL'} "
+        status = "ok" if passed(row, args.precision) else "not run (PyTorch)" if pytorch_failed(row) else "FAIL"
+        print(f"[{i + 1}/{len(names)}] {name}: {status} "
               f"({time.perf_counter() - t:.0f} s) {row.get('error', '')}", flush=True)
     cmd = f"python3 scripts/zoo_precision.py --precision {args.precision}" + (f" --models {args.models}" if args.models else "")
     table = markdown(rows, args.precision, commit, cmd)
@@ -165,7 +199,7 @@ def main() -> int:
     if args.write:
         with open(args.write, "w") as f:
             f.write(table)
-    return 0 if all(passed(r, args.precision) for r in rows) else 1
+    return 0 if all(passed(r, args.precision) or pytorch_failed(r) for r in rows) else 1
 
 
 if __name__ == "__main__":
