@@ -385,6 +385,10 @@ def _lower_quantized_ops(tgraph) -> None:
                 y = made("aten::linear", [made("aten::dequantize", [xq]), w, b])
                 lowered = made("aten::relu", [y]) if "relu" in kind else y
             elif kind in ("quantized::add", "quantized::add_relu", "quantized::mul", "quantized::mul_relu"):
+                if len(ins) != 4:  # the Scalar and out= overloads: their output parameters are PyTorch's own rule
+                    unsupported.setdefault(f"{kind} with {'a scalar' if len(ins) == 2 else 'an out='} operand",
+                                           []).append(where(node))
+                    continue
                 a_, b_ = dequantized(ins[0]), dequantized(ins[1])
                 y = made("aten::add", [a_, b_, tgraph.insertConstant(1)]) if "add" in base else made("aten::mul", [a_, b_])
                 if base.endswith("_relu"):

@@ -100,7 +100,12 @@ def run_one(name: str, precision: str) -> dict:
     for s in range(2):
         x = torch.randn(shape, generator=torch.Generator().manual_seed(100 + s))
         with torch.no_grad():
-            want = reference(x).double().numpy().ravel()
+            try:
+                want = reference(x).double().numpy().ravel()
+            except Exception as e:  # noqa: BLE001 - PyTorch's int8 model itself (regnet_x_16gf: a negative dimension)
+                if precision != "pytorch-int8":
+                    raise
+                raise RuntimeError(PYTORCH_FAILED + f"its int8 model: {type(e).__name__}: {' '.join(str(e).split()[-12:])}") from e
         got = np.asarray(compiled(x.numpy()), dtype=np.float64).ravel()
         if got.shape != want.shape or not np.isfinite(got).all():
             raise ValueError(f"logits of shape {got.shape} (finite: {bool(np.isfinite(got).all())}), PyTorch's {want.shape}")

@@ -253,6 +253,14 @@ def test_pytorch_int8_op_without_lowering_is_named():
                                                         r"convert_to_reference_fx[\s\S]*quantized::threshold"):
         llga.optimize(gate)
 
+    @torch.jit.script
+    def scaled(x):  # swin_v2's logit scale: quantized::mul with a scalar (PyTorch's own output parameters)
+        q = torch.quantize_per_tensor(x, 0.1, 0, torch.quint8)
+        return torch.ops.quantized.mul(q, 2.0).dequantize()
+
+    with pytest.raises(llga.UnsupportedOpError, match=r"quantized::mul with a scalar operand \(1x\)"):
+        llga.optimize(scaled)
+
 
 class Up(nn.Module):
     """A transposed convolution: quantized::conv_transpose2d, which llga runs
