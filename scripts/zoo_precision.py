@@ -164,7 +164,8 @@ def markdown(rows: list, precision: str, commit: str, cmd: str) -> str:
         lowest = min(measured, key=lambda r: r["cosine"], default=None)
         ref = "PyTorch int8" if precision == "pytorch-int8" else "PyTorch fp32"
         out += ["", f"{len(ok)} of {len(rows) - len(pytorch_only)} models pass against {ref}'s logits "
-                    f"({len(pytorch_only)} not run: PyTorch's own flow failed) (cosine >= {bar}, at most "
+                    + (f"({len(pytorch_only)} not run: PyTorch's own flow failed) " if pytorch_only else "")
+                    + f"(cosine >= {bar}, at most "
                     f"{MAX_FALLBACK:.0%} of {precision} partitions on fp32)"
                     + (f"; the lowest cosine {lowest['cosine']:.5f} ({lowest['model']})" if lowest else "")
                     + f". Top-5 overlap: the fewest of {ref}'s top {TOP} classes in llga's top {TOP} over the"
