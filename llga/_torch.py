@@ -236,21 +236,17 @@ _FIXED_QPARAMS_OPS = {
 _LIST_QPARAMS_OPS = {"aten::chunk", "aten::split", "aten::unbind", "aten::split_with_sizes"}
 _SAME_QPARAMS_OPS |= _LIST_QPARAMS_OPS
 
-# quantized:: ops of one quantized input with their output's scale and zero point: the float op.
-_QUANTIZED_UNARY = {"quantized::hardswish": "aten::hardswish", "quantized::sigmoid": "aten::sigmoid",
-                    "quantized::relu6": "aten::relu6"}
-
-
 def _bn(a, c):  # quantized::batch_norm*(qx, weight, bias, mean, var, eps, scale, zp)
     return [a[0], a[1], a[2], a[3], a[4], c(False), c(0.1), a[5], c(False)]
 
 
-# Other quantized:: ops with their output's scale and zero point: kind ->
+# quantized:: ops with their output's scale and zero point: kind ->
 # (the float op, the positions of the output scale and zero point among the
 # op's arguments, the float op's arguments from the op's (its quantized
 # inputs dequantized) and a constant maker). The batch_norm*_relu forms add a
 # relu (_QUANTIZED_THEN_RELU).
 _QUANTIZED_WITH_QPARAMS = {
+    **{f"quantized::{k}": (f"aten::{k}", (1, 2), lambda a, c: [a[0]]) for k in ("hardswish", "sigmoid", "relu6")},
     **{f"quantized::batch_norm{d}d{r}": ("aten::batch_norm", (6, 7), _bn) for d in (1, 2, 3) for r in ("", "_relu")},
     "quantized::layer_norm": ("aten::layer_norm", (5, 6), lambda a, c: [a[0], a[1], a[2], a[3], a[4], c(False)]),
     "quantized::group_norm": ("aten::group_norm", (5, 6), lambda a, c: [a[0], a[1], a[2], a[3], a[4], c(False)]),
@@ -394,9 +390,6 @@ def _lower_quantized_ops(tgraph) -> None:
                 if base.endswith("_relu"):
                     y = made("aten::relu", [y])
                 lowered = quantize(y, ins[2], ins[3], dtype_of(ins[0]))
-            elif kind in _QUANTIZED_UNARY and len(ins) == 3:  # (x, output scale, output zero point)
-                y = made(_QUANTIZED_UNARY[kind], [dequantized(ins[0])])
-                lowered = quantize(y, ins[1], ins[2], dtype_of(ins[0]))
             elif kind == "quantized::dropout" and len(ins) == 5 and ins[4].node().kind() == "prim::Constant" \
                     and not ins[4].toIValue():
                 lowered = ins[0]  # eval: PyTorch returns its input, whatever the output parameters say

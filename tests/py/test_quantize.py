@@ -34,16 +34,15 @@ pytestmark = pytest.mark.skipif(ISA not in VNNI_ISAS, reason=f"int8 needs VNNI; 
 
 
 def act_quant(compiled):
-    """[(kind, act_scale, grid)] of every int8 op, in IR order. The grid is
-    "u8" (0..255 steps) or "s8" (-128..127 steps): a convolution's signed
-    activation, where the backend writes it u8 with act_zero_point=128 (the
-    s8 grid shifted), is reported as "s8" here (check_signed_conv_activation)."""
+    """[(kind, act_scale, grid)] of every int8 op, in IR order, for the
+    symmetric scheme. The grid is "u8" (0..255 steps) or "s8" (-128..127
+    steps): a convolution's signed activation, where the backend writes it u8
+    with act_zero_point=128 (the s8 grid shifted), is reported as "s8" here
+    (check_signed_conv_activation)."""
     out = []
-    for m in re.finditer(r"(aten::\w+)\[precision=\"int8\", act_scale=([0-9.e+-]+), act_dtype=\"(u8|s8)\""
-                         r"(?:, act_zero_point=(-?\d+))?[,\]]", str(compiled.graph)):
-        zp = int(m.group(4) or 0)
-        assert zp in (0, 128) and (zp == 0 or m.group(3) == "u8"), m.group(0)
-        out.append((m.group(1), float(m.group(2)), "s8" if zp == 128 else m.group(3)))
+    for kind, scale, zp, lo, hi in act_grids(compiled):
+        assert zp in (0, 128) and (zp == 0 or lo == 0), (kind, zp, lo)
+        out.append((kind, scale, "s8" if zp == 128 or lo == -128 else "u8"))
     return out
 
 
