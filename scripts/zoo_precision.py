@@ -72,7 +72,6 @@ def run_one(name: str, precision: str) -> dict:
     model, inputs, task = zoo.torchvision_any(name)
     if task != "classification":
         raise ValueError(f"{name} is a {task} model; this sweep takes classifiers")
-    traced = torch.jit.trace(model, inputs, check_trace=False)
     shape = tuple(inputs[0].shape)
     reference = model
     if precision == "pytorch-int8":
@@ -92,9 +91,9 @@ def run_one(name: str, precision: str) -> dict:
     elif precision == "int8":
         g = torch.Generator().manual_seed(11)
         calib = [[torch.randn(shape, generator=g).numpy()] for _ in range(4)]
-        compiled = llga.quantize(traced, calibration=calib)
+        compiled = llga.quantize(torch.jit.trace(model, inputs, check_trace=False), calibration=calib)
     else:
-        compiled = llga.optimize(traced, precision=precision)
+        compiled = llga.optimize(torch.jit.trace(model, inputs, check_trace=False), precision=precision)
     row = {"model": name, "input": "x".join(map(str, shape))}
     cos, rel, top = [], [], []
     for s in range(2):
