@@ -262,6 +262,46 @@ _QUANTIZED_WITH_QPARAMS = {
 _QUANTIZED_THEN_RELU = {f"quantized::batch_norm{d}d_relu" for d in (1, 2, 3)}
 
 
+# The integer range of a quantized dtype code (13 quint8, 12 qint8).
+_QUANTIZED_RANGES = {13: (0, 255), 12: (-128, 127)}
+
+
+def _constant_qparams(params):
+    """(scale, zero point, dtype code) as Python numbers, where the graph
+    holds them as constants (a number or a one-element tensor); else None."""
+    if params is None or not all(v.node().kind() == "prim::Constant" for v in params):
+        return None
+    values = [v.toIValue() for v in params]
+    values = [v.item() if hasattr(v, "item") else v for v in values]
+    if values[2] not in _QUANTIZED_RANGES:
+        return None
+    return float(values[0]), int(values[1]), int(values[2])
+
+
+def _scalar_qparams(op: str, scale: float, zero_point: int, code: int, c: float):
+    """PyTorch's quantized::add/mul with a number c (BinaryOps.cpp,
+    qmul.cpp): (the float added to the dequantized input, or None for mul;
+    the output's scale; its zero point). add adds scale * round(c / scale)
+    and keeps the step unless the zero point would leave the dtype's range,
+    then the step widens so that the range holds the shifted values; mul
+    scales the step by |c| (the integers flip when c < 0; all zero at 0, on
+    step 1)."""
+    q_min, q_max = _QUANTIZED_RANGES[code]
+    if op == "mul":
+        if c > 0:
+            return None, c * scale, zero_point
+        if c == 0:
+            return None, 1.0, 0
+        return None, abs(c) * scale, q_max - (zero_point - q_min)
+    c_q = round(c / scale)  # half to even, as nearbyint
+    shifted = zero_point - c_q
+    if shifted < q_min:
+        return scale * c_q, (q_max - shifted) / (q_max - q_min) * scale, q_min
+    if shifted > q_max:
+        return scale * c_q, (shifted - q_min) / (q_max - q_min) * scale, q_max
+    return scale * c_q, scale, shifted
+
+
 def _lower_quantized_ops(tgraph) -> None:
     """PyTorch's int8 graph (convert_fx without is_reference, or eager
     quantization), frozen: quantized::conv*/linear (with packed weights),
@@ -380,10 +420,28 @@ def _lower_quantized_ops(tgraph) -> None:
                 xq = made("aten::quantize_per_tensor_dynamic", [ins[0], tgraph.insertConstant(13), reduce_range])
                 y = made("aten::linear", [made("aten::dequantize", [xq]), w, b])
                 lowered = made("aten::relu", [y]) if "relu" in kind else y
+            elif kind in ("quantized::add", "quantized::add_relu", "quantized::mul", "quantized::mul_relu") \
+                    and len(ins) == 2:
+                # a Python number and a quantized tensor (either order): PyTorch picks the output's
+                # parameters from the input's and the number (_scalar_qparams)
+                qv, cv = (ins[1], ins[0]) if ins[1].unique() in qparams else (ins[0], ins[1])
+                got = _constant_qparams(qparams.get(qv.unique()))
+                c = cv.toIValue() if cv.node().kind() == "prim::Constant" else None
+                if got is None or not isinstance(c, (int, float)) or isinstance(c, bool):
+                    unsupported.setdefault(f"{kind} with a scalar operand, where the number or the tensor's "
+                                           "quantization is not a constant", []).append(where(node))
+                    continue
+                add = "add" in base
+                offset, scale, zp = _scalar_qparams("add" if add else "mul", *got, float(c))
+                x = dequantized(qv)
+                y = made("aten::add", [x, tgraph.insertConstant(offset), tgraph.insertConstant(1)]) if add \
+                    else made("aten::mul", [x, tgraph.insertConstant(float(c))])
+                if base.endswith("_relu"):
+                    y = made("aten::relu", [y])
+                lowered = quantize(y, tgraph.insertConstant(scale), tgraph.insertConstant(zp), qparams[qv.unique()][2])
             elif kind in ("quantized::add", "quantized::add_relu", "quantized::mul", "quantized::mul_relu"):
-                if len(ins) != 4:  # the Scalar and out= overloads: their output parameters are PyTorch's own rule
-                    unsupported.setdefault(f"{kind} with {'a scalar' if len(ins) == 2 else 'an out='} operand",
-                                           []).append(where(node))
+                if len(ins) != 4:  # the out= overloads
+                    unsupported.setdefault(f"{kind} with an out= operand", []).append(where(node))
                     continue
                 a_, b_ = dequantized(ins[0]), dequantized(ins[1])
                 y = made("aten::add", [a_, b_, tgraph.insertConstant(1)]) if "add" in base else made("aten::mul", [a_, b_])
@@ -545,12 +603,14 @@ def _reject_python_ops(tgraph) -> None:
 
 def _tensor_list_constants(tgraph) -> list:
     return [n for n in _walk(tgraph) if n.kind() == "prim::Constant" and n.hasAttribute("value")
-            and n.kindOf("value") == "ival" and str(n.output().type()) in ("Tensor[]", "List[Tensor]")]
+            and n.kindOf("value") == "ival" and str(n.output().type()) in ("Tensor[]", "List[Tensor]", "Tensor?[]",
+                                                                            "List[Optional[Tensor]]")]
 
 
 def _expand_tensor_list_constants(tgraph) -> None:
-    """A frozen module's tensor lists (an RNN's _flat_weights) are constants
-    PyTorch prints as ``[<Tensors>]``, without their data: each becomes a
+    """A frozen module's tensor lists (an RNN's _flat_weights; aten::index's
+    indices, Tensor?[], once freezing folds them) are constants PyTorch
+    prints as ``[<Tensors>]``, without their data: each becomes a
     prim::ListConstruct of tensor constants (whose data the importer binds).
     Works on the graph llga imports (a copy, or the caller's inlined graph)."""
     for node in _tensor_list_constants(tgraph):
@@ -559,7 +619,7 @@ def _expand_tensor_list_constants(tgraph) -> None:
         with tgraph.insert_point_guard(node):
             consts = [tgraph.insertConstant(t) for t in items]
             lst = tgraph.insertNode(tgraph.create("prim::ListConstruct", consts))
-            lst.output().setType(_torch()._C.ListType.ofTensors())
+            lst.output().setType(out.type())
         out.replaceAllUsesWith(lst.output())
         node.destroy()
 

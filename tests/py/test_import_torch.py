@@ -76,6 +76,27 @@ def test_frozen_constants_by_value_name(resnet18):
     assert any(name.endswith("_fused_bn") for name in weights)
 
 
+class _Gather(torch.nn.Module):
+    """x[idx] with a buffer of indices: freezing folds the index list (a
+    Tensor?[] constant PyTorch prints as [<Tensors>], without data), as in
+    swin_v2's relative position bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("idx", torch.randint(0, 5, (100,), generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, x):
+        return x[self.idx] * 2
+
+
+def test_frozen_index_list_constant_is_expanded():
+    frozen = torch.jit.freeze(torch.jit.script(_Gather().eval()))
+    assert any(str(n.output().type()) == "List[Optional[Tensor]]" for n in frozen.graph.nodes()
+               if n.kind() == "prim::Constant")
+    x = torch.randn(5, 4)
+    np.testing.assert_array_equal(llga.optimize(frozen)(x.numpy()), frozen(x).numpy())
+
+
 def test_graph_form_and_plain_graph(resnet18):
     _, traced = resnet18
     g, _ = llga.import_torch(traced, inline=False)

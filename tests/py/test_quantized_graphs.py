@@ -254,12 +254,49 @@ def test_pytorch_int8_op_without_lowering_is_named():
         llga.optimize(gate)
 
     @torch.jit.script
-    def scaled(x):  # swin_v2's logit scale: quantized::mul with a scalar (PyTorch's own output parameters)
-        q = torch.quantize_per_tensor(x, 0.1, 0, torch.quint8)
+    def scaled(x):  # a number times a tensor quantized at a step computed at run time
+        q = torch.quantize_per_tensor(x, float(x.abs().max()) / 100.0, 0, torch.quint8)
         return torch.ops.quantized.mul(q, 2.0).dequantize()
 
-    with pytest.raises(llga.UnsupportedOpError, match=r"quantized::mul with a scalar operand \(1x\)"):
+    with pytest.raises(llga.UnsupportedOpError, match=r"quantized::mul with a scalar operand, where the number or "
+                                                        r"the tensor's quantization is not a constant \(1x\)"):
         llga.optimize(scaled)
+
+
+# quantized::add/mul with a Python number: PyTorch picks the output's step and
+# zero point from the input's and the number (add: the zero point shifted by
+# round(c / step), the step widened where that leaves the dtype's range; mul:
+# the step times |c|, the integers flipped for c < 0). (op, c, dtype, number first)
+_SCALAR_CASES = [("add", 0.3, torch.quint8, False), ("add", 20.0, torch.quint8, False),
+                 ("add", -20.0, torch.quint8, False), ("add", -0.5, torch.qint8, True),
+                 ("add", 9.0, torch.qint8, False), ("add_relu", -0.5, torch.quint8, False),
+                 ("add_relu", 30.0, torch.qint8, False), ("mul", 2.5, torch.quint8, False),
+                 ("mul", -1.5, torch.quint8, True), ("mul", 0.0, torch.quint8, False), ("mul", -3, torch.qint8, False),
+                 ("mul_relu", -2.0, torch.quint8, False), ("mul_relu", 0.7, torch.qint8, False)]
+
+
+@pytest.mark.parametrize("op, c, dtype, first", _SCALAR_CASES,
+                         ids=[f"{o}-{c}-{str(d)[6:]}{'-number-first' if f else ''}" for o, c, d, f in _SCALAR_CASES])
+def test_quantized_add_and_mul_with_a_number_match_pytorch(op, c, dtype, first):
+    zp = 0 if dtype == torch.qint8 else 128
+    fn = getattr(torch.ops.quantized, op)
+
+    call = f"torch.ops.quantized.{op}({c!r}, q)" if first else f"torch.ops.quantized.{op}(q, {c!r})"
+    scripted = torch.jit.CompilationUnit(f"""
+def model(x):
+    q = torch.quantize_per_tensor(x, 0.05, {zp}, torch.{str(dtype)[6:]})
+    return {call}.dequantize()
+""").model
+    assert any(n.kind() == f"quantized::{op}" and n.inputsSize() == 2 for n in scripted.graph.nodes())
+    torch.manual_seed(6)
+    x = torch.randn(2, 4, 6) * 3
+    x[0, 0, :2] = torch.tensor([-100.0, 100.0])  # both ends of the input's range saturate
+    want = fn(c, torch.quantize_per_tensor(x, 0.05, zp, dtype)) if first else \
+        fn(torch.quantize_per_tensor(x, 0.05, zp, dtype), c)
+    got = llga.optimize(scripted, [x])(x.numpy())
+    ints = np.round(got / want.q_scale()) + want.q_zero_point()
+    assert c == 0 or len(np.unique(want.int_repr().numpy())) > 10  # not a constant output (but times 0)
+    np.testing.assert_array_equal(ints, want.int_repr().numpy().astype(np.float64))
 
 
 class Up(nn.Module):
