@@ -17,6 +17,11 @@
 // activation quantized at act_scale; folding would move the weights off that
 // grid, or, into a reader, quantize batch_norm's input at the scale of its
 // output: 12 output steps off on a quantized cat -> batch_norm -> conv).
+// Under llga.quantize (the context's int8) a batch_norm does not fold into
+// its reader either: that conv, calibrated and quantized later, would read
+// batch_norm's input on one per-tensor grid, and a channel batch_norm
+// scales up by g would carry g times the step (fuzzer seed 132318, signals:
+// 27x the error of an emulation quantizing batch_norm's output).
 #include <cmath>
 
 #include "ir/effects.h"
@@ -56,6 +61,13 @@ class FoldBatchnorm final : public Pass {
     if (precisionOf(*conv) == Precision::INT8) {
       note("aten::batch_norm (%" + bn->output()->debugName() + "): its reader %" + conv->output()->debugName() +
            " is int8 as the graph quantized it: it reads batch_norm's output at its scale");
+      return false;
+    }
+    if (context().int8) {
+      note("aten::batch_norm (%" + bn->output()->debugName() + "): its reader %" + conv->output()->debugName() +
+           " may run int8 (llga.quantize): it quantizes batch_norm's output per tensor, as PyTorch's and ONNX "
+           "Runtime's quantizers do; folded in, it would quantize batch_norm's input, whose channels batch_norm "
+           "then scales apart");
       return false;
     }
     // The conv would read bn's input where it stands, not where bn did: not

@@ -381,12 +381,18 @@ FOUND_INT8 = {
     101: "calibration saw a value as its producer wrote it, not as the convolution read it after an "
          "in-place sigmoid_ (all zeros then: scale 1, every 0.5 rounded to 0)",
 }
+FOUND_INT8_SIGNALS = {
+    132318: "a batch_norm folded into the conv1d that read it: the conv quantized batch_norm's input per tensor, "
+            "27x the emulation's error (0.34 off); fold-batchnorm now leaves it under llga.quantize",
+}
 
 
 @needs_vnni
-@pytest.mark.parametrize("seed", list(SEEDS[:8]) + list(SIGNAL_SEEDS[:4]) + sorted(FOUND_INT8))
+@pytest.mark.parametrize("seed", list(SEEDS[:8]) + list(SIGNAL_SEEDS[:4]) + sorted(FOUND_INT8) +
+                         sorted(FOUND_INT8_SIGNALS))
 def test_fuzzed_program_matches_pytorch_in_int8(seed):
-    prog = fuzz_graphs.Gen(seed, 12, "signals" if seed in SIGNAL_SEEDS else "images").draw()
+    signals = seed in SIGNAL_SEEDS or seed in FOUND_INT8_SIGNALS
+    prog = fuzz_graphs.Gen(seed, 12, "signals" if signals else "images").draw()
     why = fuzz_graphs.check(prog, precision="int8")
     assert why is None, f"seed {seed} ({fuzz_graphs._activations(prog)}): {why}\n{prog.source()}"
 
