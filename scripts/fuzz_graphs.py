@@ -35,12 +35,11 @@ rounded to bf16.
 With --precision int8 every program goes through llga.quantize, calibrated
 on its example inputs (every other program with activations="asymmetric"),
 and is held to TOLERANCE["int8"] against PyTorch's fp32, widened to
-SENSITIVITY["int8"] (8) times the difference PyTorch itself shows when each
+SENSITIVITY["int8"] (4) times the difference PyTorch itself shows when each
 convolution and linear reads its input on that grid and its weight on s8
 (_int8_products): a wrong zero point, scale, layout or dtype is off by far
 more. Where llga and the emulation legitimately differ (a residual summed as
-its reader quantizes it; a batch_norm before a convolution folded into it,
-so llga quantizes the batch_norm's input) the tolerance covers it; where the
+its reader quantizes it) the tolerance covers it; where the
 eager program cannot run at a shape, only shapes, dtypes and finiteness are
 compared.
 
@@ -83,11 +82,14 @@ FAMILIES = ("images", "signals")
 # amplifies a rounding of its input by 1/std, a sum of products that cancels
 # keeps the absolute error of its terms (seed 70200), a where() may flip. One
 # rounding pattern is one sample of that error; the factor covers the others.
-# int8 (_int8_products): eight times, since llga may legitimately quantize other
-# values than the emulation does (a batch_norm before a convolution folded into
-# it: llga quantizes the batch_norm's input; seeds 70615, 70834: 0.73 off where
-# the emulation was 0.16 and 0.18 off).
-SENSITIVITY = {"bf16": 4.0, "int8": 8.0}
+# int8 (_int8_products): four times as well. It was eight while llga.quantize
+# folded a batch_norm into the convolution reading it (quantizing the
+# batch_norm's input: seed 132318, 27x the emulation's difference); since it
+# quantizes the batch_norm's output as the emulation does, the largest ratio
+# over 1,100 image and 550 signal programs whose difference exceeds the base
+# tolerance was 1.16 (a residual summed as its reader quantizes it remains a
+# legitimate difference).
+SENSITIVITY = {"bf16": 4.0, "int8": 4.0}
 
 
 def _bf16_everywhere():

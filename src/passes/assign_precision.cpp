@@ -15,7 +15,9 @@
 // point 128 (act_zero_point) where the context's int8_shift_signed says the
 // backend takes that faster (oneDNN's VNNI kernels), else s8 (with AMX).
 // With the context's int8_asymmetric, a signed activation is u8 over its
-// [min, max] with a zero point instead (calibratedQuant).
+// [min, max] with a zero point instead (calibratedQuant). An op whose
+// activation calibration never saw finite, or saw only as zeros, stays fp32
+// with a note (no step to take).
 //
 // Then the edges: a bf16 partition anchored by an op whose kernel reads and
 // writes bf16 activations (a convolution), whose chain reads nothing else
@@ -272,6 +274,13 @@ class AssignPrecision final : public Pass {
       if (it == ranges.end() || it->second.elements == 0) {
         note(c.op->kind().toQualString() + std::string(" (%") + c.op->output(0)->debugName() +
              "): calibration never saw a finite float activation: fp32");
+        continue;
+      }
+      if (!(std::max(std::abs(it->second.min), std::abs(it->second.max)) > 0)) {
+        // Any step would be a guess: at 1, a later 0.01 rounds to 0 (fuzzer
+        // seed 140705: an amin over relu outputs, all zeros at calibration)
+        note(c.op->kind().toQualString() + std::string(" (%") + c.op->output(0)->debugName() +
+             "): calibration saw only zeros as its activation, which gives no step: fp32");
         continue;
       }
       const ActivationQuant q = calibratedQuant(it->second, hasTrait(c.op->kind(), op_trait::Conv));

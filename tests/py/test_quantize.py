@@ -420,13 +420,19 @@ def test_bad_calibration_and_arguments_are_clear_errors():
         llga.quantize(traced, calibration=[np.zeros((2, 48), np.float32), np.zeros((2, 7), np.float32)])
 
 
-def test_all_zero_calibration_still_gives_a_valid_scale():
-    traced = torch.jit.trace(Lin().eval(), torch.randn(2, 48))
+def test_all_zero_calibration_keeps_the_op_fp32_and_says_so():
+    """A step taken from nothing would be a guess (at 1, a later 0.01 read
+    as 0: fuzzer seed 140705): the op stays fp32, with a note."""
+    model = Lin().eval()
+    traced = torch.jit.trace(model, torch.randn(2, 48))
     q = llga.quantize(traced, calibration=[np.zeros((2, 48), np.float32)])
-    (_, scale, dtype), = act_quant(q)
-    assert scale == 1.0 and dtype == "u8"
-    out = q(np.zeros((2, 48), np.float32))
-    np.testing.assert_allclose(out, np.broadcast_to(Lin().fc.bias.detach().numpy(), (2, 24)), rtol=1e-5, atol=1e-6)
+    assert act_quant(q) == [] and all(p.precision != "int8" for p in q.partitions)
+    notes = [n for r in q.passes if r.name == "assign-precision" for n in r.notes]
+    assert any("calibration saw only zeros as its activation" in n for n in notes), notes
+    x = torch.randn(2, 48) * 0.01
+    np.testing.assert_allclose(q(x.numpy()), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(q(np.zeros((2, 48), np.float32)),
+                               np.broadcast_to(model.fc.bias.detach().numpy(), (2, 24)), rtol=1e-5, atol=1e-6)
 
 
 def test_int8_needs_vnni():
@@ -989,9 +995,12 @@ def test_asymmetric_activations_bad_arguments():
         llga.quantize(traced, calibration=cal, activations="affine")
     with pytest.raises(llga.PrecisionError, match="mode='dynamic' quantizes each call's activations symmetrically"):
         llga.quantize(traced, mode="dynamic", activations="asymmetric")
-    # non-negative and all-zero activations: u8 with zero point 0, as with the symmetric scheme
-    q = llga.quantize(traced, calibration=cal, activations="asymmetric")
-    assert act_grids(q) == [("aten::linear", 1.0, 0, 0, 255)]
+    # non-negative activations: u8 with zero point 0, as with the symmetric scheme
+    pos = np.abs(np.random.default_rng(0).standard_normal((2, 48))).astype(np.float32)
+    (kind, scale, zp, lo, hi), = act_grids(llga.quantize(traced, calibration=[pos], activations="asymmetric"))
+    assert (kind, zp, lo, hi) == ("aten::linear", 0, 0, 255) and scale == pytest.approx(pos.max() / 255, rel=1e-6)
+    # all zeros give no step: fp32, in both schemes
+    assert act_grids(llga.quantize(traced, calibration=cal, activations="asymmetric")) == []
 
 
 class InPlaceBeforeConv(nn.Module):
