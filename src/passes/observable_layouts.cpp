@@ -112,16 +112,25 @@ class ObservableLayouts final : public Pass {
     const std::string kind = n->kind().toQualString();
     if (n->inputs().empty()) return std::nullopt;
     if (kind == "aten::contiguous" || kind == "aten::clone") {
-      auto in = pytorchOrder(n->input(0), depth + 1);
-      if (!in) return std::nullopt;
-      const auto format = n->inputs().size() > 1 ? constantInt(n->input(1)) : std::optional<int64_t>(0);
-      if (kind == "aten::clone" && (n->inputs().size() < 2 || isNone(n->input(1)))) return in;  // preserve_format
+      const bool preserve = kind == "aten::clone" && (n->inputs().size() < 2 || isNone(n->input(1)));
+      const auto format = preserve ? std::optional<int64_t>(1)
+                          : n->inputs().size() > 1 ? constantInt(n->input(1))
+                                                   : std::optional<int64_t>(0);
       if (!format) return std::nullopt;
-      if ((*format == 2 && in->size() == 4) || (*format == 3 && in->size() == 5)) {
-        Order o = identity(in->size());
+      // channels_last (2) and channels_last_3d (3) are 4-d and 5-d orders
+      // whatever the input's (fuzzer seed 144350: a linear's result, whose
+      // order is not followed, made contiguous channels-last)
+      if (*format == 2 || *format == 3) {
+        Order o = identity(*format == 2 ? 4 : 5);
         o.erase(o.begin() + 1);
         o.push_back(1);
         return o;
+      }
+      auto in = pytorchOrder(n->input(0), depth + 1);
+      if (!in) {  // contiguous_format needs only the rank
+        auto sizes = knownSizes(n->input(0));
+        if (*format != 0 || !sizes) return std::nullopt;
+        return identity(sizes->size());
       }
       return *format == 1 ? in : identity(in->size());
     }

@@ -40,6 +40,9 @@ FOUND = {
     120632: "a matmul's binary post-op operand with gaps between rows, read at dense offsets by oneDNN",
     135021: "contiguous() of a quotient PyTorch laid out transposed, then a write (observable-layouts)",
     140676: "contiguous() of a maximum PyTorch laid out channels-last, then clamp_ (observable-layouts)",
+    144350: "contiguous(channels_last) of a linear's result, + 0.3, flatten, then add_ into the sum: the order "
+            "was taken as unknown (the linear's), so llga's flatten was a view where PyTorch's copied "
+            "(observable-layouts; found by an int8 run, wrong in fp32 too)",
     161347: "relu_ on every other row of a conv output: strides oneDNN cannot describe (they do not nest)",
     171092: "a fused group's op-by-op fallback read a blocked input as if it were plain",
     180104: "batch_norm folded into the conv reading it although its input is written in between",
@@ -380,6 +383,9 @@ def test_odd_layouts_hold_the_same_values():
 FOUND_INT8 = {
     101: "calibration saw a value as its producer wrote it, not as the convolution read it after an "
          "in-place sigmoid_ (all zeros then: scale 1, every 0.5 rounded to 0)",
+    140705: "a conv reading amin(relu(x) * 2) over 8 rows, all zeros at calibration: quantized at step 1, so a "
+            "later 0.4 read as 0 (0.43 off); such an op now stays fp32",
+    144334: "a conv reading v - clamp(v, -1, 1.5), all zeros at calibration: the same (0.2 off)",
 }
 FOUND_INT8_SIGNALS = {
     132318: "a batch_norm folded into the conv1d that read it: the conv quantized batch_norm's input per tensor, "
