@@ -168,7 +168,12 @@ def _split_note(r: dict, llga_entry: dict) -> str:
     if not size or not size["chunk"]:
         return "still measuring when timed"
     tried = ", ".join(f"{c}: {t / 1e6:.2f}" for c, t in size["ns_per_item"].items())
-    how = "whole" if size["chunk"] == r["batch"] else f"in chunks of {size['chunk']}"
+    side = size.get("ns_per_item_side_by_side") or {}
+    if side:
+        tried += "; side by side, one thread each: " + ", ".join(f"{c}: {t / 1e6:.2f}" for c, t in side.items())
+    lanes = size.get("lanes", 1)
+    how = "whole" if size["chunk"] == r["batch"] else f"in chunks of {size['chunk']}" + (
+        f", {lanes} side by side" if lanes > 1 else "")
     return (f"{how} (ms per image by chunk tried: {tried}; settled in "
             f"{llga_entry.get('settle_calls', 0)} warm-up calls before timing)")
 

@@ -75,16 +75,18 @@ def prepare_llga(workdir: str, spec, threads: int, precision: str = "fp32"):
         split = compiled.batch_split
         return {"memory": compiled.memory, "flops": compiled.flops, "partitions": len(compiled.partitions),
                 "batch_split": {"proved": split.proved, "why_not": split.why_not,
-                                "sizes": {str(k): {"chunk": v.chunk, "ns_per_item": {str(c): t for c, t in
-                                                                                    v.ns_per_item.items()}}
+                                "sizes": {str(k): {"chunk": v.chunk, "lanes": v.lanes,
+                                                   "ns_per_item": {str(c): t for c, t in v.ns_per_item.items()},
+                                                   "ns_per_item_side_by_side": {
+                                                       str(c): t for c, t in v.ns_per_item_side_by_side.items()}}
                                           for k, v in split.sizes.items()}}}
 
     def settle():
         """A batch size's first calls measure how to split it (compiled.batch_split): these
-        warm-up calls let that finish (at most 16) before anything is timed. Returns how many."""
+        warm-up calls let that finish (at most 40: one after another, then side by side) before anything is timed. Returns how many."""
         n = 0
         items = xs[0].shape[0] if xs and getattr(xs[0], "ndim", 0) else 1
-        while n < 16 and compiled.batch_split.proved and items > 1:
+        while n < 40 and compiled.batch_split.proved and items > 1:
             size = compiled.batch_split.sizes.get(items)
             if size is not None and size.chunk:
                 break

@@ -103,13 +103,15 @@ class CompiledGraph:
         and the ns per item each chunk tried took}). Batches of 8 items or
         more are split: a batch size's first calls each try the next chunk
         (1 item, or 1/32 of the batch, then doubling up to the whole batch)
-        until one is 15% slower per item than the best; every call computes
-        its own inputs, none twice."""
+        until one is 15% slower per item than the best; with two threads or
+        more, then the same chunks side by side, one per thread (``lanes``);
+        every call computes its own inputs, none twice."""
         why = self._impl.batch_split_refused()
         if not self._impl.batch_split_proved:
             why = next((n.split(": ", 1)[1] for r in self.passes if r.name == "batch-rows" for n in r.notes
                         if n.startswith("not split by batch: ")), "the batch-rows pass did not run")
-        sizes = {r.items: BatchSplitSize(r.items, r.chunk, dict(r.ns_per_item))
+        sizes = {r.items: BatchSplitSize(r.items, r.chunk, dict(r.ns_per_item), r.lanes,
+                                         dict(r.ns_per_item_side_by_side))
                  for r in self._impl.batch_split_reports()}
         return BatchSplitInfo(proved=self._impl.batch_split_proved, why_not=why, mode=self._batch_split_mode,
                               sizes=sizes)
@@ -292,12 +294,16 @@ class Partition:
 @dataclass(frozen=True)
 class BatchSplitSize:
     """How calls with ``items`` rows run: in chunks of ``chunk`` items (0:
-    still measuring; ``items``: whole), and the ns per item each chunk tried
-    took ({chunk: ns})."""
+    still measuring; ``items``: whole), ``lanes`` of them side by side (each
+    on one thread; 1: one after another, each on every thread), and the ns
+    per item each chunk tried took ({chunk: ns}), one after another and side
+    by side."""
 
     items: int
     chunk: int
     ns_per_item: Dict[int, float]
+    lanes: int = 1
+    ns_per_item_side_by_side: Dict[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

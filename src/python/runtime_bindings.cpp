@@ -161,17 +161,23 @@ void bindRuntime(py::module_& m) {
       .def("__repr__", [](const KernelReport& k) { return "KernelReport(" + k.text() + ")"; });
   py::class_<BatchSplitReport>(m, "BatchSplitReport",
                                "How calls with one batch size run: the chunk chosen (0 while measuring; items: "
-                               "whole) and the ns per item measured for each chunk tried")
+                               "whole), how many run side by side (lanes), and the ns per item measured for each "
+                               "chunk tried, one after another and side by side")
       .def_readonly("items", &BatchSplitReport::items)
       .def_readonly("chunk", &BatchSplitReport::chunk)
+      .def_readonly("lanes", &BatchSplitReport::lanes)
       .def_readonly("ns_per_item", &BatchSplitReport::ns_per_item)
+      .def_readonly("ns_per_item_side_by_side", &BatchSplitReport::ns_per_item_side_by_side)
       .def("__repr__", [](const BatchSplitReport& r) {
-        std::string s = "BatchSplitReport(items=" + std::to_string(r.items) + ", chunk=" + std::to_string(r.chunk) +
-                        ", ns_per_item={";
-        for (size_t i = 0; i < r.ns_per_item.size(); ++i)
-          s += (i ? ", " : "") + std::to_string(r.ns_per_item[i].first) + ": " +
-               std::to_string(static_cast<int64_t>(r.ns_per_item[i].second));
-        return s + "})";
+        auto list = [](const std::vector<std::pair<int64_t, double>>& v) {
+          std::string s = "{";
+          for (size_t i = 0; i < v.size(); ++i)
+            s += (i ? ", " : "") + std::to_string(v[i].first) + ": " + std::to_string(static_cast<int64_t>(v[i].second));
+          return s + "}";
+        };
+        return "BatchSplitReport(items=" + std::to_string(r.items) + ", chunk=" + std::to_string(r.chunk) +
+               ", lanes=" + std::to_string(r.lanes) + ", ns_per_item=" + list(r.ns_per_item) +
+               ", ns_per_item_side_by_side=" + list(r.ns_per_item_side_by_side) + ")";
       });
   py::class_<CompiledGraph, std::shared_ptr<CompiledGraph>>(m, "CompiledGraphImpl")
       .def(py::init([](std::shared_ptr<Graph> g, py::dict weights) {

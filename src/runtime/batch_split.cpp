@@ -15,18 +15,25 @@ void BatchSplit::setMode(Mode m, int64_t chunk) {
   states_.clear();  // measurements were of the previous mode's calls
 }
 
-BatchSplit::State& BatchSplit::state(int64_t items) {
+BatchSplit::State& BatchSplit::state(int64_t items, int lanes) {
   auto [it, fresh] = states_.try_emplace(items);
   State& s = it->second;
   if (fresh) {
     s.report.items = items;
     // items, ceil(items / 2), ... down to 1 or kMaxChunks chunks; then tried from the smallest up
+    std::vector<int64_t> chunks;
     for (int64_t parts = 1; parts <= kMaxChunks; parts *= 2) {
       const int64_t c = (items + parts - 1) / parts;
-      if (s.candidates.empty() || s.candidates.back() != c) s.candidates.push_back(c);
+      if (chunks.empty() || chunks.back() != c) chunks.push_back(c);
       if (c == 1) break;
     }
-    std::reverse(s.candidates.begin(), s.candidates.end());
+    std::reverse(chunks.begin(), chunks.end());
+    for (int64_t c : chunks) s.candidates.push_back({c, 1});
+    if (lanes > 1) {  // side by side: every lane gets a chunk
+      s.side_lanes = lanes;
+      for (int64_t c : chunks)
+        if ((items + c - 1) / c >= lanes) s.candidates.push_back({c, lanes});
+    }
     if (states_.size() > kMaxBatchSizes) {
       auto oldest = std::min_element(states_.begin(), states_.end(), [&](const auto& a, const auto& b) {
         return (a.first == items ? std::numeric_limits<uint64_t>::max() : a.second.last_used) <
@@ -39,22 +46,24 @@ BatchSplit::State& BatchSplit::state(int64_t items) {
   return s;
 }
 
-BatchSplit::Pick BatchSplit::pick(int64_t items) {
+BatchSplit::Pick BatchSplit::pick(int64_t items, int lanes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (mode_ == Mode::Off || items < 2 || !refused_.empty()) return {items, false};
   if (mode_ == Mode::Fixed) return {std::min(fixed_, items), false};
   if (items < kMinItems) return {items, false};
-  State& s = state(items);
-  if (s.report.chunk) return {s.report.chunk, false};
-  return {s.candidates[s.next], true};
+  State& s = state(items, lanes);
+  if (s.report.chunk) return {s.report.chunk, false, s.report.lanes};
+  return {s.candidates[s.next].chunk, true, s.candidates[s.next].lanes};
 }
 
-BatchSplit::Recorded BatchSplit::record(int64_t items, int64_t chunk, double later_chunks_ns, double call_ns) {
+BatchSplit::Recorded BatchSplit::record(int64_t items, int64_t chunk, double later_chunks_ns, double call_ns,
+                                        int lanes) {
   std::lock_guard<std::mutex> lock(mu_);
   Recorded r;
   if (mode_ != Mode::Auto || !refused_.empty()) return r;
-  State& s = state(items);
-  if (s.report.chunk || s.next >= s.candidates.size() || s.candidates[s.next] != chunk)
+  State& s = state(items, lanes);
+  if (s.report.chunk || s.next >= s.candidates.size() || s.candidates[s.next].chunk != chunk ||
+      s.candidates[s.next].lanes != lanes)
     return r;  // a call that raced another's measurement of the same candidate
   // A shape's first run makes its primitives and records its buffers for the
   // memory planner; the second lays out (and first touches) the planned
@@ -65,14 +74,19 @@ BatchSplit::Recorded BatchSplit::record(int64_t items, int64_t chunk, double lat
     ++s.warm_calls;
     return r;
   }
-  s.report.ns_per_item.emplace_back(chunk, ns);
-  r.best = best(s.report);
+  (lanes > 1 ? s.report.ns_per_item_side_by_side : s.report.ns_per_item).emplace_back(chunk, ns);
+  const Candidate b = best(s.report, s.side_lanes);
+  r.best = b.chunk;
   ++s.next;
   s.warm_calls = 0;
-  const double best_ns = std::find_if(s.report.ns_per_item.begin(), s.report.ns_per_item.end(),
-                                      [&](const auto& p) { return p.first == r.best; })->second;
-  if (ns > kGiveUp * best_ns || s.next == s.candidates.size()) {
-    s.report.chunk = r.best;
+  const auto& series = b.lanes > 1 ? s.report.ns_per_item_side_by_side : s.report.ns_per_item;
+  const double best_ns =
+      std::find_if(series.begin(), series.end(), [&](const auto& p) { return p.first == b.chunk; })->second;
+  if (ns > kGiveUp * best_ns)  // past the best: the rest of this series is not tried
+    while (s.next < s.candidates.size() && s.candidates[s.next].lanes == lanes) ++s.next;
+  if (s.next == s.candidates.size()) {
+    s.report.chunk = b.chunk;
+    s.report.lanes = b.lanes;
     r.settled = true;
   }
   // Only one candidate's state at a time: the next call builds the chosen
@@ -81,10 +95,16 @@ BatchSplit::Recorded BatchSplit::record(int64_t items, int64_t chunk, double lat
   return r;
 }
 
-int64_t BatchSplit::best(const BatchSplitReport& r) {
-  return std::min_element(r.ns_per_item.begin(), r.ns_per_item.end(),
-                          [](const auto& a, const auto& b) { return a.second < b.second; })
-      ->first;
+BatchSplit::Candidate BatchSplit::best(const BatchSplitReport& r, int side_lanes) {
+  auto fastest = [](const std::vector<std::pair<int64_t, double>>& v) {
+    std::pair<int64_t, double> f{0, std::numeric_limits<double>::infinity()};
+    for (const auto& p : v)
+      if (p.second < f.second) f = p;
+    return f;
+  };
+  const auto one = fastest(r.ns_per_item), side = fastest(r.ns_per_item_side_by_side);
+  if (side.first && side.second < one.second * kSideBySideMargin) return {side.first, side_lanes};
+  return {one.first, 1};
 }
 
 void BatchSplit::refuse(std::string why) {

@@ -7,6 +7,12 @@
 // from 1 item (or 1/32 of the batch) up, doubling to the whole batch (for
 // 32: 1, 2, 4, 8, 16, 32),
 // so that the whole batch's memory is needed only if the trend gets there.
+// With two threads or more a second series follows: the same chunks from 1
+// item up, run side by side, one chunk per thread at a time on one thread
+// each (`lanes`): no barrier per primitive, and each core keeps its own
+// chunk's activations. mobilenet_v2 and efficientnet_b0 at 32 images ran
+// 0.69-0.82x of the time of their sequential chunks so on a noisy 2-vCPU
+// Zen 4 (regnet_y_800mf and resnet18 even): which wins is measured too.
 // A call times its full chunks after the first two (which make the
 // primitives and the memory plan of their shape), or, once the shape is
 // warm, the whole call, until a candidate runs more than kGiveUp times
@@ -26,8 +32,11 @@ namespace llga {
 struct BatchSplitReport {
   int64_t items = 0;    // the batch size of the calls
   int64_t chunk = 0;    // the chunk chosen (items: run whole); 0 while measuring
-  // ns per item measured for each chunk tried, in the order tried
+  int lanes = 1;        // chunks run side by side, one thread each (1: one after another on every thread)
+  // ns per item measured for each chunk tried, in the order tried: one
+  // after another, and side by side
   std::vector<std::pair<int64_t, double>> ns_per_item;
+  std::vector<std::pair<int64_t, double>> ns_per_item_side_by_side;
 };
 
 class BatchSplit {
@@ -36,6 +45,11 @@ class BatchSplit {
   // fixed chunk (Fixed, `chunk` items a call).
   enum class Mode { Auto, Off, Fixed };
   static constexpr double kGiveUp = 1.15;
+  // Side by side is taken unless one after another measured this much
+  // faster: without a barrier per primitive it holds up when the host takes
+  // a core away for a while, where one after another lost 20-30% (the
+  // measurement is a few calls in one phase of the host).
+  static constexpr double kSideBySideMargin = 1.03;
   // Auto splits batches of at least this many items: below, chunks measured
   // within a few percent of the whole batch (mobilenet_v2 at 8: 3.66 ms an
   // image whole, 3.57 in chunks of 4), not worth the calls spent measuring.
@@ -48,12 +62,15 @@ class BatchSplit {
   void setMode(Mode m, int64_t chunk = 0);
 
   // What a call with `items` rows runs: chunks of `chunk` items (`items`:
-  // whole), and whether it is a measurement (record() then).
+  // whole), `lanes` of them side by side, and whether it is a measurement
+  // (record() then). `lanes`: the threads a call may use (2 or more adds the
+  // side-by-side series to a batch size measured from now on).
   struct Pick {
     int64_t chunk;
     bool timed;
+    int lanes = 1;
   };
-  Pick pick(int64_t items);
+  Pick pick(int64_t items, int lanes = 1);
   // A measured call: ns per item over its full chunks after the second (the
   // first made the primitives for their shape, the second laid out the
   // memory planner's arena), or -1 when it had none; and over the whole call.
@@ -68,7 +85,7 @@ class BatchSplit {
     bool settled = false;
     std::vector<int64_t> dropped;
   };
-  Recorded record(int64_t items, int64_t chunk, double later_chunks_ns, double call_ns);
+  Recorded record(int64_t items, int64_t chunk, double later_chunks_ns, double call_ns, int lanes = 1);
   // Never split again (an output turned out to be a view of an input, which
   // a concatenation of chunks would not be).
   void refuse(std::string why);
@@ -76,15 +93,22 @@ class BatchSplit {
   std::vector<BatchSplitReport> report() const;
 
  private:
+  struct Candidate {
+    int64_t chunk;
+    int lanes;
+  };
   struct State {
-    std::vector<int64_t> candidates;  // 1, then doubling (ceil(items / 2^k)) up to items
+    // 1, then doubling (ceil(items / 2^k)) up to items; then, side by side,
+    // from 1 up while every lane gets a chunk
+    std::vector<Candidate> candidates;
+    int side_lanes = 1;               // the side-by-side series' lanes
     size_t next = 0;                  // the candidate the next call tries
     int warm_calls = 0;               // calls with the candidate that measured nothing
     BatchSplitReport report;
     uint64_t last_used = 0;
   };
-  State& state(int64_t items);
-  static int64_t best(const BatchSplitReport& r);
+  State& state(int64_t items, int lanes);
+  static Candidate best(const BatchSplitReport& r, int side_lanes);
   mutable std::mutex mu_;
   Mode mode_ = Mode::Auto;
   int64_t fixed_ = 0;

@@ -1,6 +1,9 @@
 #include "runtime/compiled.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -10,6 +13,7 @@
 #include "ir/effects.h"
 #include "runtime/profiler.h"
 #include "runtime/shape_tags.h"
+#include "runtime/threads.h"
 
 namespace llga {
 
@@ -245,7 +249,7 @@ std::vector<RtValue> CompiledGraph::run(std::vector<RtValue> inputs, const NodeO
 }
 
 bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, std::vector<RtValue>& out) const {
-  const BatchSplit::Pick pick = batch_split_->pick(items);
+  const BatchSplit::Pick pick = batch_split_->pick(items, getNumThreads());
   const int64_t chunk = pick.chunk;
   if (chunk >= items) {
     if (!pick.timed) return false;
@@ -259,7 +263,12 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
   Profiler* prof = Profiler::active();
   const int64_t t_start = Profiler::nowNs();
   int64_t timed_ns = 0, timed_items = 0;
-  for (int64_t start = 0; start < items; start += chunk) {
+  // Side by side (pick.lanes > 1): the first chunk runs alone (it checks the
+  // outputs and makes them), then the others `lanes` at a time, each on one
+  // thread: inside an OpenMP team llga's loops and oneDNN's primitives run
+  // on the calling thread.
+  const int64_t alone_until = pick.lanes > 1 ? chunk : items;
+  for (int64_t start = 0; start < alone_until; start += chunk) {
     const int64_t rows = std::min(chunk, items - start);
     std::vector<RtValue> part_in = rowsOf(inputs, start, rows);
     const int64_t t0 = Profiler::nowNs();
@@ -297,15 +306,57 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
       timed_items += rows;
     }
   }
-  if (pick.timed)
+  double side_ns = -1.0;  // side by side: ns per item of the chunks after the first
+  if (alone_until < items) {
+    const int64_t t0 = Profiler::nowNs();
+    runSideBySide(inputs, items, chunk, pick.lanes, out);
+    side_ns = static_cast<double>(Profiler::nowNs() - t0) / static_cast<double>(items - chunk);
+  }
+  if (pick.timed) {
+    const double whole_ns = static_cast<double>(Profiler::nowNs() - t_start) / static_cast<double>(items);
+    // side by side, a candidate's first call makes each lane's memory plan: its second counts
     dropChunkState(inputs, items,
-                 batch_split_->record(items, chunk,
-                                      timed_items ? static_cast<double>(timed_ns) / static_cast<double>(timed_items)
-                                                  : -1.0,
-                                      static_cast<double>(Profiler::nowNs() - t_start) / static_cast<double>(items)));
-  if (prof) recordCall(*prof, "llga::batch_split", -2, t_start, std::to_string(items) + " items in chunks of " +
-                                                            std::to_string(chunk));
+                 pick.lanes > 1 ? batch_split_->record(items, chunk, -1.0, side_ns, pick.lanes)
+                                : batch_split_->record(items, chunk,
+                                                       timed_items ? static_cast<double>(timed_ns) /
+                                                                         static_cast<double>(timed_items)
+                                                                   : -1.0,
+                                                       whole_ns));
+  }
+  if (prof)
+    recordCall(*prof, "llga::batch_split", -2, t_start,
+               std::to_string(items) + " items in chunks of " + std::to_string(chunk) +
+                   (pick.lanes > 1 ? ", " + std::to_string(pick.lanes) + " side by side" : ""));
   return true;
+}
+
+// The chunks after the first of a split call, `lanes` at a time, each on one
+// thread of an OpenMP team (nested regions inside run on their caller: llga's
+// loops, and oneDNN's primitives, which run sequentially inside a parallel
+// region). Each chunk's rows go into `out` (made by the first chunk). The
+// first error stops the other lanes' next chunks and is thrown here.
+void CompiledGraph::runSideBySide(const std::vector<RtValue>& inputs, int64_t items, int64_t chunk, int lanes,
+                                  std::vector<RtValue>& out) const {
+  const int64_t n = (items + chunk - 1) / chunk;
+  std::atomic<int64_t> next{1};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mu;
+#pragma omp parallel num_threads(lanes)
+  {
+    for (int64_t k = next++; k < n && !failed.load(); k = next++) {
+      try {
+        const int64_t start = k * chunk, rows = std::min(chunk, items - start);
+        std::vector<RtValue> part = runWhole(rowsOf(inputs, start, rows), nullptr);
+        for (size_t i = 0; i < part.size(); ++i) copyRows(part[i], start, out[i]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+        failed = true;
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 std::set<std::string> CompiledGraph::chunkSignatures(const std::vector<RtValue>& inputs, int64_t items,

@@ -70,6 +70,8 @@ class CompiledGraph {
   // The call in chunks of rows (false when it turns out not to split: the
   // caller then runs it whole).
   bool runSplit(const std::vector<RtValue>& inputs, int64_t items, std::vector<RtValue>& out) const;
+  void runSideBySide(const std::vector<RtValue>& inputs, int64_t items, int64_t chunk, int lanes,
+                     std::vector<RtValue>& out) const;
   static std::set<std::string> chunkSignatures(const std::vector<RtValue>& inputs, int64_t items, int64_t chunk);
   void dropChunkState(const std::vector<RtValue>& inputs, int64_t items, const BatchSplit::Recorded& r) const;
   // The tag of kernel state made by calls with this signature (runtime/shape_tags.h).

@@ -23,6 +23,24 @@ std::vector<int64_t> measure(BatchSplit& b, int64_t items, double (*cost)(int64_
   return tried;
 }
 
+// The same with `lanes` threads: side-by-side candidates cost `side(chunk)`
+// and time from their second call (the first lays out each lane's arena).
+std::vector<std::pair<int64_t, int>> measureLanes(BatchSplit& b, int64_t items, int lanes, double (*cost)(int64_t),
+                                                  double (*side)(int64_t), int max_calls = 60) {
+  std::vector<std::pair<int64_t, int>> tried;
+  for (int call = 0; call < max_calls; ++call) {
+    const BatchSplit::Pick p = b.pick(items, lanes);
+    if (!p.timed) break;
+    tried.emplace_back(p.chunk, p.lanes);
+    const int64_t chunks = (items + p.chunk - 1) / p.chunk;
+    if (p.lanes > 1)
+      b.record(items, p.chunk, -1.0, side(p.chunk), p.lanes);
+    else
+      b.record(items, p.chunk, chunks >= 3 ? cost(p.chunk) : -1.0, cost(p.chunk));
+  }
+  return tried;
+}
+
 double bowl(int64_t chunk) { return chunk == 4 ? 1.0 : chunk < 4 ? 1.0 + 0.1 * static_cast<double>(4 / chunk) : 2.0; }
 double falling(int64_t chunk) { return 100.0 / static_cast<double>(chunk); }
 
@@ -76,4 +94,44 @@ TEST(BatchSplit, MeasuringHoldsOneCandidateAndARefusalIsFinal) {
   EXPECT_FALSE(b.pick(32).timed);
   EXPECT_EQ(b.refused(), "output 0 is a view of an input");
   EXPECT_TRUE(b.report().empty());
+}
+
+double flat(int64_t) { return 1.0; }
+double sideCheaper(int64_t chunk) { return chunk <= 2 ? 0.8 : 1.5; }
+double sideNearlyEven(int64_t) { return 1.02; }
+double sideDearer(int64_t) { return 1.1; }
+
+TEST(BatchSplit, WithTwoLanesTheSideBySideSeriesFollowsAndCanWin) {
+  BatchSplit b;
+  // one after another: 1, 2 ... 32 all even (never 15% past the best); then
+  // side by side from 1 item up, each candidate twice; 4 is past the best
+  const auto tried = measureLanes(b, 32, 2, flat, sideCheaper);
+  const std::vector<std::pair<int64_t, int>> want = {{1, 1}, {2, 1}, {4, 1},  {8, 1},  {16, 1}, {16, 1}, {32, 1},
+                                                     {32, 1}, {32, 1}, {1, 2}, {1, 2}, {2, 2}, {2, 2}, {4, 2}, {4, 2}};
+  EXPECT_EQ(tried, want);
+  const auto r = b.report();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].lanes, 2);
+  EXPECT_EQ(r[0].chunk, 1);
+  EXPECT_EQ(r[0].ns_per_item_side_by_side.size(), 3u);
+  const BatchSplit::Pick p = b.pick(32, 2);
+  EXPECT_EQ(p.chunk, 1);
+  EXPECT_EQ(p.lanes, 2);
+  EXPECT_FALSE(p.timed);
+}
+
+TEST(BatchSplit, SideBySideIsPreferredWithinItsMarginAndNotBeyond) {
+  BatchSplit near, dear;
+  measureLanes(near, 32, 2, flat, sideNearlyEven);  // 2% slower: within kSideBySideMargin
+  EXPECT_EQ(near.report()[0].lanes, 2);
+  measureLanes(dear, 32, 2, flat, sideDearer);  // 10% slower: one after another
+  EXPECT_EQ(dear.report()[0].lanes, 1);
+  EXPECT_EQ(dear.report()[0].chunk, 1);  // the first of the even ones
+}
+
+TEST(BatchSplit, OneLaneHasNoSideBySideSeries) {
+  BatchSplit b;
+  measureLanes(b, 32, 1, bowl, sideCheaper);
+  EXPECT_EQ(b.report()[0].lanes, 1);
+  EXPECT_TRUE(b.report()[0].ns_per_item_side_by_side.empty());
 }

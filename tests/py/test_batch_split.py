@@ -69,20 +69,51 @@ def test_auto_measures_then_settles_and_every_call_matches_pytorch(cnn):
     c.set_batch_split("auto")
     rng = np.random.default_rng(1)
     settled_at = None
-    for call in range(12):
+    for call in range(24):
         x = rng.standard_normal((8, 3, 12, 12)).astype(np.float32)
         np.testing.assert_allclose(c(x), _ref(m, x).numpy(), rtol=1e-4, atol=1e-5)
         size = c.batch_split.sizes[8]
         if size.chunk and settled_at is None:
             settled_at = call
-    # 1 and 2 are timed on their first call (chunks after the second), 4 on its second, the whole batch on its third
-    assert settled_at is not None and settled_at <= 6, c.batch_split
+    # one after another: 1 and 2 are timed on their first call (chunks after the second), 4 on its second,
+    # the whole batch on its third; side by side (two threads or more): 1, 2 and 4 on their second
+    lanes = llga.get_num_threads()
+    assert settled_at is not None and settled_at <= (6 if lanes < 2 else 12), c.batch_split
     size = c.batch_split.sizes[8]
-    assert size.chunk in size.ns_per_item  # the chosen chunk is one it timed
-    assert min(size.ns_per_item, key=size.ns_per_item.get) == size.chunk
     tried = list(size.ns_per_item)
     assert tried == [1, 2, 4, 8][:len(tried)], tried  # from one item up, doubling
-    assert all(t > 0 for t in size.ns_per_item.values())
+    side = size.ns_per_item_side_by_side
+    assert list(side) == [1, 2, 4][:len(side)] and (lanes >= 2 or not side), side
+    assert all(t > 0 for t in list(size.ns_per_item.values()) + list(side.values()))
+    best_one = min(size.ns_per_item, key=size.ns_per_item.get)
+    if size.lanes > 1:  # side by side unless one after another measured 3% faster
+        assert size.lanes == lanes and size.chunk == min(side, key=side.get), size
+        assert side[size.chunk] < size.ns_per_item[best_one] * 1.03, size
+    else:
+        assert size.chunk == best_one, size
+        assert not side or min(side.values()) >= size.ns_per_item[best_one] * 1.03, size
+
+
+def test_side_by_side_chunks_match_one_by_one_calls(cnn):
+    """Every chunk after the first runs on a thread of its own: the same
+    result as the items one by one, and the output made by the first chunk
+    filled by all (9 items: a last chunk of one where the chunk is 2)."""
+    m, c = cnn
+    if llga.get_num_threads() < 2:
+        pytest.skip("side by side needs two threads")
+    c.set_batch_split("auto")
+    try:
+        rng = np.random.default_rng(7)
+        for call in range(30):
+            x = rng.standard_normal((9, 3, 12, 12)).astype(np.float32)
+            got = c(x)
+            np.testing.assert_allclose(got, np.concatenate([c(x[i:i + 1]) for i in range(9)]), rtol=1e-5, atol=1e-6)
+            size = c.batch_split.sizes[9]
+            if size.chunk:
+                break
+        assert size.ns_per_item_side_by_side, size  # the side-by-side series ran (and matched)
+    finally:
+        c.set_batch_split("auto")
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 5, 8, 100])
@@ -239,7 +270,7 @@ def test_settling_lets_go_of_the_chunks_not_chosen(cnn):
     c = _compiled(m, (torch.randn(1, 3, 12, 12),))
     before = llga._llga.specialization_stats()["evicted"]
     x = np.random.default_rng(8).standard_normal((8, 3, 12, 12)).astype(np.float32)
-    for _ in range(10):
+    for _ in range(20):  # both series (two threads: one after another, then side by side)
         c(x)
     size = c.batch_split.sizes[8]
     assert size.chunk and len(size.ns_per_item) >= 2
