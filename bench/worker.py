@@ -75,10 +75,12 @@ def prepare_llga(workdir: str, spec, threads: int, precision: str = "fp32"):
         split = compiled.batch_split
         return {"memory": compiled.memory, "flops": compiled.flops, "partitions": len(compiled.partitions),
                 "batch_split": {"proved": split.proved, "why_not": split.why_not,
-                                "sizes": {str(k): {"chunk": v.chunk, "lanes": v.lanes,
+                                # (bench.ab's other build may predate lanes)
+                                "sizes": {str(k): {"chunk": v.chunk, "lanes": getattr(v, "lanes", 1),
                                                    "ns_per_item": {str(c): t for c, t in v.ns_per_item.items()},
                                                    "ns_per_item_side_by_side": {
-                                                       str(c): t for c, t in v.ns_per_item_side_by_side.items()}}
+                                                       str(c): t for c, t in
+                                                       getattr(v, "ns_per_item_side_by_side", {}).items()}}
                                           for k, v in split.sizes.items()}}}
 
     def settle():

@@ -267,7 +267,10 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
   // outputs and makes them), then the others `lanes` at a time, each on one
   // thread: inside an OpenMP team llga's loops and oneDNN's primitives run
   // on the calling thread.
-  const int64_t alone_until = pick.lanes > 1 ? chunk : items;
+  // (never more lanes than the threads set now: llga.set_num_threads(1) after
+  // a side-by-side choice runs the chunks one after another, unmeasured)
+  const int lanes = std::min(pick.lanes, getNumThreads());
+  const int64_t alone_until = lanes > 1 ? chunk : items;
   for (int64_t start = 0; start < alone_until; start += chunk) {
     const int64_t rows = std::min(chunk, items - start);
     std::vector<RtValue> part_in = rowsOf(inputs, start, rows);
@@ -309,10 +312,10 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
   double side_ns = -1.0;  // side by side: ns per item of the chunks after the first
   if (alone_until < items) {
     const int64_t t0 = Profiler::nowNs();
-    runSideBySide(inputs, items, chunk, pick.lanes, out);
+    runSideBySide(inputs, items, chunk, lanes, out);
     side_ns = static_cast<double>(Profiler::nowNs() - t0) / static_cast<double>(items - chunk);
   }
-  if (pick.timed) {
+  if (pick.timed && lanes == pick.lanes) {
     const double whole_ns = static_cast<double>(Profiler::nowNs() - t_start) / static_cast<double>(items);
     // side by side, a candidate's first call makes each lane's memory plan: its second counts
     dropChunkState(inputs, items,
@@ -326,7 +329,7 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
   if (prof)
     recordCall(*prof, "llga::batch_split", -2, t_start,
                std::to_string(items) + " items in chunks of " + std::to_string(chunk) +
-                   (pick.lanes > 1 ? ", " + std::to_string(pick.lanes) + " side by side" : ""));
+                   (lanes > 1 ? ", " + std::to_string(lanes) + " side by side" : ""));
   return true;
 }
 

@@ -112,6 +112,14 @@ def test_side_by_side_chunks_match_one_by_one_calls(cnn):
             if size.chunk:
                 break
         assert size.ns_per_item_side_by_side, size  # the side-by-side series ran (and matched)
+        # one thread set afterwards: never more lanes than threads (the chunks one after another)
+        threads = llga.get_num_threads()
+        llga.set_num_threads(1)
+        try:
+            x = rng.standard_normal((9, 3, 12, 12)).astype(np.float32)
+            np.testing.assert_allclose(c(x), _ref(m, x).numpy(), rtol=1e-4, atol=1e-5)
+        finally:
+            llga.set_num_threads(threads)
     finally:
         c.set_batch_split("auto")
 
