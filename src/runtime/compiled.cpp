@@ -263,12 +263,11 @@ bool CompiledGraph::runSplit(const std::vector<RtValue>& inputs, int64_t items, 
   Profiler* prof = Profiler::active();
   const int64_t t_start = Profiler::nowNs();
   int64_t timed_ns = 0, timed_items = 0;
-  // Side by side (pick.lanes > 1): the first chunk runs alone (it checks the
+  // Side by side (lanes > 1): the first chunk runs alone (it checks the
   // outputs and makes them), then the others `lanes` at a time, each on one
-  // thread: inside an OpenMP team llga's loops and oneDNN's primitives run
-  // on the calling thread.
-  // (never more lanes than the threads set now: llga.set_num_threads(1) after
-  // a side-by-side choice runs the chunks one after another, unmeasured)
+  // thread (runSideBySide). Never more lanes than the threads set now:
+  // llga.set_num_threads(1) after a side-by-side choice runs the chunks one
+  // after another, unmeasured.
   const int lanes = std::min(pick.lanes, getNumThreads());
   const int64_t alone_until = lanes > 1 ? chunk : items;
   for (int64_t start = 0; start < alone_until; start += chunk) {
