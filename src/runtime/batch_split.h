@@ -75,7 +75,10 @@ class BatchSplit {
   // first made the primitives for their shape, the second laid out the
   // memory planner's arena), or -1 when it had none; and over the whole call.
   // A candidate's first call counts only with the former; the whole batch's
-  // third call, or a chunked candidate's second, is timed whole.
+  // third call, or a chunked candidate's second, is timed whole. Side by
+  // side (`lanes` > 1) a call passes -1 and the time per item of its chunks
+  // after the first: its first call lays out each lane's memory plan, its
+  // second counts.
   // Returns the best chunk so far, whether it is now chosen, and the chunk
   // just measured unless it is the one chosen: what its shapes made (memory
   // plans, primitives, weight copies) can go, so that measuring holds one
