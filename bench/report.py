@@ -167,10 +167,13 @@ def _split_note(r: dict, llga_entry: dict) -> str:
     size = split["sizes"].get(str(r["batch"]))
     if not size or not size["chunk"]:
         return "still measuring when timed"
-    tried = ", ".join(f"{c}: {t / 1e6:.2f}" for c, t in size["ns_per_item"].items())
+    def ms(series):
+        return ", ".join(f"{c}: {t / 1e6:.2f}" for c, t in series.items())
+
+    tried = ms(size["ns_per_item"])
     side = size.get("ns_per_item_side_by_side") or {}
     if side:
-        tried += "; side by side, one thread each: " + ", ".join(f"{c}: {t / 1e6:.2f}" for c, t in side.items())
+        tried += "; side by side, one thread each: " + ms(side)
     lanes = size.get("lanes", 1)
     how = "whole" if size["chunk"] == r["batch"] else f"in chunks of {size['chunk']}" + (
         f", {lanes} side by side" if lanes > 1 else "")

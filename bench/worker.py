@@ -85,7 +85,8 @@ def prepare_llga(workdir: str, spec, threads: int, precision: str = "fp32"):
 
     def settle():
         """A batch size's first calls measure how to split it (compiled.batch_split): these
-        warm-up calls let that finish (at most 40: one after another, then side by side) before anything is timed. Returns how many."""
+        warm-up calls let that finish (at most 40: one after another, then side by
+        side) before anything is timed. Returns how many."""
         n = 0
         items = xs[0].shape[0] if xs and getattr(xs[0], "ndim", 0) else 1
         while n < 40 and compiled.batch_split.proved and items > 1:
