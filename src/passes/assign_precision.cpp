@@ -28,7 +28,10 @@
 // conv1 -> conv2 in a block, and the residual stream from block to block,
 // which the readers' sum post-ops add as it arrives). Graph outputs and
 // values read in nested blocks or by anything else stay fp32. int8 edges
-// (out_scale, out_dtype) follow the same shape: int8Edges.
+// (out_scale, out_dtype) follow the same shape: int8Edges. There a
+// concat_batchnorm partition (fp32; densenet's concat -> batch_norm -> relu)
+// read only by llga.quantize's int8 convolutions, as their activation, writes
+// its result quantized too.
 //
 //   Given:  %y = llga::FusionGroup_0[pattern="conv_post_ops"](%x, %w)
 //           with_subgraph: %c = aten::conv2d(%x, %w, ...); %r = aten::relu(%c)
@@ -393,7 +396,34 @@ class AssignPrecision final : public Pass {
         changed |= setInt8Output(*p, ok ? q : std::nullopt);
       }
     }
+    // A concat_batchnorm partition computes in fp32 and can write its result
+    // quantized (backend/dnnl/channel_affine.h): where llga.quantize's int8
+    // convolutions alone read it, each as its activation at one quantization,
+    // it does, and they skip their quantizing pass (densenet121: the 1x1
+    // after each of its 58 concats).
+    for (Node* n : b->nodes()) {
+      if (!concatBatchNorm(*n)) continue;
+      const Value* v = n->output(0);
+      bool ok = !barred.count(v) && v->hasUses();
+      std::optional<ActivationQuant> q;
+      for (const Use& u : v->uses()) {
+        ok = ok && u.user->owningBlock() == b && int8Conv(*u.user) && ownInt8(*u.user) &&
+             readAsActivation(*u.user, u.offset);
+        if (!ok) break;
+        const std::optional<ActivationQuant> r = activationQuantOf(*anchorOf(*u.user));
+        ok = !q || *q == *r;
+        q = r;
+      }
+      changed |= setInt8Output(*n, ok && q ? q : std::nullopt);
+    }
     return changed;
+  }
+  // A concat_batchnorm partition of one output.
+  static bool concatBatchNorm(const Node& group) {
+    static const Symbol pattern = Symbol::fromQualString("attr::pattern");
+    const AttrValue* a = group.attributes().find(pattern);
+    return a && a->is<std::string>() && a->get<std::string>() == "concat_batchnorm" && group.outputs().size() == 1 &&
+           group.subgraph();
   }
   // A partition that is one 2-D max pooling reading its input once: int8
   // passes through it exactly (the maximum of values quantized at one scale

@@ -640,6 +640,65 @@ def test_int8_passes_through_max_pooling():
     assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) > 0.999
 
 
+class _DenseLayers(nn.Module):
+    """Two of densenet's concat -> batch_norm -> relu -> 1x1 convolution: the
+    first concatenates the NCHW input with a convolution's channels-last
+    output (layouts the one-pass kernel does not mix: op by op), the second
+    two channels-last outputs (one pass). `cats_out` returns both
+    normalised concats too."""
+
+    def __init__(self, cats_out=False):
+        super().__init__()
+        torch.manual_seed(4)
+        self.stem, self.a, self.b, self.c = (nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(11, 8, 1),
+                                             nn.Conv2d(8, 4, 3, padding=1), nn.Conv2d(12, 8, 1))
+        self.bn0, self.bn1 = nn.BatchNorm2d(11), nn.BatchNorm2d(12)
+        for bn in (self.bn0, self.bn1):
+            nn.init.uniform_(bn.weight, 0.5, 1.5)
+            nn.init.uniform_(bn.bias, -0.5, 0.5)
+            bn.running_mean.uniform_(-0.3, 0.3)
+            bn.running_var.uniform_(0.5, 2.0)
+        self.cats_out = cats_out
+        self.eval()
+
+    def forward(self, x):
+        s = self.stem(x)
+        r0 = torch.relu(self.bn0(torch.cat([x, s], 1)))
+        a = self.a(r0)
+        r1 = torch.relu(self.bn1(torch.cat([a, self.b(a)], 1)))
+        c = self.c(r1)
+        return (c, r0, r1) if self.cats_out else c
+
+
+def test_concat_batchnorm_writes_u8_for_its_int8_readers():
+    """A concat -> batch_norm -> relu partition read only by an int8
+    convolution writes its result as u8 at the convolution's scale
+    (out_dtype), in one pass or after its op-by-op path, and the convolution
+    reads those bytes as they arrive. Quantizing commutes with who does it:
+    the result has the bits of the same model whose normalised concats are
+    also returned (so stay fp32, and the convolutions quantize them)."""
+    x = torch.randn(1, 3, 10, 10, generator=torch.Generator().manual_seed(9)).numpy()
+    traced, q = quantized(_DenseLayers(), (1, 3, 10, 10), seed=8)
+    _, ref = quantized(_DenseLayers(cats_out=True), (1, 3, 10, 10), seed=8)
+    cats = [p for p in q.partitions if p.pattern == "concat_batchnorm"]
+    cats_ref = [p for p in ref.partitions if p.pattern == "concat_batchnorm"]
+    assert [(p.precision, p.out_dtype) for p in cats] == [("fp32", "u8")] * 2, cats
+    assert [p.out_dtype for p in cats_ref] == ["fp32"] * 2, cats_ref
+    log = kernel_log(q, x)
+    readers = [e for e in log if e["pattern"] == "conv_post_ops" and "Byte" in e["inputs"][0]]
+    assert len(readers) == 2, [(e["pattern"], e["inputs"][:1]) for e in log]
+    details = [p.detail for p in q.partitions if p.pattern == "concat_batchnorm"]
+    assert all(d.endswith(("written as u8", "then quantized to u8")) for d in details), details
+    if all(p.dst == "nhwc" for p in q.partitions if p.pattern == "conv_post_ops"):  # oneDNN's brgconv (AVX-512)
+        assert ["then quantized" in details[0], "written as" in details[1]] == [True, True], details
+    got = q(x)
+    np.testing.assert_array_equal(got, ref(x)[0])
+    with torch.no_grad():
+        want = traced(torch.from_numpy(x)).numpy().ravel().astype(np.float64)
+    got = got.ravel().astype(np.float64)
+    assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) > 0.999
+
+
 def kernel_log(q, x):
     llga.profiler.kernel_log.enable()
     try:

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include <omp.h>
 
@@ -29,28 +31,63 @@ inline float map1(float x, float s, float t) {
   return Relu && y < 0.0f ? 0.0f : y;
 }
 
+// Where a row's results go: fp32 as they are, or quantized (Job::Quantized).
+struct StoreF32 {
+  using T = float;
+  LLGA_AVX2 void put8(float* p, __m256 y) const { _mm256_storeu_ps(p, y); }
+  void put1(float* p, float y) const { *p = y; }
+};
+
+template <typename Q>  // uint8_t or int8_t
+struct StoreQ {
+  using T = Q;
+  __m256 inv, z, lo, hi;
+  float inv1, z1;
+  LLGA_AVX2 explicit StoreQ(const Job::Quantized& q)
+      : inv(_mm256_set1_ps(1.0f / q.scale)), z(_mm256_set1_ps(static_cast<float>(q.zero_point))),
+        lo(_mm256_set1_ps(std::numeric_limits<Q>::min())), hi(_mm256_set1_ps(std::numeric_limits<Q>::max())),
+        inv1(1.0f / q.scale), z1(static_cast<float>(q.zero_point)) {}
+  // z + round-half-even(y / scale), clamped (max_ps returns its second
+  // operand for a NaN: the lowest value), then the 8 values packed to bytes
+  // (in range already, so the saturating packs change nothing).
+  LLGA_AVX2 void put8(Q* p, __m256 y) const {
+    __m256 r = _mm256_add_ps(z, _mm256_round_ps(_mm256_mul_ps(y, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
+    const __m256i i = _mm256_cvtps_epi32(r);
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+    const __m128i b = std::is_same_v<Q, uint8_t> ? _mm_packus_epi16(w, w) : _mm_packs_epi16(w, w);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), b);
+  }
+  void put1(Q* p, float y) const {
+    const float r = z1 + std::nearbyint(y * inv1);  // the default rounding: to nearest even
+    const float l = std::numeric_limits<Q>::min(), h = std::numeric_limits<Q>::max();
+    *p = static_cast<Q>(!(r == r) ? l : r < l ? l : r > h ? h : r);
+  }
+};
+
 // One row: x[j] -> y[j] with channel j % period of s and t (already offset to the row's first channel).
-template <bool Relu>
-LLGA_AVX2 void row(const float* x, float* y, int64_t len, int64_t period, const float* s, const float* t) {
+template <bool Relu, class Out>
+LLGA_AVX2 void row(const float* x, typename Out::T* y, int64_t len, int64_t period, const float* s, const float* t,
+                   const Out& out) {
   int64_t j = 0;
   if (period == 1) {
     const __m256 vs = _mm256_set1_ps(s[0]), vt = _mm256_set1_ps(t[0]);
-    for (; j + 8 <= len; j += 8) _mm256_storeu_ps(y + j, map8<Relu>(_mm256_loadu_ps(x + j), vs, vt));
-    for (; j < len; ++j) y[j] = map1<Relu>(x[j], s[0], t[0]);
+    for (; j + 8 <= len; j += 8) out.put8(y + j, map8<Relu>(_mm256_loadu_ps(x + j), vs, vt));
+    for (; j < len; ++j) out.put1(y + j, map1<Relu>(x[j], s[0], t[0]));
   } else if (period == 8) {
     const __m256 vs = _mm256_loadu_ps(s), vt = _mm256_loadu_ps(t);
-    for (; j + 8 <= len; j += 8) _mm256_storeu_ps(y + j, map8<Relu>(_mm256_loadu_ps(x + j), vs, vt));
+    for (; j + 8 <= len; j += 8) out.put8(y + j, map8<Relu>(_mm256_loadu_ps(x + j), vs, vt));
   } else if (period == 16) {
     const __m256 s0 = _mm256_loadu_ps(s), s1 = _mm256_loadu_ps(s + 8);
     const __m256 t0 = _mm256_loadu_ps(t), t1 = _mm256_loadu_ps(t + 8);
     for (; j + 16 <= len; j += 16) {
-      _mm256_storeu_ps(y + j, map8<Relu>(_mm256_loadu_ps(x + j), s0, t0));
-      _mm256_storeu_ps(y + j + 8, map8<Relu>(_mm256_loadu_ps(x + j + 8), s1, t1));
+      out.put8(y + j, map8<Relu>(_mm256_loadu_ps(x + j), s0, t0));
+      out.put8(y + j + 8, map8<Relu>(_mm256_loadu_ps(x + j + 8), s1, t1));
     }
   } else {  // period == len: channel j
     for (; j + 8 <= len; j += 8)
-      _mm256_storeu_ps(y + j, map8<Relu>(_mm256_loadu_ps(x + j), _mm256_loadu_ps(s + j), _mm256_loadu_ps(t + j)));
-    for (; j < len; ++j) y[j] = map1<Relu>(x[j], s[j], t[j]);
+      out.put8(y + j, map8<Relu>(_mm256_loadu_ps(x + j), _mm256_loadu_ps(s + j), _mm256_loadu_ps(t + j)));
+    for (; j < len; ++j) out.put1(y + j, map1<Relu>(x[j], s[j], t[j]));
   }
 }
 
@@ -59,25 +96,25 @@ LLGA_AVX2 void row(const float* x, float* y, int64_t len, int64_t period, const 
 // pixels), in one loop: the call, the branches and the scale and shift per
 // row cost more than the row's 8 to 64 floats did (densenet121's
 // concat_batchnorm: 4.1 ms of its 25, 21 GB/s).
-template <bool Relu>
-LLGA_AVX2 void sameChannelRows(const Strip& st, int64_t r0, int64_t r1, const float* s, const float* t) {
+template <bool Relu, class Out>
+LLGA_AVX2 void sameChannelRows(const Strip& st, int64_t r0, int64_t r1, const float* s, const float* t, const Out& out) {
   const float* x = st.src + r0 * st.src_step;
-  float* y = st.dst + r0 * st.dst_step;
+  typename Out::T* y = static_cast<typename Out::T*>(st.dst) + r0 * st.dst_step;
   if (st.period == st.len && (st.len == 8 || st.len == 16)) {  // one or two vectors a row, scale and shift in registers
     const __m256 s0 = _mm256_loadu_ps(s), t0 = _mm256_loadu_ps(t);
     if (st.len == 8) {
       for (int64_t r = r0; r < r1; ++r, x += st.src_step, y += st.dst_step)
-        _mm256_storeu_ps(y, map8<Relu>(_mm256_loadu_ps(x), s0, t0));
+        out.put8(y, map8<Relu>(_mm256_loadu_ps(x), s0, t0));
       return;
     }
     const __m256 s1 = _mm256_loadu_ps(s + 8), t1 = _mm256_loadu_ps(t + 8);
     for (int64_t r = r0; r < r1; ++r, x += st.src_step, y += st.dst_step) {
-      _mm256_storeu_ps(y, map8<Relu>(_mm256_loadu_ps(x), s0, t0));
-      _mm256_storeu_ps(y + 8, map8<Relu>(_mm256_loadu_ps(x + 8), s1, t1));
+      out.put8(y, map8<Relu>(_mm256_loadu_ps(x), s0, t0));
+      out.put8(y + 8, map8<Relu>(_mm256_loadu_ps(x + 8), s1, t1));
     }
     return;
   }
-  for (int64_t r = r0; r < r1; ++r, x += st.src_step, y += st.dst_step) row<Relu>(x, y, st.len, st.period, s, t);
+  for (int64_t r = r0; r < r1; ++r, x += st.src_step, y += st.dst_step) row<Relu>(x, y, st.len, st.period, s, t, out);
 }
 
 // acc[j] += x[j] (Squares: (x[j] - m[j])^2) for j < c.
@@ -123,6 +160,33 @@ std::vector<double> channelSums(const float* x, int64_t rows, int64_t c, const f
   return partial;
 }
 
+struct Task {
+  const Strip* strip;
+  int64_t r0, r1;
+};
+
+template <class Out>
+void runTasks(const Job& job, const std::vector<Task>& tasks, int threads, const Out& out) {
+  const int64_t n = static_cast<int64_t>(tasks.size());
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t k = 0; k < n; ++k) {
+    const Task& t = tasks[static_cast<size_t>(k)];
+    const Strip& st = *t.strip;
+    if (st.c_step == 0 && (st.period == st.len || st.period == 1)) {  // every row the same channels
+      if (job.relu) sameChannelRows<true>(st, t.r0, t.r1, job.scale + st.c0, job.shift + st.c0, out);
+      else sameChannelRows<false>(st, t.r0, t.r1, job.scale + st.c0, job.shift + st.c0, out);
+      continue;
+    }
+    for (int64_t r = t.r0; r < t.r1; ++r) {
+      const float* x = st.src + r * st.src_step;
+      typename Out::T* y = static_cast<typename Out::T*>(st.dst) + r * st.dst_step;
+      const int64_t c = st.c0 + r * st.c_step;
+      if (job.relu) row<true>(x, y, st.len, st.period, job.scale + c, job.shift + c, out);
+      else row<false>(x, y, st.len, st.period, job.scale + c, job.shift + c, out);
+    }
+  }
+}
+
 }  // namespace
 
 void groupNormParams(const float* x, int64_t images, int64_t spatial, int64_t c, int64_t groups, double eps,
@@ -159,10 +223,6 @@ bool available() { return cpuRunsAvx2Kernels(); }
 
 void run(const Job& job) {
   // Tasks of whole rows, about kParallelGrain elements each.
-  struct Task {
-    const Strip* strip;
-    int64_t r0, r1;
-  };
   std::vector<Task> tasks;
   int64_t total = 0;
   for (const Strip& st : job.strips) {
@@ -174,23 +234,12 @@ void run(const Job& job) {
     total += st.rows * st.len;
   }
   const int threads = total < kParallelGrain ? 1 : getNumThreads();
-  const int64_t n = static_cast<int64_t>(tasks.size());
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t k = 0; k < n; ++k) {
-    const Task& t = tasks[static_cast<size_t>(k)];
-    const Strip& st = *t.strip;
-    if (st.c_step == 0 && (st.period == st.len || st.period == 1)) {  // every row the same channels
-      if (job.relu) sameChannelRows<true>(st, t.r0, t.r1, job.scale + st.c0, job.shift + st.c0);
-      else sameChannelRows<false>(st, t.r0, t.r1, job.scale + st.c0, job.shift + st.c0);
-      continue;
-    }
-    for (int64_t r = t.r0; r < t.r1; ++r) {
-      const float* x = st.src + r * st.src_step;
-      float* y = st.dst + r * st.dst_step;
-      const int64_t c = st.c0 + r * st.c_step;
-      if (job.relu) row<true>(x, y, st.len, st.period, job.scale + c, job.shift + c);
-      else row<false>(x, y, st.len, st.period, job.scale + c, job.shift + c);
-    }
+  if (!job.quantized) {
+    runTasks(job, tasks, threads, StoreF32{});
+  } else if (job.quantized->is_unsigned) {
+    runTasks(job, tasks, threads, StoreQ<uint8_t>(*job.quantized));
+  } else {
+    runTasks(job, tasks, threads, StoreQ<int8_t>(*job.quantized));
   }
 }
 

@@ -1,6 +1,7 @@
 // llga's own per-channel affine map, y = x * scale[c] + shift[c] (then
 // relu), from one buffer into another: an eval-mode batch_norm on strips of
-// its input, each written where the caller says (AVX2).
+// its input, each written where the caller says (AVX2); the result in fp32,
+// or quantized to u8/s8 for an int8 reader.
 //
 // Why: densenet's every dense layer is concat -> batch_norm -> relu over all
 // the block's feature maps so far. Run as two ops, the concat copies every
@@ -8,10 +9,15 @@
 // concat kept the blocked layout, oneDNN's non-jit ncsp batch_norm took a
 // third of the model's time. A batch_norm is per channel, so each part of
 // the concat can be normalised straight into its slice of the result: one
-// read and one write per element instead of two of each.
+// read and one write per element instead of two of each. Under
+// llga.quantize, where the result's only readers are int8 convolutions
+// (densenet's 1x1 after every concat), it is written quantized as they read
+// it: a quarter of the bytes written, and no quantizing pass in the reader
+// (assign-precision's int8 edges).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace llga::affine {
@@ -26,7 +32,7 @@ bool available();
 // pixel's channels: channels-last).
 struct Strip {
   const float* src;
-  float* dst;
+  void* dst;  // float, or the Job's quantized type; steps count elements
   int64_t rows, len, src_step, dst_step;
   int64_t c0, c_step, period;
 };
@@ -36,6 +42,15 @@ struct Job {
   const float* scale = nullptr;  // per channel
   const float* shift = nullptr;
   bool relu = false;  // max(y, 0), a NaN staying NaN (PyTorch's relu)
+  // Quantized output: dst holds u8 (is_unsigned) or s8, each
+  // saturate(zero_point + round-half-even(y / scale)), a NaN the lowest
+  // value: as the readers' own quantizing (int8::quantizeActivation).
+  struct Quantized {
+    float scale = 1.0f;
+    int32_t zero_point = 0;
+    bool is_unsigned = true;
+  };
+  std::optional<Quantized> quantized;
 };
 
 // Runs the strips, shared out among llga's threads when the job is large.

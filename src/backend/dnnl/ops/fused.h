@@ -28,7 +28,9 @@ std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> 
 // aten::batch_norm's kernel with relu in the same primitive (oneDNN's fuse_norm_relu).
 std::unique_ptr<Kernel> makeBatchNormRelu();
 // concat -> batch_norm [-> relu] as one kernel (the concat_batchnorm pattern):
-// inputs are the concat's (parts, dim), then the batch_norm's from weight on.
-std::unique_ptr<Kernel> makeConcatBatchNorm(const Node& cat, bool relu);
+// inputs are the concat's (parts, dim), then the batch_norm's from weight on;
+// `int8_out`: the result quantized so (the partition's out_scale and out_dtype).
+std::unique_ptr<Kernel> makeConcatBatchNorm(const Node& cat, bool relu,
+                                            std::optional<ActivationQuant> int8_out = std::nullopt);
 
 }  // namespace llga

@@ -16,6 +16,7 @@
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/functional.h"
 #include "backend/dnnl/ops/primitive_cache.h"
+#include "backend/dnnl/quantize.h"
 #include "backend/dnnl/row_softmax.h"
 #include "runtime/threads.h"
 
@@ -171,9 +172,15 @@ class BatchNormKernel final : public Kernel {
 // (1 / sqrt(var + eps) * weight; bias - mean * that), relu keeps a NaN.
 // Anything else (other layouts, another dim, 2-D parts, an older CPU) runs
 // the concat's and the batch_norm's own kernels one after the other.
+//
+// `int8_out` (the partition's out_scale and out_dtype: its readers are int8
+// convolutions) writes the result quantized as they read it, plain or
+// channels-last (parts in a channel-blocked layout are read so, into a
+// channels-last result); the op-by-op path quantizes its fp32 result.
 class ConcatBatchNormKernel final : public Kernel {
  public:
-  ConcatBatchNormKernel(std::unique_ptr<Kernel> cat, bool relu) : cat_(std::move(cat)), bn_(relu), relu_(relu) {
+  ConcatBatchNormKernel(std::unique_ptr<Kernel> cat, bool relu, std::optional<ActivationQuant> int8_out)
+      : cat_(std::move(cat)), bn_(relu), relu_(relu), int8_out_(int8_out) {
     cat_->allowBlockedOutput(0);  // the batch_norm takes both
     cat_->allowStridedOutput(0);
   }
@@ -190,7 +197,14 @@ class ConcatBatchNormKernel final : public Kernel {
   const char* primitiveKind() const override { return "batch_normalization"; }
   KernelReport report() const override {
     std::shared_ptr<const KernelReport> r = last_report_.load();
-    return r ? *r : bn_.report();  // null: the op-by-op path, the batch_norm's primitive
+    if (r) return *r;
+    KernelReport op_by_op = bn_.report();  // the op-by-op path: the batch_norm's primitive
+    if (int8_out_) {
+      op_by_op.output = "plain";
+      op_by_op.detail += std::string(op_by_op.detail.empty() ? "" : ", ") + "then quantized to " +
+                         (int8_out_->is_unsigned ? "u8" : "s8");
+    }
+    return op_by_op;
   }
 
   void run(const KernelArgs& a) override {
@@ -203,6 +217,13 @@ class ConcatBatchNormKernel final : public Kernel {
     cat_->run(KernelArgs{a.in, 2, cat_out, 1, a.ctx});
     bn_in[0] = &cat;
     bn_.run(KernelArgs{bn_in.data(), bn_in.size(), a.out, a.num_out, a.ctx, /*dying=*/1});
+    if (int8_out_) {  // quantized as the readers read it
+      const Tensor y = a.out[0]->tensor();
+      Tensor q = Tensor::empty(int8::storageType(*int8_out_), y.sizes());
+      int8::quantizeActivation(a.ctx, memoryOf(y), wrap(q), static_cast<float>(int8_out_->scale),
+                               int8_out_->zero_point);
+      a.set(0, std::move(q));
+    }
   }
 
  private:
@@ -254,8 +275,10 @@ class ConcatBatchNormKernel final : public Kernel {
       }
     }
     int64_t period;  // the result's, as affine::Strip's; 0 here for channels-last
-    if (blocking && !cl_ref && mixed_ok) {
-      if (!keep_blocked_) return false;
+    if (blocking && !cl_ref && mixed_ok && int8_out_ && follow_) {
+      period = 0;  // quantized: into channels-last
+    } else if (blocking && !cl_ref && mixed_ok) {
+      if (!keep_blocked_ || int8_out_) return false;
       period = blocking->block;
     } else if (std::all_of(parts.begin(), parts.end(), [](const Tensor& t) { return !t.isBlocked() && t.isContiguous(); })) {
       period = 1;
@@ -278,14 +301,35 @@ class ConcatBatchNormKernel final : public Kernel {
       }
     }
     Tensor out;
+    const ScalarType out_dtype = int8_out_ ? int8::storageType(*int8_out_) : ScalarType::Float;
     if (period > 1) {
       const memory::desc md(shape, memory::data_type::f32, blocking->tag);
       out = Tensor::blocked(Storage::allocate(md.get_size()), ScalarType::Float, shape, makeLayout(md));
+    } else if (period == 0 && cl_ref) {
+      out = Tensor::emptyLike(out_dtype, shape, *cl_ref);
+    } else if (period == 0) {  // blocked parts, quantized into channels-last: dims 0, 2, .., 1 outermost first
+      Shape strides(shape.size());
+      int64_t step = 1;
+      strides[1] = step;
+      step *= shape[1];
+      for (size_t d = shape.size(); d-- > 2;) {
+        strides[d] = step;
+        step *= shape[d];
+      }
+      strides[0] = step;
+      out = Tensor::fromStorage(Storage::allocate(static_cast<size_t>(step * shape[0]) * scalarTypeSize(out_dtype)),
+                                out_dtype, shape, strides, 0);
     } else {
-      out = period == 0 ? Tensor::emptyLike(ScalarType::Float, shape, *cl_ref) : Tensor::empty(ScalarType::Float, shape);
+      out = Tensor::empty(out_dtype, shape);
     }
-    affine::Job job{{}, scale.data(), shift.data(), relu_};
-    float* dst = out.data<float>();
+    affine::Job job{{}, scale.data(), shift.data(), relu_, std::nullopt};
+    if (int8_out_)
+      job.quantized = affine::Job::Quantized{static_cast<float>(int8_out_->scale), int8_out_->zero_point,
+                                             int8_out_->is_unsigned};
+    // element offsets into the result, whatever its element type
+    char* const base = static_cast<char*>(out.data());
+    const int64_t esize = static_cast<int64_t>(scalarTypeSize(out_dtype));
+    auto dst = [base, esize](int64_t at) { return static_cast<void*>(base + at * esize); };
     int64_t at = 0;  // the part's first channel in the result
     for (const Tensor& t : parts) {
       const int64_t cp = t.size(1);
@@ -293,17 +337,17 @@ class ConcatBatchNormKernel final : public Kernel {
       const std::optional<ChannelBlocking> pb = period == 0 ? channelBlocking(t) : std::nullopt;
       for (int64_t i = 0; i < n; ++i) {
         if (period > 1) {  // per image, the part's blocks are one run of the result's
-          job.strips.push_back({src + i * cp * spatial, dst + (i * c + at) * spatial, cp / period, spatial * period,
+          job.strips.push_back({src + i * cp * spatial, dst((i * c + at) * spatial), cp / period, spatial * period,
                                 spatial * period, spatial * period, at, period, period});
         } else if (period == 1) {
-          job.strips.push_back({src + i * cp * spatial, dst + (i * c + at) * spatial, cp, spatial, spatial, spatial, at, 1, 1});
+          job.strips.push_back({src + i * cp * spatial, dst((i * c + at) * spatial), cp, spatial, spatial, spatial, at, 1, 1});
         } else if (pb) {  // a blocked part into channels-last: per block, its pixels' rows into their slices
           const int64_t b = pb->block;
           for (int64_t j = 0; j < cp / b; ++j)
-            job.strips.push_back({src + (i * cp + j * b) * spatial, dst + i * c * spatial + at + j * b, spatial, b, b, c,
+            job.strips.push_back({src + (i * cp + j * b) * spatial, dst(i * c * spatial + at + j * b), spatial, b, b, c,
                                   at + j * b, 0, b});
         } else {  // a row per pixel: the part's channels into the pixel's slice of the result
-          job.strips.push_back({src + i * cp * spatial, dst + i * c * spatial + at, spatial, cp, cp, c, at, 0, cp});
+          job.strips.push_back({src + i * cp * spatial, dst(i * c * spatial + at), spatial, cp, cp, c, at, 0, cp});
         }
       }
       at += cp;
@@ -312,11 +356,12 @@ class ConcatBatchNormKernel final : public Kernel {
     const int64_t key = (period * 8 + ref.dim()) * 2 + (blocking && cl_ref ? 1 : 0);
     if (last_key_.exchange(key, std::memory_order_relaxed) != key) {
       const std::string layout = layoutName(period > 1 ? memory::desc(shape, memory::data_type::f32, blocking->tag)
-                                                       : plainDesc(period == 0 ? *cl_ref : ref));
+                                                       : plainDesc(out));
       last_report_.store(std::make_shared<const KernelReport>(KernelReport{
           "llga_cat_bnorm:avx2", layout, "", layout, period == 1 ? "" : "kept",  // plain NCHW is nothing kept
           std::string("parts normalised into the result") + (blocking && cl_ref ? " (mixed layouts)" : "") +
-              (relu_ ? ", relu fused" : "")}));
+              (relu_ ? ", relu fused" : "") +
+              (int8_out_ ? (int8_out_->is_unsigned ? ", written as u8" : ", written as s8") : "")}));
     }
     a.set(0, std::move(out));
     return true;
@@ -325,6 +370,7 @@ class ConcatBatchNormKernel final : public Kernel {
   std::unique_ptr<Kernel> cat_;
   BatchNormKernel bn_;
   bool relu_;
+  std::optional<ActivationQuant> int8_out_;
   bool keep_blocked_ = false, follow_ = false;
   std::atomic<int64_t> last_key_{-1};  // the latest call's layout (period, rank), or -1
   SharedSlot<const KernelReport> last_report_;  // its report, or null after the op-by-op path
@@ -569,10 +615,10 @@ class SoftmaxKernel final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> makeBatchNormRelu() { return std::make_unique<BatchNormKernel>(/*fuse_relu=*/true); }
-std::unique_ptr<Kernel> makeConcatBatchNorm(const Node& cat, bool relu) {
+std::unique_ptr<Kernel> makeConcatBatchNorm(const Node& cat, bool relu, std::optional<ActivationQuant> int8_out) {
   const OpDef* def = OpRegistry::global().find(cat.kind());
   if (!def) throw std::logic_error("concat_batchnorm: no kernel for " + cat.kind().toQualString());
-  return std::make_unique<ConcatBatchNormKernel>(def->make(cat), relu);
+  return std::make_unique<ConcatBatchNormKernel>(def->make(cat), relu, int8_out);
 }
 
 struct SoftmaxCache {
