@@ -49,6 +49,10 @@ struct FusionPattern {
   // permute or transpose of the output that keeps its last dim last, written
   // so by the kernel); else the group closes without it.
   const char* may_close = nullptr;
+  // Formed under llga.quantize too. False: a kernel with no int8 form whose
+  // ops, left apart, run int8 where the precision policy says (scaled_conv:
+  // its weights change per call, so its convolution would run fp32).
+  bool under_int8 = true;
 };
 
 // Highest tier first.

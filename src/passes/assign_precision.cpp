@@ -396,27 +396,36 @@ class AssignPrecision final : public Pass {
         changed |= setInt8Output(*p, ok ? q : std::nullopt);
       }
     }
-    // A concat_batchnorm partition computes in fp32 and can write its result
-    // quantized (backend/dnnl/channel_affine.h): where llga.quantize's int8
-    // convolutions alone read it, each as its activation at one quantization,
-    // it does, and they skip their quantizing pass (densenet121: the 1x1
-    // after each of its 58 concats).
-    for (Node* n : b->nodes()) {
-      if (!concatBatchNorm(*n)) continue;
-      const Value* v = n->output(0);
-      bool ok = !barred.count(v) && v->hasUses();
+    // Two fp32 producers can write their result quantized: a
+    // concat_batchnorm partition (backend/dnnl/channel_affine.h) and a float
+    // mul (squeeze-excite's map times its per-channel scale: ArithKernel in
+    // ops/binary.cpp, one pass). Where llga.quantize's int8 convolutions alone
+    // read the value, each as its activation at one quantization, they do,
+    // and the convolutions skip their quantizing pass (densenet121: the 1x1
+    // after each of its 58 concats; efficientnet_b0, regnet_y_800mf: the 1x1
+    // after each squeeze-excite).
+    auto readersQuant = [&](const Value* v) -> std::optional<ActivationQuant> {
+      if (barred.count(v) || !v->hasUses()) return std::nullopt;
       std::optional<ActivationQuant> q;
       for (const Use& u : v->uses()) {
-        ok = ok && u.user->owningBlock() == b && int8Conv(*u.user) && ownInt8(*u.user) &&
-             readAsActivation(*u.user, u.offset);
-        if (!ok) break;
+        if (u.user->owningBlock() != b || !int8Conv(*u.user) || !ownInt8(*u.user) || !readAsActivation(*u.user, u.offset))
+          return std::nullopt;
         const std::optional<ActivationQuant> r = activationQuantOf(*anchorOf(*u.user));
-        ok = !q || *q == *r;
+        if (q && *q != *r) return std::nullopt;
         q = r;
       }
-      changed |= setInt8Output(*n, ok && q ? q : std::nullopt);
-    }
+      return q;
+    };
+    for (Node* n : b->nodes())
+      if (concatBatchNorm(*n) || floatMul(*n)) changed |= setInt8Output(*n, readersQuant(n->output(0)));
     return changed;
+  }
+  // A mul of two float tensors, not in a partition.
+  static bool floatMul(const Node& n) {
+    if (n.kind().toQualString() != "aten::mul" || n.inputs().size() != 2 || n.outputs().size() != 1) return false;
+    for (const Value* v : {n.input(0), n.input(1), n.output(0)})
+      if (!v->type()->isTensor() || knownDtype(v) != ScalarType::Float) return false;
+    return true;
   }
   // A concat_batchnorm partition of one output.
   static bool concatBatchNorm(const Node& group) {

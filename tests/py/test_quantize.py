@@ -699,6 +699,64 @@ def test_concat_batchnorm_writes_u8_for_its_int8_readers():
     assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) > 0.999
 
 
+class _SqueezeExcite(nn.Module):
+    """A squeeze-excite block before a 1x1 convolution: the map (a
+    convolution's channels-last output, or with `on_input` the NCHW input
+    itself), times sigmoid(fc2(relu(fc1(mean)))) per channel, read by the
+    1x1. `relu` makes the map non-negative (u8), else it is signed.
+    `scaled_out` returns the scaled map too."""
+
+    def __init__(self, relu=True, on_input=False, scaled_out=False):
+        super().__init__()
+        torch.manual_seed(5)
+        self.stem, self.fc1, self.fc2 = nn.Conv2d(8, 16, 3, padding=1), nn.Conv2d(16, 4, 1), nn.Conv2d(4, 16, 1)
+        self.proj = nn.Conv2d(16, 8, 1)
+        self.relu, self.on_input, self.scaled_out = relu, on_input, scaled_out
+        if on_input:
+            self.fc1, self.fc2, self.proj = nn.Conv2d(8, 4, 1), nn.Conv2d(4, 8, 1), nn.Conv2d(8, 8, 1)
+        self.eval()
+
+    def forward(self, x):
+        m = x if self.on_input else self.stem(x)
+        m = torch.relu(m) if self.relu else m
+        s = torch.sigmoid(self.fc2(torch.relu(self.fc1(nn.functional.adaptive_avg_pool2d(m, 1)))))
+        y = m * s
+        out = self.proj(y)
+        return (out, y) if self.scaled_out else out
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("relu,on_input", [(True, False), (False, False), (True, True)])
+def test_squeeze_excite_mul_writes_int8_for_its_reader(batch, relu, on_input):
+    """The squeeze-excite mul read only by an int8 convolution writes its
+    product quantized at the convolution's scale (out_dtype u8, or the
+    signed grid as the backend writes it), in one pass for a channels-last
+    map (on_input: an NCHW map, multiplied then quantized), and the
+    convolution reads those bytes. The result has the bits of the same model
+    whose scaled map is also returned (so stays fp32). Under llga.quantize
+    the scaled_conv pattern (the scale folded into the 1x1's weights per
+    call, fp32 only) is not formed: the 1x1 runs int8."""
+    shape = (batch, 8, 12, 12)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(9)).numpy()
+    traced, q = quantized(_SqueezeExcite(relu, on_input), shape, seed=8)
+    _, ref = quantized(_SqueezeExcite(relu, on_input, scaled_out=True), shape, seed=8)
+    if batch == 1 and relu and not on_input:  # fp32 folds the scale into the 1x1 here
+        assert "scaled_conv" in [p.pattern for p in llga.optimize(traced).partitions]
+    assert "scaled_conv" not in [p.pattern for p in q.partitions]
+    proj = [p for p in q.partitions if p.pattern == "conv_post_ops"][-1]
+    assert proj.precision == "int8", proj
+    log = kernel_log(q, x)
+    muls = [e for e in log if e["op"] == "aten::mul"]
+    assert len(muls) == 1 and muls[0]["outputs"][0].split(":")[1].split()[0] in ("Byte", "Char"), muls
+    if not on_input:  # one pass: the result channels-last, as the map
+        assert muls[0]["outputs"][0].endswith("strided"), muls
+    np.testing.assert_array_equal(q(x), ref(x)[0])
+    with torch.no_grad():
+        want = traced(torch.from_numpy(x)).numpy().ravel().astype(np.float64)
+    got = q(x).ravel().astype(np.float64)
+    assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) > 0.999
+
+
 def kernel_log(q, x):
     llga.profiler.kernel_log.enable()
     try:

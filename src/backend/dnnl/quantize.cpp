@@ -153,6 +153,42 @@ void quantizeAffine(const float* x, int64_t n, float scale, int32_t zero_point, 
   }
 }
 
+template <typename T>
+void scaledRowScalar(const float* x, const float* s, int64_t c, float inv, float z, T* out) {
+  const float lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  for (int64_t j = 0; j < c; ++j) {
+    const float y = x[j] * s[j];
+    const float r = z + roundHalfEven(y * inv);
+    out[j] = static_cast<T>(!(r == r) ? lo : r < lo ? lo : r > hi ? hi : r);
+  }
+}
+
+template <typename T>
+LLGA_AVX512 void scaledRowAvx512(const float* x, const float* s, int64_t c, float inv, float z, T* out) {
+  const __m512 vinv = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z);
+  const __m512 vlo = _mm512_set1_ps(std::numeric_limits<T>::min()), vhi = _mm512_set1_ps(std::numeric_limits<T>::max());
+  for (int64_t j = 0; j < c; j += 16) {
+    const __mmask16 m = vec::tailMask(c - j);
+    const __m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), _mm512_maskz_loadu_ps(m, s + j));
+    const __m512i q = vec::quantize16(y, vinv, vz, vlo, vhi);
+    if constexpr (std::is_same_v<T, uint8_t>) _mm512_mask_cvtusepi32_storeu_epi8(out + j, m, q);
+    else _mm512_mask_cvtsepi32_storeu_epi8(out + j, m, q);
+  }
+}
+
+template <typename T>
+void quantizeScaledRowsAs(const float* x, int64_t rows, int64_t c, int64_t x_step, const float* s, float scale,
+                          int32_t zero_point, T* out, int64_t out_step) {
+  static const bool avx512 = vec::cpuHasAvx512();
+  const float inv = 1.0f / scale, z = static_cast<float>(zero_point);
+  const int threads = rows * c < kParallelGrain ? 1 : getNumThreads();
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t r = 0; r < rows; ++r) {
+    if (avx512) scaledRowAvx512(x + r * x_step, s, c, inv, z, out + r * out_step);
+    else scaledRowScalar(x + r * x_step, s, c, inv, z, out + r * out_step);
+  }
+}
+
 // out = (x - zero_point) * scale: the difference is a whole number, exact
 // in float, so one rounding, as PyTorch's dequantize.
 template <typename T>
@@ -331,6 +367,14 @@ Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale, int32_t zero_p
   dnnl::reorder::primitive_desc pd(src, dst, attr);
   execute(ctx, dnnl::reorder(pd), pd.scratchpad_desc(), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}});
   return out;
+}
+
+void quantizeScaledRows(const float* x, int64_t rows, int64_t c, int64_t x_step, const float* s, float scale,
+                        int32_t zero_point, bool is_unsigned, void* out, int64_t out_step) {
+  if (is_unsigned)
+    quantizeScaledRowsAs(x, rows, c, x_step, s, scale, zero_point, static_cast<uint8_t*>(out), out_step);
+  else
+    quantizeScaledRowsAs(x, rows, c, x_step, s, scale, zero_point, static_cast<int8_t*>(out), out_step);
 }
 
 bool isInt8(ScalarType t) { return t == ScalarType::Byte || t == ScalarType::Char; }

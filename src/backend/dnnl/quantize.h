@@ -105,6 +105,15 @@ void quantizeActivation(ExecContext& ctx, const dnnl::memory& src, const dnnl::m
 void quantizeActivationShifted(ExecContext& ctx, const dnnl::memory& src, const dnnl::memory& dst, float scale,
                                int32_t zero_point);
 
+// Row r of out (u8 or s8, `out_step` elements apart) = the quantized
+// (quantizeAffine's arithmetic) product of row r of x (`rows` rows of `c`
+// floats, `x_step` apart: a channels-last map's pixels) with s (c floats, one
+// per channel), the product rounded to float first as a mul's result is:
+// squeeze-excite's scaled map written for its int8 reader in one pass. On
+// llga's threads; AVX-512 where the CPU has it.
+void quantizeScaledRows(const float* x, int64_t rows, int64_t c, int64_t x_step, const float* s, float scale,
+                        int32_t zero_point, bool is_unsigned, void* out, int64_t out_step);
+
 // x (u8 or s8, plain, strided or blocked) back to fp32: a plain contiguous
 // tensor of x's sizes, (x - zero_point) * scale (one oneDNN reorder).
 Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale, int32_t zero_point = 0);

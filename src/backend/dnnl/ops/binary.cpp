@@ -13,6 +13,8 @@
 #include "backend/dnnl/post_ops.h"
 #include "backend/dnnl/ops/op_utils.h"
 #include "backend/dnnl/ops/primitive_cache.h"
+#include "backend/dnnl/quantize.h"
+#include "ir/precision.h"
 #include "runtime/strided.h"
 #include "runtime/threads.h"
 
@@ -645,9 +647,18 @@ std::optional<Tensor> blockedBinary(ExecContext& ctx, BinCache& cache, Bin op, c
 // add, sub, mul, div out of place: the ops between convolutions. They take
 // strided inputs and may give the result their dimension order, and take
 // blocked ones (blockedBinary) and may keep the result so.
+//
+// `int8_out` (the node's out_scale and out_dtype: under llga.quantize, a
+// float mul whose only readers are int8 convolutions) writes the result
+// quantized as they read it. A channels-last map times one number per
+// channel and image (squeeze-excite's scale) is multiplied and quantized in
+// one pass (int8::quantizeScaledRows); anything else is computed in fp32,
+// then quantized.
 class ArithKernel final : public Kernel {
  public:
-  ArithKernel(Bin op, std::function<void(const KernelArgs&, BinCache&)> fn) : op_(op), fn_(std::move(fn)) {}
+  ArithKernel(Bin op, std::function<void(const KernelArgs&, BinCache&)> fn,
+              std::optional<ActivationQuant> int8_out = std::nullopt)
+      : op_(op), fn_(std::move(fn)), int8_out_(int8_out) {}
   bool acceptsBlocked(size_t input) const override { return input < 2; }
   bool acceptsStrided(size_t) const override { return true; }
   // After a call in a blocked layout: the binary primitive and that layout.
@@ -665,6 +676,42 @@ class ArithKernel final : public Kernel {
   void allowStridedOutput(size_t output) override { strided_out_ = strided_out_ || output == 0; }
   void allowBlockedOutput(size_t output) override { blocked_out_ = blocked_out_ || output == 0; }
   void run(const KernelArgs& a) override {
+    if (!int8_out_) return runFloat(a);
+    if (op_ == Bin::Mul && a.num_in == 2 && strided_out_ && scaledMapQuantized(a)) return;
+    RtValue y;  // the fp32 result, then quantized
+    RtValue* outs[] = {&y};
+    runFloat(KernelArgs{a.in, a.num_in, outs, 1, a.ctx, /*dying=*/0, a.strided_out});
+    const Tensor& t = y.tensor();
+    Tensor q = Tensor::empty(int8::storageType(*int8_out_), t.sizes());
+    int8::quantizeActivation(a.ctx, memoryOf(t), wrap(q), static_cast<float>(int8_out_->scale), int8_out_->zero_point);
+    a.set(0, std::move(q));
+  }
+
+ private:
+  // x [N, C, H, W] channels-last (dense, float) times s [N, C, 1, 1] (float,
+  // channels contiguous), either order: the product quantized into a
+  // channels-last result, one pass. False (nothing done) for anything else.
+  bool scaledMapQuantized(const KernelArgs& a) const {
+    if (!a.input(0).isTensor() || !a.input(1).isTensor()) return false;
+    const bool first_is_map = a.tensor(0).dim() == 4 && a.tensor(0).size(2) * a.tensor(0).size(3) > 1;
+    const Tensor& x = a.tensor(first_is_map ? 0 : 1);
+    const Tensor& s = a.tensor(first_is_map ? 1 : 0);
+    if (x.dtype() != ScalarType::Float || s.dtype() != ScalarType::Float || x.isBlocked() || s.isBlocked() ||
+        x.dim() != 4 || s.dim() != 4)
+      return false;
+    const int64_t n = x.size(0), c = x.size(1), hw = x.size(2) * x.size(3);
+    if (s.size(0) != n || s.size(1) != c || s.size(2) != 1 || s.size(3) != 1 || (c > 1 && s.stride(1) != 1)) return false;
+    if (x.stride(1) != 1 || x.stride(3) != c || x.stride(2) != x.size(3) * c || x.stride(0) != hw * c) return false;
+    Tensor q = Tensor::emptyLike(int8::storageType(*int8_out_), x.sizes(), x);
+    for (int64_t i = 0; i < n; ++i)
+      int8::quantizeScaledRows(x.data<float>() + i * x.stride(0), hw, c, c, s.data<float>() + i * s.stride(0),
+                               static_cast<float>(int8_out_->scale), int8_out_->zero_point, int8_out_->is_unsigned,
+                               static_cast<char*>(q.data()) + i * hw * c, c);
+    a.set(0, std::move(q));
+    return true;
+  }
+
+  void runFloat(const KernelArgs& a) {
     KernelArgs b = a;
     b.strided_out = strided_out_ ? 1 : 0;
     const bool blocked = (a.input(0).isTensor() && a.tensor(0).isBlocked()) ||
@@ -682,9 +729,9 @@ class ArithKernel final : public Kernel {
     fn_(b, cache_);
   }
 
- private:
   Bin op_;
   std::function<void(const KernelArgs&, BinCache&)> fn_;
+  std::optional<ActivationQuant> int8_out_;
   BinCache cache_;
   BlockedTrace trace_;
   bool strided_out_ = false;
@@ -701,7 +748,8 @@ void addArith(OpRegistry& r, const std::string& name, Bin op, bool has_alpha, bo
     a.set(0, binary(a.ctx, c, op, a.input(0), b, strided ? reuseTarget(a, op, b) : std::nullopt, a.stridedOutputOk(0)));
   };
   if (strided)
-    r.add(OpDef{"aten::" + name, 2, max_in, [op, fn](const Node&) { return std::make_unique<ArithKernel>(op, fn); }});
+    r.add(OpDef{"aten::" + name, 2, max_in,
+                [op, fn](const Node& n) { return std::make_unique<ArithKernel>(op, fn, int8OutputOf(n)); }});
   else
     addCached<BinCache>(r, "aten::" + name, 2, max_in, fn);
   addCached<BinCache>(r, "aten::" + name + "_", 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
