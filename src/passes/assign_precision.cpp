@@ -369,10 +369,71 @@ class AssignPrecision final : public Pass {
       return out;
     };
     bool changed = false;
+    // Max poolings between a producer and its readers: int8 in and out, at
+    // the producer's scale, where the producer writes int8.
+    auto markPools = [&](const std::vector<Node*>& pools, const std::optional<ActivationQuant>& q) {
+      bool c = false;
+      for (Node* p : pools) {
+        c |= setPrecision(*p, q ? Precision::INT8 : Precision::F32);
+        c |= setPrecision(*anchorOf(*p), q ? Precision::INT8 : Precision::F32);
+        c |= setInt8Output(*p, q);
+      }
+      return c;
+    };
+    // Three fp32 producers can write their result quantized: a
+    // concat_batchnorm partition (backend/dnnl/channel_affine.h), a concat
+    // partition (its float parts quantized, int8 ones copied: ops/cat.cpp)
+    // and a float mul (squeeze-excite's map times its per-channel scale:
+    // ArithKernel in ops/binary.cpp, one pass). Where llga.quantize's int8
+    // convolutions alone read the value (through max poolings too), each as
+    // its activation at one quantization, they do, and the convolutions skip
+    // their quantizing pass (densenet121: the 1x1 after each of its 58
+    // concats; googlenet: the four branches reading each inception block's
+    // concat; efficientnet_b0, regnet_y_800mf: the 1x1 after each
+    // squeeze-excite).
+    auto readersQuant = [&](const Value* v, std::vector<Node*>& pools) -> std::optional<ActivationQuant> {
+      const std::vector<Use> readers = uses(v, pools);
+      if (readers.empty()) return std::nullopt;
+      std::optional<ActivationQuant> q;
+      for (const Use& u : readers) {
+        if (u.user->owningBlock() != b || !int8Conv(*u.user) || !ownInt8(*u.user) || !readAsActivation(*u.user, u.offset))
+          return std::nullopt;
+        const std::optional<ActivationQuant> r = activationQuantOf(*anchorOf(*u.user));
+        if (q && *q != *r) return std::nullopt;
+        q = r;
+      }
+      return q;
+    };
+    for (Node* n : b->nodes())
+      if (concatBatchNorm(*n) || concatPartition(*n) || floatMul(*n)) {
+        std::vector<Node*> pools;
+        const std::optional<ActivationQuant> q = readersQuant(n->output(0), pools);
+        changed |= setInt8Output(*n, q);
+        changed |= markPools(pools, q);
+      }
+    // A value that goes only into one list which only a concat partition
+    // writing int8 reads, as its parts: that partition's quantization (its
+    // producer writes it so, and the concat copies its bytes).
+    auto intoInt8Concat = [&](const Value* v) -> std::optional<ActivationQuant> {
+      if (barred.count(v) || v->uses().size() != 1) return std::nullopt;
+      const Node* list = v->uses()[0].user;
+      if (list->owningBlock() != b || list->kind() != prim::ListConstruct || list->outputs().size() != 1)
+        return std::nullopt;
+      const Value* l = list->output(0);
+      if (barred.count(l) || l->uses().size() != 1 || l->uses()[0].offset != 0) return std::nullopt;
+      const Node* cat = l->uses()[0].user;
+      if (cat->owningBlock() != b || !concatPartition(*cat)) return std::nullopt;
+      return int8OutputOf(*cat);
+    };
     for (Node* n : b->nodes()) {
       if (!int8Conv(*n) || n->outputs().size() != 1 ||
           !(chainReadsNothingElse(*n) || (ownInt8(*n) && chainReadsAtMostResidual(*n))))
         continue;
+      if (ownInt8(*n))
+        if (const std::optional<ActivationQuant> cq = intoInt8Concat(n->output(0))) {
+          changed |= setInt8Output(*n, cq);
+          continue;
+        }
       std::vector<Node*> pools;
       const std::vector<Use> readers = uses(n->output(0), pools);
       bool ok = !readers.empty();
@@ -390,34 +451,8 @@ class AssignPrecision final : public Pass {
       }
       ok = ok && q;
       changed |= setInt8Output(*n, ok ? q : std::nullopt);
-      for (Node* p : pools) {  // int8 in and out, at the producer's scale
-        changed |= setPrecision(*p, ok ? Precision::INT8 : Precision::F32);
-        changed |= setPrecision(*anchorOf(*p), ok ? Precision::INT8 : Precision::F32);
-        changed |= setInt8Output(*p, ok ? q : std::nullopt);
-      }
+      changed |= markPools(pools, ok ? q : std::nullopt);
     }
-    // Two fp32 producers can write their result quantized: a
-    // concat_batchnorm partition (backend/dnnl/channel_affine.h) and a float
-    // mul (squeeze-excite's map times its per-channel scale: ArithKernel in
-    // ops/binary.cpp, one pass). Where llga.quantize's int8 convolutions alone
-    // read the value, each as its activation at one quantization, they do,
-    // and the convolutions skip their quantizing pass (densenet121: the 1x1
-    // after each of its 58 concats; efficientnet_b0, regnet_y_800mf: the 1x1
-    // after each squeeze-excite).
-    auto readersQuant = [&](const Value* v) -> std::optional<ActivationQuant> {
-      if (barred.count(v) || !v->hasUses()) return std::nullopt;
-      std::optional<ActivationQuant> q;
-      for (const Use& u : v->uses()) {
-        if (u.user->owningBlock() != b || !int8Conv(*u.user) || !ownInt8(*u.user) || !readAsActivation(*u.user, u.offset))
-          return std::nullopt;
-        const std::optional<ActivationQuant> r = activationQuantOf(*anchorOf(*u.user));
-        if (q && *q != *r) return std::nullopt;
-        q = r;
-      }
-      return q;
-    };
-    for (Node* n : b->nodes())
-      if (concatBatchNorm(*n) || floatMul(*n)) changed |= setInt8Output(*n, readersQuant(n->output(0)));
     return changed;
   }
   // A mul of two float tensors, not in a partition.
@@ -426,6 +461,18 @@ class AssignPrecision final : public Pass {
     for (const Value* v : {n.input(0), n.input(1), n.output(0)})
       if (!v->type()->isTensor() || knownDtype(v) != ScalarType::Float) return false;
     return true;
+  }
+  // A concat partition of one aten::cat.
+  static bool concatPartition(const Node& group) {
+    static const Symbol pattern = Symbol::fromQualString("attr::pattern");
+    const AttrValue* a = group.attributes().find(pattern);
+    if (!a || !a->is<std::string>() || a->get<std::string>() != "concat" || group.outputs().size() != 1 ||
+        !group.subgraph())
+      return false;
+    int ops = 0;
+    for (const Node* m : group.subgraph()->nodes())
+      if (m->kind() != prim::Constant) ops += m->kind().toQualString() == "aten::cat" ? 1 : 100;
+    return ops == 1;
   }
   // A concat_batchnorm partition of one output.
   static bool concatBatchNorm(const Node& group) {

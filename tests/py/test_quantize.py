@@ -757,6 +757,73 @@ def test_squeeze_excite_mul_writes_int8_for_its_reader(batch, relu, on_input):
     assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) > 0.999
 
 
+class _Inception(nn.Module):
+    """Two inception blocks: the first's concat (a 1x1 + relu, a 3x3 + relu,
+    and a max pooling's 1x1 branch; with `float_part`, the block's input
+    itself as a fourth part, a float) is read by the second's four branches,
+    one through a max pooling; the second's concat by a 1x1. `cats_out`
+    returns both concats too."""
+
+    def __init__(self, float_part=False, cats_out=False):
+        super().__init__()
+        torch.manual_seed(6)
+        c_in = 8
+        self.stem = nn.Conv2d(3, c_in, 3, padding=1)
+        def block(c):
+            return nn.ModuleList([nn.Conv2d(c, 4, 1), nn.Conv2d(c, 6, 3, padding=1), nn.Conv2d(c, 2, 1)])
+        self.b1 = block(c_in)
+        c1 = 12 + (c_in if float_part else 0)
+        self.b2 = nn.ModuleList([nn.Conv2d(c1, 4, 1), nn.Conv2d(c1, 4, 1), nn.Conv2d(c1, 4, 1), nn.Conv2d(c1, 4, 1)])
+        self.head = nn.Conv2d(16, 8, 1)
+        self.float_part, self.cats_out = float_part, cats_out
+        self.eval()
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        parts = [torch.relu(self.b1[0](x)), torch.relu(self.b1[1](x)),
+                 torch.relu(self.b1[2](nn.functional.max_pool2d(x, 3, 1, 1)))]
+        c1 = torch.cat(parts + ([x] if self.float_part else []), 1)
+        c2 = torch.cat([self.b2[0](c1), torch.relu(self.b2[1](c1)), self.b2[2](c1),
+                        torch.relu(self.b2[3](nn.functional.max_pool2d(c1, 3, 1, 1)))], 1)
+        out = self.head(c2)
+        return (out, c1, c2) if self.cats_out else out
+
+
+@pytest.mark.parametrize("float_part", [False, True])
+def test_concat_writes_int8_for_its_readers_and_its_parts_arrive_so(float_part):
+    """A concat read only by int8 convolutions (one through a max pooling)
+    writes int8 at their quantization (out_dtype), the pooling pools it so,
+    and the convolutions whose outputs only go into its list write them at
+    that quantization: the concat copies bytes. A float part (the block's
+    input, also read elsewhere) is quantized by the concat. Against the same
+    model whose concats are also returned (so stay fp32, and each reader
+    quantizes them itself): every element within one step of the second
+    concat's quantization of the output's scale, and close to PyTorch."""
+    shape = (1, 3, 10, 10)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(9)).numpy()
+    traced, q = quantized(_Inception(float_part), shape, seed=8)
+    _, ref = quantized(_Inception(float_part, cats_out=True), shape, seed=8)
+    cats = [p for p in q.partitions if p.pattern == "concat"]
+    assert len(cats) == 2 and all(p.out_dtype in ("u8", "s8") for p in cats), cats
+    assert all(p.out_dtype == "fp32" for p in ref.partitions if p.pattern == "concat")
+    pools = [p for p in q.partitions if p.pattern == "pool_post_ops"]
+    assert [(p.precision, p.out_dtype) for p in pools][-1] == ("int8", cats[0].out_dtype), pools
+    log = kernel_log(q, x)
+    cat_log = [e for e in log if e["pattern"] == "concat"]
+    assert all(e["outputs"][0].split(":")[1].split()[0] in ("Byte", "Char") for e in cat_log), cat_log
+    # the first concat's parts: three int8 convolutions' outputs, and the float input with float_part
+    cats = [p for p in q.partitions if p.pattern == "concat"]  # their reports after a call
+    n_float = [int(d.split(", ")[1].split()[0]) for d in (p.detail for p in cats)]
+    assert n_float[0] == (1 if float_part else 0), [p.detail for p in cats]
+    got, want_ref = q(x), ref(x)[0]
+    step = np.abs(want_ref).max() / 127  # the output's scale is finer than this; a step in a concat moves it less
+    np.testing.assert_allclose(got, want_ref, rtol=0, atol=step)
+    with torch.no_grad():
+        want = traced(torch.from_numpy(x)).numpy().ravel().astype(np.float64)
+    got = got.ravel().astype(np.float64)
+    assert got @ want / np.linalg.norm(got) / np.linalg.norm(want) > 0.999
+
+
 def kernel_log(q, x):
     llga.profiler.kernel_log.enable()
     try:

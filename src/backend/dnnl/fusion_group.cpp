@@ -233,7 +233,8 @@ std::unique_ptr<Kernel> makeAnchorChainKernel(const Node& group, bool conv) {
 // pooling, layer_norm or concat: a plan of its own costs ~3 us a call), if it
 // has one op, which returns the group's outputs and reads only group inputs
 // and non-tensor constants.
-std::unique_ptr<Kernel> makeLoneOpKernel(const std::shared_ptr<Graph>& sub_ptr) {
+// `given`: that kernel for the op instead of its registered one.
+std::unique_ptr<Kernel> makeLoneOpKernel(const std::shared_ptr<Graph>& sub_ptr, std::unique_ptr<Kernel> given = nullptr) {
   const Graph& sub = *sub_ptr;
   std::vector<const Node*> ops = opsOf(sub);
   if (ops.size() != 1 || ops[0]->outputs().size() != sub.outputs().size()) return nullptr;
@@ -245,9 +246,9 @@ std::unique_ptr<Kernel> makeLoneOpKernel(const std::shared_ptr<Graph>& sub_ptr) 
     if (in->node()->kind() == prim::Constant && in->type()->isTensor()) return nullptr;
     sources.push_back(sourceOf(sub, in));
   }
-  const OpDef* def = OpRegistry::global().find(op.kind());
-  if (!def) return nullptr;
-  std::unique_ptr<Kernel> k = def->make(op);
+  const OpDef* def = given ? nullptr : OpRegistry::global().find(op.kind());
+  if (!given && !def) return nullptr;
+  std::unique_ptr<Kernel> k = given ? std::move(given) : def->make(op);
   const std::vector<OutLayout> layouts = outLayouts(op);  // as a plan would apply them
   for (size_t j = 0; j < layouts.size(); ++j)
     if (layouts[j].strided) k->allowStridedOutput(j);
@@ -283,6 +284,16 @@ std::unique_ptr<Kernel> makeConcatBatchNormKernel(const Node& group) {
   for (const Value* in : ops[0]->inputs()) sources.push_back(sourceOf(*sub, in));
   for (size_t i = 1; i < ops[1]->inputs().size(); ++i) sources.push_back(sourceOf(*sub, ops[1]->input(i)));
   return std::make_unique<FusedAnchorKernel>(makeConcatBatchNorm(*ops[0], relu, int8OutputOf(group)), std::move(sources));
+}
+
+// A concat, quantized where the partition says (out_scale, out_dtype: its
+// readers are int8 convolutions), else as any lone op.
+std::unique_ptr<Kernel> makeConcatKernel(const Node& group) {
+  std::shared_ptr<Graph> sub = subgraphOf(group);
+  const std::vector<const Node*> ops = opsOf(*sub);
+  if (std::optional<ActivationQuant> q = int8OutputOf(group); q && ops.size() == 1 && ops[0]->kind().toQualString() == "aten::cat")
+    if (std::unique_ptr<Kernel> k = makeLoneOpKernel(sub, makeQuantizedCat(*q))) return k;
+  return makeChainKernel(group);
 }
 
 }  // namespace
@@ -353,7 +364,8 @@ LLGA_REGISTER_PATTERN_KERNEL(concat_batchnorm,
 LLGA_REGISTER_PATTERN_KERNEL(pool_post_ops, "pooling, then its chain (llga chain)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(layernorm_post_ops, "layer_norm or group_norm, then its chain (llga chain)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(softmax_post_ops, "softmax, then its chain (llga chain)", makeChainKernel);
-LLGA_REGISTER_PATTERN_KERNEL(concat, "row copies of the parts (channels-last parts stay so)", makeChainKernel);
+LLGA_REGISTER_PATTERN_KERNEL(concat, "row copies of the parts (channels-last parts stay so); u8/s8 ones for int8 readers",
+                             makeConcatKernel);
 LLGA_REGISTER_PATTERN_KERNEL(binary_post_ops, "binary, then its chain (llga chain)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(eltwise_post_ops, "eltwise, then its chain (llga chain)", makeChainKernel);
 

@@ -19,7 +19,9 @@
 #include <optional>
 
 #include "backend/dnnl/dnnl_utils.h"
+#include "backend/dnnl/ops/fused.h"
 #include "backend/dnnl/ops/op_utils.h"
+#include "backend/dnnl/quantize.h"
 
 namespace llga {
 namespace {
@@ -184,20 +186,33 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim, bool follow) {
 // their order when its readers take strided tensors. Blocked parts are
 // concatenated blocked (catBlocked) when the readers take that, else made
 // plain first.
+//
+// `int8_out` (a concat partition's out_scale and out_dtype: its readers are
+// int8 convolutions) makes the result u8/s8: parts that arrive in that type
+// (their producers wrote them at this scale for it) are copied as they are,
+// float parts are quantized first (in their own layout), then the bytes are
+// concatenated as rows.
 class CatKernel final : public Kernel {
  public:
+  explicit CatKernel(std::optional<ActivationQuant> int8_out = std::nullopt) : int8_out_(int8_out) {}
   bool acceptsStrided(size_t input) const override { return input == 0; }
   void allowStridedOutput(size_t output) override { follow_ = follow_ || output == 0; }
   bool acceptsBlocked(size_t input) const override { return input == 0; }
   void allowBlockedOutput(size_t output) override { keep_blocked_ = keep_blocked_ || output == 0; }
   const char* primitiveKind() const override { return "concat"; }
   KernelReport report() const override {
+    if (int8_out_) {
+      const int quantized = last_quantized_.load(std::memory_order_relaxed);
+      return {"llga", "", "", "", "", std::string("written as ") + (int8_out_->is_unsigned ? "u8" : "s8") +
+                                          (quantized < 0 ? "" : ", " + std::to_string(quantized) + " float parts quantized")};
+    }
     return last_blocked_.load(std::memory_order_relaxed) ? KernelReport{"llga", "", "", "", "kept", "blocked parts"}
                                                          : KernelReport{};
   }
   void run(const KernelArgs& a) override {
     std::vector<Tensor> parts = tensorList(a.input(0));
     const int64_t dim = a.num_in > 1 ? a.toInt(1) : 0;
+    if (int8_out_) return runQuantized(a, std::move(parts), dim);
     if (keep_blocked_)
       if (std::optional<Tensor> out = catBlocked(parts, dim)) {
         last_blocked_.store(true, std::memory_order_relaxed);
@@ -210,6 +225,25 @@ class CatKernel final : public Kernel {
   }
 
  private:
+  void runQuantized(const KernelArgs& a, std::vector<Tensor> parts, int64_t dim) {
+    const ScalarType qt = int8::storageType(*int8_out_);
+    int quantized = 0;
+    for (Tensor& t : parts) {
+      if (t.dtype() == qt && !t.isBlocked()) continue;
+      if (t.dtype() != ScalarType::Float && t.dtype() != qt)
+        throw std::invalid_argument("cat: an int8 result takes float parts or parts of its own type, got " + t.describe());
+      if (t.isBlocked()) t = toPlain(a.ctx, t);
+      Tensor q = t.isPermutedDense() ? Tensor::emptyLike(qt, t.sizes(), t) : Tensor::empty(qt, t.sizes());
+      int8::quantizeActivation(a.ctx, wrap(t), wrap(q), static_cast<float>(int8_out_->scale), int8_out_->zero_point);
+      t = std::move(q);
+      ++quantized;
+    }
+    last_quantized_.store(quantized, std::memory_order_relaxed);
+    a.set(0, cat(parts, dim, follow_));
+  }
+
+  std::optional<ActivationQuant> int8_out_;
+  std::atomic<int> last_quantized_{-1};
   bool follow_ = false;        // every reader takes strided tensors
   bool keep_blocked_ = false;  // every reader takes blocked tensors
   std::atomic<bool> last_blocked_{false};
@@ -229,5 +263,7 @@ void registerCatOps(OpRegistry& r) {
 }  // namespace
 
 LLGA_REGISTER_OPS(registerCatOps);
+
+std::unique_ptr<Kernel> makeQuantizedCat(const ActivationQuant& int8_out) { return std::make_unique<CatKernel>(int8_out); }
 
 }  // namespace llga

@@ -32,5 +32,8 @@ std::unique_ptr<Kernel> makeBatchNormRelu();
 // `int8_out`: the result quantized so (the partition's out_scale and out_dtype).
 std::unique_ptr<Kernel> makeConcatBatchNorm(const Node& cat, bool relu,
                                             std::optional<ActivationQuant> int8_out = std::nullopt);
+// aten::cat whose result is quantized so (a concat partition's out_scale and
+// out_dtype): its parts arrive in that type or as floats to quantize.
+std::unique_ptr<Kernel> makeQuantizedCat(const ActivationQuant& int8_out);
 
 }  // namespace llga
