@@ -229,10 +229,10 @@ class CatKernel final : public Kernel {
     const ScalarType qt = int8::storageType(*int8_out_);
     int quantized = 0;
     for (Tensor& t : parts) {
-      if (t.dtype() == qt && !t.isBlocked()) continue;
-      if (t.dtype() != ScalarType::Float && t.dtype() != qt)
-        throw std::invalid_argument("cat: an int8 result takes float parts or parts of its own type, got " + t.describe());
       if (t.isBlocked()) t = toPlain(a.ctx, t);
+      if (t.dtype() == qt) continue;
+      if (t.dtype() != ScalarType::Float)
+        throw std::invalid_argument("cat: an int8 result takes float parts or parts of its own type, got " + t.describe());
       Tensor q = t.isPermutedDense() ? Tensor::emptyLike(qt, t.sizes(), t) : Tensor::empty(qt, t.sizes());
       int8::quantizeActivation(a.ctx, wrap(t), wrap(q), static_cast<float>(int8_out_->scale), int8_out_->zero_point);
       t = std::move(q);
