@@ -5,11 +5,13 @@
 // brgconv writes nhwc), with row tails, several strips, strided destinations,
 // relu's NaN rule and enough work to split across threads; and the same
 // forms written quantized to u8 and s8 (an int8 reader's input), with
-// rounding to nearest even, saturation and NaN at the lowest value.
+// rounding to nearest even, saturation and NaN at the lowest value, and in
+// bf16 (a bf16 reader's), rounded to nearest even as vcvtneps2bf16 does.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <type_traits>
@@ -28,10 +30,34 @@ struct Case {
 // What the kernel must write for y (after relu): y itself, or quantized as
 // int8::quantizeActivation does (y times 1 / scale, rounded to nearest even,
 // plus the zero point, saturated; NaN the lowest value).
+// bf16 of y by the definition: of the two bf16 values around y (its top 16
+// bits, and one step away from zero), the nearer, a tie to the even one;
+// a denormal y is a signed zero and a NaN quiet (vcvtneps2bf16's rules).
+uint16_t bf16Of(float y) {
+  uint32_t b;
+  std::memcpy(&b, &y, sizeof b);
+  if (std::isnan(y)) return static_cast<uint16_t>((b >> 16) | 0x40);
+  if (std::fpclassify(y) == FP_SUBNORMAL || y == 0.0f) return static_cast<uint16_t>((b >> 16) & 0x8000);
+  if (std::isinf(y)) return static_cast<uint16_t>(b >> 16);
+  const uint16_t lo = static_cast<uint16_t>(b >> 16), hi = static_cast<uint16_t>(lo + 1);
+  auto value = [](uint16_t h) {
+    const uint32_t w = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &w, sizeof f);
+    return static_cast<double>(f);
+  };
+  const double d_lo = std::fabs(static_cast<double>(y) - value(lo));
+  const double d_hi = std::isinf(value(hi)) ? std::ldexp(1.0, 128) - std::fabs(static_cast<double>(y)) : std::fabs(value(hi) - y);
+  if (d_lo != d_hi) return d_lo < d_hi ? lo : hi;
+  return (lo & 1) ? hi : lo;
+}
+
 template <typename T>
 T expected(float y, const std::optional<affine::Job::Quantized>& q) {
   if constexpr (std::is_same_v<T, float>) {
     return y;
+  } else if constexpr (std::is_same_v<T, uint16_t>) {
+    return bf16Of(y);
   } else {
     const float r = static_cast<float>(q->zero_point) + std::nearbyint(y * (1.0f / q->scale));
     const float lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
@@ -51,7 +77,7 @@ void runCaseAs(const Case& k, bool relu, int strips, std::optional<affine::Job::
   const int64_t src_size = k.rows * k.src_step + k.len, dst_size = k.rows * k.dst_step + k.len;
   std::vector<std::vector<float>> src(strips);
   std::vector<std::vector<T>> dst(strips);
-  affine::Job job{{}, scale.data(), shift.data(), relu, q};
+  affine::Job job{{}, scale.data(), shift.data(), relu, q, std::is_same_v<T, uint16_t>};
   const T untouched = static_cast<T>(std::is_same_v<T, float> ? 7.25f : 77.0f);
   for (int s = 0; s < strips; ++s) {
     src[s].resize(src_size);
@@ -118,7 +144,36 @@ TEST(ChannelAffine, EveryRowFormMatchesTheReference) {
       runCaseAs<uint8_t>(k, relu, 3, affine::Job::Quantized{0.02f, 0, true});
       runCaseAs<uint8_t>(k, relu, 3, affine::Job::Quantized{0.011f, 100, true});
       runCaseAs<int8_t>(k, relu, 3, affine::Job::Quantized{0.021f, -5, false});
+      runCaseAs<uint16_t>(k, relu, 3, std::nullopt);  // bf16
     }
+}
+
+// bf16 output: ties to even both ways, the largest floats to infinity,
+// infinities kept, NaN quiet, denormals flushed to signed zeros, on the
+// vector path and the tail.
+TEST(ChannelAffine, Bf16OutputRoundsAsVcvtneps2bf16) {
+  if (!affine::available()) GTEST_SKIP() << "llga's AVX2 kernels do not run on this CPU";
+  auto f = [](uint32_t bits) {
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {f(0x3f808000u), f(0x3f818000u), f(0x3f808001u), f(0xbf818000u), f(0x7f7fffffu), -inf,
+                                inf, std::numeric_limits<float>::quiet_NaN(), f(0x7f800001u), f(0x00000001u),
+                                f(0x80400000u), 0.0f, -0.0f, 1.0f / 3.0f, -2.5e-38f, 3.0e38f, 1.00390625f};
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> one(1, 1.0f), zero(1, 0.0f);
+  std::vector<uint16_t> out(x.size(), 0x1234);
+  affine::Job job{{{x.data(), out.data(), 1, n, n, n, 0, 0, 1}}, one.data(), zero.data(), false, std::nullopt, true};
+  affine::run(job);
+  for (int64_t i = 0; i < n; ++i)  // y = x * 1 + 0 (so -0 becomes +0)
+    EXPECT_EQ(out[i], bf16Of(std::fma(x[i], 1.0f, 0.0f))) << "x " << x[i] << " at " << i;
+  // the reference's own rules
+  EXPECT_EQ(bf16Of(f(0x3f808000u)), 0x3f80);  // a tie, to even (down)
+  EXPECT_EQ(bf16Of(f(0x3f818000u)), 0x3f82);  // a tie, to even (up)
+  EXPECT_EQ(bf16Of(f(0x7f7fffffu)), 0x7f80);  // to infinity
+  EXPECT_EQ(bf16Of(f(0x80400000u)), 0x8000);  // a denormal: -0
 }
 
 // Halves round to even, out-of-range values saturate, NaN and -inf give the

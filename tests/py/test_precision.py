@@ -438,3 +438,30 @@ def test_bf16_model_called_concurrently_from_threads():
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+@needs_bf16
+def test_concat_batchnorm_writes_bf16_for_its_bf16_readers():
+    """densenet's concat -> batch_norm -> relu read only by a bf16 1x1
+    convolution writes its result in bf16 (out_dtype), in one pass or after
+    its op-by-op path (the first concat mixes the NCHW input with a
+    convolution's channels-last output), and the convolution reads it as it
+    arrives. Rounding commutes with who rounds: the result has the bits of
+    the same model whose normalised concats are also returned (so stay fp32,
+    and the convolutions convert them)."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_quantize import _DenseLayers
+
+    x = torch.randn(1, 3, 10, 10, generator=torch.Generator().manual_seed(9))
+    c = llga.optimize(torch.jit.trace(_DenseLayers(), x), precision="bf16")
+    ref = llga.optimize(torch.jit.trace(_DenseLayers(cats_out=True), x), precision="bf16")
+    cats = [p for p in c.partitions if p.pattern == "concat_batchnorm"]
+    assert [p.out_dtype for p in cats] == ["bf16", "bf16"], cats
+    assert [p.out_dtype for p in ref.partitions if p.pattern == "concat_batchnorm"] == ["fp32", "fp32"]
+    got = c(x.numpy())
+    details = [p.detail for p in c.partitions if p.pattern == "concat_batchnorm"]
+    assert all(d.endswith(("written as bf16", "then converted to bf16")) for d in details), details
+    np.testing.assert_array_equal(got, ref(x.numpy())[0])
+    with torch.no_grad():
+        want = _DenseLayers()(x).numpy()
+    assert cosine(got, want) > 0.999

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
@@ -63,6 +64,33 @@ struct StoreQ {
     const float l = std::numeric_limits<Q>::min(), h = std::numeric_limits<Q>::max();
     *p = static_cast<Q>(!(r == r) ? l : r < l ? l : r > h ? h : r);
   }
+};
+
+// bf16 bits of v (vcvtneps2bf16's: denormals in and out flushed to zero,
+// NaN made quiet, otherwise rounded to nearest even).
+inline uint16_t bf16Bits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  if ((b & 0x7f800000u) == 0) b &= 0x80000000u;  // zero or denormal: a signed zero
+  if (v != v) return static_cast<uint16_t>((b | 0x00400000u) >> 16);
+  return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+struct StoreBF16 {
+  using T = uint16_t;
+  LLGA_AVX2 void put8(uint16_t* p, __m256 y) const {
+    __m256i b = _mm256_castps_si256(y);
+    const __m256i exp = _mm256_and_si256(b, _mm256_set1_epi32(0x7f800000));
+    const __m256i tiny = _mm256_cmpeq_epi32(exp, _mm256_setzero_si256());
+    b = _mm256_blendv_epi8(b, _mm256_and_si256(b, _mm256_set1_epi32(static_cast<int>(0x80000000u))), tiny);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(y, y, _CMP_UNORD_Q));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(b, _mm256_set1_epi32(0x00400000)), nan);
+    r = _mm256_srli_epi32(r, 16);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+  }
+  void put1(uint16_t* p, float y) const { *p = bf16Bits(y); }
 };
 
 // One row: x[j] -> y[j] with channel j % period of s and t (already offset to the row's first channel).
@@ -234,7 +262,9 @@ void run(const Job& job) {
     total += st.rows * st.len;
   }
   const int threads = total < kParallelGrain ? 1 : getNumThreads();
-  if (!job.quantized) {
+  if (job.bf16 && !job.quantized) {
+    runTasks(job, tasks, threads, StoreBF16{});
+  } else if (!job.quantized) {
     runTasks(job, tasks, threads, StoreF32{});
   } else if (job.quantized->is_unsigned) {
     runTasks(job, tasks, threads, StoreQ<uint8_t>(*job.quantized));

@@ -1,7 +1,7 @@
 // llga's own per-channel affine map, y = x * scale[c] + shift[c] (then
 // relu), from one buffer into another: an eval-mode batch_norm on strips of
 // its input, each written where the caller says (AVX2); the result in fp32,
-// or quantized to u8/s8 for an int8 reader.
+// in bf16 for a bf16 reader, or quantized to u8/s8 for an int8 reader.
 //
 // Why: densenet's every dense layer is concat -> batch_norm -> relu over all
 // the block's feature maps so far. Run as two ops, the concat copies every
@@ -13,7 +13,8 @@
 // llga.quantize, where the result's only readers are int8 convolutions
 // (densenet's 1x1 after every concat), it is written quantized as they read
 // it: a quarter of the bytes written, and no quantizing pass in the reader
-// (assign-precision's int8 edges).
+// (assign-precision's int8 edges); under precision="bf16", where they are
+// bf16 convolutions, in bf16 (half the bytes, no conversion pass).
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,10 @@ struct Job {
     bool is_unsigned = true;
   };
   std::optional<Quantized> quantized;
+  // bf16 output (without `quantized`): dst holds bf16, each rounded to
+  // nearest even, NaN quiet, a denormal flushed to a signed zero: the bits
+  // of AVX512-BF16's vcvtneps2bf16, which oneDNN's reorders use.
+  bool bf16 = false;
 };
 
 // Runs the strips, shared out among llga's threads when the job is large.

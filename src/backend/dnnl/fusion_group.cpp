@@ -283,7 +283,7 @@ std::unique_ptr<Kernel> makeConcatBatchNormKernel(const Node& group) {
   std::vector<Source> sources;
   for (const Value* in : ops[0]->inputs()) sources.push_back(sourceOf(*sub, in));
   for (size_t i = 1; i < ops[1]->inputs().size(); ++i) sources.push_back(sourceOf(*sub, ops[1]->input(i)));
-  return std::make_unique<FusedAnchorKernel>(makeConcatBatchNorm(*ops[0], relu, int8OutputOf(group)), std::move(sources));
+  return std::make_unique<FusedAnchorKernel>(makeConcatBatchNorm(*ops[0], relu, int8OutputOf(group), bf16Output(group)), std::move(sources));
 }
 
 // A concat, quantized where the partition says (out_scale, out_dtype: its

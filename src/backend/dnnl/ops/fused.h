@@ -29,9 +29,11 @@ std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> 
 std::unique_ptr<Kernel> makeBatchNormRelu();
 // concat -> batch_norm [-> relu] as one kernel (the concat_batchnorm pattern):
 // inputs are the concat's (parts, dim), then the batch_norm's from weight on;
-// `int8_out`: the result quantized so (the partition's out_scale and out_dtype).
+// `int8_out`: the result quantized so (the partition's out_scale and out_dtype);
+// `bf16_out`: in bf16 (out_dtype="bf16").
 std::unique_ptr<Kernel> makeConcatBatchNorm(const Node& cat, bool relu,
-                                            std::optional<ActivationQuant> int8_out = std::nullopt);
+                                            std::optional<ActivationQuant> int8_out = std::nullopt,
+                                            bool bf16_out = false);
 // aten::cat whose result is quantized so (a concat partition's out_scale and
 // out_dtype): its parts arrive in that type or as floats to quantize.
 std::unique_ptr<Kernel> makeQuantizedCat(const ActivationQuant& int8_out);

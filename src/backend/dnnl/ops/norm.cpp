@@ -177,10 +177,12 @@ class BatchNormKernel final : public Kernel {
 // convolutions) writes the result quantized as they read it, plain or
 // channels-last (parts in a channel-blocked layout are read so, into a
 // channels-last result); the op-by-op path quantizes its fp32 result.
+// `bf16_out` (out_dtype="bf16": its readers are bf16 convolutions) writes it
+// in bf16 the same way.
 class ConcatBatchNormKernel final : public Kernel {
  public:
-  ConcatBatchNormKernel(std::unique_ptr<Kernel> cat, bool relu, std::optional<ActivationQuant> int8_out)
-      : cat_(std::move(cat)), bn_(relu), relu_(relu), int8_out_(int8_out) {
+  ConcatBatchNormKernel(std::unique_ptr<Kernel> cat, bool relu, std::optional<ActivationQuant> int8_out, bool bf16_out)
+      : cat_(std::move(cat)), bn_(relu), relu_(relu), int8_out_(int8_out), bf16_out_(bf16_out && !int8_out) {
     cat_->allowBlockedOutput(0);  // the batch_norm takes both
     cat_->allowStridedOutput(0);
   }
@@ -199,10 +201,11 @@ class ConcatBatchNormKernel final : public Kernel {
     std::shared_ptr<const KernelReport> r = last_report_.load();
     if (r) return *r;
     KernelReport op_by_op = bn_.report();  // the op-by-op path: the batch_norm's primitive
-    if (int8_out_) {
+    if (int8_out_ || bf16_out_) {
       op_by_op.output = "plain";
-      op_by_op.detail += std::string(op_by_op.detail.empty() ? "" : ", ") + "then quantized to " +
-                         (int8_out_->is_unsigned ? "u8" : "s8");
+      op_by_op.detail += std::string(op_by_op.detail.empty() ? "" : ", ") +
+                         (bf16_out_ ? "then converted to bf16"
+                                    : std::string("then quantized to ") + (int8_out_->is_unsigned ? "u8" : "s8"));
     }
     return op_by_op;
   }
@@ -223,6 +226,11 @@ class ConcatBatchNormKernel final : public Kernel {
       int8::quantizeActivation(a.ctx, memoryOf(y), wrap(q), static_cast<float>(int8_out_->scale),
                                int8_out_->zero_point);
       a.set(0, std::move(q));
+    } else if (bf16_out_) {  // converted by oneDNN's reorder, as a bf16 reader converts
+      const Tensor y = a.out[0]->tensor();
+      Tensor h = Tensor::empty(ScalarType::BFloat16, y.sizes());
+      reorder(a.ctx, memoryOf(y), wrap(h));
+      a.set(0, std::move(h));
     }
   }
 
@@ -275,10 +283,11 @@ class ConcatBatchNormKernel final : public Kernel {
       }
     }
     int64_t period;  // the result's, as affine::Strip's; 0 here for channels-last
-    if (blocking && !cl_ref && mixed_ok && int8_out_ && follow_) {
-      period = 0;  // quantized: into channels-last
+    const bool narrow_out = int8_out_ || bf16_out_;  // written as u8/s8 or bf16: channels-last or plain
+    if (blocking && !cl_ref && mixed_ok && narrow_out && follow_) {
+      period = 0;  // into channels-last
     } else if (blocking && !cl_ref && mixed_ok) {
-      if (!keep_blocked_ || int8_out_) return false;
+      if (!keep_blocked_ || narrow_out) return false;
       period = blocking->block;
     } else if (std::all_of(parts.begin(), parts.end(), [](const Tensor& t) { return !t.isBlocked() && t.isContiguous(); })) {
       period = 1;
@@ -301,7 +310,7 @@ class ConcatBatchNormKernel final : public Kernel {
       }
     }
     Tensor out;
-    const ScalarType out_dtype = int8_out_ ? int8::storageType(*int8_out_) : ScalarType::Float;
+    const ScalarType out_dtype = int8_out_ ? int8::storageType(*int8_out_) : bf16_out_ ? ScalarType::BFloat16 : ScalarType::Float;
     if (period > 1) {
       const memory::desc md(shape, memory::data_type::f32, blocking->tag);
       out = Tensor::blocked(Storage::allocate(md.get_size()), ScalarType::Float, shape, makeLayout(md));
@@ -326,6 +335,7 @@ class ConcatBatchNormKernel final : public Kernel {
     if (int8_out_)
       job.quantized = affine::Job::Quantized{static_cast<float>(int8_out_->scale), int8_out_->zero_point,
                                              int8_out_->is_unsigned};
+    job.bf16 = bf16_out_;
     // element offsets into the result, whatever its element type
     char* const base = static_cast<char*>(out.data());
     const int64_t esize = static_cast<int64_t>(scalarTypeSize(out_dtype));
@@ -361,7 +371,8 @@ class ConcatBatchNormKernel final : public Kernel {
           "llga_cat_bnorm:avx2", layout, "", layout, period == 1 ? "" : "kept",  // plain NCHW is nothing kept
           std::string("parts normalised into the result") + (blocking && cl_ref ? " (mixed layouts)" : "") +
               (relu_ ? ", relu fused" : "") +
-              (int8_out_ ? (int8_out_->is_unsigned ? ", written as u8" : ", written as s8") : "")}));
+              (int8_out_ ? (int8_out_->is_unsigned ? ", written as u8" : ", written as s8") : "") +
+              (bf16_out_ ? ", written as bf16" : "")}));
     }
     a.set(0, std::move(out));
     return true;
@@ -371,6 +382,7 @@ class ConcatBatchNormKernel final : public Kernel {
   BatchNormKernel bn_;
   bool relu_;
   std::optional<ActivationQuant> int8_out_;
+  bool bf16_out_;
   bool keep_blocked_ = false, follow_ = false;
   std::atomic<int64_t> last_key_{-1};  // the latest call's layout (period, rank), or -1
   SharedSlot<const KernelReport> last_report_;  // its report, or null after the op-by-op path
@@ -615,10 +627,11 @@ class SoftmaxKernel final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> makeBatchNormRelu() { return std::make_unique<BatchNormKernel>(/*fuse_relu=*/true); }
-std::unique_ptr<Kernel> makeConcatBatchNorm(const Node& cat, bool relu, std::optional<ActivationQuant> int8_out) {
+std::unique_ptr<Kernel> makeConcatBatchNorm(const Node& cat, bool relu, std::optional<ActivationQuant> int8_out,
+                                            bool bf16_out) {
   const OpDef* def = OpRegistry::global().find(cat.kind());
   if (!def) throw std::logic_error("concat_batchnorm: no kernel for " + cat.kind().toQualString());
-  return std::make_unique<ConcatBatchNormKernel>(def->make(cat), relu, int8_out);
+  return std::make_unique<ConcatBatchNormKernel>(def->make(cat), relu, int8_out, bf16_out);
 }
 
 struct SoftmaxCache {
