@@ -27,11 +27,14 @@
 // their conversion (mobilenet's expand -> depthwise -> project, resnet's
 // conv1 -> conv2 in a block, and the residual stream from block to block,
 // which the readers' sum post-ops add as it arrives). Graph outputs and
-// values read in nested blocks or by anything else stay fp32. int8 edges
-// (out_scale, out_dtype) follow the same shape: int8Edges. There a
+// values read in nested blocks or by anything else stay fp32. A
 // concat_batchnorm partition (fp32; densenet's concat -> batch_norm -> relu)
-// read only by llga.quantize's int8 convolutions, as their activation, writes
-// its result quantized too.
+// read only by bf16 convolutions, as their activation, writes bf16 too. int8
+// edges (out_scale, out_dtype) follow the same shape: int8Edges, where
+// concat_batchnorm and concat partitions and float muls (squeeze-excite's)
+// read only by llga.quantize's int8 convolutions write their result
+// quantized too, and so do the convolutions whose outputs only go into such
+// a concat.
 //
 //   Given:  %y = llga::FusionGroup_0[pattern="conv_post_ops"](%x, %w)
 //           with_subgraph: %c = aten::conv2d(%x, %w, ...); %r = aten::relu(%c)
