@@ -465,25 +465,22 @@ class AssignPrecision final : public Pass {
       if (!v->type()->isTensor() || knownDtype(v) != ScalarType::Float) return false;
     return true;
   }
-  // A concat partition of one aten::cat.
-  static bool concatPartition(const Node& group) {
+  // A partition of the fusion pattern `name` with one output.
+  static bool partitionOf(const Node& group, const char* name) {
     static const Symbol pattern = Symbol::fromQualString("attr::pattern");
     const AttrValue* a = group.attributes().find(pattern);
-    if (!a || !a->is<std::string>() || a->get<std::string>() != "concat" || group.outputs().size() != 1 ||
-        !group.subgraph())
-      return false;
+    return a && a->is<std::string>() && a->get<std::string>() == name && group.outputs().size() == 1 &&
+           group.subgraph();
+  }
+  // A concat partition of one aten::cat.
+  static bool concatPartition(const Node& group) {
+    if (!partitionOf(group, "concat")) return false;
     int ops = 0;
     for (const Node* m : group.subgraph()->nodes())
       if (m->kind() != prim::Constant) ops += m->kind().toQualString() == "aten::cat" ? 1 : 100;
     return ops == 1;
   }
-  // A concat_batchnorm partition of one output.
-  static bool concatBatchNorm(const Node& group) {
-    static const Symbol pattern = Symbol::fromQualString("attr::pattern");
-    const AttrValue* a = group.attributes().find(pattern);
-    return a && a->is<std::string>() && a->get<std::string>() == "concat_batchnorm" && group.outputs().size() == 1 &&
-           group.subgraph();
-  }
+  static bool concatBatchNorm(const Node& group) { return partitionOf(group, "concat_batchnorm"); }
   // A partition that is one 2-D max pooling reading its input once: int8
   // passes through it exactly (the maximum of values quantized at one scale
   // is the quantized maximum; a window always holds one value of the input,

@@ -234,7 +234,8 @@ std::unique_ptr<Kernel> makeAnchorChainKernel(const Node& group, bool conv) {
 // has one op, which returns the group's outputs and reads only group inputs
 // and non-tensor constants.
 // `given`: that kernel for the op instead of its registered one.
-std::unique_ptr<Kernel> makeLoneOpKernel(const std::shared_ptr<Graph>& sub_ptr, std::unique_ptr<Kernel> given = nullptr) {
+std::unique_ptr<Kernel> makeLoneOpKernel(const std::shared_ptr<Graph>& sub_ptr,
+                                         std::unique_ptr<Kernel> given = nullptr) {
   const Graph& sub = *sub_ptr;
   std::vector<const Node*> ops = opsOf(sub);
   if (ops.size() != 1 || ops[0]->outputs().size() != sub.outputs().size()) return nullptr;
@@ -283,7 +284,8 @@ std::unique_ptr<Kernel> makeConcatBatchNormKernel(const Node& group) {
   std::vector<Source> sources;
   for (const Value* in : ops[0]->inputs()) sources.push_back(sourceOf(*sub, in));
   for (size_t i = 1; i < ops[1]->inputs().size(); ++i) sources.push_back(sourceOf(*sub, ops[1]->input(i)));
-  return std::make_unique<FusedAnchorKernel>(makeConcatBatchNorm(*ops[0], relu, int8OutputOf(group), bf16Output(group)), std::move(sources));
+  return std::make_unique<FusedAnchorKernel>(
+      makeConcatBatchNorm(*ops[0], relu, int8OutputOf(group), bf16Output(group)), std::move(sources));
 }
 
 // A concat, quantized where the partition says (out_scale, out_dtype: its
@@ -291,7 +293,8 @@ std::unique_ptr<Kernel> makeConcatBatchNormKernel(const Node& group) {
 std::unique_ptr<Kernel> makeConcatKernel(const Node& group) {
   std::shared_ptr<Graph> sub = subgraphOf(group);
   const std::vector<const Node*> ops = opsOf(*sub);
-  if (std::optional<ActivationQuant> q = int8OutputOf(group); q && ops.size() == 1 && ops[0]->kind().toQualString() == "aten::cat")
+  const std::optional<ActivationQuant> q = int8OutputOf(group);
+  if (q && ops.size() == 1 && ops[0]->kind().toQualString() == "aten::cat")
     if (std::unique_ptr<Kernel> k = makeLoneOpKernel(sub, makeQuantizedCat(*q))) return k;
   return makeChainKernel(group);
 }

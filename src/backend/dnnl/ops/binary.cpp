@@ -700,7 +700,8 @@ class ArithKernel final : public Kernel {
         x.dim() != 4 || s.dim() != 4)
       return false;
     const int64_t n = x.size(0), c = x.size(1), hw = x.size(2) * x.size(3);
-    if (s.size(0) != n || s.size(1) != c || s.size(2) != 1 || s.size(3) != 1 || (c > 1 && s.stride(1) != 1)) return false;
+    if (s.size(0) != n || s.size(1) != c || s.size(2) != 1 || s.size(3) != 1 || (c > 1 && s.stride(1) != 1))
+      return false;
     if (x.stride(1) != 1 || x.stride(3) != c || x.stride(2) != x.size(3) * c || x.stride(0) != hw * c) return false;
     Tensor q = Tensor::emptyLike(int8::storageType(*int8_out_), x.sizes(), x);
     for (int64_t i = 0; i < n; ++i)
