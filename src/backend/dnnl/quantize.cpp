@@ -369,6 +369,13 @@ Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale, int32_t zero_p
   return out;
 }
 
+Tensor quantizeTensor(ExecContext& ctx, const Tensor& x, const ActivationQuant& q) {
+  const ScalarType qt = storageType(q);
+  Tensor out = !x.isBlocked() && x.isPermutedDense() ? Tensor::emptyLike(qt, x.sizes(), x) : Tensor::empty(qt, x.sizes());
+  quantizeActivation(ctx, memoryOf(x), wrap(out), static_cast<float>(q.scale), q.zero_point);
+  return out;
+}
+
 void quantizeScaledRows(const float* x, int64_t rows, int64_t c, int64_t x_step, const float* s, float scale,
                         int32_t zero_point, bool is_unsigned, void* out, int64_t out_step) {
   if (is_unsigned)

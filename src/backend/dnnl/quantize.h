@@ -114,6 +114,11 @@ void quantizeActivationShifted(ExecContext& ctx, const dnnl::memory& src, const 
 void quantizeScaledRows(const float* x, int64_t rows, int64_t c, int64_t x_step, const float* s, float scale,
                         int32_t zero_point, bool is_unsigned, void* out, int64_t out_step);
 
+// x (fp32, plain, strided or blocked) quantized as q says
+// (quantizeActivation's arithmetic) into a new u8/s8 tensor, in x's
+// dimension order where x is dense (channels-last stays so), else plain.
+Tensor quantizeTensor(ExecContext& ctx, const Tensor& x, const ActivationQuant& q);
+
 // x (u8 or s8, plain, strided or blocked) back to fp32: a plain contiguous
 // tensor of x's sizes, (x - zero_point) * scale (one oneDNN reorder).
 Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale, int32_t zero_point = 0);

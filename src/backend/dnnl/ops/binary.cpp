@@ -681,10 +681,7 @@ class ArithKernel final : public Kernel {
     RtValue y;  // the fp32 result, then quantized
     RtValue* outs[] = {&y};
     runFloat(KernelArgs{a.in, a.num_in, outs, 1, a.ctx, /*dying=*/0, a.strided_out});
-    const Tensor& t = y.tensor();
-    Tensor q = Tensor::empty(int8::storageType(*int8_out_), t.sizes());
-    int8::quantizeActivation(a.ctx, memoryOf(t), wrap(q), static_cast<float>(int8_out_->scale), int8_out_->zero_point);
-    a.set(0, std::move(q));
+    a.set(0, int8::quantizeTensor(a.ctx, y.tensor(), *int8_out_));
   }
 
  private:

@@ -233,9 +233,7 @@ class CatKernel final : public Kernel {
       if (t.dtype() == qt) continue;
       if (t.dtype() != ScalarType::Float)
         throw std::invalid_argument("cat: an int8 result takes float parts or parts of its own type, got " + t.describe());
-      Tensor q = t.isPermutedDense() ? Tensor::emptyLike(qt, t.sizes(), t) : Tensor::empty(qt, t.sizes());
-      int8::quantizeActivation(a.ctx, wrap(t), wrap(q), static_cast<float>(int8_out_->scale), int8_out_->zero_point);
-      t = std::move(q);
+      t = int8::quantizeTensor(a.ctx, t, *int8_out_);
       ++quantized;
     }
     last_quantized_.store(quantized, std::memory_order_relaxed);

@@ -202,7 +202,7 @@ class ConcatBatchNormKernel final : public Kernel {
     if (r) return *r;
     KernelReport op_by_op = bn_.report();  // the op-by-op path: the batch_norm's primitive
     if (int8_out_ || bf16_out_) {
-      op_by_op.output = "plain";
+      op_by_op.output = bf16_out_ ? "plain" : "";  // quantized in the batch_norm's dense order, or plain
       op_by_op.detail += std::string(op_by_op.detail.empty() ? "" : ", ") +
                          (bf16_out_ ? "then converted to bf16"
                                     : std::string("then quantized to ") + (int8_out_->is_unsigned ? "u8" : "s8"));
@@ -221,11 +221,7 @@ class ConcatBatchNormKernel final : public Kernel {
     bn_in[0] = &cat;
     bn_.run(KernelArgs{bn_in.data(), bn_in.size(), a.out, a.num_out, a.ctx, /*dying=*/1});
     if (int8_out_) {  // quantized as the readers read it
-      const Tensor y = a.out[0]->tensor();
-      Tensor q = Tensor::empty(int8::storageType(*int8_out_), y.sizes());
-      int8::quantizeActivation(a.ctx, memoryOf(y), wrap(q), static_cast<float>(int8_out_->scale),
-                               int8_out_->zero_point);
-      a.set(0, std::move(q));
+      a.set(0, int8::quantizeTensor(a.ctx, a.out[0]->tensor(), *int8_out_));
     } else if (bf16_out_) {  // converted by oneDNN's reorder, as a bf16 reader converts
       const Tensor y = a.out[0]->tensor();
       Tensor h = Tensor::empty(ScalarType::BFloat16, y.sizes());
