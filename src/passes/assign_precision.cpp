@@ -560,25 +560,18 @@ class AssignPrecision final : public Pass {
     for (Node* n : b->nodes())
       for (Block* sub : n->blocks()) changed |= edges(sub);
     const std::unordered_set<const Value*> barred = valuesLeavingOps(b);
+    // Besides such partitions, a concat_batchnorm partition (fp32) read only
+    // by them, each as its activation, writes its result in bf16 (the channel
+    // affine's bf16 store), so they skip their conversion (densenet121: the
+    // 1x1 after each of its 58 concats, and the transitions').
     for (Node* n : b->nodes()) {
-      if (!bf16Io(*n) || n->outputs().size() != 1 || !chainReadsAtMostResidual(*n)) continue;
+      const bool io = bf16Io(*n) && n->outputs().size() == 1 && chainReadsAtMostResidual(*n);
+      if (!io && !concatBatchNorm(*n)) continue;
       const Value* v = n->output(0);
       bool ok = !barred.count(v) && v->hasUses();
       for (const Use& u : v->uses())
         ok = ok && u.user->owningBlock() == b && bf16Io(*u.user) &&
-             (readAsActivation(*u.user, u.offset) || readAsResidual(*u.user, u.offset));
-      changed |= setBf16Output(*n, ok);
-    }
-    // A concat_batchnorm partition (fp32) read only by such partitions, each
-    // as its activation, writes its result in bf16 (the channel affine's
-    // bf16 store), so they skip their conversion (densenet121: the 1x1 after
-    // each of its 58 concats, and the transitions').
-    for (Node* n : b->nodes()) {
-      if (!concatBatchNorm(*n)) continue;
-      const Value* v = n->output(0);
-      bool ok = !barred.count(v) && v->hasUses();
-      for (const Use& u : v->uses())
-        ok = ok && u.user->owningBlock() == b && bf16Io(*u.user) && readAsActivation(*u.user, u.offset);
+             (readAsActivation(*u.user, u.offset) || (io && readAsResidual(*u.user, u.offset)));
       changed |= setBf16Output(*n, ok);
     }
     return changed;
