@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <vector>
 
 #include "backend/dnnl/activations.h"
+#include "backend/dnnl/vec_math.h"
 #include "runtime/threads.h"
 
 using namespace llga;
@@ -152,7 +154,7 @@ TEST(Gelu, SplitAcrossThreadsCoversEveryElementOnce) {
 // saturated: every length up to past four vectors (each tail), u8 and s8,
 // values spanning both saturations, split across threads (100k elements).
 TEST(SwishQuantize, RoundsAndSaturatesAsTheReference) {
-  if (!swishQuantizeEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!swishNarrowEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
   for (bool is_unsigned : {true, false}) {
     const float inv_scale = 9.5f;
     const int32_t zp = is_unsigned ? 128 : -3;
@@ -172,5 +174,87 @@ TEST(SwishQuantize, RoundsAndSaturatesAsTheReference) {
       }
       for (size_t i = static_cast<size_t>(n); i < q.size(); ++i) ASSERT_EQ(q[i], 0xa5) << "wrote past the end, n=" << n;
     }
+  }
+}
+
+namespace {
+
+// bf16 bits of v by definition: the nearer of the two bf16 values around v
+// (ties to the even one), a NaN quiet, denormals in and out signed zeros
+// (vcvtneps2bf16's rules).
+uint16_t bf16ByDefinition(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  const uint16_t sign = static_cast<uint16_t>((b >> 16) & 0x8000u);
+  if (std::isnan(v)) return static_cast<uint16_t>((b >> 16) | 0x0040u);
+  if (std::fpclassify(v) == FP_SUBNORMAL || v == 0.0f) return sign;
+  if (std::isinf(v)) return static_cast<uint16_t>(b >> 16);
+  const uint16_t down = static_cast<uint16_t>(b >> 16);  // toward zero
+  float fdown;
+  const uint32_t down_bits = static_cast<uint32_t>(down) << 16;
+  std::memcpy(&fdown, &down_bits, sizeof fdown);
+  const double mag = std::fabs(static_cast<double>(v)), low = std::fabs(static_cast<double>(fdown));
+  const double ulp = std::ldexp(1.0, std::ilogb(fdown) - 7);  // one step of bf16's 8-bit significand
+  const double above = mag - low, below = low + ulp - mag;
+  const bool up = above > below || (above == below && (down & 1u));
+  return static_cast<uint16_t>(down + (up ? 1 : 0));  // up from the largest finite value gives inf's bits
+}
+
+}  // namespace
+
+// vec::bf16Bits16 (the conversion swishToBf16 stores with) on floats whose
+// rounding is special, then on 2^20 bit patterns of every kind.
+LLGA_AVX512 void bf16Bits16Of(const float* x, uint16_t* out) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), vec::bf16Bits16(_mm512_loadu_ps(x)));
+}
+
+TEST(SwishToBf16, ConversionRoundsAsVcvtneps2bf16) {
+  if (!swishNarrowEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const float big = std::ldexp(255.5f / 128, 127);  // halfway between bf16's largest finite value and the next step
+  std::vector<float> x = {1.00390625f, 1.01171875f, -1.00390625f, 1.0f + 1.0f / 256 + 1.0f / 65536,  // ties down, up; above
+                          std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::signaling_NaN(),
+                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), big, -big,
+                          std::numeric_limits<float>::max(), 1e-39f, -1e-39f, 1.1754944e-38f, 0.0f, -0.0f};
+  uint32_t state = 12345;
+  for (int i = 0; i < (1 << 20); ++i) {
+    state = state * 1664525u + 1013904223u;
+    float f;
+    std::memcpy(&f, &state, sizeof f);
+    x.push_back(f);
+  }
+  std::vector<uint16_t> got(16);
+  for (size_t i = 0; i + 16 <= x.size(); i += 16) {
+    bf16Bits16Of(x.data() + i, got.data());
+    for (size_t j = 0; j < 16; ++j) {
+      uint32_t b;
+      std::memcpy(&b, &x[i + j], sizeof b);
+      ASSERT_EQ(got[j], bf16ByDefinition(x[i + j])) << "bits 0x" << std::hex << b;
+    }
+  }
+}
+
+// swishToBf16 writes the bf16 rounding of the float swish (swishInPlace's
+// values) for every element: each tail length, across threads (100k), and
+// special inputs (NaN, +-inf, zeros, denormals, overflow).
+TEST(SwishToBf16, WritesTheFloatSwishRoundedAsVcvtneps2bf16) {
+  if (!swishNarrowEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<float> special = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                                -std::numeric_limits<float>::infinity(), 0.0f, -0.0f, 1e-39f, -1e-39f, 3e38f, -100.0f,
+                                1.00390625f, 1.01171875f, 2.0f + 1.0f / 64};
+  for (int64_t n : {1, 12, 15, 16, 17, 63, 64, 65, 79, 100000}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      x[static_cast<size_t>(i)] = i < static_cast<int64_t>(special.size()) && n < 100000
+                                      ? special[static_cast<size_t>(i)]
+                                      : -40.0f + 80.0f * static_cast<float>((i * 7919) % 10007) / 10007.0f;
+    std::vector<float> swished = x;
+    swishInPlace(swished.data(), n);
+    std::vector<uint16_t> q(static_cast<size_t>(n) + 16, 0xa5a5);
+    swishToBf16(x.data(), q.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float s = swished[static_cast<size_t>(i)];
+      ASSERT_EQ(q[static_cast<size_t>(i)], bf16ByDefinition(s)) << "x=" << x[static_cast<size_t>(i)] << " swish " << s << " n=" << n;
+    }
+    for (size_t i = static_cast<size_t>(n); i < q.size(); ++i) ASSERT_EQ(q[i], 0xa5a5) << "wrote past the end, n=" << n;
   }
 }

@@ -135,34 +135,52 @@ void inParallel(int64_t n, const Range& range) {
   }
 }
 
-// q[i] = saturate(round(swish(p[i]) * inv_scale + zero_point)) for i in
-// [begin, end), as u8 (U) or s8; round half to even, as oneDNN's int8 dst.
-template <bool U>
-LLGA_AVX512 void swishQuantizeRange(const float* p, uint8_t* q, int64_t begin, int64_t end, float inv_scale,
-                                    float zero_point) {
-  const __m512 s = _mm512_set1_ps(inv_scale), z = _mm512_set1_ps(zero_point);
-  auto one = [&](__m512 x) LLGA_AVX512 {
-    const __m512i v = _mm512_cvtps_epi32(_mm512_fmadd_ps(vec::swish16(x), s, z));
-    return U ? _mm512_max_epi32(v, _mm512_setzero_si512()) : v;  // (vpmovusdb reads dwords as unsigned)
-  };
-  auto store = [&](int64_t at, __m512i v) LLGA_AVX512 {
-    if constexpr (U) _mm_storeu_si128(reinterpret_cast<__m128i*>(q + at), _mm512_cvtusepi32_epi8(v));
-    else _mm_storeu_si128(reinterpret_cast<__m128i*>(q + at), _mm512_cvtsepi32_epi8(v));
-  };
+// q[i] = narrow(swish(p[i])) for i in [begin, end): Out's put16 converts
+// and stores 16 lanes, its putTail the first n < 16 of them.
+template <class Out>
+LLGA_AVX512 void swishNarrowRange(const float* p, typename Out::T* q, int64_t begin, int64_t end, const Out& out) {
   int64_t i = begin;
   for (; i + 64 <= end; i += 64) {  // four vectors a step, as range16 (their long chains overlap)
-    const __m512i a = one(_mm512_loadu_ps(p + i)), b = one(_mm512_loadu_ps(p + i + 16));
-    const __m512i c = one(_mm512_loadu_ps(p + i + 32)), d = one(_mm512_loadu_ps(p + i + 48));
-    store(i, a), store(i + 16, b), store(i + 32, c), store(i + 48, d);
+    const __m512 a = vec::swish16(_mm512_loadu_ps(p + i)), b = vec::swish16(_mm512_loadu_ps(p + i + 16));
+    const __m512 c = vec::swish16(_mm512_loadu_ps(p + i + 32)), d = vec::swish16(_mm512_loadu_ps(p + i + 48));
+    out.put16(q + i, a), out.put16(q + i + 16, b), out.put16(q + i + 32, c), out.put16(q + i + 48, d);
   }
-  for (; i + 16 <= end; i += 16) store(i, one(_mm512_loadu_ps(p + i)));
-  if (i < end) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (end - i)) - 1);
-    const __m512i v = one(_mm512_maskz_loadu_ps(m, p + i));
-    if constexpr (U) _mm512_mask_cvtusepi32_storeu_epi8(q + i, m, v);
-    else _mm512_mask_cvtsepi32_storeu_epi8(q + i, m, v);
-  }
+  for (; i + 16 <= end; i += 16) out.put16(q + i, vec::swish16(_mm512_loadu_ps(p + i)));
+  if (i < end) out.putTail(q + i, end - i, vec::swish16(_mm512_maskz_loadu_ps(vec::tailMask(end - i), p + i)));
 }
+
+// saturate(round(y * inv_scale + zero_point)) as u8 (U) or s8; round half
+// to even, as oneDNN's int8 dst.
+template <bool U>
+struct QuantizedOut {
+  using T = uint8_t;
+  float inv_scale, zero_point;
+  LLGA_AVX512 __m512i convert(__m512 y) const {
+    const __m512i v = _mm512_cvtps_epi32(_mm512_fmadd_ps(y, _mm512_set1_ps(inv_scale), _mm512_set1_ps(zero_point)));
+    return U ? _mm512_max_epi32(v, _mm512_setzero_si512()) : v;  // (vpmovusdb reads dwords as unsigned)
+  }
+  LLGA_AVX512 void put16(T* q, __m512 y) const {
+    if constexpr (U) _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtusepi32_epi8(convert(y)));
+    else _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(convert(y)));
+  }
+  LLGA_AVX512 void putTail(T* q, int64_t n, __m512 y) const {
+    if constexpr (U) _mm512_mask_cvtusepi32_storeu_epi8(q, vec::tailMask(n), convert(y));
+    else _mm512_mask_cvtsepi32_storeu_epi8(q, vec::tailMask(n), convert(y));
+  }
+};
+
+// bf16, as vcvtneps2bf16 rounds (vec::bf16Bits16).
+struct Bf16Out {
+  using T = uint16_t;
+  LLGA_AVX512 void put16(T* q, __m512 y) const {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), vec::bf16Bits16(y));
+  }
+  LLGA_AVX512 void putTail(T* q, int64_t n, __m512 y) const {
+    alignas(32) uint16_t lanes[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), vec::bf16Bits16(y));
+    std::memcpy(q, lanes, static_cast<size_t>(n) * sizeof(uint16_t));
+  }
+};
 
 }  // namespace
 
@@ -180,13 +198,17 @@ void swishInPlace(float* p, int64_t n) {
   inParallel(n, [p](int64_t lo, int64_t hi) { swishAnyRange(p, lo, hi); });
 }
 
-bool swishQuantizeEnabled() { return fastSwishEnabled() && vec::cpuHasAvx512(); }
+bool swishNarrowEnabled() { return fastSwishEnabled() && vec::cpuHasAvx512(); }
 
 void swishQuantize(const float* p, void* q, int64_t n, float inv_scale, int32_t zero_point, bool is_unsigned) {
   auto* out = static_cast<uint8_t*>(q);
   const float zp = static_cast<float>(zero_point);
-  if (is_unsigned) inParallel(n, [&](int64_t lo, int64_t hi) { swishQuantizeRange<true>(p, out, lo, hi, inv_scale, zp); });
-  else inParallel(n, [&](int64_t lo, int64_t hi) { swishQuantizeRange<false>(p, out, lo, hi, inv_scale, zp); });
+  if (is_unsigned) inParallel(n, [&](int64_t lo, int64_t hi) { swishNarrowRange(p, out, lo, hi, QuantizedOut<true>{inv_scale, zp}); });
+  else inParallel(n, [&](int64_t lo, int64_t hi) { swishNarrowRange(p, out, lo, hi, QuantizedOut<false>{inv_scale, zp}); });
+}
+
+void swishToBf16(const float* p, uint16_t* q, int64_t n) {
+  inParallel(n, [&](int64_t lo, int64_t hi) { swishNarrowRange(p, q, lo, hi, Bf16Out{}); });
 }
 
 bool fastGeluEnabled() {

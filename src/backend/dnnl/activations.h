@@ -44,16 +44,22 @@ void swishInPlace(float* p, int64_t n);
 // in PyTorch. Requires fastGeluEnabled().
 void geluErfInPlace(float* p, int64_t n);
 
-// True when swishQuantize can run: fastSwishEnabled() and AVX-512F.
-bool swishQuantizeEnabled();
+// True when swishQuantize and swishToBf16 can run: fastSwishEnabled() and AVX-512F.
+bool swishNarrowEnabled();
 
 // q[i] = saturate(round(p[i] * sigmoid(p[i]) * inv_scale + zero_point)), u8
 // or s8, for i < n: a quantized output's swish, after a primitive that wrote
 // fp32 without it. oneDNN 2.6's int8 kernels apply a swish post-op at a
 // fraction of their speed (efficientnet_b0's 16 -> 96 expand at 112x112,
 // hot: 382 us into u8 with it, 114 into fp32 without). Rounds half to even
-// as oneDNN's int8 dst does. Requires swishQuantizeEnabled().
+// as oneDNN's int8 dst does. Requires swishNarrowEnabled().
 void swishQuantize(const float* p, void* q, int64_t n, float inv_scale, int32_t zero_point, bool is_unsigned);
+
+// q[i] = bf16(p[i] * sigmoid(p[i])) for i < n, rounded as vcvtneps2bf16
+// does (to nearest even; denormals to signed zeros): a bf16 output's swish,
+// after a primitive that wrote fp32 without it, where oneDNN's bf16 kernels
+// would apply the post-op with its divide. Requires swishNarrowEnabled().
+void swishToBf16(const float* p, uint16_t* q, int64_t n);
 
 // Runs `a` (not None) over p[0, n).
 void runOwnActivation(OwnActivation a, float* p, int64_t n);

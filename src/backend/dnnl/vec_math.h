@@ -114,6 +114,20 @@ LLGA_AVX512 inline __m512i quantize16(__m512 v, __m512 inv, __m512 z, __m512 lo,
   return _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi));
 }
 
+// The bf16 bits of 16 floats as vcvtneps2bf16 gives them (rounded to
+// nearest even, a NaN made quiet, denormals in and out flushed to signed
+// zeros), in AVX-512F integer ops, so that a CPU without AVX512-BF16 writes
+// the same bits. channel_affine.cpp's StoreBF16 is the 8-lane AVX2 form.
+LLGA_AVX512 inline __m256i bf16Bits16(__m512 y) {
+  __m512i b = _mm512_castps_si512(y);
+  const __mmask16 tiny = _mm512_testn_epi32_mask(b, _mm512_set1_epi32(0x7f800000));  // exponent 0
+  b = _mm512_mask_and_epi32(b, tiny, b, _mm512_set1_epi32(static_cast<int>(0x80000000u)));
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+  r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q), b, _mm512_set1_epi32(0x00400000));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
 // The first min(n, 16) lanes.
 LLGA_AVX512 inline __mmask16 tailMask(int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);

@@ -76,10 +76,12 @@ struct ConvEntry {
   // fp32, or adds them as binary operands): each call converts them first.
   bool operands_to_f32 = false;
   OwnActivation act_after = OwnActivation::None;  // the chain's final silu/gelu, run after the primitive (backend/dnnl/activations.h)
-  // The chain's final silu into a quantized output: the primitive writes
-  // fp32 (dst_md) without it, and llga's swishQuantize writes the output
-  // (dst_dtype, quantized so) from that.
+  // The chain's final silu into a narrow output, quantized (swish_quantize)
+  // or bf16 (swish_bf16): the primitive writes fp32 (dst_md) without it, and
+  // llga's swishQuantize or swishToBf16 writes the output (dst_dtype) from that.
   std::optional<ActivationQuant> swish_quantize;
+  bool swish_bf16 = false;
+  bool narrowSwish() const { return swish_quantize || swish_bf16; }
   bool winograd = false;    // weights in a Winograd format (oneDNN's or llga's): no reorder out of it
   bool height_one = false;  // a 1-D depthwise convolution run as a 2-D one of height 1 (liftsTo2d)
   bool bf16 = false;        // src and weights bf16 (the kernel's precision, where oneDNN had a kernel)
@@ -200,7 +202,9 @@ class ConvKernel final : public Kernel {
                : !int8::hasVnni()  ? "fp32: oneDNN's int8 kernels here have no VNNI"
                                    : "fp32: oneDNN has no int8 kernel for this convolution";
     if (e->height_one) detail += (detail.empty() ? "" : "; ") + std::string("1-D depthwise run as 2-D of height 1");
-    const std::string impl = e->impl + ownActivationSuffix(e->act_after) + (e->swish_quantize ? "+llga_swish_quantize" : "");
+    const std::string impl = e->impl + ownActivationSuffix(e->act_after) + (e->swish_quantize ? "+llga_swish_quantize"
+                                                                   : e->swish_bf16 ? "+llga_swish_bf16"
+                                                                                   : "");
     return {impl, layoutName(e->src_md), layoutName(e->wei_md, true), layoutName(e->dst_md), kept ? "kept" : "plain",
             detail};
   }
@@ -366,10 +370,10 @@ class ConvKernel final : public Kernel {
     // blocked tensor.
     const bool keep_strided = strided_output_ && batched && e->dst_strided && e->dst_md != e->dst_plain;
     const bool keep_blocked =
-        !keep_strided && !e->swish_quantize && blocked_output_ && batched && !lifted && e->dst_md != e->dst_plain;
+        !keep_strided && !e->narrowSwish() && blocked_output_ && batched && !lifted && e->dst_md != e->dst_plain;
     // dst is written in the primitive's layout: into `out` itself, or into a
-    // temporary reordered (or, swish_quantize, quantized) into `out` afterwards.
-    const bool direct = !e->swish_quantize && (keep_blocked || keep_strided || e->dst_md == e->dst_plain);
+    // temporary reordered (or, narrowSwish, swished) into `out` afterwards.
+    const bool direct = !e->narrowSwish() && (keep_blocked || keep_strided || e->dst_md == e->dst_plain);
     Tensor out;
     // The residual (sum) operand's buffer becomes the output when nobody else
     // holds it and this is its last reader: no copy of it into dst.
@@ -377,8 +381,9 @@ class ConvKernel final : public Kernel {
         e->sum_operand >= 0 && canWriteInto(a, xr, e->sum_operand, operands, *e, keep_blocked, keep_strided);
     if (in_place) {
       out = operands[static_cast<size_t>(e->sum_operand)];
-    } else if (keep_strided) {  // (quantized by swish_quantize: a byte an element of dst_md's fp32)
-      const size_t bytes = e->dst_md.get_size() / (e->swish_quantize ? sizeof(float) : 1);
+    } else if (keep_strided) {  // (narrowSwish: dst_dtype's bytes an element of dst_md's fp32)
+      const size_t bytes =
+          e->narrowSwish() ? e->dst_md.get_size() / sizeof(float) * scalarTypeSize(e->dst_dtype) : e->dst_md.get_size();
       out = Tensor::fromStorage(Storage::allocate(bytes), e->dst_dtype, e->out_shape, e->dst_strides, 0);
     } else if (keep_blocked) {
       out = Tensor::blocked(Storage::allocate(e->dst_md.get_size()), e->dst_dtype, e->out_shape, e->dst_layout);
@@ -480,16 +485,20 @@ class ConvKernel final : public Kernel {
     if (e->act_after != OwnActivation::None)  // over dst's whole dense buffer (a blocked layout's padding is 0 and stays 0)
       runOwnActivation(e->act_after, static_cast<float*>(dst.get_data_handle()),
                        static_cast<int64_t>(e->dst_md.get_size() / sizeof(float)));
-    if (e->swish_quantize) {  // dst (fp32, channels-last) -> out, at dst's strides (or, unbatched, through a copy at them)
-      const ActivationQuant& q = *e->swish_quantize;
+    if (e->narrowSwish()) {  // dst (fp32, channels-last) -> out, at dst's strides (or, unbatched, through a copy at them)
       const int64_t n = static_cast<int64_t>(e->dst_md.get_size() / sizeof(float));
       const float* from = static_cast<const float*>(dst.get_data_handle());
+      auto swishInto = [&](void* to) {
+        if (e->swish_bf16) return swishToBf16(from, static_cast<uint16_t*>(to), n);
+        const ActivationQuant& q = *e->swish_quantize;
+        swishQuantize(from, to, n, static_cast<float>(1.0 / q.scale), q.zero_point, q.is_unsigned);
+      };
       if (keep_strided) {
-        swishQuantize(from, out.data(), n, static_cast<float>(1.0 / q.scale), q.zero_point, q.is_unsigned);
+        swishInto(out.data());
       } else {
-        const Tensor at_dst = Tensor::fromStorage(Storage::allocate(static_cast<size_t>(n)), e->dst_dtype, e->out_shape,
-                                                  e->dst_strides, 0);
-        swishQuantize(from, at_dst.data(), n, static_cast<float>(1.0 / q.scale), q.zero_point, q.is_unsigned);
+        const Tensor at_dst = Tensor::fromStorage(Storage::allocate(static_cast<size_t>(n) * scalarTypeSize(e->dst_dtype)),
+                                                  e->dst_dtype, e->out_shape, e->dst_strides, 0);
+        swishInto(at_dst.data());
         reorder(ctx, wrap(at_dst, memory::desc(e->out_shape, e->dst_plain.data_type(), e->dst_strides)),
                 wrap(out, e->dst_plain));
       }
@@ -819,7 +828,7 @@ class ConvKernel final : public Kernel {
     if (!constant_weight_ || PlainWeightsScope::active() || !gemv::available() || p.transposed || p.groups != 1 ||
         x.dim() != 4 || w.dim() != 4 || x.size(0) != 1 || x.size(2) != 1 || x.size(3) != 1 || w.size(2) != 1 ||
         w.size(3) != 1 || w.dtype() != ScalarType::Float || x.dtype() != ScalarType::Float || x.isBlocked() ||
-        !e.operand_mds.empty() || e.sum_operand >= 0 || e.act_after != OwnActivation::None || e.swish_quantize)
+        !e.operand_mds.empty() || e.sum_operand >= 0 || e.act_after != OwnActivation::None || e.narrowSwish())
       return false;
     for (size_t i = 0; i < 2; ++i)
       if (p.padding_l[i] != 0 || p.padding_r[i] != 0) return false;
@@ -837,7 +846,7 @@ class ConvKernel final : public Kernel {
                   ConvEntry& e) const {
     if (!constant_weight_ || PlainWeightsScope::active() || !im2col::available() || p.transposed || p.nsp != 1 ||
         p.groups != 1 || x.dim() != 3 || w.dim() != 3 || x.isBlocked() || w.dtype() != ScalarType::Float ||
-        x.dtype() != ScalarType::Float || !e.operand_mds.empty() || e.swish_quantize)
+        x.dtype() != ScalarType::Float || !e.operand_mds.empty() || e.narrowSwish())
       return false;
     im2col::Geometry g;
     g.n = x.size(0), g.c = x.size(1), g.w = x.size(2), g.oc = oc, g.ow = out[2], g.k = w.size(2);
@@ -907,17 +916,17 @@ class ConvKernel final : public Kernel {
       // a zero point (out + zp) joins only a linear that ends the chain: a relu after it would see the shift
       if (int8_out_->zero_point != 0 && scale_into < post_.size() && scale_into + 1 != post_.size()) dst_int8 = false;
     }
-    // A chain that ends in silu (and has no linear) into a quantized 2-D
-    // output its readers take channels-last: oneDNN's int8 kernels apply the
-    // swish post-op at a fraction of their speed (activations.h), so the
-    // primitive writes fp32 channels-last without it and llga's swish
-    // quantizes from there into the output.
+    // A chain that ends in silu (and has no operand or linear) into a
+    // quantized or bf16 2-D output its readers take channels-last: oneDNN's
+    // int8 and bf16 kernels apply the swish post-op at a fraction of their
+    // speed (activations.h), so the primitive writes fp32 channels-last
+    // without it and llga's swish writes the output from there.
     int64_t out_elems = 1;
     for (int64_t d : out) out_elems *= d;
-    const bool swish_quantize = dst_int8 && strided_output_ && given_operands.empty() && scale_into == post_.size() && out.size() == 4 &&
-                                !post_.empty() && post_.back().kind == PostOp::Kind::Eltwise &&
-                                post_.back().alg == PostOpAlg::Swish && post_.back().alpha == 1.0f &&
-                                out_elems >= kOwnActivationMinElements && swishQuantizeEnabled();
+    const bool narrow_swish = strided_output_ && given_operands.empty() && out.size() == 4 && !post_.empty() &&
+                              post_.back().kind == PostOp::Kind::Eltwise && post_.back().alg == PostOpAlg::Swish &&
+                              post_.back().alpha == 1.0f && out_elems >= kOwnActivationMinElements && swishNarrowEnabled();
+    const bool swish_quantize = dst_int8 && narrow_swish && scale_into == post_.size();
     if (swish_quantize) {
       e.swish_quantize = *int8_out_;
       dst_int8 = false;  // the primitive's dst
@@ -938,7 +947,11 @@ class ConvKernel final : public Kernel {
     memory::desc wplain = weightsPlainDesc(w, p);
     // bf16 dst: this partition hands its output on in bf16 (out_dtype), and
     // nothing but the chain's own ops touches dst
-    const bool dst_bf16 = bf16 && bf16_out_ && (given_operands.empty() || residualChain(given_operands, out));
+    bool dst_bf16 = bf16 && bf16_out_ && (given_operands.empty() || residualChain(given_operands, out));
+    if (dst_bf16 && narrow_swish) {
+      e.swish_bf16 = true;
+      dst_bf16 = false;  // the primitive's dst
+    }
     // A low-precision residual stays so where dst is in its precision;
     // elsewhere the entry is made for an fp32 stand-in, and each call
     // converts it (run).
@@ -956,7 +969,7 @@ class ConvKernel final : public Kernel {
                  wei_any = PlainWeightsScope::active() && constant_weight_ && mode == Precision::F32
                                ? wplain
                                : any(wplain.dims(), wei_dt);
-    if (swish_quantize) dst_any = memory::desc(out, dst_dt, tag::nhwc);  // swishQuantize reads it as a dense buffer
+    if (e.narrowSwish()) dst_any = memory::desc(out, dst_dt, tag::nhwc);  // llga's swish reads it as a dense buffer
     e.bias_md = has_bias ? memory::desc({oc}, memory::data_type::f32, tag::a) : memory::desc();
     const memory::desc& bias_md = e.bias_md;
     auto prop = dnnl::prop_kind::forward_inference;
@@ -987,7 +1000,7 @@ class ConvKernel final : public Kernel {
     // A final silu or gelu over a large output: llga's own after the primitive
     // is cheaper than oneDNN's post-op (backend/dnnl/activations.h measures why).
     e.act_after = !dst_bf16 && !dst_int8 ? takeFinalActivation(e.ops, out_elems) : OwnActivation::None;  // llga's are fp32
-    if (swish_quantize) e.act_after = OwnActivation::None;  // taken off e.ops above: run by swishQuantize
+    if (e.narrowSwish()) e.act_after = OwnActivation::None;  // taken off e.ops above: run by swishQuantize or swishToBf16
     // A quantized dst: the chain's result (real values) times 1 / out_scale, then rounded and saturated.
     // (a fake quantization's last linear gives whole numbers here, so adding
     // the zero point before the dst's rounding is exact; an appended one
@@ -1221,11 +1234,12 @@ class ConvKernel final : public Kernel {
       e.dst_strides.assign(e.dst_md.data.format_desc.blocking.strides,
                            e.dst_md.data.format_desc.blocking.strides + e.dst_md.data.ndims);
     }
-    if (e.swish_quantize) {  // the output is quantized from the primitive's fp32 dst, at its element strides
-      if (!e.dst_strided) throw dnnl::error(dnnl_unimplemented, "int8: swish and quantize after a blocked dst");
-      const memory::data_type q = e.swish_quantize->is_unsigned ? memory::data_type::u8 : memory::data_type::s8;
-      e.dst_dtype = e.swish_quantize->is_unsigned ? ScalarType::Byte : ScalarType::Char;
-      e.dst_plain = memory::desc(out, q, Tensor::contiguousStrides(out));
+    if (e.narrowSwish()) {  // the output is written from the primitive's fp32 dst, at its element strides
+      if (!e.dst_strided) throw dnnl::error(dnnl_unimplemented, "swish into a narrow output after a blocked dst");
+      e.dst_dtype = e.swish_bf16                    ? ScalarType::BFloat16
+                    : e.swish_quantize->is_unsigned ? ScalarType::Byte
+                                                    : ScalarType::Char;
+      e.dst_plain = memory::desc(out, dnnlType(e.dst_dtype), Tensor::contiguousStrides(out));
     }
     e.w_sizes = w.sizes();
     if (e.own_wino) {  // transformed once per kernel: they do not depend on the input's shape
