@@ -61,7 +61,8 @@ __all__ = [
 
 def fusion_patterns():
     """The fusion pattern table (name, tier, anchors, max_post_ops, lone_ok, then,
-    closing, may_close, under_int8 (formed under llga.quantize too), kernel,
+    closing, may_close, fp32_only (not formed under precision="bf16" or
+    llga.quantize), kernel,
     diagram), highest tier first."""
     return list(_llga.fusion_patterns())
 

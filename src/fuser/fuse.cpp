@@ -88,7 +88,7 @@ class Fuse final : public Pass {
     if (auto dt = knownDtype(anchor->output()); dt && *dt != ScalarType::Float) return unfused(*anchor, "dtype is not float32");
     bool tried = false;
     for (const FusionPattern* cand : ps) {
-      if (routedOff(cand->name) || (context().int8 && !cand->under_int8)) continue;
+      if (routedOff(cand->name) || ((context().int8 || context().bf16) && cand->fp32_only)) continue;
       Node* then = nullptr;
       if (cand->then && !(then = follower({anchor}, cand->then))) continue;
       tried = true;

@@ -187,7 +187,7 @@ static const std::vector<FusionPattern> kPatterns = {
                   |              (per call): the map is read once, not
         [eltwise | binary] x0..4 read, scaled, written and read again
 )",
-     false, true, "aten::_convolution|aten::conv2d", {}, checkScaledConv, false, nullptr, /*under_int8=*/false},
+     false, true, "aten::_convolution|aten::conv2d", {}, checkScaledConv, false, nullptr, /*fp32_only=*/true},
     {"concat_batchnorm", 3, {"aten::cat"}, 1, false,
      R"(
        x0  x1 ... xn

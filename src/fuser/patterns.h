@@ -49,10 +49,12 @@ struct FusionPattern {
   // permute or transpose of the output that keeps its last dim last, written
   // so by the kernel); else the group closes without it.
   const char* may_close = nullptr;
-  // Formed under llga.quantize too. False: a kernel with no int8 form whose
-  // ops, left apart, run int8 where the precision policy says (scaled_conv:
-  // its weights change per call, so its convolution would run fp32).
-  bool under_int8 = true;
+  // Formed only where the compile asks for no lower precision (neither
+  // precision="bf16" nor llga.quantize): a kernel with only an fp32 form
+  // whose ops, left apart, run in bf16 or int8 where the precision policy
+  // says (scaled_conv: its weights change per call, so its convolution
+  // would run fp32, or convert them per call).
+  bool fp32_only = false;
 };
 
 // Highest tier first.

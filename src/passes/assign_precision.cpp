@@ -29,7 +29,8 @@
 // which the readers' sum post-ops add as it arrives). Graph outputs and
 // values read in nested blocks or by anything else stay fp32. A
 // concat_batchnorm partition (fp32; densenet's concat -> batch_norm -> relu)
-// read only by bf16 convolutions, as their activation, writes bf16 too. int8
+// or a float mul (squeeze-excite's) read only by bf16 convolutions, as their
+// activation, writes bf16 too. int8
 // edges (out_scale, out_dtype) follow the same shape: int8Edges, where
 // concat_batchnorm and concat partitions and float muls (squeeze-excite's)
 // read only by llga.quantize's int8 convolutions write their result
@@ -560,13 +561,15 @@ class AssignPrecision final : public Pass {
     for (Node* n : b->nodes())
       for (Block* sub : n->blocks()) changed |= edges(sub);
     const std::unordered_set<const Value*> barred = valuesLeavingOps(b);
-    // Besides such partitions, a concat_batchnorm partition (fp32) read only
-    // by them, each as its activation, writes its result in bf16 (the channel
-    // affine's bf16 store), so they skip their conversion (densenet121: the
-    // 1x1 after each of its 58 concats, and the transitions').
+    // Besides such partitions, a concat_batchnorm partition (fp32) or a
+    // float mul read only by them, each as its activation, writes its result
+    // in bf16 (the channel affine's bf16 store; the mul converts its
+    // product), so they skip their conversion (densenet121: the 1x1 after
+    // each of its 58 concats, and the transitions'; efficientnet_b0: the 1x1
+    // after each squeeze-excite).
     for (Node* n : b->nodes()) {
       const bool io = bf16Io(*n) && n->outputs().size() == 1 && chainReadsAtMostResidual(*n);
-      if (!io && !concatBatchNorm(*n)) continue;
+      if (!io && !concatBatchNorm(*n) && !floatMul(*n)) continue;
       const Value* v = n->output(0);
       bool ok = !barred.count(v) && v->hasUses();
       for (const Use& u : v->uses())

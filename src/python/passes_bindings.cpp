@@ -201,7 +201,7 @@ void bindPasses(py::module_& m) {
       d["then"] = p.then ? py::object(py::str(p.then)) : py::object(py::none());
       d["closing"] = p.closing;
       d["may_close"] = p.may_close ? py::object(py::str(p.may_close)) : py::object(py::none());
-      d["under_int8"] = p.under_int8;
+      d["fp32_only"] = p.fp32_only;
       const PatternKernel* k = PatternKernels::global().find(p.name);
       d["kernel"] = k ? k->description : std::string("(no kernel bound)");
       d["diagram"] = p.diagram;

@@ -437,8 +437,8 @@ def test_fusion_table_lists_diagrams():
     assert all(not p["closing"] for p in table if p["name"] != "attention")
     assert att["may_close"] == "aten::permute|aten::transpose"  # the output's permutation before the heads merge
     assert all(p["may_close"] is None for p in table if p["name"] != "attention")
-    # scaled_conv's weights change per call: under llga.quantize its ops stay apart and the 1x1 runs int8
-    assert [p["name"] for p in table if not p["under_int8"]] == ["scaled_conv"]
+    # scaled_conv's weights change per call: under bf16 or llga.quantize its ops stay apart and the 1x1 runs so
+    assert [p["name"] for p in table if p["fp32_only"]] == ["scaled_conv"]
 
 
 def test_pytorch_fuser_cases_alpha_broadcast_and_identities():

@@ -465,3 +465,63 @@ def test_concat_batchnorm_writes_bf16_for_its_bf16_readers():
     with torch.no_grad():
         want = _DenseLayers()(x).numpy()
     assert cosine(got, want) > 0.999
+
+
+class _MBConv(nn.Module):
+    """efficientnet's block: a 1x1 expansion ending in silu, read by a
+    depthwise 3x3 ending in silu, whose map is squeezed and excited, and the
+    scaled map read by the 1x1 projection. `values_out` also returns the
+    expansion's output and the scaled map, which keeps both fp32."""
+
+    def __init__(self, values_out=False):
+        super().__init__()
+        torch.manual_seed(7)
+        self.expand, self.dw = nn.Conv2d(8, 32, 1), nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.fc1, self.fc2, self.proj = nn.Conv2d(32, 8, 1), nn.Conv2d(8, 32, 1), nn.Conv2d(32, 8, 1)
+        self.values_out = values_out
+        self.eval()
+
+    def forward(self, x):
+        e = nn.functional.silu(self.expand(x))
+        d = nn.functional.silu(self.dw(e))
+        s = torch.sigmoid(self.fc2(nn.functional.silu(self.fc1(nn.functional.adaptive_avg_pool2d(d, 1)))))
+        y = d * s
+        out = self.proj(y)
+        return (out, e, y) if self.values_out else out
+
+
+@needs_bf16
+@pytest.mark.parametrize("batch", [1, 2])
+def test_swish_and_squeeze_excite_write_bf16_for_their_bf16_readers(batch):
+    """In efficientnet's block under bf16, the expansion's silu is llga's
+    swish writing bf16 from the primitive's fp32 output (oneDNN's bf16
+    kernels apply the swish post-op with a divide), and the squeeze-excite
+    mul writes its product in bf16 for the projection (the scaled_conv
+    pattern, which folds the scale into fp32 weights per call, is not formed
+    under bf16). Both readers take the bf16 as it arrives: the result has
+    the bits of the same model whose two values are also returned (so stay
+    fp32, and their readers convert them)."""
+    x = torch.randn(batch, 8, 24, 24, generator=torch.Generator().manual_seed(3))  # 32 x 24 x 24: llga's swish
+    traced = torch.jit.trace(_MBConv(), x)
+    c = llga.optimize(traced, precision="bf16")
+    ref = llga.optimize(torch.jit.trace(_MBConv(values_out=True), x), precision="bf16")
+    if batch == 1:
+        assert "scaled_conv" in [p.pattern for p in llga.optimize(traced).partitions]
+    assert "scaled_conv" not in [p.pattern for p in c.partitions]
+    got = c(x.numpy())
+    expand = [p for p in c.partitions if p.pattern == "conv_post_ops"][0]
+    assert expand.out_dtype == "bf16" and expand.impl.endswith("+llga_swish_bf16"), expand
+    llga.profiler.kernel_log.enable()
+    try:
+        llga.profiler.kernel_log.clear()
+        c(x.numpy())
+        muls = [e for e in llga.profiler.kernel_log.entries() if e["op"] == "aten::mul" and e["depth"] == 0]
+    finally:
+        llga.profiler.kernel_log.disable()
+    assert len(muls) == 1 and muls[0]["outputs"][0].split(":")[1].startswith("BFloat16"), muls
+    np.testing.assert_array_equal(got, ref(x.numpy())[0])
+    ref_expand = [p for p in ref.partitions if p.pattern == "conv_post_ops"][0]
+    assert ref_expand.out_dtype == "fp32" and ref_expand.impl.endswith("+llga_swish"), ref_expand
+    with torch.no_grad():
+        want = traced(x).numpy()
+    assert cosine(got, want) > 0.999

@@ -653,12 +653,14 @@ std::optional<Tensor> blockedBinary(ExecContext& ctx, BinCache& cache, Bin op, c
 // quantized as they read it. A channels-last map times one number per
 // channel and image (squeeze-excite's scale) is multiplied and quantized in
 // one pass (int8::quantizeScaledRows); anything else is computed in fp32,
-// then quantized.
+// then quantized. `bf16_out` (out_dtype="bf16": under precision="bf16", its
+// only readers are bf16 convolutions) computes it in fp32 and converts it,
+// in its own dimension order, as such a reader would.
 class ArithKernel final : public Kernel {
  public:
-  ArithKernel(Bin op, std::function<void(const KernelArgs&, BinCache&)> fn,
-              std::optional<ActivationQuant> int8_out = std::nullopt)
-      : op_(op), fn_(std::move(fn)), int8_out_(int8_out) {}
+  ArithKernel(Bin op, std::function<void(const KernelArgs&, BinCache&)> fn, std::optional<ActivationQuant> int8_out,
+              bool bf16_out)
+      : op_(op), fn_(std::move(fn)), int8_out_(int8_out), bf16_out_(bf16_out && !int8_out) {}
   bool acceptsBlocked(size_t input) const override { return input < 2; }
   bool acceptsStrided(size_t) const override { return true; }
   // After a call in a blocked layout: the binary primitive and that layout.
@@ -676,12 +678,17 @@ class ArithKernel final : public Kernel {
   void allowStridedOutput(size_t output) override { strided_out_ = strided_out_ || output == 0; }
   void allowBlockedOutput(size_t output) override { blocked_out_ = blocked_out_ || output == 0; }
   void run(const KernelArgs& a) override {
-    if (!int8_out_) return runFloat(a);
-    if (op_ == Bin::Mul && a.num_in == 2 && strided_out_ && scaledMapQuantized(a)) return;
-    RtValue y;  // the fp32 result, then quantized
+    if (!int8_out_ && !bf16_out_) return runFloat(a);
+    if (int8_out_ && op_ == Bin::Mul && a.num_in == 2 && strided_out_ && scaledMapQuantized(a)) return;
+    RtValue y;  // the fp32 result, then quantized or converted
     RtValue* outs[] = {&y};
     runFloat(KernelArgs{a.in, a.num_in, outs, 1, a.ctx, /*dying=*/0, a.strided_out});
-    a.set(0, int8::quantizeTensor(a.ctx, y.tensor(), *int8_out_));
+    const Tensor& f = y.tensor();
+    if (int8_out_) return a.set(0, int8::quantizeTensor(a.ctx, f, *int8_out_));
+    Tensor h = !f.isBlocked() && f.isPermutedDense() ? Tensor::emptyLike(ScalarType::BFloat16, f.sizes(), f)
+                                                      : Tensor::empty(ScalarType::BFloat16, f.sizes());
+    reorder(a.ctx, memoryOf(f), wrap(h));  // round to nearest even
+    a.set(0, std::move(h));
   }
 
  private:
@@ -730,6 +737,7 @@ class ArithKernel final : public Kernel {
   Bin op_;
   std::function<void(const KernelArgs&, BinCache&)> fn_;
   std::optional<ActivationQuant> int8_out_;
+  bool bf16_out_;
   BinCache cache_;
   BlockedTrace trace_;
   bool strided_out_ = false;
@@ -747,7 +755,7 @@ void addArith(OpRegistry& r, const std::string& name, Bin op, bool has_alpha, bo
   };
   if (strided)
     r.add(OpDef{"aten::" + name, 2, max_in,
-                [op, fn](const Node& n) { return std::make_unique<ArithKernel>(op, fn, int8OutputOf(n)); }});
+                [op, fn](const Node& n) { return std::make_unique<ArithKernel>(op, fn, int8OutputOf(n), bf16Output(n)); }});
   else
     addCached<BinCache>(r, "aten::" + name, 2, max_in, fn);
   addCached<BinCache>(r, "aten::" + name + "_", 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
