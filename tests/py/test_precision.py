@@ -525,3 +525,27 @@ def test_swish_and_squeeze_excite_write_bf16_for_their_bf16_readers(batch):
     with torch.no_grad():
         want = traced(x).numpy()
     assert cosine(got, want) > 0.999
+
+
+@needs_bf16
+def test_one_pixel_convolutions_stay_fp32_unless_their_kind_is_overridden():
+    """Squeeze-excite's 1x1s on the pooled map (one pixel in, one out) stay
+    fp32 under bf16, on llga's one-row product, where a bf16 primitive's
+    call costs more than their weights; an explicit override of their kind
+    runs them bf16 as asked. Either way the block matches PyTorch."""
+    x = torch.randn(1, 8, 24, 24, generator=torch.Generator().manual_seed(4))
+    traced = torch.jit.trace(_MBConv(), x)
+    with torch.no_grad():
+        want = traced(x).numpy()
+    kind = next(n.kind() for n in traced.inlined_graph.nodes() if "conv" in n.kind())
+    for precision, se_precision in (("bf16", "fp32"), ({kind: "bf16"}, "bf16")):
+        c = llga.optimize(traced, precision=precision)
+        got = c(x.numpy())
+        se = [p for p in c.partitions if p.pattern == "conv_post_ops" and tuple(p.inputs[0][1][2:]) == (1, 1)]
+        assert len(se) == 2, c.partitions
+        assert all(p.precision == se_precision for p in se), se
+        if se_precision == "fp32":
+            assert all(p.impl.startswith("llga_gemv") for p in se), se
+        others = [p for p in c.partitions if p.pattern == "conv_post_ops" and p not in se]
+        assert others and all(p.precision == "bf16" for p in others), others
+        assert cosine(got, want) > 0.999
