@@ -237,6 +237,7 @@ class AssignPrecision final : public Pass {
           note(what + ": kept fp32 as asked (%" + name + ")");
           continue;
         }
+        if (onePixelConv(*op)) continue;
         const Value* act = outerInput(*n, *op, 0);
         if (!act) continue;
         found.push_back({n, op, act});
@@ -603,10 +604,12 @@ class AssignPrecision final : public Pass {
   }
 
   // A convolution from one pixel to one pixel (squeeze-excite's 1x1s on the
-  // pooled map), its kind not overridden by the caller: it stays fp32. Its weights are read once per call, and in fp32 llga's one-row
-  // product (backend/dnnl/gemv.h) runs it in a few microseconds, where a
-  // bf16 primitive took 10-25 us a call (efficientnet_b0's 32 of them: 0.2
-  // against 0.46 ms on the Zen 4).
+  // pooled map), its kind not overridden by the caller: it stays fp32 under
+  // bf16 and int8. Its weights are read once per call, and in fp32 llga's
+  // one-row product (backend/dnnl/gemv.h) runs it in a few microseconds,
+  // where a bf16 or int8 primitive took 7-25 us a call (efficientnet_b0's
+  // 32 of them: about 0.2 ms a call against 0.46 in bf16 and 0.36 in int8,
+  // on the Zen 4).
   bool onePixelConv(const Node& n) {
     if (!hasTrait(n.kind(), op_trait::Conv) || n.outputs().size() != 1 || !n.output(0)->type()->isTensor() ||
         context().precision_overrides.count(n.kind().toQualString()))
