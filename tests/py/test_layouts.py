@@ -1539,3 +1539,49 @@ def test_grouped_1d_that_is_not_depthwise_stays_1d():
     model = nn.Sequential(nn.Conv1d(16, 16, 5, padding=2, groups=4), nn.ReLU(), nn.Conv1d(16, 8, 1))
     c = compile_and_check(model, torch.randn(1, 16, 40))
     assert not [p for p in c.partitions if "1-D depthwise" in p.detail], [(p.impl, p.detail) for p in c.partitions]
+
+
+class ConvNeXtBlock(nn.Module):
+    """convnext's block: depthwise 7x7 -> permute to channels-last ->
+    layer_norm -> linear -> gelu -> linear -> layer scale -> permute back ->
+    residual add. `permuted_out` also returns the first permute's view."""
+
+    def __init__(self, c=32, permuted_out=False):
+        super().__init__()
+        torch.manual_seed(2)
+        self.dw, self.norm = nn.Conv2d(c, c, 7, padding=3, groups=c), nn.LayerNorm(c, eps=1e-6)
+        self.fc1, self.fc2 = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+        self.gamma = nn.Parameter(torch.rand(c) + 0.5)
+        self.permuted_out = permuted_out
+
+    def forward(self, x):
+        p = self.dw(x).permute(0, 2, 3, 1)
+        y = self.fc2(F.gelu(self.fc1(self.norm(p))))
+        out = x + (self.gamma * y).permute(0, 3, 1, 2)
+        return (out, p) if self.permuted_out else out
+
+
+@pytest.mark.parametrize("permuted_out", [False, True])
+def test_layer_norm_reads_a_permuted_channels_last_map_where_it_is(permuted_out):
+    """permute and layer_norm take strided inputs, so the depthwise
+    convolution keeps its output in its primitive's order (out_layouts), and
+    where that order is channels-last the norm reads the permuted view as
+    the row-major [N, H, W, C] it is, without a copy; before, the
+    convolution reordered its output to NCHW and the norm copied the
+    permuted view back to row-major. When the view is also the graph's
+    output, both hand it over plain. Either way the block matches PyTorch."""
+    x = torch.randn(2, 32, 14, 14, generator=torch.Generator().manual_seed(3))
+    model = ConvNeXtBlock(permuted_out=permuted_out).eval()
+    with torch.no_grad():
+        c = llga.optimize(torch.jit.trace(model, x))
+        assert_matches(c(x.numpy()), model(x))  # (the permuted view as an output is a view, as PyTorch's)
+    graph = str(c.graph)
+    permute = next(line for line in graph.splitlines() if "aten::permute" in line)  # the first: after the convolution
+    assert ('out_layouts=["strided"]' in permute) != permuted_out, permute
+    conv = next(p for p in c.partitions if "aten::_convolution" in p.ops)
+    log = logged_call(c, x.numpy())
+    norm = next(e for e in log if e["pattern"] == "layernorm_post_ops" and e["depth"] == 0)
+    if permuted_out:
+        assert conv.output == "plain", conv
+    elif conv.output == "kept" and dense(conv.dst):  # oneDNN's kernel wrote a dense order: channels-last
+        assert norm["inputs"][0].endswith("plain"), norm

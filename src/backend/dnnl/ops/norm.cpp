@@ -490,6 +490,11 @@ Tensor softmaxImpl(ExecContext& ctx, Tensor x, int64_t dim, bool log, PrimitiveC
 
 class LayerNormKernel final : public Kernel {
  public:
+  // Any dense order: a row-major one (convnext's channels-last map seen
+  // through permute(0, 2, 3, 1)) is normalised where it is, another one is
+  // copied row-major first, as a plain view of it would be. The output is
+  // row-major either way.
+  bool acceptsStrided(size_t input) const override { return input == 0; }
   void run(const KernelArgs& a) override {
     const Tensor& x = a.tensor(0);
     Shape norm = a.intList(1);

@@ -18,6 +18,30 @@ std::optional<ScalarType> optDtype(const KernelArgs& a, size_t i) {
   return t;
 }
 
+// permute and transpose: the input as a view in another dimension order,
+// whose values do not depend on the input's strides. It takes a strided
+// input (dense in any order: a convolution's channels-last output) exactly
+// when every reader of the view takes strided tensors, since the view keeps
+// the input's memory order: convnext's depthwise convolution -> permute(0,
+// 2, 3, 1) -> layer_norm then reads the channels-last map as a row-major
+// [N, H, W, C], where the convolution had reordered its output to NCHW and
+// the norm read channels HW floats apart.
+class DimOrderView final : public Kernel {
+ public:
+  explicit DimOrderView(KernelFn fn) : fn_(std::move(fn)) {}
+  void run(const KernelArgs& a) override { fn_(a); }
+  bool acceptsStrided(size_t input) const override { return input == 0 && strided_out_; }
+  void allowStridedOutput(size_t output) override { strided_out_ = strided_out_ || output == 0; }
+
+ private:
+  KernelFn fn_;
+  bool strided_out_ = false;
+};
+
+void addDimOrderView(OpRegistry& r, const std::string& kind, size_t arity, KernelFn fn) {
+  r.add(OpDef{kind, arity, arity, [fn](const Node&) { return std::make_unique<DimOrderView>(fn); }});
+}
+
 // Dropout is the identity in eval mode, and with p == 0 in any mode.
 void checkEvalDropout(const KernelArgs& a) {
   const double p = a.num_in > 1 ? a.toDouble(1) : 0.5;
@@ -248,13 +272,13 @@ void registerShapeOps(OpRegistry& r) {
   r.add("aten::flatten", 1, 3, [](const KernelArgs& a) {
     a.set(0, a.tensor(0).flatten(a.num_in > 1 ? a.toInt(1) : 0, a.num_in > 2 ? a.toInt(2) : -1));
   });
-  r.add("aten::transpose", 3, 3, [](const KernelArgs& a) { a.set(0, a.tensor(0).transpose(a.toInt(1), a.toInt(2))); });
+  addDimOrderView(r, "aten::transpose", 3, [](const KernelArgs& a) { a.set(0, a.tensor(0).transpose(a.toInt(1), a.toInt(2))); });
   r.add("aten::t", 1, 1, [](const KernelArgs& a) {
     const Tensor& t = a.tensor(0);
     if (t.dim() > 2) throw std::invalid_argument("t() expects a tensor with <= 2 dims");
     a.set(0, t.dim() < 2 ? t : t.transpose(0, 1));
   });
-  r.add("aten::permute", 2, 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).permute(a.intList(1))); });
+  addDimOrderView(r, "aten::permute", 2, [](const KernelArgs& a) { a.set(0, a.tensor(0).permute(a.intList(1))); });
   // contiguous(x, memory_format): x itself when already dense in that order,
   // else a copy in it, as PyTorch (channels_last: 2, channels_last_3d: 3), so
   // an in-place write after it reaches x exactly when PyTorch's would (the
