@@ -549,3 +549,34 @@ def test_one_pixel_convolutions_stay_fp32_unless_their_kind_is_overridden():
         others = [p for p in c.partitions if p.pattern == "conv_post_ops" and p not in se]
         assert others and all(p.precision == "bf16" for p in others), others
         assert cosine(got, want) > 0.999
+
+
+class _ExpandDepthwise(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.expand, self.dw = nn.Conv2d(8, 32, 1), nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.eval()
+
+    def forward(self, x):
+        return self.dw(nn.functional.silu(self.expand(x)))
+
+
+@needs_bf16
+def test_swish_into_bf16_for_an_unbatched_call():
+    """A scripted model has no ranks to specialize on, so one compiled
+    model takes a batch and an unbatched image. The expansion's swish into
+    bf16 writes its output at the primitive's strides for a batch, and
+    through a plain bf16 copy for the unbatched image (that copy was once
+    typed fp32 and read as such: wrong values). Both match PyTorch."""
+    model = _ExpandDepthwise()
+    c = llga.optimize(torch.jit.script(model), precision="bf16")
+    for shape in ((2, 8, 24, 24), (8, 24, 24)):
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(len(shape)))
+        got = c(x.numpy())
+        with torch.no_grad():
+            want = model(x).numpy()
+        assert got.shape == want.shape
+        assert cosine(got, want) > 0.9999 and np.abs(got - want).max() < 0.02 * np.abs(want).max(), shape
+        expand = [p for p in c.partitions if p.pattern == "conv_post_ops"][0]
+        assert expand.impl.endswith("+llga_swish_bf16"), expand

@@ -387,8 +387,9 @@ class ConvKernel final : public Kernel {
       out = Tensor::fromStorage(Storage::allocate(bytes), e->dst_dtype, e->out_shape, e->dst_strides, 0);
     } else if (keep_blocked) {
       out = Tensor::blocked(Storage::allocate(e->dst_md.get_size()), e->dst_dtype, e->out_shape, e->dst_layout);
-    } else {
-      out = Tensor::empty(int8::isInt8(e->dst_dtype) ? e->dst_dtype : ScalarType::Float, e->out_shape);
+    } else {  // plain: fp32 (a bf16 dst goes back to fp32 by the reorder), but a quantized or swished narrow output
+      const bool narrow = int8::isInt8(e->dst_dtype) || e->swish_bf16;
+      out = Tensor::empty(narrow ? e->dst_dtype : ScalarType::Float, e->out_shape);
     }
     if (!direct) dst_buf = allocateFor(e->dst_md, AllocPurpose::Activation);
     const memory dst = args->bind(DNNL_ARG_DST, e->dst_md, direct ? out.data() : dst_buf.data());
