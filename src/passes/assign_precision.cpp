@@ -621,7 +621,7 @@ class AssignPrecision final : public Pass {
         if ((*sizes)[i] != 1) return false;
     }
     note(std::string(n.kind().toQualString()) + " from one pixel to one pixel (" + n.output(0)->debugName() +
-         "): fp32, on llga's one-row product");
+         "): fp32 (on llga's one-row product for one image)");
     return true;
   }
 
