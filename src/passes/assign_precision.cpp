@@ -20,13 +20,14 @@
 // with a note (no step to take).
 //
 // Then the edges: a bf16 partition anchored by an op whose kernel reads and
-// writes bf16 activations (a convolution), whose chain reads nothing else
-// but at most a residual (an add of the output's shape), and whose one
-// output only such partitions read, each as its anchor's activation or as
-// its residual, gets out_dtype="bf16": it writes bf16 and its readers skip
-// their conversion (mobilenet's expand -> depthwise -> project, resnet's
-// conv1 -> conv2 in a block, and the residual stream from block to block,
-// which the readers' sum post-ops add as it arrives). Graph outputs and
+// writes bf16 activations (a convolution or a linear), whose chain reads
+// nothing else but at most a residual (an add of the output's shape), and
+// whose one output only such partitions read, each as its anchor's
+// activation or as a convolution's residual, gets out_dtype="bf16": it
+// writes bf16 and its readers skip their conversion (mobilenet's expand ->
+// depthwise -> project, resnet's conv1 -> conv2 in a block, and the residual
+// stream from block to block, which the readers' sum post-ops add as it
+// arrives; a transformer's fc1 -> gelu -> fc2, whose gelu writes the bf16). Graph outputs and
 // values read in nested blocks or by anything else stay fp32. A
 // concat_batchnorm partition (fp32; densenet's concat -> batch_norm -> relu)
 // or a float mul (squeeze-excite's) read only by bf16 convolutions, as their
@@ -65,8 +66,10 @@ const std::vector<PrecisionRule>& precisionPolicy() {
     for (const std::string& k : opsWith(op_trait::Conv))
       r.push_back({k, Precision::BF16, true, conv, true, k.find("transpose") == std::string::npos});
     const std::string mm = "a matrix product: bf16 operands, fp32 accumulation, fp32 output and post-ops";
+    const std::string linear =
+        "a matrix product: bf16 operands, fp32 accumulation and post-ops, output in bf16 where only such ops read it";
     for (const std::string& k : opsWith(op_trait::Matmul))
-      r.push_back({k, Precision::BF16, true, mm, false, k == "aten::linear"});
+      r.push_back({k, Precision::BF16, true, k == "aten::linear" ? linear : mm, k == "aten::linear", k == "aten::linear"});
     const std::string fused = "PyTorch's fused transformer ops: their products in bf16, softmax and layer norms fp32";
     for (const char* k : {"aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd"})
       r.push_back({k, Precision::BF16, true, fused});
@@ -496,6 +499,12 @@ class AssignPrecision final : public Pass {
       if (m != a && m->kind() != prim::Constant) return false;
     return readAsActivation(group, 0);
   }
+  // A group anchored by a convolution, whose sum post-op adds a bf16 residual
+  // as it arrives (a linear's chain would convert it first).
+  static bool convAnchored(const Node& group) {
+    const Node* a = anchorOf(group);
+    return a && hasTrait(a->kind(), op_trait::Conv);
+  }
   // A bf16 group whose anchor reads and writes bf16 activations.
   bool bf16Io(const Node& group) const {
     const Node* a = anchorOf(group);
@@ -575,7 +584,7 @@ class AssignPrecision final : public Pass {
       bool ok = !barred.count(v) && v->hasUses();
       for (const Use& u : v->uses())
         ok = ok && u.user->owningBlock() == b && bf16Io(*u.user) &&
-             (readAsActivation(*u.user, u.offset) || (io && readAsResidual(*u.user, u.offset)));
+             (readAsActivation(*u.user, u.offset) || (io && convAnchored(*u.user) && readAsResidual(*u.user, u.offset)));
       changed |= setBf16Output(*n, ok);
     }
     return changed;

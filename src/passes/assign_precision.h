@@ -17,7 +17,7 @@ struct PrecisionRule {
   bool bf16_kernel;        // llga has a bf16 kernel for it (an override may choose bf16)
   std::string why;
   // Its kernel also takes its activation in bf16 and can write its output in
-  // bf16 (convolutions): between two such ops the value may stay bf16.
+  // bf16 (convolutions, linear): between two such ops the value may stay bf16.
   bool bf16_activations = false;
   // llga.quantize runs it in int8: activation u8/s8 with a calibrated
   // per-tensor scale, weights s8 per output channel, int32 accumulation.

@@ -202,13 +202,13 @@ uint16_t bf16ByDefinition(float v) {
 
 }  // namespace
 
-// vec::bf16Bits16 (the conversion swishToBf16 stores with) on floats whose
+// vec::bf16Bits16 (the conversion activationToBf16 stores with) on floats whose
 // rounding is special, then on 2^20 bit patterns of every kind.
 LLGA_AVX512 void bf16Bits16Of(const float* x, uint16_t* out) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), vec::bf16Bits16(_mm512_loadu_ps(x)));
 }
 
-TEST(SwishToBf16, ConversionRoundsAsVcvtneps2bf16) {
+TEST(ActivationToBf16, ConversionRoundsAsVcvtneps2bf16) {
   if (!swishNarrowEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
   const float big = std::ldexp(255.5f / 128, 127);  // halfway between bf16's largest finite value and the next step
   std::vector<float> x = {1.00390625f, 1.01171875f, -1.00390625f, 1.0f + 1.0f / 256 + 1.0f / 65536,  // ties down, up; above
@@ -233,28 +233,33 @@ TEST(SwishToBf16, ConversionRoundsAsVcvtneps2bf16) {
   }
 }
 
-// swishToBf16 writes the bf16 rounding of the float swish (swishInPlace's
-// values) for every element: each tail length, across threads (100k), and
-// special inputs (NaN, +-inf, zeros, denormals, overflow).
-TEST(SwishToBf16, WritesTheFloatSwishRoundedAsVcvtneps2bf16) {
-  if (!swishNarrowEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
+// activationToBf16 writes the bf16 rounding of the float activation
+// (runOwnActivation's values; None: the input itself) for every element:
+// each tail length, across threads (100k), and special inputs (NaN, +-inf,
+// zeros, denormals, overflow).
+TEST(ActivationToBf16, WritesTheFloatActivationRoundedAsVcvtneps2bf16) {
+  if (!swishNarrowEnabled() || !fastGeluEnabled()) GTEST_SKIP() << "no AVX-512 on this CPU";
   std::vector<float> special = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                                 -std::numeric_limits<float>::infinity(), 0.0f, -0.0f, 1e-39f, -1e-39f, 3e38f, -100.0f,
                                 1.00390625f, 1.01171875f, 2.0f + 1.0f / 64};
-  for (int64_t n : {1, 12, 15, 16, 17, 63, 64, 65, 79, 100000}) {
-    std::vector<float> x(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-      x[static_cast<size_t>(i)] = i < static_cast<int64_t>(special.size()) && n < 100000
-                                      ? special[static_cast<size_t>(i)]
-                                      : -40.0f + 80.0f * static_cast<float>((i * 7919) % 10007) / 10007.0f;
-    std::vector<float> swished = x;
-    swishInPlace(swished.data(), n);
-    std::vector<uint16_t> q(static_cast<size_t>(n) + 16, 0xa5a5);
-    swishToBf16(x.data(), q.data(), n);
-    for (int64_t i = 0; i < n; ++i) {
-      const float s = swished[static_cast<size_t>(i)];
-      ASSERT_EQ(q[static_cast<size_t>(i)], bf16ByDefinition(s)) << "x=" << x[static_cast<size_t>(i)] << " swish " << s << " n=" << n;
+  for (OwnActivation a : {OwnActivation::Swish, OwnActivation::GeluErf, OwnActivation::None}) {
+    for (int64_t n : {1, 12, 15, 16, 17, 63, 64, 65, 79, 100000}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i)
+        x[static_cast<size_t>(i)] = i < static_cast<int64_t>(special.size()) && n < 100000
+                                        ? special[static_cast<size_t>(i)]
+                                        : -40.0f + 80.0f * static_cast<float>((i * 7919) % 10007) / 10007.0f;
+      std::vector<float> f = x;
+      if (a != OwnActivation::None) runOwnActivation(a, f.data(), n);
+      std::vector<uint16_t> q(static_cast<size_t>(n) + 16, 0xa5a5);
+      activationToBf16(a, x.data(), q.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const float s = f[static_cast<size_t>(i)];
+        ASSERT_EQ(q[static_cast<size_t>(i)], bf16ByDefinition(s))
+            << ownActivationSuffix(a) << " x=" << x[static_cast<size_t>(i)] << " f(x) " << s << " n=" << n;
+      }
+      for (size_t i = static_cast<size_t>(n); i < q.size(); ++i)
+        ASSERT_EQ(q[i], 0xa5a5) << "wrote past the end, n=" << n << " " << ownActivationSuffix(a);
     }
-    for (size_t i = static_cast<size_t>(n); i < q.size(); ++i) ASSERT_EQ(q[i], 0xa5a5) << "wrote past the end, n=" << n;
   }
 }

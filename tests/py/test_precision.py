@@ -580,3 +580,57 @@ def test_swish_into_bf16_for_an_unbatched_call():
         assert cosine(got, want) > 0.9999 and np.abs(got - want).max() < 0.02 * np.abs(want).max(), shape
         expand = [p for p in c.partitions if p.pattern == "conv_post_ops"][0]
         assert expand.impl.endswith("+llga_swish_bf16"), expand
+
+
+class _FeedForward(nn.Module):
+    """A transformer's feed-forward: layer_norm -> linear -> act -> linear,
+    plus the residual. `values_out` also returns the first linear's output,
+    which keeps it fp32."""
+
+    def __init__(self, act="gelu", values_out=False, width=64):
+        super().__init__()
+        torch.manual_seed(5)
+        self.norm, self.fc1, self.fc2 = nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+        self.act, self.values_out = act, values_out
+        self.eval()
+
+    def forward(self, x):
+        h = self.fc1(self.norm(x))
+        h = {"gelu": nn.functional.gelu, "silu": nn.functional.silu, "relu": torch.relu}[self.act](h)
+        y = self.fc2(h) + x
+        return (y, h) if self.values_out else y
+
+
+@needs_bf16
+@pytest.mark.parametrize("act", ["gelu", "silu", "relu"])
+@pytest.mark.parametrize("shape", [(1, 197, 64), (2, 50, 64), (1, 3, 64), (1, 64)])
+def test_feed_forward_hands_bf16_from_one_linear_to_the_next(act, shape):
+    """Under bf16 the first linear's output, read only by the second as its
+    activation, is written in bf16 (out_dtype="bf16") and read so: by the
+    primitive's bf16 dst, by llga's gelu or swish into bf16 after the fp32
+    primitive (16k+ outputs), or by a conversion after the one-row product
+    (one row). The result has the bits of the same model that also returns
+    that value (so it stays fp32 and the second linear converts it)."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)))
+    c = llga.optimize(torch.jit.trace(_FeedForward(act), x), precision="bf16")
+    ref = llga.optimize(torch.jit.trace(_FeedForward(act, values_out=True), x), precision="bf16")
+    got = c(x.numpy())
+    np.testing.assert_array_equal(got, ref(x.numpy())[0])
+    fc1, fc2 = [p for p in c.partitions if p.pattern == "matmul_post_ops"]
+    assert fc1.out_dtype == "bf16" and fc2.out_dtype == "fp32", (fc1, fc2)
+    assert fc2.src.endswith(":bf16"), fc2
+    rows = int(np.prod(shape[:-1]))
+    own = {"gelu": "+llga_gelu_bf16", "silu": "+llga_swish_bf16"}.get(act) if rows * 256 >= 16384 else None
+    if rows == 1 and act == "relu":  # relu is one of the one-row product's own steps
+        assert fc1.impl.startswith("llga_gemv"), fc1
+    if fc1.impl.startswith("llga_gemv"):
+        assert fc1.impl.endswith("+llga_to_bf16"), fc1
+    elif own:
+        assert fc1.impl.endswith(own) and not fc1.dst.endswith(":bf16"), fc1  # the primitive's fp32 dst
+    else:
+        assert fc1.dst.endswith(":bf16") and "+llga" not in fc1.impl, fc1
+    ref_fc1 = [p for p in ref.partitions if p.pattern == "matmul_post_ops"][0]
+    assert ref_fc1.out_dtype == "fp32", ref_fc1
+    with torch.no_grad():
+        want = _FeedForward(act)(x).numpy()
+    assert cosine(got, want) > 0.9999

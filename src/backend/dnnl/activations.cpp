@@ -116,6 +116,8 @@ LLGA_AVX512 inline __m512 gelu16(__m512 x) {
   return _mm512_mul_ps(x, _mm512_mask_sub_ps(q, nonneg, _mm512_set1_ps(1.0f), q));
 }
 
+LLGA_AVX512 inline __m512 identity16(__m512 x) { return x; }
+
 // range(lo, hi) over [0, n) on llga's threads, in equal parts of whole
 // 16-float cache lines; serially below 16k elements a thread.
 template <typename Range>
@@ -135,18 +137,18 @@ void inParallel(int64_t n, const Range& range) {
   }
 }
 
-// q[i] = narrow(swish(p[i])) for i in [begin, end): Out's put16 converts
-// and stores 16 lanes, its putTail the first n < 16 of them.
-template <class Out>
-LLGA_AVX512 void swishNarrowRange(const float* p, typename Out::T* q, int64_t begin, int64_t end, const Out& out) {
+// q[i] = narrow(f(p[i])) for i in [begin, end): Out's put16 converts and
+// stores 16 lanes, its putTail the first n < 16 of them.
+template <__m512 (*f)(__m512), class Out>
+LLGA_AVX512 void narrowRange(const float* p, typename Out::T* q, int64_t begin, int64_t end, const Out& out) {
   int64_t i = begin;
   for (; i + 64 <= end; i += 64) {  // four vectors a step, as range16 (their long chains overlap)
-    const __m512 a = vec::swish16(_mm512_loadu_ps(p + i)), b = vec::swish16(_mm512_loadu_ps(p + i + 16));
-    const __m512 c = vec::swish16(_mm512_loadu_ps(p + i + 32)), d = vec::swish16(_mm512_loadu_ps(p + i + 48));
+    const __m512 a = f(_mm512_loadu_ps(p + i)), b = f(_mm512_loadu_ps(p + i + 16));
+    const __m512 c = f(_mm512_loadu_ps(p + i + 32)), d = f(_mm512_loadu_ps(p + i + 48));
     out.put16(q + i, a), out.put16(q + i + 16, b), out.put16(q + i + 32, c), out.put16(q + i + 48, d);
   }
-  for (; i + 16 <= end; i += 16) out.put16(q + i, vec::swish16(_mm512_loadu_ps(p + i)));
-  if (i < end) out.putTail(q + i, end - i, vec::swish16(_mm512_maskz_loadu_ps(vec::tailMask(end - i), p + i)));
+  for (; i + 16 <= end; i += 16) out.put16(q + i, f(_mm512_loadu_ps(p + i)));
+  if (i < end) out.putTail(q + i, end - i, f(_mm512_maskz_loadu_ps(vec::tailMask(end - i), p + i)));
 }
 
 // saturate(round(y * inv_scale + zero_point)) as u8 (U) or s8; round half
@@ -203,13 +205,10 @@ bool swishNarrowEnabled() { return fastSwishEnabled() && vec::cpuHasAvx512(); }
 void swishQuantize(const float* p, void* q, int64_t n, float inv_scale, int32_t zero_point, bool is_unsigned) {
   auto* out = static_cast<uint8_t*>(q);
   const float zp = static_cast<float>(zero_point);
-  if (is_unsigned) inParallel(n, [&](int64_t lo, int64_t hi) { swishNarrowRange(p, out, lo, hi, QuantizedOut<true>{inv_scale, zp}); });
-  else inParallel(n, [&](int64_t lo, int64_t hi) { swishNarrowRange(p, out, lo, hi, QuantizedOut<false>{inv_scale, zp}); });
+  if (is_unsigned) inParallel(n, [&](int64_t lo, int64_t hi) { narrowRange<vec::swish16>(p, out, lo, hi, QuantizedOut<true>{inv_scale, zp}); });
+  else inParallel(n, [&](int64_t lo, int64_t hi) { narrowRange<vec::swish16>(p, out, lo, hi, QuantizedOut<false>{inv_scale, zp}); });
 }
 
-void swishToBf16(const float* p, uint16_t* q, int64_t n) {
-  inParallel(n, [&](int64_t lo, int64_t hi) { swishNarrowRange(p, q, lo, hi, Bf16Out{}); });
-}
 
 bool fastGeluEnabled() {
   static const bool cpu = vec::cpuHasAvx512();
@@ -218,6 +217,26 @@ bool fastGeluEnabled() {
 
 void geluErfInPlace(float* p, int64_t n) {
   inParallel(n, [p](int64_t lo, int64_t hi) { range16<gelu16>(p, lo, hi); });
+}
+
+bool activationToBf16Available(OwnActivation a) {
+  switch (a) {
+    case OwnActivation::Swish: return swishNarrowEnabled();
+    case OwnActivation::GeluErf: return fastGeluEnabled();
+    case OwnActivation::None: return vec::cpuHasAvx512();
+  }
+  return false;
+}
+
+void activationToBf16(OwnActivation a, const float* p, uint16_t* q, int64_t n) {
+  switch (a) {
+    case OwnActivation::Swish:
+      return inParallel(n, [&](int64_t lo, int64_t hi) { narrowRange<vec::swish16>(p, q, lo, hi, Bf16Out{}); });
+    case OwnActivation::GeluErf:
+      return inParallel(n, [&](int64_t lo, int64_t hi) { narrowRange<gelu16>(p, q, lo, hi, Bf16Out{}); });
+    case OwnActivation::None:
+      return inParallel(n, [&](int64_t lo, int64_t hi) { narrowRange<identity16>(p, q, lo, hi, Bf16Out{}); });
+  }
 }
 
 void runOwnActivation(OwnActivation a, float* p, int64_t n) {

@@ -44,7 +44,7 @@ void swishInPlace(float* p, int64_t n);
 // in PyTorch. Requires fastGeluEnabled().
 void geluErfInPlace(float* p, int64_t n);
 
-// True when swishQuantize and swishToBf16 can run: fastSwishEnabled() and AVX-512F.
+// True when swishQuantize and activationToBf16 can run: fastSwishEnabled() and AVX-512F.
 bool swishNarrowEnabled();
 
 // q[i] = saturate(round(p[i] * sigmoid(p[i]) * inv_scale + zero_point)), u8
@@ -55,11 +55,17 @@ bool swishNarrowEnabled();
 // as oneDNN's int8 dst does. Requires swishNarrowEnabled().
 void swishQuantize(const float* p, void* q, int64_t n, float inv_scale, int32_t zero_point, bool is_unsigned);
 
-// q[i] = bf16(p[i] * sigmoid(p[i])) for i < n, rounded as vcvtneps2bf16
-// does (to nearest even; denormals to signed zeros): a bf16 output's swish,
-// after a primitive that wrote fp32 without it, where oneDNN's bf16 kernels
-// would apply the post-op with its divide. Requires swishNarrowEnabled().
-void swishToBf16(const float* p, uint16_t* q, int64_t n);
+// q[i] = bf16(a(p[i])) for i < n (a None: bf16(p[i])), rounded as
+// vcvtneps2bf16 does (to nearest even; denormals to signed zeros), split
+// across llga's threads: a bf16 output's swish or gelu after a primitive
+// that wrote fp32 without it, where oneDNN's bf16 kernels would apply the
+// post-op with its divide (swish), or a product whose fp32 result its bf16
+// readers would otherwise convert in a pass of their own (gelu). The same
+// bits as the fp32 activation (runOwnActivation) rounded by oneDNN's reorder.
+// Requires activationToBf16Available(a).
+void activationToBf16(OwnActivation a, const float* p, uint16_t* q, int64_t n);
+// Whether activationToBf16 runs `a` here: AVX-512F, and `a`'s own kernel enabled (fastSwishEnabled, fastGeluEnabled).
+bool activationToBf16Available(OwnActivation a);
 
 // Runs `a` (not None) over p[0, n).
 void runOwnActivation(OwnActivation a, float* p, int64_t n);

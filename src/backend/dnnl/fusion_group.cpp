@@ -219,7 +219,7 @@ std::unique_ptr<Kernel> makeAnchorChainKernel(const Node& group, bool conv) {
         residual_quant = q;
   auto inner = conv ? makeFusedConv(*chain.anchor, chain.ops, constant_weight, bf16Output(group), int8OutputOf(group),
                                     residual_quant)
-                    : makeFusedMatmul(*chain.anchor, chain.ops, constant_weight);
+                    : makeFusedMatmul(*chain.anchor, chain.ops, constant_weight, bf16Output(group));
   auto k = std::make_unique<FusedAnchorKernel>(std::move(inner), std::move(sources), nullptr, nullptr,
                                                chain.ops.empty() ? nullptr : group.subgraph());
   const Node* anchor = chain.anchor;

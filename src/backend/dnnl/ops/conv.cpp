@@ -78,7 +78,7 @@ struct ConvEntry {
   OwnActivation act_after = OwnActivation::None;  // the chain's final silu/gelu, run after the primitive (backend/dnnl/activations.h)
   // The chain's final silu into a narrow output, quantized (swish_quantize)
   // or bf16 (swish_bf16): the primitive writes fp32 (dst_md) without it, and
-  // llga's swishQuantize or swishToBf16 writes the output (dst_dtype) from that.
+  // llga's swishQuantize or activationToBf16 writes the output (dst_dtype) from that.
   std::optional<ActivationQuant> swish_quantize;
   bool swish_bf16 = false;
   bool narrowSwish() const { return swish_quantize || swish_bf16; }
@@ -490,7 +490,7 @@ class ConvKernel final : public Kernel {
       const int64_t n = static_cast<int64_t>(e->dst_md.get_size() / sizeof(float));
       const float* from = static_cast<const float*>(dst.get_data_handle());
       auto swishInto = [&](void* to) {
-        if (e->swish_bf16) return swishToBf16(from, static_cast<uint16_t*>(to), n);
+        if (e->swish_bf16) return activationToBf16(OwnActivation::Swish, from, static_cast<uint16_t*>(to), n);
         const ActivationQuant& q = *e->swish_quantize;
         swishQuantize(from, to, n, static_cast<float>(1.0 / q.scale), q.zero_point, q.is_unsigned);
       };
@@ -1001,7 +1001,7 @@ class ConvKernel final : public Kernel {
     // A final silu or gelu over a large output: llga's own after the primitive
     // is cheaper than oneDNN's post-op (backend/dnnl/activations.h measures why).
     e.act_after = !dst_bf16 && !dst_int8 ? takeFinalActivation(e.ops, out_elems) : OwnActivation::None;  // llga's are fp32
-    if (e.narrowSwish()) e.act_after = OwnActivation::None;  // taken off e.ops above: run by swishQuantize or swishToBf16
+    if (e.narrowSwish()) e.act_after = OwnActivation::None;  // taken off e.ops above: run by swishQuantize or activationToBf16
     // A quantized dst: the chain's result (real values) times 1 / out_scale, then rounded and saturated.
     // (a fake quantization's last linear gives whole numbers here, so adding
     // the zero point before the dst's rounding is exact; an appended one

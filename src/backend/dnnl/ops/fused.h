@@ -24,7 +24,9 @@ namespace llga {
 std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> post, bool constant_weight,
                                       bool bf16_out = false, std::optional<ActivationQuant> int8_out = std::nullopt,
                                       std::optional<ActivationQuant> residual_quant = std::nullopt);
-std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight);
+// `bf16_out` (a linear's partition, out_dtype="bf16"): its readers take bf16.
+std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight,
+                                        bool bf16_out = false);
 // aten::batch_norm's kernel with relu in the same primitive (oneDNN's fuse_norm_relu).
 std::unique_ptr<Kernel> makeBatchNormRelu();
 // concat -> batch_norm [-> relu] as one kernel (the concat_batchnorm pattern):

@@ -33,7 +33,8 @@ struct MatmulEntry {
   std::string impl;
   bool gemv = false;  // llga's own one-row product (backend/dnnl/gemv.h) on weights_buf, no primitive
   std::vector<gemv::Step> gemv_steps;  // the chain, as its steps
-  bool bf16 = false;  // src and weights bf16 (converted per call; constant weights once), fp32 dst
+  bool bf16 = false;  // src and weights bf16 (converted per call unless src arrives bf16; constant weights once), fp32 dst
+  bool bf16_out = false;  // bf16: the result handed on in bf16 (a bf16 dst, or llga's activation or conversion into bf16)
   bool int8 = false;  // src u8/s8 (quantized per call), constant weights s8 per column of b, fp32 dst
   std::vector<float> int8_scales;  // per column of b: act_scale * weight scale (the bias is divided by it)
   bool dynamic = false;  // int8 with the activation's scale taken per call: int8_scales holds the weights' alone
@@ -72,8 +73,13 @@ Tensor toBf16(ExecContext& ctx, const Tensor& t) {
 // a @ b for a[..., M, K], b[..., K, N] whose batch dims already broadcast
 // (equal or 1), plus an optional bias broadcast to [..., M, N], then the chain.
 // In bf16 (`precision`), a and b are rounded to bf16 (a constant b once, into
-// the weight cache) and multiplied with fp32 accumulation into an fp32 dst;
-// where oneDNN has no bf16 kernel for the product, it runs fp32.
+// the weight cache; an `a` that arrives bf16, written so by its producer, as
+// it is) and multiplied with fp32 accumulation into an fp32 dst, or with
+// `bf16_out` (the partition's out_dtype="bf16": its readers take bf16) into a
+// bf16 one: the chain's post-ops in fp32, then rounded; a final gelu or silu
+// that llga runs after the primitive (takeFinalActivation) reads the fp32
+// dst and writes the bf16 (activationToBf16). Where oneDNN has no bf16
+// kernel for the product, it runs fp32 (a bf16 `a` converted) and writes fp32.
 // In int8 (`precision`, with `quant`: a 2-D product with a constant b), a is
 // quantized per call with quant's scale, b once to s8 with a scale per
 // column (per output feature of a linear), and oneDNN scales the int32 sums
@@ -82,9 +88,10 @@ Tensor toBf16(ExecContext& ctx, const Tensor& t) {
 Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tensor>& bias,
                   PrimitiveCache<MatmulEntry>* cache, bool constant_b, const Chain* chain = nullptr,
                   Precision precision = Precision::F32, const std::optional<int8::OpQuant>& quant = std::nullopt,
-                  bool dynamic_act = false) {
-  if (a.dtype() != ScalarType::Float || b.dtype() != ScalarType::Float)
+                  bool dynamic_act = false, bool bf16_out = false) {
+  if ((a.dtype() != ScalarType::Float && a.dtype() != ScalarType::BFloat16) || b.dtype() != ScalarType::Float)
     throw std::invalid_argument("matmul supports float32, got " + a.describe() + " and " + b.describe());
+  if (a.dtype() == ScalarType::BFloat16 && precision != Precision::BF16) a = a.to(ScalarType::Float);
   if (a.size(-1) != b.size(-2))
     throw std::invalid_argument("matmul: shapes " + a.describe() + " and " + b.describe() + " cannot be multiplied");
   if (!stridesOk(a)) a = a.contiguous();
@@ -97,8 +104,13 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   out_shape.push_back(b.size(-1));
   if (chain)
     for (const Tensor& t : chain->operands) checkOperandFits(t, out_shape);
-  Tensor out = Tensor::empty(ScalarType::Float, out_shape);
-  if (out.numel() == 0) return out;
+  int64_t out_numel = 1;
+  for (int64_t d : out_shape) out_numel *= d;
+  if (out_numel == 0) return Tensor::empty(ScalarType::Float, out_shape);
+  // dst as a fresh row-major tensor of out_shape (size-1 dims as unitDimStrides: an einsum's (1, 4, 1) view failed to execute)
+  auto outDesc = [&out_shape](memory::data_type dt) {
+    return memory::desc(out_shape, dt, unitDimStrides(out_shape, Tensor::contiguousStrides(out_shape)));
+  };
   if (a.size(-1) == 0) {  // an empty sum is 0: as a product over one zero, so the bias and the chain still apply
     Shape sa = a.sizes(), sb = b.sizes();
     sa.back() = 1;
@@ -135,18 +147,21 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     e.dynamic = int8 && (!quant || quant->dynamic);
     e.src_md = bf16 ? dense(a)
                : int8 ? dense(a, quant && quant->act.is_unsigned ? memory::data_type::u8 : memory::data_type::s8)
-                      : plainDesc(a);
+               : a.dtype() == ScalarType::BFloat16 ? dense(a, memory::data_type::f32)  // converted per call
+                                                    : plainDesc(a);
     // blocked: a compacted constant; the bf16 copy of a variable b is dense
     e.wei_plain = b.isBlocked() ? blockedDesc(b) : bf16 && !constant_b ? dense(b) : plainDesc(b);
     memory::desc wei_md = constant_b && (!PlainWeightsScope::active() || mode != Precision::F32)
                               ? memory::desc(b.sizes(), int8 ? memory::data_type::s8 : in_dt, memory::format_tag::any)
                               : e.wei_plain;
-    e.dst_md = plainDesc(out);
     e.bias_md = bb ? plainDesc(*bb) : memory::desc();
     if (chain)
       for (const Tensor& t : chain->operands) e.operand_mds.push_back(binaryOperandDesc(t, static_cast<size_t>(nd)));
     std::vector<PostOp> ops = chain ? *chain->ops : std::vector<PostOp>{};
-    e.act_after = takeFinalActivation(ops, out.numel());  // then llga's own runs after the primitive
+    e.act_after = takeFinalActivation(ops, out_numel);  // then llga's own runs after the primitive
+    e.bf16_out = bf16 && bf16_out && activationToBf16Available(e.act_after);
+    // bf16 straight from the primitive unless llga's activation writes it
+    e.dst_md = outDesc(e.bf16_out && e.act_after == OwnActivation::None ? memory::data_type::bf16 : memory::data_type::f32);
     if (e.dynamic) {
       // The activation's scale changes every call: runtime output scales
       // would leave oneDNN only its gemm kernel (no AMX), so the weights'
@@ -258,6 +273,12 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     }
     return make(Precision::F32);
   });
+  // a bf16 `a` where the entry reads fp32 (oneDNN had no bf16 kernel; the one-row product reads floats)
+  if (a.dtype() == ScalarType::BFloat16 && (!e->bf16 || e->gemv)) a = a.to(ScalarType::Float);
+  // The result: bf16 where the entry hands it on so, written by the primitive
+  // or by llga's activation or conversion from the fp32 `out`.
+  Tensor out = e->bf16_out && e->act_after == OwnActivation::None && !e->gemv ? Tensor() : Tensor::empty(ScalarType::Float, out_shape);
+  Tensor out16 = e->bf16_out ? Tensor::empty(ScalarType::BFloat16, out_shape) : Tensor();
   // fp32 after all, on the values the graph's own int8 op reads
   if (!e->int8 && precision == Precision::INT8 && quant && quant->fromGraph())
     a = int8::fakeQuantize(ctx, a, quant->dynamic ? int8::pytorchDynamicParams(static_cast<const float*>(a.data()), a.numel(),
@@ -272,12 +293,14 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       gemv::run(row.data<float>(), static_cast<const float*>(e->weights_buf.data()), b.size(0), b.size(1),
                 bb ? bb->data<float>() : nullptr, out.data<float>(), e->gemv_steps);
     if (chain) chain->used = e;
-    return out;
+    if (!e->bf16_out) return out;
+    activationToBf16(OwnActivation::None, out.data<float>(), static_cast<uint16_t*>(out16.data()), out_numel);
+    return out16;
   }
   // The entry's descriptors fit this call's tensors: the key holds their sizes and strides.
   SharedBoundArgs::Lease args = e->bound.lease();
   Tensor a16, b16;  // this call's bf16 (or int8) copies
-  if (e->bf16) a16 = toBf16(ctx, a);
+  if (e->bf16) a16 = a.dtype() != ScalarType::BFloat16 ? toBf16(ctx, a) : a.isContiguous() ? a : a.contiguous();
   float call_scale = 1.0f;  // dynamic int8: this call's activation scale (post-op 0's operand)
   int32_t call_zero_point = 0;  // and PyTorch's dynamic u8 zero point
   if (e->int8 && e->dynamic && quant && quant->act.is_unsigned) {  // PyTorch's dynamic quantization
@@ -317,7 +340,8 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
     if (e->bf16) b16 = toBf16(ctx, b);
     args->bind(DNNL_ARG_WEIGHTS, e->wei_plain, e->bf16 ? b16.data() : b.data());
   }
-  args->bind(DNNL_ARG_DST, e->dst_md, out.data());
+  Tensor& dst = out.defined() ? out : out16;  // the primitive's: fp32, or bf16 when nothing runs after it
+  args->bind(DNNL_ARG_DST, e->dst_md, dst.data());
   if (bb && e->int8 && !e->dynamic) {  // oneDNN adds the bias to the int32 sums before scaling them
     bb = int8::biasForInt8(*bb, e->int8_scales);
   }
@@ -330,13 +354,13 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
                    e->operand_mds[k + e->pre_ops], chain->operands[k].data());
       }
   {
-    SerialScope serial(out.numel() * a.size(-1) < kSerialMacs);
+    SerialScope serial(out_numel * a.size(-1) < kSerialMacs);
     args->execute(ctx, e->prim, e->scratch_md);
   }
   if (e->split_at != SIZE_MAX) {  // the rest of the chain: dst op operand 0, in place, then its post-ops
-    std::unordered_map<int, memory> targs{{DNNL_ARG_SRC_0, memory(e->dst_md, cpuEngine(), out.data())},
+    std::unordered_map<int, memory> targs{{DNNL_ARG_SRC_0, memory(e->dst_md, cpuEngine(), dst.data())},
                                           {DNNL_ARG_SRC_1, memory(e->operand_mds[0], cpuEngine(), chain->operands[0].data())},
-                                          {DNNL_ARG_DST, memory(e->dst_md, cpuEngine(), out.data())}};
+                                          {DNNL_ARG_DST, memory(e->dst_md, cpuEngine(), dst.data())}};
     for (size_t i = e->split_at + 1, o = 1; i < chain->ops->size(); ++i)
       if ((*chain->ops)[i].kind == PostOp::Kind::Binary) {
         targs[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i - e->split_at - 1)) | DNNL_ARG_SRC_1] =
@@ -345,8 +369,13 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       }
     execute(ctx, e->tail, e->tail_scratch_md, std::move(targs));
   }
-  if (e->act_after != OwnActivation::None) runOwnActivation(e->act_after, static_cast<float*>(out.data()), out.numel());
   if (chain) chain->used = e;
+  if (e->bf16_out) {
+    if (e->act_after != OwnActivation::None)
+      activationToBf16(e->act_after, out.data<float>(), static_cast<uint16_t*>(out16.data()), out_numel);
+    return out16;
+  }
+  if (e->act_after != OwnActivation::None) runOwnActivation(e->act_after, out.data<float>(), out_numel);
   return out;
 }
 
@@ -494,9 +523,9 @@ std::vector<Tensor> chainOperands(const KernelArgs& a, size_t first) {
 class FusedMatmulKernel final : public Kernel {
  public:
   FusedMatmulKernel(bool linear, Form form, bool constant_b, Precision precision, std::vector<PostOp> post,
-                    size_t anchor_inputs, std::optional<int8::OpQuant> quant, bool dynamic_act)
+                    size_t anchor_inputs, std::optional<int8::OpQuant> quant, bool dynamic_act, bool bf16_out)
       : linear_(linear), form_(form), constant_(constant_b), precision_(precision), quant_(quant), dynamic_(dynamic_act),
-        post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
+        bf16_out_(bf16_out && linear && precision == Precision::BF16), post_(std::move(post)), anchor_inputs_(anchor_inputs) {}
 
   void run(const KernelArgs& a) override {
     Chain chain{&post_, chainOperands(a, anchor_inputs_), nullptr};
@@ -523,7 +552,7 @@ class FusedMatmulKernel final : public Kernel {
                              : w.transpose(0, 1);
     Tensor out = matmulCore(a.ctx, x.reshape({m, x.size(-1)}), b, a.optTensor(2),
                             constant_ ? &cache_.constant_b : &cache_.variable_b, constant_, &chain, precision_, quant_,
-                            dynamic_);
+                            dynamic_, bf16_out_);
     if (chain.used) last_.store(chain.used);
     a.set(0, out.view(full));
   }
@@ -547,7 +576,9 @@ class FusedMatmulKernel final : public Kernel {
       detail = !quant_ && !dynamic_ ? "fp32: no calibrated activation scale"
                : !int8::hasVnni()     ? "fp32: oneDNN's int8 kernels here have no VNNI"
                                       : "fp32: oneDNN has no int8 kernel for this product";
-    return {e->impl + ownActivationSuffix(e->act_after), layoutName(e->src_md), layoutName(e->wei_md, true),
+    // "+llga_gelu_bf16": llga's gelu wrote the bf16 result; "+llga_to_bf16": the one-row product's, converted
+    const std::string to_bf16 = !e->bf16_out ? "" : e->act_after != OwnActivation::None ? "_bf16" : e->gemv ? "+llga_to_bf16" : "";
+    return {e->impl + ownActivationSuffix(e->act_after) + to_bf16, layoutName(e->src_md), layoutName(e->wei_md, true),
             layoutName(e->dst_md), "", detail};
   }
 
@@ -558,6 +589,7 @@ class FusedMatmulKernel final : public Kernel {
   Precision precision_;
   std::optional<int8::OpQuant> quant_;
   bool dynamic_;
+  bool bf16_out_;  // the partition's out_dtype="bf16" (linear only)
   std::vector<PostOp> post_;
   size_t anchor_inputs_;
   MatmulCache cache_;
@@ -566,11 +598,12 @@ class FusedMatmulKernel final : public Kernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight) {
+std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight,
+                                        bool bf16_out) {
   bool linear = anchor.kind().toQualString() == "aten::linear";
   return std::make_unique<FusedMatmulKernel>(linear, formOf(anchor), linear && constant_weight, precisionOf(anchor),
                                              std::move(post), anchor.inputs().size(), int8::opQuantOf(anchor),
-                                             dynamicActivation(anchor));
+                                             dynamicActivation(anchor), bf16_out);
 }
 
 void registerMatmulOps(OpRegistry& r) {
