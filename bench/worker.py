@@ -136,7 +136,12 @@ def prepare_torch(workdir: str, spec, threads: int, system: str):
             traced = torch.jit.trace(model, tuple(xs), check_trace=False)
             model = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
     elif system == "autocast":  # PyTorch's bf16: autocast's casts traced into the graph, then frozen
-        with warnings.catch_warnings(), torch.no_grad(), torch.cpu.amp.autocast(dtype=torch.bfloat16):
+        # Traced with autograd on: nn.MultiheadAttention's inference fast path
+        # (_native_multi_head_attention, taken under no_grad) fails under
+        # PyTorch 1.13's autocast ("expected scalar type BFloat16 but found
+        # Float"); with grad enabled it runs its composite ops, which autocast
+        # casts. The frozen graph has no autograd left; calls run under no_grad.
+        with warnings.catch_warnings(), torch.enable_grad(), torch.cpu.amp.autocast(dtype=torch.bfloat16):
             warnings.simplefilter("ignore")
             traced = torch.jit.trace(model, tuple(xs), check_trace=False)
             model = torch.jit.freeze(traced)
