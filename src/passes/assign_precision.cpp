@@ -22,16 +22,18 @@
 // Then the edges: a bf16 partition anchored by an op whose kernel reads and
 // writes bf16 activations (a convolution or a linear), whose chain reads
 // nothing else but at most a residual (an add of the output's shape), and
-// whose one output only such partitions read, each as its anchor's
-// activation or as a convolution's residual, gets out_dtype="bf16": it
+// whose one output only such partitions read (besides ops that read its
+// sizes alone), each as its anchor's activation or as a convolution's
+// residual, gets out_dtype="bf16": it
 // writes bf16 and its readers skip their conversion (mobilenet's expand ->
 // depthwise -> project, resnet's conv1 -> conv2 in a block, and the residual
 // stream from block to block, which the readers' sum post-ops add as it
 // arrives; a transformer's fc1 -> gelu -> fc2, whose gelu writes the bf16). Graph outputs and
 // values read in nested blocks or by anything else stay fp32. A
-// concat_batchnorm partition (fp32; densenet's concat -> batch_norm -> relu)
-// or a float mul (squeeze-excite's) read only by bf16 convolutions, as their
-// activation, writes bf16 too. int8
+// concat_batchnorm partition (fp32; densenet's concat -> batch_norm -> relu),
+// a lone layer_norm's partition (a pre-norm transformer's, before its
+// linears) or a float mul (squeeze-excite's) read only by such bf16
+// partitions, as their activation, writes bf16 too. int8
 // edges (out_scale, out_dtype) follow the same shape: int8Edges, where
 // concat_batchnorm and concat partitions and float muls (squeeze-excite's)
 // read only by llga.quantize's int8 convolutions write their result
@@ -486,6 +488,14 @@ class AssignPrecision final : public Pass {
     return ops == 1;
   }
   static bool concatBatchNorm(const Node& group) { return partitionOf(group, "concat_batchnorm"); }
+  // A layernorm partition of one aten::layer_norm (its kernel writes bf16 from llga's rows).
+  static bool layerNormPartition(const Node& group) {
+    if (!partitionOf(group, "layernorm_post_ops")) return false;
+    int ops = 0;
+    for (const Node* m : group.subgraph()->nodes())
+      if (m->kind() != prim::Constant) ops += m->kind().toQualString() == "aten::layer_norm" ? 1 : 100;
+    return ops == 1;
+  }
   // A partition that is one 2-D max pooling reading its input once: int8
   // passes through it exactly (the maximum of values quantized at one scale
   // is the quantized maximum; a window always holds one value of the input,
@@ -498,6 +508,12 @@ class AssignPrecision final : public Pass {
     for (const Node* m : group.subgraph()->nodes())
       if (m != a && m->kind() != prim::Constant) return false;
     return readAsActivation(group, 0);
+  }
+  // An op that reads only its tensor input's sizes, the same in bf16 (not
+  // its dtype: prim::dtype and new_zeros would see the bf16).
+  static bool readsSizesOnly(const Node& n) {
+    const std::string kind = n.kind().toQualString();
+    return kind == "aten::size" || kind == "aten::dim" || kind == "aten::numel";
   }
   // A group anchored by a convolution, whose sum post-op adds a bf16 residual
   // as it arrives (a linear's chain would convert it first).
@@ -571,21 +587,25 @@ class AssignPrecision final : public Pass {
     for (Node* n : b->nodes())
       for (Block* sub : n->blocks()) changed |= edges(sub);
     const std::unordered_set<const Value*> barred = valuesLeavingOps(b);
-    // Besides such partitions, a concat_batchnorm partition (fp32) or a
-    // float mul read only by them, each as its activation, writes its result
-    // in bf16 (the channel affine's bf16 store; the mul converts its
-    // product), so they skip their conversion (densenet121: the 1x1 after
-    // each of its 58 concats, and the transitions'; efficientnet_b0: the 1x1
-    // after each squeeze-excite).
+    // Besides such partitions, a concat_batchnorm partition (fp32), a lone
+    // layer_norm's or a float mul read only by them, each as its activation,
+    // writes its result in bf16 (the channel affine's bf16 store, llga's
+    // layer norm rows; the mul converts its product), so they skip their
+    // conversion (densenet121: the 1x1 after each of its 58 concats, and the
+    // transitions'; efficientnet_b0: the 1x1 after each squeeze-excite;
+    // vit_b_16: the q/k/v projection and fc1 after each norm).
     for (Node* n : b->nodes()) {
       const bool io = bf16Io(*n) && n->outputs().size() == 1 && chainReadsAtMostResidual(*n);
-      if (!io && !concatBatchNorm(*n) && !floatMul(*n)) continue;
+      if (!io && !concatBatchNorm(*n) && !layerNormPartition(*n) && !floatMul(*n)) continue;
       const Value* v = n->output(0);
-      bool ok = !barred.count(v) && v->hasUses();
-      for (const Use& u : v->uses())
+      bool ok = !barred.count(v), read = false;
+      for (const Use& u : v->uses()) {
+        if (readsSizesOnly(*u.user)) continue;  // a traced attention's aten::size of its input
+        read = true;
         ok = ok && u.user->owningBlock() == b && bf16Io(*u.user) &&
              (readAsActivation(*u.user, u.offset) || (io && convAnchored(*u.user) && readAsResidual(*u.user, u.offset)));
-      changed |= setBf16Output(*n, ok);
+      }
+      changed |= setBf16Output(*n, ok && read);
     }
     return changed;
   }

@@ -618,7 +618,9 @@ def test_feed_forward_hands_bf16_from_one_linear_to_the_next(act, shape):
     np.testing.assert_array_equal(got, ref(x.numpy())[0])
     fc1, fc2 = [p for p in c.partitions if p.pattern == "matmul_post_ops"]
     assert fc1.out_dtype == "bf16" and fc2.out_dtype == "fp32", (fc1, fc2)
-    assert fc2.src.endswith(":bf16"), fc2
+    assert fc1.src.endswith(":bf16") and fc2.src.endswith(":bf16"), (fc1, fc2)
+    norm = [p for p in c.partitions if p.pattern == "layernorm_post_ops"][0]  # in both models
+    assert norm.out_dtype == "bf16" and norm.impl == "llga_layer_norm_bf16" and norm.dst.endswith(":bf16"), norm
     rows = int(np.prod(shape[:-1]))
     own = {"gelu": "+llga_gelu_bf16", "silu": "+llga_swish_bf16"}.get(act) if rows * 256 >= 16384 else None
     if rows == 1 and act == "relu":  # relu is one of the one-row product's own steps
@@ -634,3 +636,48 @@ def test_feed_forward_hands_bf16_from_one_linear_to_the_next(act, shape):
     with torch.no_grad():
         want = _FeedForward(act)(x).numpy()
     assert cosine(got, want) > 0.9999
+
+
+class _PreNorm(nn.Module):
+    """layer_norm -> linear; `values_out` also returns the norm's output, which
+    keeps it fp32 (oneDNN's layer normalization, converted by the linear)."""
+
+    def __init__(self, width, values_out=False):
+        super().__init__()
+        torch.manual_seed(6)
+        self.norm, self.proj = nn.LayerNorm(width), nn.Linear(width, 3 * width)
+        with torch.no_grad():
+            self.norm.weight.uniform_(0.5, 1.5)
+            self.norm.bias.uniform_(-0.5, 0.5)
+        self.values_out = values_out
+        self.eval()
+
+    def forward(self, x):
+        n = self.norm(x)
+        return (self.proj(n), n) if self.values_out else self.proj(n)
+
+
+@needs_bf16
+@pytest.mark.parametrize("width", [64, 100, 768])
+def test_layer_norm_writes_bf16_for_its_linear(width):
+    """Under bf16 a layer_norm read only by a linear writes its result in
+    bf16 (llga's rows: oneDNN's layer normalization writes its source's
+    type), and the linear reads it so. Against the same block whose norm
+    output is also returned (fp32, converted by the linear), the result
+    differs at most where one of the norm's values rounds to the other bf16
+    neighbour; both match PyTorch."""
+    x = torch.randn(2, 37, width, generator=torch.Generator().manual_seed(width)) * 3 + 1
+    c = llga.optimize(torch.jit.trace(_PreNorm(width), x), precision="bf16")
+    ref = llga.optimize(torch.jit.trace(_PreNorm(width, values_out=True), x), precision="bf16")
+    got, alt = c(x.numpy()), ref(x.numpy())[0]
+    norm = [p for p in c.partitions if p.pattern == "layernorm_post_ops"][0]
+    assert norm.out_dtype == "bf16" and norm.impl == "llga_layer_norm_bf16", norm
+    assert [p for p in ref.partitions if p.pattern == "layernorm_post_ops"][0].out_dtype == "fp32"
+    proj = [p for p in c.partitions if p.pattern == "matmul_post_ops"][0]
+    assert proj.src.endswith(":bf16"), proj
+    with torch.no_grad():
+        want = _PreNorm(width)(x).numpy()
+    scale = np.abs(want).max()
+    assert np.abs(got - alt).max() < 0.02 * scale, np.abs(got - alt).max() / scale
+    for out in (got, alt):
+        assert cosine(out, want) > 0.9999 and np.abs(out - want).max() < 0.03 * scale

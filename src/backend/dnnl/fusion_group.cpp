@@ -288,6 +288,16 @@ std::unique_ptr<Kernel> makeConcatBatchNormKernel(const Node& group) {
       makeConcatBatchNorm(*ops[0], relu, int8OutputOf(group), bf16Output(group)), std::move(sources));
 }
 
+// A lone layer_norm written in bf16 where the partition says (out_dtype:
+// its readers are bf16 linears), else as any chain.
+std::unique_ptr<Kernel> makeNormKernel(const Node& group) {
+  std::shared_ptr<Graph> sub = subgraphOf(group);
+  const std::vector<const Node*> ops = opsOf(*sub);
+  if (bf16Output(group) && ops.size() == 1 && ops[0]->kind().toQualString() == "aten::layer_norm")
+    if (std::unique_ptr<Kernel> k = makeLoneOpKernel(sub, makeLayerNormBf16())) return k;
+  return makeChainKernel(group);
+}
+
 // A concat, quantized where the partition says (out_scale, out_dtype: its
 // readers are int8 convolutions), else as any lone op.
 std::unique_ptr<Kernel> makeConcatKernel(const Node& group) {
@@ -365,7 +375,10 @@ LLGA_REGISTER_PATTERN_KERNEL(concat_batchnorm,
                              "concat's and batch_norm's own kernels",
                              makeConcatBatchNormKernel);
 LLGA_REGISTER_PATTERN_KERNEL(pool_post_ops, "pooling, then its chain (llga chain)", makeChainKernel);
-LLGA_REGISTER_PATTERN_KERNEL(layernorm_post_ops, "layer_norm or group_norm, then its chain (llga chain)", makeChainKernel);
+LLGA_REGISTER_PATTERN_KERNEL(layernorm_post_ops,
+                             "layer_norm or group_norm, then its chain (llga chain); a lone layer_norm whose bf16 "
+                             "readers take bf16 written so by llga's rows",
+                             makeNormKernel);
 LLGA_REGISTER_PATTERN_KERNEL(softmax_post_ops, "softmax, then its chain (llga chain)", makeChainKernel);
 LLGA_REGISTER_PATTERN_KERNEL(concat, "row copies of the parts (channels-last parts stay so); u8/s8 ones for int8 readers",
                              makeConcatKernel);

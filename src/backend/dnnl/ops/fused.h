@@ -27,6 +27,8 @@ std::unique_ptr<Kernel> makeFusedConv(const Node& anchor, std::vector<PostOp> po
 // `bf16_out` (a linear's partition, out_dtype="bf16"): its readers take bf16.
 std::unique_ptr<Kernel> makeFusedMatmul(const Node& anchor, std::vector<PostOp> post, bool constant_weight,
                                         bool bf16_out = false);
+// aten::layer_norm's kernel writing its result in bf16 (a layernorm partition's out_dtype="bf16").
+std::unique_ptr<Kernel> makeLayerNormBf16();
 // aten::batch_norm's kernel with relu in the same primitive (oneDNN's fuse_norm_relu).
 std::unique_ptr<Kernel> makeBatchNormRelu();
 // concat -> batch_norm [-> relu] as one kernel (the concat_batchnorm pattern):

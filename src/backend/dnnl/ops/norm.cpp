@@ -17,6 +17,7 @@
 #include "backend/dnnl/ops/functional.h"
 #include "backend/dnnl/ops/primitive_cache.h"
 #include "backend/dnnl/quantize.h"
+#include "backend/dnnl/layer_norm_rows.h"
 #include "backend/dnnl/row_softmax.h"
 #include "runtime/threads.h"
 
@@ -488,8 +489,13 @@ Tensor softmaxImpl(ExecContext& ctx, Tensor x, int64_t dim, bool log, PrimitiveC
   return scalar ? out.view({}) : out;
 }
 
+// `bf16_out` (its partition's out_dtype="bf16": bf16 linears read it):
+// llga's rows (backend/dnnl/layer_norm_rows.h) write the result in bf16,
+// where oneDNN 2.6's layer normalization writes only its source's type and
+// the reader would convert it in a pass of its own.
 class LayerNormKernel final : public Kernel {
  public:
+  explicit LayerNormKernel(bool bf16_out = false) : bf16_out_(bf16_out) {}
   // Any dense order: a row-major one (convnext's channels-last map seen
   // through permute(0, 2, 3, 1)) is normalised where it is, another one is
   // copied row-major first, as a plain view of it would be. The output is
@@ -503,10 +509,31 @@ class LayerNormKernel final : public Kernel {
       throw std::invalid_argument("layer_norm: normalized_shape does not match the input " + x.describe());
     int64_t n = 1;
     for (int64_t s : norm) n *= s;
-    a.set(0, layerNormImpl(a.ctx, x, n, a.optTensor(2), a.optTensor(3), a.toDouble(4), cache_));
+    const std::optional<Tensor> w = a.optTensor(2), b = a.optTensor(3);
+    for (const auto& t : {w, b})
+      if (t && t->numel() != n)
+        throw std::invalid_argument("layer_norm: weight and bias need " + std::to_string(n) + " values, got " + t->describe());
+    const bool own = bf16_out_ && x.dtype() == ScalarType::Float && lnrows::available();
+    own_rank_.store(own ? static_cast<int>(x.dim()) : 0, std::memory_order_relaxed);
+    if (!own) return a.set(0, layerNormImpl(a.ctx, x, n, w, b, a.toDouble(4), cache_));
+    const Tensor x2 = x.contiguous();
+    Tensor out = Tensor::empty(ScalarType::BFloat16, x.sizes());
+    const Tensor wc = w ? f32Contiguous(*w) : Tensor(), bc = b ? f32Contiguous(*b) : Tensor();
+    lnrows::toBf16(x2.data<float>(), static_cast<uint16_t*>(out.data()), n == 0 ? 0 : x.numel() / n, n,
+                   w ? wc.data<float>() : nullptr, b ? bc.data<float>() : nullptr, static_cast<float>(a.toDouble(4)));
+    a.set(0, out);
+  }
+  KernelReport report() const override {
+    const int rank = own_rank_.load(std::memory_order_relaxed);
+    if (rank == 0) return {};
+    const dnnl::memory::desc row_major(dnnl::memory::dims(static_cast<size_t>(rank), 2), dnnl::memory::data_type::bf16,
+                                       Tensor::contiguousStrides(Shape(static_cast<size_t>(rank), 2)));
+    return {"llga_layer_norm_bf16", "", "", layoutName(row_major), "", "written as bf16 for its bf16 readers"};
   }
 
  private:
+  bool bf16_out_;
+  std::atomic<int> own_rank_{0};  // the rank of the input llga's rows last normalised (0: oneDNN's primitive ran)
   PrimitiveCache<NormEntry> cache_;
 };
 
@@ -628,6 +655,7 @@ class SoftmaxKernel final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> makeBatchNormRelu() { return std::make_unique<BatchNormKernel>(/*fuse_relu=*/true); }
+std::unique_ptr<Kernel> makeLayerNormBf16() { return std::make_unique<LayerNormKernel>(/*bf16_out=*/true); }
 std::unique_ptr<Kernel> makeConcatBatchNorm(const Node& cat, bool relu, std::optional<ActivationQuant> int8_out,
                                             bool bf16_out) {
   const OpDef* def = OpRegistry::global().find(cat.kind());
