@@ -276,6 +276,20 @@ def test_signal_programs_match_pytorch(seed):
     assert why is None, f"seed {seed} (signals, {prog.env}): {why}\n{prog.source()}"
 
 
+# Signal programs that found a bug (fp32 as well as the precision of the run): seed -> what it was.
+FOUND_SIGNALS = {
+    311762: "conv1d, then mul_ by a split of the pooled input ([1, 16, 1], channel stride 2) at batch 1: oneDNN's "
+            "per-channel binary post-op read the operand as if dense (found by a bf16 run, wrong in fp32 too)",
+}
+
+
+@pytest.mark.parametrize("seed", sorted(FOUND_SIGNALS))
+def test_signal_programs_that_found_a_bug_match_pytorch(seed):
+    prog = fuzz_graphs.Gen(seed, 12, "signals").draw()
+    why = fuzz_graphs.check(prog)
+    assert why is None, f"seed {seed} ({FOUND_SIGNALS[seed]}): {why}\n{prog.source()}"
+
+
 def test_signal_programs_reach_the_im2col_path_and_leave_the_environment_as_it_was(monkeypatch):
     monkeypatch.delenv("LLGA_IM2COL", raising=False)
     progs = [fuzz_graphs.Gen(s, 12, "signals").draw() for s in SIGNAL_SEEDS]

@@ -1330,8 +1330,13 @@ def test_interleaved_strided_views_reach_onednn_as_dense_copies():
 
 # A post-op operand in every stride form, at the traced batch and others: oneDNN 2.6's
 # gemm-based matmul read an operand with gaps between its rows (y[:, :1] of a batch of 2+)
-# at dense offsets (graph fuzzer seed 120632: off by 2.0).
+# at dense offsets (graph fuzzer seed 120632: off by 2.0), and its brgemm convolutions and
+# products read a broadcast operand strided along its one varying dim (per channel, per
+# column) as if dense (seed 311762 of the signals family: off by 1.8).
 OPERAND_FORMS = {
+    "channel-step": lambda y: y.mean((2, 3), keepdim=True).repeat(1, 2, 1, 1)[:, ::2],
+    "channel-split": lambda y: torch.split(nn.functional.adaptive_avg_pool2d(y, (1, 2)), [1, 1], 3)[1],
+    "column-step": lambda y: y.repeat(1, 1, 1, 2)[:1, :1, :1, ::2],
     "channel-slice": lambda y: y[:, :1],
     "transposed": lambda y: y.transpose(-1, -2),
     "step-slice": lambda y: y.repeat(1, 1, 1, 2)[..., ::2],
@@ -1342,16 +1347,18 @@ OPERAND_FORMS = {
 
 
 @pytest.mark.parametrize("binop", ["mul", "add"])
-@pytest.mark.parametrize("anchor", ["matmul", "conv"])
+@pytest.mark.parametrize("anchor", ["matmul", "conv", "linear"])
 @pytest.mark.parametrize("form", list(OPERAND_FORMS))
 def test_post_op_operands_in_every_stride_form(form, anchor, binop):
     torch.manual_seed(0)
     w = torch.randn(3, 3, 3, 3) * 0.3
+    lw = torch.randn(8, 8) * 0.3
     make = OPERAND_FORMS[form]
 
     class M(torch.nn.Module):
         def forward(self, x, y):
-            o = torch.matmul(x, x.transpose(-1, -2)) if anchor == "matmul" else nn.functional.conv2d(x, w, padding=1)
+            o = (torch.matmul(x, x.transpose(-1, -2)) if anchor == "matmul" else nn.functional.conv2d(x, w, padding=1)
+                 if anchor == "conv" else nn.functional.linear(x, lw))
             e = make(y)
             return torch.tanh(o * e if binop == "mul" else o + e)
 

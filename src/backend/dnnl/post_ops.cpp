@@ -97,6 +97,11 @@ void checkOperandFits(const Tensor& t, const Shape& out) {
   }
 }
 
+Tensor postOpOperand(const Tensor& t, int64_t out_numel) {
+  if (t.isBlocked() || t.numel() >= out_numel || t.isContiguous()) return t;
+  return t.contiguous();
+}
+
 dnnl::memory::desc binaryOperandDesc(const Tensor& t, size_t dst_rank) {
   Shape dims(dst_rank - std::min<size_t>(dst_rank, static_cast<size_t>(t.dim())), 1), strides(dims.size(), 1);
   dims.insert(dims.end(), t.sizes().begin(), t.sizes().end());

@@ -60,4 +60,14 @@ void checkOperandFits(const Tensor& t, const Shape& out);
 // 1-dims so its rank is the destination's.
 dnnl::memory::desc binaryOperandDesc(const Tensor& t, size_t dst_rank);
 
+// `t` as a binary post-op (or a binary primitive's second source) may read
+// it when the destination has `out_numel` elements: a full-size operand as
+// it is (a channels-last residual keeps its strides), a broadcast one (fewer
+// elements) dense row-major. oneDNN 2.6's jit kernels take the per-channel
+// and per-row broadcast strategies from the operand's dims and read its
+// values as if dense: a strided per-channel slice (x[:, ::2] of a pooled
+// map, split(..)[1] of one) gave wrong results (found by
+// scripts/fuzz_graphs.py, seed 311762). A copy of a broadcast operand is small.
+Tensor postOpOperand(const Tensor& t, int64_t out_numel);
+
 }  // namespace llga

@@ -591,7 +591,7 @@ std::optional<Tensor> blockedBinary(ExecContext& ctx, BinCache& cache, Bin op, c
     std::swap(xi, yi);
   }
   const Tensor& x = a.tensor(xi);
-  const Tensor& y = a.tensor(yi);
+  const Tensor y = postOpOperand(a.tensor(yi), x.numel());  // a strided per-channel one dense (postOpOperand)
   if (x.dtype() != ScalarType::Float || y.dtype() != ScalarType::Float) return std::nullopt;
   const dnnl::memory::desc& xmd = blockedDesc(x);
   // per channel: y's sizes (right-aligned to x's rank) are 1 except the

@@ -297,9 +297,12 @@ class ConvKernel final : public Kernel {
     key.push_back(p.groups);
     key.push_back(p.transposed);
     std::vector<Tensor> operands;  // of the Binary post-ops, in chain order
+    int64_t out_numel = 1;
+    for (int64_t d : outShape(x, w, p)) out_numel *= d;
     for (size_t i = anchor_inputs_; i < a.num_in; ++i) {
       Tensor t = lifted ? heightOne(a.ctx, a.tensor(i)) : a.tensor(i);
       if (t.dtype() != ScalarType::Float && !lowPrecisionResidual(t)) t = t.to(ScalarType::Float);
+      t = postOpOperand(t, out_numel);
       addToKey(key, t);
       operands.push_back(std::move(t));
     }

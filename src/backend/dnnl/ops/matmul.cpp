@@ -107,6 +107,9 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   int64_t out_numel = 1;
   for (int64_t d : out_shape) out_numel *= d;
   if (out_numel == 0) return Tensor::empty(ScalarType::Float, out_shape);
+  std::vector<Tensor> operands;  // the chain's, as its post-ops read them (postOpOperand: broadcast ones dense)
+  if (chain)
+    for (const Tensor& t : chain->operands) operands.push_back(postOpOperand(t, out_numel));
   // dst as a fresh row-major tensor of out_shape (size-1 dims as unitDimStrides: an einsum's (1, 4, 1) view failed to execute)
   auto outDesc = [&out_shape](memory::data_type dt) {
     return memory::desc(out_shape, dt, unitDimStrides(out_shape, Tensor::contiguousStrides(out_shape)));
@@ -133,7 +136,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   else addToKey(key, b);
   if (bb) addToKey(key, *bb);
   if (chain)
-    for (const Tensor& t : chain->operands) addToKey(key, t);
+    for (const Tensor& t : operands) addToKey(key, t);
   auto make = [&](Precision mode) {
     MatmulEntry e;
     const bool bf16 = mode == Precision::BF16, int8 = mode == Precision::INT8;
@@ -156,7 +159,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
                               : e.wei_plain;
     e.bias_md = bb ? plainDesc(*bb) : memory::desc();
     if (chain)
-      for (const Tensor& t : chain->operands) e.operand_mds.push_back(binaryOperandDesc(t, static_cast<size_t>(nd)));
+      for (const Tensor& t : operands) e.operand_mds.push_back(binaryOperandDesc(t, static_cast<size_t>(nd)));
     std::vector<PostOp> ops = chain ? *chain->ops : std::vector<PostOp>{};
     e.act_after = takeFinalActivation(ops, out_numel);  // then llga's own runs after the primitive
     e.bf16_out = bf16 && bf16_out && activationToBf16Available(e.act_after);
@@ -351,7 +354,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       if ((*chain->ops)[i].kind != PostOp::Kind::Eltwise) {
         const size_t k = o++;
         args->bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i + e->pre_ops)) | DNNL_ARG_SRC_1,
-                   e->operand_mds[k + e->pre_ops], chain->operands[k].data());
+                   e->operand_mds[k + e->pre_ops], operands[k].data());
       }
   {
     SerialScope serial(out_numel * a.size(-1) < kSerialMacs);
@@ -359,12 +362,12 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
   }
   if (e->split_at != SIZE_MAX) {  // the rest of the chain: dst op operand 0, in place, then its post-ops
     std::unordered_map<int, memory> targs{{DNNL_ARG_SRC_0, memory(e->dst_md, cpuEngine(), dst.data())},
-                                          {DNNL_ARG_SRC_1, memory(e->operand_mds[0], cpuEngine(), chain->operands[0].data())},
+                                          {DNNL_ARG_SRC_1, memory(e->operand_mds[0], cpuEngine(), operands[0].data())},
                                           {DNNL_ARG_DST, memory(e->dst_md, cpuEngine(), dst.data())}};
     for (size_t i = e->split_at + 1, o = 1; i < chain->ops->size(); ++i)
       if ((*chain->ops)[i].kind == PostOp::Kind::Binary) {
         targs[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i - e->split_at - 1)) | DNNL_ARG_SRC_1] =
-            memory(e->operand_mds[o], cpuEngine(), chain->operands[o].data());
+            memory(e->operand_mds[o], cpuEngine(), operands[o].data());
         ++o;
       }
     execute(ctx, e->tail, e->tail_scratch_md, std::move(targs));
