@@ -44,7 +44,7 @@ void swishInPlace(float* p, int64_t n);
 // in PyTorch. Requires fastGeluEnabled().
 void geluErfInPlace(float* p, int64_t n);
 
-// True when swishQuantize and activationToBf16 can run: fastSwishEnabled() and AVX-512F.
+// True when swishQuantize can run (and activationToBf16 of a swish): fastSwishEnabled() and AVX-512F.
 bool swishNarrowEnabled();
 
 // q[i] = saturate(round(p[i] * sigmoid(p[i]) * inv_scale + zero_point)), u8
