@@ -479,22 +479,20 @@ class AssignPrecision final : public Pass {
     return a && a->is<std::string>() && a->get<std::string>() == name && group.outputs().size() == 1 &&
            group.subgraph();
   }
-  // A concat partition of one aten::cat.
-  static bool concatPartition(const Node& group) {
-    if (!partitionOf(group, "concat")) return false;
+  // A partition of the pattern `name` whose one op (besides constants) is a `kind`.
+  static bool loneOpPartition(const Node& group, const char* name, const char* kind) {
+    if (!partitionOf(group, name)) return false;
     int ops = 0;
     for (const Node* m : group.subgraph()->nodes())
-      if (m->kind() != prim::Constant) ops += m->kind().toQualString() == "aten::cat" ? 1 : 100;
+      if (m->kind() != prim::Constant) ops += m->kind().toQualString() == kind ? 1 : 100;
     return ops == 1;
   }
+  // A concat partition of one aten::cat.
+  static bool concatPartition(const Node& group) { return loneOpPartition(group, "concat", "aten::cat"); }
   static bool concatBatchNorm(const Node& group) { return partitionOf(group, "concat_batchnorm"); }
   // A layernorm partition of one aten::layer_norm (its kernel writes bf16 from llga's rows).
   static bool layerNormPartition(const Node& group) {
-    if (!partitionOf(group, "layernorm_post_ops")) return false;
-    int ops = 0;
-    for (const Node* m : group.subgraph()->nodes())
-      if (m->kind() != prim::Constant) ops += m->kind().toQualString() == "aten::layer_norm" ? 1 : 100;
-    return ops == 1;
+    return loneOpPartition(group, "layernorm_post_ops", "aten::layer_norm");
   }
   // A partition that is one 2-D max pooling reading its input once: int8
   // passes through it exactly (the maximum of values quantized at one scale
