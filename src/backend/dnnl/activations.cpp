@@ -174,14 +174,8 @@ struct QuantizedOut {
 // bf16, as vcvtneps2bf16 rounds (vec::bf16Bits16).
 struct Bf16Out {
   using T = uint16_t;
-  LLGA_AVX512 void put16(T* q, __m512 y) const {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), vec::bf16Bits16(y));
-  }
-  LLGA_AVX512 void putTail(T* q, int64_t n, __m512 y) const {
-    alignas(32) uint16_t lanes[16];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), vec::bf16Bits16(y));
-    std::memcpy(q, lanes, static_cast<size_t>(n) * sizeof(uint16_t));
-  }
+  LLGA_AVX512 void put16(T* q, __m512 y) const { vec::storeBf16(q, y, 16); }
+  LLGA_AVX512 void putTail(T* q, int64_t n, __m512 y) const { vec::storeBf16(q, y, n); }
 };
 
 }  // namespace

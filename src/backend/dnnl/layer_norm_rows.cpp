@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/vec_math.h"
@@ -46,13 +45,7 @@ LLGA_AVX512 void rowsOf(const float* src, uint16_t* dst, int64_t r0, int64_t r1,
       __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vmean), rstd);
       if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + j));
       if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, b + j));
-      if (n - j >= 16) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + j), vec::bf16Bits16(v));
-      } else {  // the row's last n - j values: nothing past the row is written
-        alignas(32) uint16_t lanes[16];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), vec::bf16Bits16(v));
-        std::memcpy(y + j, lanes, static_cast<size_t>(n - j) * sizeof(uint16_t));
-      }
+      vec::storeBf16(y + j, v, n - j);  // nothing past the row is written
     }
   }
 }

@@ -9,6 +9,8 @@
 #endif
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "backend/dnnl/eltwise_step.h"
 
 #define LLGA_AVX512 __attribute__((target("avx512f")))
@@ -126,6 +128,15 @@ LLGA_AVX512 inline __m256i bf16Bits16(__m512 y) {
   __m512i r = _mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
   r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q), b, _mm512_set1_epi32(0x00400000));
   return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
+// The bf16 of y's first min(n, 16) lanes stored at q (bf16Bits16's
+// rounding); nothing past them is written.
+LLGA_AVX512 inline void storeBf16(uint16_t* q, __m512 y, int64_t n) {
+  if (n >= 16) return _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), bf16Bits16(y));
+  alignas(32) uint16_t lanes[16];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), bf16Bits16(y));
+  std::memcpy(q, lanes, static_cast<size_t>(n) * sizeof(uint16_t));
 }
 
 // The first min(n, 16) lanes.
