@@ -85,11 +85,12 @@ def prepare_llga(workdir: str, spec, threads: int, precision: str = "fp32"):
 
     def settle():
         """A batch size's first calls measure how to split it (compiled.batch_split): these
-        warm-up calls let that finish (at most 40: one after another, then side by
-        side) before anything is timed. Returns how many."""
+        warm-up calls let that finish (one after another, then side by side; up
+        to 8 calls a chunk where calls are fast: at most 200) before anything
+        is timed. Returns how many."""
         n = 0
         items = xs[0].shape[0] if xs and getattr(xs[0], "ndim", 0) else 1
-        while n < 40 and compiled.batch_split.proved and items > 1:
+        while n < 200 and compiled.batch_split.proved and items > 1:
             size = compiled.batch_split.sizes.get(items)
             if size is not None and size.chunk:
                 break

@@ -101,11 +101,14 @@ class CompiledGraph:
         size, "off", or a fixed chunk) and ``sizes`` ({batch size: the chunk
         chosen (0 while still measuring; the batch size itself: run whole)
         and the ns per item each chunk tried took}). Batches of 8 items or
-        more are split: a batch size's first calls each try the next chunk
-        (1 item, or 1/32 of the batch, then doubling up to the whole batch)
+        more are split: a batch size's first calls try the next chunk (1
+        item, or 1/32 of the batch, then doubling up to the whole batch)
         until one is 15% slower per item than the best; with two threads or
-        more, then the same chunks side by side, one per thread (``lanes``);
-        every call computes its own inputs, none twice."""
+        more, then the same chunks side by side, one per thread (``lanes``).
+        A chunk is timed over calls until they measured 2 ms or 8 calls, and
+        counts at its fastest (a fast model takes about 100 calls to settle,
+        a slow one one call a chunk); every call computes its own inputs,
+        none twice."""
         why = self._impl.batch_split_refused()
         if not self._impl.batch_split_proved:
             why = next((n.split(": ", 1)[1] for r in self.passes if r.name == "batch-rows" for n in r.notes

@@ -74,15 +74,20 @@ BatchSplit::Recorded BatchSplit::record(int64_t items, int64_t chunk, double lat
     ++s.warm_calls;
     return r;
   }
-  (lanes > 1 ? s.report.ns_per_item_side_by_side : s.report.ns_per_item).emplace_back(chunk, ns);
+  s.fastest_ns = s.samples == 0 ? ns : std::min(s.fastest_ns, ns);
+  s.sampled_ns += ns * static_cast<double>(items);
+  if (++s.samples < kMaxSamples && s.sampled_ns < kSampleNs) return r;  // its next call is timed too
+  (lanes > 1 ? s.report.ns_per_item_side_by_side : s.report.ns_per_item).emplace_back(chunk, s.fastest_ns);
   const Candidate b = best(s.report, s.side_lanes);
   r.best = b.chunk;
   ++s.next;
   s.warm_calls = 0;
+  s.samples = 0;
+  s.sampled_ns = 0;
   const auto& series = b.lanes > 1 ? s.report.ns_per_item_side_by_side : s.report.ns_per_item;
   const double best_ns =
       std::find_if(series.begin(), series.end(), [&](const auto& p) { return p.first == b.chunk; })->second;
-  if (ns > kGiveUp * best_ns)  // past the best: the rest of this series is not tried
+  if (s.fastest_ns > kGiveUp * best_ns)  // past the best: the rest of this series is not tried
     while (s.next < s.candidates.size() && s.candidates[s.next].lanes == lanes) ++s.next;
   if (s.next == s.candidates.size()) {
     s.report.chunk = b.chunk;

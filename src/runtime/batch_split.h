@@ -15,9 +15,14 @@
 // Zen 4 (regnet_y_800mf and resnet18 even): which wins is measured too.
 // A call times its full chunks after the first two (which make the
 // primitives and the memory plan of their shape), or, once the shape is
-// warm, the whole call, until a candidate runs more than kGiveUp times
-// slower per item than the best so far. Every call computes its own batch;
-// nothing runs twice. The choice is kept per batch size (a bounded number of
+// warm, the whole call. A candidate is timed over calls until they have
+// measured kSampleNs or kMaxSamples calls, and counts at the fastest of them:
+// one call of a few microseconds is at the mercy of one interrupt (the
+// 32-row linear of the bench's `tiny` model measured its whole batch 2x slow
+// in one call of four, and that compiled copy then ran chunks of 16 at 1.5x
+// the time, or of 8 at 2.3x, for its whole life). The series stops once a
+// candidate runs more than kGiveUp times slower per item than the best so
+// far. Every call computes its own batch; nothing runs twice. The choice is kept per batch size (a bounded number of
 // them) and reported (compiled.batch_split).
 #pragma once
 
@@ -45,6 +50,10 @@ class BatchSplit {
   // fixed chunk (Fixed, `chunk` items a call).
   enum class Mode { Auto, Off, Fixed };
   static constexpr double kGiveUp = 1.15;
+  // A candidate's timed calls: until they add up to this much (a call of a
+  // few milliseconds or more is timed once) or this many calls.
+  static constexpr double kSampleNs = 2e6;
+  static constexpr int kMaxSamples = 8;
   // Side by side is taken unless one after another measured this much
   // faster: without a barrier per primitive it holds up when the host takes
   // a core away for a while, where one after another lost 20-30% (the
@@ -74,6 +83,8 @@ class BatchSplit {
   // A measured call: ns per item over its full chunks after the second (the
   // first made the primitives for their shape, the second laid out the
   // memory planner's arena), or -1 when it had none; and over the whole call.
+  // The candidate moves on after enough timed calls (kSampleNs, kMaxSamples)
+  // and is reported at the fastest.
   // A candidate's first call counts only with the former; the whole batch's
   // third call, or a chunked candidate's second, is timed whole. Side by
   // side (`lanes` > 1) a call passes -1 and the time per item of its chunks
@@ -107,6 +118,9 @@ class BatchSplit {
     int side_lanes = 1;               // the side-by-side series' lanes
     size_t next = 0;                  // the candidate the next call tries
     int warm_calls = 0;               // calls with the candidate that measured nothing
+    int samples = 0;                  // its timed calls so far,
+    double sampled_ns = 0;            // the time they measured
+    double fastest_ns = 0;            // and the fastest per item
     BatchSplitReport report;
     uint64_t last_used = 0;
   };

@@ -8,17 +8,26 @@ using namespace llga;
 
 namespace {
 
+// The cost functions below give ns per item in units of 4 * kUnit by
+// default: 4 ms a call at 32 items and cost 1, over kSampleNs from cost 0.5
+// on, so that every candidate is timed by one call (the sampling of fast
+// calls has tests of its own).
+constexpr double kUnit = 1e6 / 32;
+static_assert(4 * kUnit * 32 * 0.5 >= BatchSplit::kSampleNs);
+
 // Runs the measurement for `items` with ns per item given by `cost(chunk)`,
 // as CompiledGraph does: a chunked call reports its later chunks' time when
 // it has three or more, a whole call (or a call of two chunks) only its own.
-std::vector<int64_t> measure(BatchSplit& b, int64_t items, double (*cost)(int64_t), int max_calls = 40) {
+std::vector<int64_t> measure(BatchSplit& b, int64_t items, double (*cost)(int64_t), int max_calls = 40,
+                             double unit = 4 * kUnit) {
   std::vector<int64_t> tried;
   for (int call = 0; call < max_calls; ++call) {
     const BatchSplit::Pick p = b.pick(items);
     if (!p.timed) break;
     tried.push_back(p.chunk);
     const int64_t chunks = (items + p.chunk - 1) / p.chunk;
-    b.record(items, p.chunk, chunks >= 3 ? cost(p.chunk) : -1.0, cost(p.chunk));
+    const double ns = cost(p.chunk) * unit;
+    b.record(items, p.chunk, chunks >= 3 ? ns : -1.0, ns);
   }
   return tried;
 }
@@ -34,9 +43,9 @@ std::vector<std::pair<int64_t, int>> measureLanes(BatchSplit& b, int64_t items, 
     tried.emplace_back(p.chunk, p.lanes);
     const int64_t chunks = (items + p.chunk - 1) / p.chunk;
     if (p.lanes > 1)
-      b.record(items, p.chunk, -1.0, side(p.chunk), p.lanes);
+      b.record(items, p.chunk, -1.0, side(p.chunk) * 4 * kUnit, p.lanes);
     else
-      b.record(items, p.chunk, chunks >= 3 ? cost(p.chunk) : -1.0, cost(p.chunk));
+      b.record(items, p.chunk, chunks >= 3 ? cost(p.chunk) * 4 * kUnit : -1.0, cost(p.chunk) * 4 * kUnit);
   }
   return tried;
 }
@@ -67,6 +76,46 @@ TEST(BatchSplit, TheWholeBatchCountsFromItsThirdCall) {
   EXPECT_EQ(b.report()[0].ns_per_item.size(), 6u);
 }
 
+// A fast call is timed several times and counts at its fastest: one slow call
+// (an interrupt) does not decide. Here the whole batch's first timed call
+// is 3x its cost, which alone would have chosen chunks of 16.
+int g_whole_calls = 0;
+double fastWholeOnceSlow(int64_t chunk) {
+  if (chunk == 32 && g_whole_calls++ == 2) return 3.0 * falling(32);  // its first timed call
+  return falling(chunk);
+}
+
+TEST(BatchSplit, FastCallsAreTimedSeveralTimesAndCountAtTheFastest) {
+  BatchSplit b;
+  g_whole_calls = 0;
+  // 0.1 us a call: kMaxSamples timed calls per candidate, and the whole
+  // batch's two warm-up calls before its own
+  const double unit = 100.0 / 32;
+  const auto tried = measure(b, 32, fastWholeOnceSlow, 200, unit);
+  const int n = BatchSplit::kMaxSamples;
+  // 1, 2, 4 and 8 time from their first call; 16 (two chunks) from its second, 32 from its third
+  EXPECT_EQ(tried.size(), static_cast<size_t>(4 * n + (1 + n) + (2 + n)));
+  const auto r = b.report();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].chunk, 32);
+  ASSERT_EQ(r[0].ns_per_item.size(), 6u);
+  EXPECT_DOUBLE_EQ(r[0].ns_per_item.back().second, falling(32) * unit);  // its fastest, not the slow one
+}
+
+TEST(BatchSplit, SlowerCallsAreTimedUntilTheyAddUpToTheSampleTime) {
+  BatchSplit b;
+  // 32 items at 20 us each: 0.64 ms a call, so 4 calls reach kSampleNs (2 ms)
+  const BatchSplit::Pick p = b.pick(32);
+  ASSERT_EQ(p.chunk, 1);
+  int calls = 0;
+  while (b.pick(32).chunk == 1 && calls < 100) {
+    b.record(32, 1, 20000.0, 20000.0);
+    ++calls;
+  }
+  EXPECT_EQ(calls, 4);
+  EXPECT_EQ(b.pick(32).chunk, 2);
+}
+
 TEST(BatchSplit, SmallBatchesRunWholeAndLargeOnesInAtMost32Chunks) {
   BatchSplit b;
   EXPECT_EQ(b.pick(7).chunk, 7);
@@ -86,7 +135,7 @@ TEST(BatchSplit, FixedAndOffModes) {
 
 TEST(BatchSplit, MeasuringHoldsOneCandidateAndARefusalIsFinal) {
   BatchSplit b;
-  const BatchSplit::Recorded first = b.record(32, b.pick(32).chunk, 5.0, 5.0);  // chunk 1
+  const BatchSplit::Recorded first = b.record(32, b.pick(32).chunk, 5e6, 5e6);  // chunk 1, timed once (5 ms an item)
   EXPECT_EQ(first.dropped, (std::vector<int64_t>{1}));  // dropped though best: the next candidate builds its own
   EXPECT_FALSE(first.settled);
   b.refuse("output 0 is a view of an input");
