@@ -203,7 +203,6 @@ void swishQuantize(const float* p, void* q, int64_t n, float inv_scale, int32_t 
   else inParallel(n, [&](int64_t lo, int64_t hi) { narrowRange<vec::swish16>(p, out, lo, hi, QuantizedOut<false>{inv_scale, zp}); });
 }
 
-
 bool fastGeluEnabled() {
   static const bool cpu = vec::cpuHasAvx512();
   return cpu && envSwitchOn("LLGA_FAST_GELU");
