@@ -260,25 +260,46 @@ class Fuse final : public Pass {
     std::set<const Value*> read;
     for (const std::vector<Node*>* ns : {&chain, &take})
       for (const Node* n : *ns)
-        for (const Value* in : n->inputs()) read.insert(memoryRoot(*in));
+        for (const Value* in : n->inputs()) memoryRoots(*in, read);
     for (const Node* k = chain.back()->next(); k && k != to; k = k->next()) {
       if (std::find(take.begin(), take.end(), k) != take.end() || !hasSideEffects(*k)) continue;
-      for (size_t i = 0; i < k->inputs().size(); ++i)
-        if (writesInput(*k, i) && read.count(memoryRoot(*k->input(i)))) return k;
+      for (size_t i = 0; i < k->inputs().size(); ++i) {
+        if (!writesInput(*k, i)) continue;
+        std::set<const Value*> written;
+        memoryRoots(*k->input(i), written);
+        for (const Value* r : written)
+          if (read.count(r)) return k;
+      }
     }
     return nullptr;
   }
 
-  // The value whose memory `v` is: through views and through in-place ops'
-  // results (x.add_(y) returns x). A chain reading x.unsqueeze(3) must not
-  // move past x.add_(0.25).add_(m): the second writes the first's result,
-  // which is x (found by the graph fuzzer: the group read x after both).
-  static const Value* memoryRoot(const Value& v) {
-    const Value* r = aliasRoot(v);
-    while (r->node()->kind() != prim::Param && r->node()->outputs().size() == 1 && !r->node()->inputs().empty() &&
-           writesInput(*r->node(), 0))
-      r = aliasRoot(*r->node()->input(0));
-    return r;
+  // Adds the values whose memory `v` may be to `roots`: back through views,
+  // through every element of a container (a cat's list of a slice of x and a
+  // split of y reads both x and y: following a list's first element alone
+  // let a concat move past y.mul_(y), graph fuzzer seed 414668), and through
+  // in-place ops' results (x.add_(y) returns x: a chain reading
+  // x.unsqueeze(3) must not move past x.add_(0.25).add_(m), whose second op
+  // writes the first's result, which is x). A view's other operands (a
+  // size, expand_as's model) count too: more than needed, never less.
+  static void memoryRoots(const Value& v, std::set<const Value*>& roots) {
+    std::vector<const Value*> work{&v};
+    std::set<const Value*> seen;
+    while (!work.empty()) {
+      const Value* r = work.back();
+      work.pop_back();
+      if (!seen.insert(r).second) continue;
+      const Node* n = r->node();
+      if (n->kind() == prim::Param || n->inputs().empty() || !n->blocks().empty()) {
+        roots.insert(r);
+      } else if (isAliasing(*n)) {
+        for (const Value* in : n->inputs()) work.push_back(in);
+      } else if (n->outputs().size() == 1 && writesInput(*n, 0)) {
+        work.push_back(n->input(0));
+      } else {
+        roots.insert(r);
+      }
+    }
   }
 
   // A binary post-op's operand must broadcast to the chain value without

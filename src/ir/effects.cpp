@@ -101,11 +101,51 @@ const Node* writerOf(const Value& v) {
   return u ? u->user : nullptr;
 }
 
+namespace {
+
+bool isContainerConstruct(const Node& n) {
+  return n.kind() == prim::ListConstruct || n.kind() == prim::TupleConstruct || n.kind() == prim::DictConstruct;
+}
+
+// The element a value is of the list or tuple its node takes apart
+// (prim::ListUnpack's k-th output, aten::__getitem__ at a constant index),
+// or -1 when it is no such element or its index is not known here.
+int64_t elementIndex(const Value& v) {
+  const Node& n = *v.node();
+  if (n.kind() == prim::ListUnpack || n.kind() == prim::TupleUnpack)
+    for (size_t k = 0; k < n.outputs().size(); ++k)
+      if (n.output(k) == &v) return static_cast<int64_t>(k);
+  if (n.kind().toQualString() == "aten::__getitem__" && n.inputs().size() == 2 &&
+      n.input(0)->type()->kind() == TypeKind::List && n.input(1)->node()->kind() == prim::Constant)
+    if (const AttrValue* a = n.input(1)->node()->attributes().find(attr::value); a && a->is<int64_t>())
+      return a->get<int64_t>();
+  return -1;
+}
+
+}  // namespace
+
 const Value* aliasRoot(const Value& v) {
   const Value* r = &v;
-  while (r->node()->kind() != prim::Param && isAliasing(*r->node()) && r->node()->blocks().empty() &&
-         !r->node()->inputs().empty())
-    r = r->node()->input(0);
+  int64_t element = -1;  // r's element of the container walked back to next, when known
+  for (;;) {
+    const Node& n = *r->node();
+    if (n.kind() == prim::Param || !isAliasing(n) || !n.blocks().empty() || n.inputs().empty()) break;
+    if (isContainerConstruct(n)) {
+      // the element taken apart, not the first one (a list's first element
+      // is not the memory of its second); the container itself otherwise
+      if (n.kind() == prim::DictConstruct || element < 0 || element >= static_cast<int64_t>(n.inputs().size())) break;
+      r = n.input(static_cast<size_t>(element));
+      element = -1;
+      continue;
+    }
+    if (n.kind() == prim::ListUnpack || n.kind() == prim::TupleUnpack || n.kind().toQualString() == "aten::__getitem__") {
+      if (element >= 0) break;  // an element of an element: stop at the inner container
+      element = elementIndex(*r);  // -1 (not known here): the walk stops at a container built in the block
+    } else {
+      element = -1;  // a view of a tensor: not an element
+    }
+    r = n.input(0);
+  }
   return r;
 }
 

@@ -35,6 +35,9 @@ const Use* findAliasUse(const Value& v, const std::function<bool(const Use&)>& h
 const Node* writerOf(const Value& v);
 // The value whose memory v is a view or alias of, followed back through view
 // and alias ops of its block (not through control flow); v itself if none.
+// An element taken out of a list or tuple built in the block is followed to
+// the value put there; where that is not known (an index computed at run
+// time, a dict) the walk stops at the container.
 const Value* aliasRoot(const Value& v);
 // Whether the graph returns v or a view or alias of it.
 bool reachesGraphOutput(const Value& v);

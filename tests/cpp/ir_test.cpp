@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "frontend/parser.h"
+#include "ir/effects.h"
 #include "ir/ir.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
@@ -164,4 +165,36 @@ TEST(Ir, InsertConstantAndBlocks) {
   ifn->destroy();
   EXPECT_EQ(g->findValue("r"), nullptr);
   EXPECT_TRUE(verify(*g).empty());
+}
+
+// aliasRoot follows an element taken out of a list or tuple to the value put
+// there, not to the container's first element (which let passes take a
+// write into %b for none of theirs), and stops at the container where the
+// element is not known.
+TEST(Ir, AliasRootFollowsTheElementTakenOutOfAContainer) {
+  auto g = parseGraph(R"IR(graph(%a : Float(2, 4), %b : Float(2, 4), %i : int):
+  %zero : int = prim::Constant[value=0]()
+  %one : int = prim::Constant[value=1]()
+  %two : int = prim::Constant[value=2]()
+  %l : Tensor[] = prim::ListConstruct(%a, %b)
+  %x : Tensor, %y : Tensor = prim::ListUnpack(%l)
+  %z : Tensor = aten::__getitem__(%l, %one)
+  %w : Tensor = aten::__getitem__(%l, %i)
+  %s : Tensor = aten::slice(%y, %one, %zero, %two, %one)
+  %t : (Tensor, Tensor) = prim::TupleConstruct(%a, %b)
+  %p : Tensor, %q : Tensor = prim::TupleUnpack(%t)
+  %parts : Tensor[] = aten::split(%b, %two, %one)
+  %h : Tensor, %k : Tensor = prim::ListUnpack(%parts)
+  return (%x, %y, %z, %w, %s, %p, %q, %k)
+)IR");
+  auto root = [&](const char* v) { return aliasRoot(*g->findValue(v))->debugName(); };
+  EXPECT_EQ(root("x"), "a");
+  EXPECT_EQ(root("y"), "b");
+  EXPECT_EQ(root("z"), "b");
+  EXPECT_EQ(root("w"), "l");  // an index known only at run time: the list
+  EXPECT_EQ(root("s"), "b");  // a view of an element
+  EXPECT_EQ(root("p"), "a");
+  EXPECT_EQ(root("q"), "b");
+  EXPECT_EQ(root("k"), "b");  // a piece of a split: the split tensor
+  EXPECT_EQ(root("l"), "l");  // a container is not its first element
 }
