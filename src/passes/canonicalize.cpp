@@ -55,9 +55,38 @@ Value* tT(Node* n, Graph&) {
   return p ? p->input(0) : nullptr;
 }
 
+// Whether x's memory is llga's own, not (a view of) a graph input or a
+// constant: a rule that hands out x, or a view of it, where PyTorch makes a
+// new tensor would otherwise give the caller an array sharing memory with
+// one of theirs (neg(neg(x)) returned x's own array, graph fuzzer probe).
+bool computedHere(const Value& x) {
+  const Node* root = aliasRoot(x)->node();
+  return root->kind() != prim::Param && root->kind() != prim::Constant;
+}
+
+// Whether x's recorded strides are row-major for its sizes (reshape is then a view).
+bool knownContiguous(const Value& x) {
+  if (!x.type()->isTensor()) return false;
+  const TensorInfo& t = x.type()->tensorInfo();
+  const auto sizes = t.concreteSizes();
+  if (!sizes || !t.strides || t.strides->size() != sizes->size()) return false;
+  int64_t expect = 1;
+  for (size_t i = sizes->size(); i-- > 0;) {
+    if ((*sizes)[i] != 1 && (*t.strides)[i] != expect) return false;
+    expect *= (*sizes)[i];
+  }
+  return true;
+}
+
+// neg(neg(x)) is a new tensor holding x's values: x stands in for it only
+// where nothing can tell them apart, x being llga's own, read by this neg
+// alone and written by nothing.
 Value* negNeg(Node* n, Graph&) {
   Node* p = producer(n->input(0), "aten::neg");
-  return p ? p->input(0) : nullptr;
+  if (!p) return nullptr;
+  Value* x = p->input(0);
+  if (!computedHere(*x) || aliasRoot(*x) != x || x->uses().size() != 1 || mayBeMutated(*x)) return nullptr;
+  return x;
 }
 
 Value* detach(Node* n, Graph&) { return n->input(0); }
@@ -73,10 +102,21 @@ Value* flattenOneDim(Node* n, Graph&) {
 }
 
 // reshape(reshape(x, s1), s2) -> reshape(x, s2): the inner shape is never seen.
+// Not where the inner result, or the memory x is, may be written: the inner
+// reshape may be a copy (x not contiguous) whose view the outer result is, so
+// a write into the inner one reaches the outer one (and one into x does not),
+// while reshape(x, s2) may be a view of x or a copy where the two did
+// otherwise (graph fuzzer seed 422060: reshape(narrow(x)) written by
+// sigmoid_, its reshape returned). Nor where x is a caller's array or a
+// weight not known to be contiguous: reshape(x, s2) could be a view of it
+// where PyTorch's result was a copy.
 Value* reshapeReshape(Node* n, Graph&) {
   Node* p = producer(n->input(0), "aten::reshape");
   if (!p) return nullptr;
-  n->replaceInput(0, p->input(0));  // the inner reshape goes with dce if nothing else reads it
+  Value* x = p->input(0);
+  if (mayBeMutated(*p->output()) || mayBeMutated(*aliasRoot(*x))) return nullptr;
+  if (!computedHere(*x) && !knownContiguous(*x)) return nullptr;
+  n->replaceInput(0, x);  // the inner reshape goes with dce if nothing else reads it
   return n->output();
 }
 

@@ -283,6 +283,9 @@ FOUND_SIGNALS = {
     414668: "cat([x[..., 1::2], split(y)[0]]) -> batch_norm, then y.mul_(y) between the two: the concat moved "
             "into the batch_norm's group after the mul_, because the fuser followed the cat's list to its first "
             "element only (found by an int8 run, wrong in fp32 too)",
+    422060: "reshape(reshape(x.narrow(...))) with the inner result written by sigmoid_ afterwards: canonicalize's "
+            "reshape-reshape read the narrow directly, a copy the write did not reach (found by an int8 run, wrong "
+            "in fp32 too)",
 }
 
 
