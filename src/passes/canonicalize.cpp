@@ -468,15 +468,19 @@ const Rule kRules[] = {
 
 constexpr int kMaxRounds = 8;
 
-// Something may write into the value, directly or through a view of it (an
-// in-place op, or a node with effects that could): a rule replacing it by its
-// input (neg(neg(x)) -> x) would let the write reach x. Only tensors and
-// containers can be written; a number, bool, string or None read by an If
-// that raises cannot.
+// Something may write into the value's memory: directly, through a view of
+// it, or through another view of the tensor it views (an in-place op, or a
+// node with effects that could). A rule replacing it by its input
+// (neg(neg(x)) -> x) would let the write reach x; one reading x later than
+// the graph did (softmax(x - max(x)) -> softmax(x)) would read what a write
+// into x's base left there (x = base.narrow(...), then base.view(...).mul_()
+// before the softmax: found by a probe after graph fuzzer seed 422060).
+// Only tensors and containers can be written; a number, bool, string or
+// None read by an If that raises cannot.
 bool mayBeMutated(const Value& v) {
   const Type* t = v.type().get();
   while (t->kind() == TypeKind::Optional) t = t->contained()[0].get();
-  return t->kind() != TypeKind::Simple && writerOf(v) != nullptr;
+  return t->kind() != TypeKind::Simple && (writerOf(v) != nullptr || writerOf(*aliasRoot(v)) != nullptr);
 }
 
 class Canonicalize final : public Pass {
