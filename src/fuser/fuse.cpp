@@ -255,7 +255,11 @@ class Fuse final : public Pass {
   // The first node strictly between the chain's last op and `to` (same block),
   // not taken into the chain, that writes into the memory of a value the
   // chain or `take` reads; or null. (Other writes, into a mask being built,
-  // may stay between: the group reads nothing they change.)
+  // may stay between: the group reads nothing they change.) What a value's
+  // memory is: effects' memoryRoots, every element of a list included (a
+  // cat of a split of y moved past y.mul_(y) when only the list's first
+  // element counted: graph fuzzer seed 414668), and an in-place op's result
+  // (a chain reading x.unsqueeze(3) must not move past x.add_(c).add_(m)).
   static const Node* writeBetween(const std::vector<Node*>& chain, const Node* to, const std::vector<Node*>& take) {
     std::set<const Value*> read;
     for (const std::vector<Node*>* ns : {&chain, &take})
@@ -274,33 +278,7 @@ class Fuse final : public Pass {
     return nullptr;
   }
 
-  // Adds the values whose memory `v` may be to `roots`: back through views,
-  // through every element of a container (a cat's list of a slice of x and a
-  // split of y reads both x and y: following a list's first element alone
-  // let a concat move past y.mul_(y), graph fuzzer seed 414668), and through
-  // in-place ops' results (x.add_(y) returns x: a chain reading
-  // x.unsqueeze(3) must not move past x.add_(0.25).add_(m), whose second op
-  // writes the first's result, which is x). A view's other operands (a
-  // size, expand_as's model) count too: more than needed, never less.
-  static void memoryRoots(const Value& v, std::set<const Value*>& roots) {
-    std::vector<const Value*> work{&v};
-    std::set<const Value*> seen;
-    while (!work.empty()) {
-      const Value* r = work.back();
-      work.pop_back();
-      if (!seen.insert(r).second) continue;
-      const Node* n = r->node();
-      if (n->kind() == prim::Param || n->inputs().empty() || !n->blocks().empty()) {
-        roots.insert(r);
-      } else if (isAliasing(*n)) {
-        for (const Value* in : n->inputs()) work.push_back(in);
-      } else if (n->outputs().size() == 1 && writesInput(*n, 0)) {
-        work.push_back(n->input(0));
-      } else {
-        roots.insert(r);
-      }
-    }
-  }
+
 
   // A binary post-op's operand must broadcast to the chain value without
   // making it grow (the primitive writes the chain's shape): known from the

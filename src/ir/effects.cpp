@@ -149,6 +149,58 @@ const Value* aliasRoot(const Value& v) {
   return r;
 }
 
+namespace {
+
+// Whether a value of this type can be or hold a tensor (what memory is
+// about): not a number, bool, string, None or a list of such.
+bool mayHoldTensor(const Type& t) {
+  if (t.isTensor()) return true;
+  for (const TypePtr& c : t.contained())
+    if (c && mayHoldTensor(*c)) return true;
+  return t.kind() == TypeKind::Class || t.kind() == TypeKind::Union || t.isSimple("Any");
+}
+
+}  // namespace
+
+void memoryRoots(const Value& v, std::set<const Value*>& roots) {
+  std::vector<const Value*> work{&v};
+  std::unordered_set<const Value*> seen;
+  while (!work.empty()) {
+    const Value* r = work.back();
+    work.pop_back();
+    if (!seen.insert(r).second) continue;
+    const Node* n = r->node();
+    if (n->kind() == prim::Param || n->inputs().empty() || !n->blocks().empty()) {
+      roots.insert(r);
+    } else if (isAliasing(*n)) {
+      for (const Value* in : n->inputs())  // not a view's sizes or dims: they share no memory
+        if (mayHoldTensor(*in->type())) work.push_back(in);
+    } else if (n->outputs().size() == 1 && writesInput(*n, 0)) {
+      work.push_back(n->input(0));
+    } else {
+      roots.insert(r);
+    }
+  }
+}
+
+const Node* writeBetween(const Value& v, const Node* after, const Node* before) {
+  std::set<const Value*> read;
+  memoryRoots(v, read);
+  for (const Node* k = after->next(); k; k = k->next()) {
+    if (k == before) return nullptr;
+    if (k == after->owningBlock()->returnNode()) break;
+    if (!hasSideEffects(*k)) continue;
+    for (size_t i = 0; i < k->inputs().size(); ++i) {
+      if (!writesInput(*k, i)) continue;
+      std::set<const Value*> written;
+      memoryRoots(*k->input(i), written);
+      for (const Value* r : written)
+        if (read.count(r)) return k;
+    }
+  }
+  return before;
+}
+
 bool reachesGraphOutput(const Value& v) {
   const Node* ret = v.owningGraph()->block()->returnNode();
   return findAliasUse(v, [ret](const Use& u) { return u.user == ret; }) != nullptr;

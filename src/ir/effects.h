@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <vector>
 
 #include "ir/ir.h"
@@ -39,6 +40,17 @@ const Node* writerOf(const Value& v);
 // the value put there; where that is not known (an index computed at run
 // time, a dict) the walk stops at the container.
 const Value* aliasRoot(const Value& v);
+// Adds every value whose memory v may be to `roots`: back through views
+// (all their operands that can hold a tensor: a container's every element,
+// and a view's other tensor operands too, more than needed, never less) and
+// through in-place ops' results (x.add_(y) returns x), to values no such op
+// made. Numbers and lists of them (a view's sizes) have no memory here.
+void memoryRoots(const Value& v, std::set<const Value*>& roots);
+// A node strictly between `after` and `before` in their block that may
+// write into v's memory (a root in common with what it writes in place);
+// `before` itself when it does not follow `after` in after's block (not
+// known: as if written); null if none.
+const Node* writeBetween(const Value& v, const Node* after, const Node* before);
 // Whether the graph returns v or a view or alias of it.
 bool reachesGraphOutput(const Value& v);
 // For each graph input: a node that may write into its memory, directly or

@@ -138,7 +138,9 @@ Value* contiguousView(Node* n, Graph& g) {
     if (!format || *format != 0) return nullptr;  // torch.contiguous_format
   }
   Value* x = p->input(0);
-  if (mayBeMutated(*x) || mayBeMutated(*p->output())) return nullptr;
+  // (nor anything writing the tensor x views, through another view: the
+  // result may now be a view of it, where PyTorch's was a copy)
+  if (mayBeMutated(*x) || mayBeMutated(*p->output()) || mayBeMutated(*aliasRoot(*x))) return nullptr;
   const Node* root = aliasRoot(*x)->node();
   if (root->kind() == prim::Param || root->kind() == prim::Constant) return nullptr;
   TypePtr type = n->output()->type();
@@ -170,7 +172,7 @@ Value* scaleAfterProduct(Node* n, Graph& g) {
   const bool zero_dim = c->type()->isTensor() && c->type()->tensorInfo().rank() == std::optional<size_t>(0) &&
                         knownDtype(c) == std::optional<ScalarType>(ScalarType::Float);
   if (!(number || zero_dim) || c->node()->kind() != prim::Constant) return nullptr;
-  if (mayBeMutated(*s->input(0)) || mayBeMutated(*n->input(0))) return nullptr;
+  if (mayBeMutated(*s->input(0)) || mayBeMutated(*n->input(0)) || writeBetween(*s->input(0), s, n)) return nullptr;
   Node* product = Emitter(g, n, n).node(k.c_str(), {s->input(0), n->input(1)}, 1);
   product->output()->setType(n->output()->type());
   Value* scaled = Emitter(g, n, s).op(sk.c_str(), {product->output(), c}, n->output()->type());
@@ -219,7 +221,8 @@ Value* addThroughView(Node* n, Graph& g) {
   }
   const std::optional<ScalarType> dt = knownDtype(a);
   if (!dt || knownDtype(m) != dt || knownDtype(add->input(0)) != dt) return nullptr;
-  if (mayBeMutated(*a) || mayBeMutated(*m) || mayBeMutated(*add->input(0)) || mayBeMutated(*add->output()))
+  if (mayBeMutated(*a) || mayBeMutated(*m) || mayBeMutated(*add->input(0)) || mayBeMutated(*add->output()) ||
+      writeBetween(*a, add, n) || writeBetween(*m, add, n))  // the new add reads a and m where n is
     return nullptr;
   // m expands to the view's size list itself (a read of the view's size
   // would keep a read outside the chain). expand keeps m's extent where the
@@ -294,7 +297,11 @@ Value* softmaxOfShifted(Node* n, Graph&) {
     return nullptr;
   }
   const std::optional<int64_t> keep = constantInt(mx->input(2));
-  if (mx->input(0) != x || !keep || *keep != 1 || mayBeMutated(*x)) return nullptr;
+  // (the softmax then reads x where it is, after the sub: not across a
+  // write into x's memory, through any view of what x views, found by a
+  // probe after graph fuzzer seed 422060: x = base.narrow(...), then
+  // base.view(-1).mul_() before the softmax)
+  if (mx->input(0) != x || !keep || *keep != 1 || mayBeMutated(*x) || writeBetween(*x, sub, n)) return nullptr;
   // Only where the sub rounds as the softmax's own subtraction does: a bf16
   // or half x - m is rounded to that type, the softmax's is computed in float.
   const std::optional<ScalarType> dt = knownDtype(x);
@@ -468,19 +475,17 @@ const Rule kRules[] = {
 
 constexpr int kMaxRounds = 8;
 
-// Something may write into the value's memory: directly, through a view of
-// it, or through another view of the tensor it views (an in-place op, or a
-// node with effects that could). A rule replacing it by its input
-// (neg(neg(x)) -> x) would let the write reach x; one reading x later than
-// the graph did (softmax(x - max(x)) -> softmax(x)) would read what a write
-// into x's base left there (x = base.narrow(...), then base.view(...).mul_()
-// before the softmax: found by a probe after graph fuzzer seed 422060).
-// Only tensors and containers can be written; a number, bool, string or
-// None read by an If that raises cannot.
+// Something may write into the value, directly or through a view of it (an
+// in-place op, or a node with effects that could): a rule replacing it by its
+// input (neg(neg(x)) -> x) would let the write reach x. Only tensors and
+// containers can be written; a number, bool, string or None read by an If
+// that raises cannot. (A rule that reads a value later than the graph did
+// asks writeBetween too: a write into the tensor it views, through another
+// view, counts there.)
 bool mayBeMutated(const Value& v) {
   const Type* t = v.type().get();
   while (t->kind() == TypeKind::Optional) t = t->contained()[0].get();
-  return t->kind() != TypeKind::Simple && (writerOf(v) != nullptr || writerOf(*aliasRoot(v)) != nullptr);
+  return t->kind() != TypeKind::Simple && writerOf(v) != nullptr;
 }
 
 class Canonicalize final : public Pass {
