@@ -410,6 +410,8 @@ FOUND_INT8 = {
 FOUND_INT8_SIGNALS = {
     132318: "a batch_norm folded into the conv1d that read it: the conv quantized batch_norm's input per tensor, "
             "27x the emulation's error (0.34 off); fold-batchnorm now leaves it under llga.quantize",
+    437254: "cat([x1, x0, x1[:, :, 0::2]], 2) written int8 for its conv1d: the stepped slice (dims that do not "
+            "nest) went to oneDNN's reorder to be quantized, which refused to describe it",
 }
 
 

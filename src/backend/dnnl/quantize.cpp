@@ -369,7 +369,11 @@ Tensor dequantize(ExecContext& ctx, const Tensor& x, float scale, int32_t zero_p
   return out;
 }
 
-Tensor quantizeTensor(ExecContext& ctx, const Tensor& x, const ActivationQuant& q) {
+Tensor quantizeTensor(ExecContext& ctx, const Tensor& given, const ActivationQuant& q) {
+  // A view oneDNN cannot describe (dims that do not nest: x[..., ::2] of an
+  // odd width, a concat's part under llga.quantize; graph fuzzer seed
+  // 437254) is copied dense first, by llga's own strided copy.
+  const Tensor x = given.isBlocked() || dnnlDescribable(given) ? given : given.contiguous();
   const ScalarType qt = storageType(q);
   Tensor out = !x.isBlocked() && x.isPermutedDense() ? Tensor::emptyLike(qt, x.sizes(), x) : Tensor::empty(qt, x.sizes());
   quantizeActivation(ctx, memoryOf(x), wrap(out), static_cast<float>(q.scale), q.zero_point);
