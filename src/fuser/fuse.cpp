@@ -278,8 +278,6 @@ class Fuse final : public Pass {
     return nullptr;
   }
 
-
-
   // A binary post-op's operand must broadcast to the chain value without
   // making it grow (the primitive writes the chain's shape): known from the
   // recorded types, and checked again by the kernels on every call.

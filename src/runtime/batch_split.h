@@ -17,13 +17,13 @@
 // primitives and the memory plan of their shape), or, once the shape is
 // warm, the whole call. A candidate is timed over calls until they have
 // measured kSampleNs or kMaxSamples calls, and counts at the fastest of them:
-// one call of a few microseconds is at the mercy of one interrupt (the
-// 32-row linear of the bench's `tiny` model measured its whole batch 2x slow
-// in one call of four, and that compiled copy then ran chunks of 16 at 1.5x
-// the time, or of 8 at 2.3x, for its whole life). The series stops once a
-// candidate runs more than kGiveUp times slower per item than the best so
-// far. Every call computes its own batch; nothing runs twice. The choice is kept per batch size (a bounded number of
-// them) and reported (compiled.batch_split).
+// one call of a few microseconds is at the mercy of one interrupt (timed
+// once, the 32-row linear of the bench's `tiny` model settled on chunks of
+// 16 or 8 in about one compiled copy of four, which then ran at 1.5x or
+// 2.3x the time for its whole life). The series stops once a candidate runs
+// more than kGiveUp times slower per item than the best so far. Every call
+// computes its own batch; nothing runs twice. The choice is kept per batch
+// size (a bounded number of them) and reported (compiled.batch_split).
 #pragma once
 
 #include <cstdint>
