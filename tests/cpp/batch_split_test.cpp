@@ -88,7 +88,7 @@ double fastWholeOnceSlow(int64_t chunk) {
 TEST(BatchSplit, FastCallsAreTimedSeveralTimesAndCountAtTheFastest) {
   BatchSplit b;
   g_whole_calls = 0;
-  // 0.1 us a call: kMaxSamples timed calls per candidate, and the whole
+  // calls of 0.3 to 10 us: kMaxSamples timed calls per candidate, and the whole
   // batch's two warm-up calls before its own
   const double unit = 100.0 / 32;
   const auto tried = measure(b, 32, fastWholeOnceSlow, 200, unit);
