@@ -265,16 +265,8 @@ class Fuse final : public Pass {
     for (const std::vector<Node*>* ns : {&chain, &take})
       for (const Node* n : *ns)
         for (const Value* in : n->inputs()) memoryRoots(*in, read);
-    for (const Node* k = chain.back()->next(); k && k != to; k = k->next()) {
-      if (std::find(take.begin(), take.end(), k) != take.end() || !hasSideEffects(*k)) continue;
-      for (size_t i = 0; i < k->inputs().size(); ++i) {
-        if (!writesInput(*k, i)) continue;
-        std::set<const Value*> written;
-        memoryRoots(*k->input(i), written);
-        for (const Value* r : written)
-          if (read.count(r)) return k;
-      }
-    }
+    for (const Node* k = chain.back()->next(); k && k != to; k = k->next())
+      if (std::find(take.begin(), take.end(), k) == take.end() && writesInto(*k, read)) return k;
     return nullptr;
   }
 

@@ -183,20 +183,25 @@ void memoryRoots(const Value& v, std::set<const Value*>& roots) {
   }
 }
 
+bool writesInto(const Node& k, const std::set<const Value*>& roots) {
+  if (!hasSideEffects(k)) return false;
+  for (size_t i = 0; i < k.inputs().size(); ++i) {
+    if (!writesInput(k, i)) continue;
+    std::set<const Value*> written;
+    memoryRoots(*k.input(i), written);
+    for (const Value* r : written)
+      if (roots.count(r)) return true;
+  }
+  return false;
+}
+
 const Node* writeBetween(const Value& v, const Node* after, const Node* before) {
   std::set<const Value*> read;
   memoryRoots(v, read);
   for (const Node* k = after->next(); k; k = k->next()) {
     if (k == before) return nullptr;
     if (k == after->owningBlock()->returnNode()) break;
-    if (!hasSideEffects(*k)) continue;
-    for (size_t i = 0; i < k->inputs().size(); ++i) {
-      if (!writesInput(*k, i)) continue;
-      std::set<const Value*> written;
-      memoryRoots(*k->input(i), written);
-      for (const Value* r : written)
-        if (read.count(r)) return k;
-    }
+    if (writesInto(*k, read)) return k;
   }
   return before;
 }

@@ -46,6 +46,8 @@ const Value* aliasRoot(const Value& v);
 // through in-place ops' results (x.add_(y) returns x), to values no such op
 // made. Numbers and lists of them (a view's sizes) have no memory here.
 void memoryRoots(const Value& v, std::set<const Value*>& roots);
+// Whether k writes in place into memory with one of these roots.
+bool writesInto(const Node& k, const std::set<const Value*>& roots);
 // A node strictly between `after` and `before` in their block that may
 // write into v's memory (a root in common with what it writes in place);
 // `before` itself when it does not follow `after` in after's block (not
