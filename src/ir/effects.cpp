@@ -184,7 +184,8 @@ void memoryRoots(const Value& v, std::set<const Value*>& roots) {
 }
 
 bool writesInto(const Node& k, const std::set<const Value*>& roots) {
-  if (!hasSideEffects(k)) return false;
+  // writesInput, not hasSideEffects, decides: the latter does not look into a
+  // fusion group's subgraph
   for (size_t i = 0; i < k.inputs().size(); ++i) {
     if (!writesInput(k, i)) continue;
     std::set<const Value*> written;
