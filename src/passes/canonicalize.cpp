@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "ir/effects.h"
+#include "ir/strides.h"
 #include "passes/pass.h"
 #include "passes/pass_utils.h"
 
@@ -70,11 +71,9 @@ bool knownContiguous(const Value& x) {
   const TensorInfo& t = x.type()->tensorInfo();
   const auto sizes = t.concreteSizes();
   if (!sizes || !t.strides || t.strides->size() != sizes->size()) return false;
-  int64_t expect = 1;
-  for (size_t i = sizes->size(); i-- > 0;) {
-    if ((*sizes)[i] != 1 && (*t.strides)[i] != expect) return false;
-    expect *= (*sizes)[i];
-  }
+  const std::vector<int64_t> want = contiguousStrides(*sizes);
+  for (size_t i = 0; i < sizes->size(); ++i)
+    if ((*sizes)[i] != 1 && (*t.strides)[i] != want[i]) return false;  // a size-1 dim's stride says nothing
   return true;
 }
 
