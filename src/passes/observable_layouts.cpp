@@ -158,6 +158,21 @@ class ObservableLayouts final : public Pass {
       for (int64_t& d : *in) d = where_new[static_cast<size_t>(d)];
       return in;
     }
+    // Views that keep their input's dims in its order (a slice with a step
+    // keeps the strides' ranking), and a piece of a split or chunk taken out
+    // of its list (a scripted program's pieces: graph fuzzer seed 454649,
+    // split -> permute -> relu6 -> contiguous, then a write through the relu6:
+    // the pieces' order was unknown, so llga's layout decided alias or copy)
+    if (kind == "aten::slice" || kind == "aten::narrow" || kind == "aten::detach" || kind == "aten::alias")
+      return pytorchOrder(n->input(0), depth + 1);
+    if (n->kind() == prim::ListUnpack || kind == "aten::__getitem__") {
+      const Node* src = n->input(0)->node();
+      const std::string sk = src->kind().toQualString();
+      if (!src->inputs().empty() && (sk == "aten::split" || sk == "aten::split_with_sizes" || sk == "aten::chunk" ||
+                                     sk == "aten::unsafe_split" || sk == "aten::unsafe_chunk"))
+        return pytorchOrder(src->input(0), depth + 1);
+      return std::nullopt;
+    }
     if (isFactory(*n)) {
       auto sizes = constantInts(n->input(0));
       if (!sizes) return std::nullopt;

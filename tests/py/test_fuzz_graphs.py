@@ -166,9 +166,18 @@ class _TransposedProductThenReshape(torch.nn.Module):  # PyTorch copies
         return v + 0.0, f
 
 
+class _SplitPiecePermutedThenContiguous(torch.nn.Module):  # PyTorch copies (seed 454649, scripted)
+    def forward(self, x):
+        v = torch.relu(torch.chunk(x, 2, 2)[1].permute(0, 2, 1, 3)) * 1.0
+        c = v.contiguous()
+        v[:, :1].mul_(0.5)
+        return c, v + 0.0
+
+
 @pytest.mark.parametrize("how", ["trace", "script"])
 @pytest.mark.parametrize("cls", [_TransposedQuotientThenContiguous, _TransposedBackThenContiguous,
-                                 _ChannelsLastMaximumThenContiguous, _TransposedProductThenReshape])
+                                 _ChannelsLastMaximumThenContiguous, _TransposedProductThenReshape,
+                                 _SplitPiecePermutedThenContiguous])
 def test_alias_or_copy_follows_pytorchs_layout_of_computed_values(cls, how):
     m = cls().eval()
     x = torch.randn(2, 3, 4, 5)
