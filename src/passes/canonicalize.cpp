@@ -140,8 +140,7 @@ Value* contiguousView(Node* n, Graph& g) {
   // (nor anything writing the tensor x views, through another view: the
   // result may now be a view of it, where PyTorch's was a copy)
   if (mayBeMutated(*x) || mayBeMutated(*p->output()) || mayBeMutated(*aliasRoot(*x))) return nullptr;
-  const Node* root = aliasRoot(*x)->node();
-  if (root->kind() == prim::Param || root->kind() == prim::Constant) return nullptr;
+  if (!computedHere(*x)) return nullptr;
   TypePtr type = n->output()->type();
   if (type->isTensor()) {  // the result's strides are x's where it is a view: unknown here
     TensorInfo info = type->tensorInfo();
