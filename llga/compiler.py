@@ -44,6 +44,7 @@ class CompiledGraph:
         # Other specializations (specialize-inputs), by the inputs' ranks and
         # dtypes, most recent last; at most MAX_SPECIALIZATIONS.
         self._respecialize = None
+        self._built_for = None  # a specialization: the _signature of the inputs it was compiled for
         self._specializations: "OrderedDict[tuple, CompiledGraph]" = OrderedDict()
         self._specializations_lock = threading.Lock()
         # compiled.set_batch_split: "auto", "off" or items per chunk.
@@ -195,7 +196,7 @@ class CompiledGraph:
         try:
             results = self._impl.run(args)
         except SpecializationMismatch:
-            if self._respecialize is None:
+            if self._respecialize is None or self._built_for == _signature(args):
                 raise
             return self._other_specialization(args)(*args)
         return self._result(results)
@@ -207,7 +208,7 @@ class CompiledGraph:
         try:
             results, values = self._impl.run(args, True)
         except SpecializationMismatch:
-            if self._respecialize is None:
+            if self._respecialize is None or self._built_for == _signature(args):
                 raise
             return self._other_specialization(args)._observed_call(*args)
         return self._result(results), dict(values)
@@ -215,11 +216,12 @@ class CompiledGraph:
     MAX_SPECIALIZATIONS = 8
 
     def _other_specialization(self, args) -> "CompiledGraph":
-        key = tuple((a.ndim, a.dtype.str) if isinstance(a, np.ndarray) else type(a).__name__ for a in args)
+        key = _signature(args)
         with self._specializations_lock:  # one compile per key, also when threads call at once
             found = self._specializations.get(key)
             if found is None:
                 found = self._respecialize(args)
+                found._built_for = key  # its own guard refusing these: raised, not compiled again
                 if self._batch_split_mode != "auto":
                     found.set_batch_split(self._batch_split_mode)
                 if len(self._specializations) >= self.MAX_SPECIALIZATIONS:
@@ -497,6 +499,16 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     rebuild = lambda args: optimize(obj, args, params=params, passes=passes, module=module, route=route,  # noqa: E731
                                     precision=precision)
     return _build(obj, example_inputs, params, passes, module, route, prec, None, rebuild)
+
+
+def _signature(args) -> tuple:
+    """What an llga::Guard checks of a call's inputs: each array's rank,
+    dtype and memory order (dims by decreasing stride, size-1 dims left out),
+    else the argument's type."""
+    def order(a):
+        dims = [d for d in range(a.ndim) if a.shape[d] != 1 and a.strides[d] != 0]
+        return tuple(sorted(dims, key=lambda d: -a.strides[d]))
+    return tuple((a.ndim, a.dtype.str, order(a)) if isinstance(a, np.ndarray) else type(a).__name__ for a in args)
 
 
 def _build(obj, example_inputs, params, passes, module, route, prec, quantization, rebuild) -> CompiledGraph:

@@ -241,7 +241,7 @@ class BatchRows final : public Pass {
       if (x.kind == Rows::Count) return set(n, x);
       return mixed(n, "turns batch rows into a number");
     }
-    if (kind == "llga::Guard") return;  // checks rank and dtype, which chunks keep
+    if (kind == "llga::Guard") return;  // checks rank, dtype and memory order, which chunks keep
 
     if (x.kind == Rows::Count || x.kind == Rows::List) {
       if (kind == "aten::cat" || kind == "aten::stack") return concat(n, kind == "aten::stack");

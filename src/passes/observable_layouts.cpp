@@ -12,14 +12,23 @@
 // PyTorch's order comes from the traced strides, else from the op that made
 // the value (views permute their input's order, elementwise ops take their
 // first full-rank operand's, contiguous/clone make it row-major) down to the
-// graph inputs' example strides. Values that are views of a graph input are
-// left alone: the kernels see the caller's strides, as PyTorch does.
+// graph inputs' example strides, or without examples (a scripted program
+// compiled alone) row-major, the order of numpy's arrays. Values that are
+// views of a graph input are left alone: the kernels see the caller's
+// strides, as PyTorch does.
+//
+// A decision taken from an input's order holds for inputs in that order
+// only: an llga::Guard[inputs, orders] checks each call's (a call in another
+// order raises a specialization mismatch, and the Python layer compiles
+// another specialization with that call's inputs as examples). Before, such
+// a call was silently answered as the examples would have been.
 //
 //   Given:  %v : Float(2, 8, 12, strides=[96, 1, 8]) = aten::div(%t, %two)
 //           %c = aten::contiguous(%v, %fmt); ... aten::mul_(%v, %k)
 //   Result: %v' = aten::permute(aten::clone(aten::permute(%v, [0, 2, 1]), 0), [0, 2, 1])
 //           %c = aten::contiguous(%v', %fmt); ... aten::mul_(%v', %k)
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 #include <unordered_map>
@@ -34,6 +43,11 @@ namespace llga {
 namespace {
 
 using Order = std::vector<int64_t>;  // dims from the outermost in memory to the innermost
+
+// Row-major at a rank not known (a scripted program's input without an
+// example): permute and the like make it a rank's order.
+const Order kRowMajor = {-1};
+bool rowMajor(const Order& o) { return o == kRowMajor; }
 
 Order identity(size_t rank) {
   Order o(rank);
@@ -78,23 +92,27 @@ class ObservableLayouts final : public Pass {
     });
     bool changed = false;
     std::unordered_set<const Value*> done;
+    std::map<Value*, Order> guarded;  // graph inputs whose order a decision took, by that order
     for (Node* n : found) {
       Value* root = const_cast<Value*>(aliasRoot(*n->input(0)));
       if (root->node()->kind() == prim::Param || root->type()->kind() != TypeKind::Tensor || done.count(root)) continue;
       const Node* writer = writerOf(*root);
       if (!writer) continue;
       done.insert(root);
+      used_.clear();
       const std::optional<Order> order = pytorchOrder(root, 0);
       if (!order) {
         note(where(*n) + ": PyTorch's memory order of its input is unknown; whether it copies follows llga's layout");
         continue;
       }
-      if (*order == identity(order->size())) continue;
+      for (const auto& [param, o] : used_) guarded.emplace(param, o);
+      if (rowMajor(*order) || *order == identity(order->size())) continue;
       relayout(g, root, *order);
       note(where(*n) + " and " + where(*writer) + ": the value they see is laid out in PyTorch's order first");
       changed = true;
     }
-    return changed;
+    if (!guarded.empty()) guard(g, guarded);
+    return changed || !guarded.empty();
   }
 
  private:
@@ -102,12 +120,20 @@ class ObservableLayouts final : public Pass {
   std::optional<Order> pytorchOrder(const Value* v, int depth) {
     if (depth > 64 || v->type()->kind() != TypeKind::Tensor) return std::nullopt;
     const TensorInfo& t = v->type()->tensorInfo();
+    // Traced strides: the order at the trace, which a traced module keeps
+    // for inputs in any order (its in-place ops were recorded on what
+    // aliased then), so nothing is guarded.
     if (t.sizes && t.strides && t.strides->size() == t.sizes->size()) return orderOfStrides(*t.strides);
     const Node* n = v->node();
-    if (n->kind() == prim::Param) {
+    if (n->kind() == prim::Param) {  // the example's, else row-major: guarded
+      Value* param = const_cast<Value*>(v);
       auto e = examples_.find(v);
-      if (e == examples_.end() || e->second->strides.size() != e->second->sizes.size()) return std::nullopt;
-      return orderOfStrides(e->second->strides);
+      if (e != examples_.end()) {
+        if (e->second->strides.size() != e->second->sizes.size()) return std::nullopt;
+        return used_[param] = orderOfStrides(e->second->strides);
+      }
+      if (!examples_.empty()) return std::nullopt;  // examples for some inputs only
+      return used_[param] = kRowMajor;
     }
     const std::string kind = n->kind().toQualString();
     if (n->inputs().empty()) return std::nullopt;
@@ -132,11 +158,17 @@ class ObservableLayouts final : public Pass {
         if (*format != 0 || !sizes) return std::nullopt;
         return identity(sizes->size());
       }
+      if (rowMajor(*in)) return in;
       return *format == 1 ? in : identity(in->size());
     }
     if (kind == "aten::transpose" || kind == "aten::t") {
       auto in = pytorchOrder(n->input(0), depth + 1);
       if (!in) return std::nullopt;
+      if (rowMajor(*in)) {
+        auto sizes = knownSizes(n->input(0));
+        if (!sizes) return std::nullopt;  // which dims a transpose swaps needs the rank
+        in = identity(sizes->size());
+      }
       if (kind == "aten::t" && in->size() < 2) return in;
       const auto a = kind == "aten::t" ? std::optional<int64_t>(0) : constantDim(n->input(1), in->size());
       const auto b = kind == "aten::t" ? std::optional<int64_t>(1) : constantDim(n->input(2), in->size());
@@ -147,6 +179,7 @@ class ObservableLayouts final : public Pass {
     if (kind == "aten::permute") {
       auto in = pytorchOrder(n->input(0), depth + 1);
       const auto perm = constantInts(n->input(1));
+      if (in && perm && rowMajor(*in)) in = identity(perm->size());
       if (!in || !perm || perm->size() != in->size()) return std::nullopt;
       std::vector<int64_t> where_new(in->size());  // input dim -> output dim
       for (size_t i = 0; i < perm->size(); ++i) {
@@ -189,21 +222,31 @@ class ObservableLayouts final : public Pass {
       };
       std::vector<Operand> ops;
       size_t rank = 0;
+      bool row_major = false;  // an operand is row-major at a rank not known
       for (const Value* in : n->inputs()) {
         if (in->type()->kind() != TypeKind::Tensor) continue;
         auto o = pytorchOrder(in, depth + 1);
         if (!o) return std::nullopt;
+        if (rowMajor(*o)) {
+          row_major = true;
+          continue;
+        }
         auto sizes = knownSizes(in);
         const bool broadcasts = sizes && std::count(sizes->begin(), sizes->end(), 1) > 0;
         rank = std::max(rank, o->size());
         ops.push_back({std::move(*o), broadcasts});
       }
+      if (row_major && ops.empty()) return kRowMajor;
       std::erase_if(ops, [rank](const Operand& o) { return o.order.size() != rank; });
       if (std::any_of(ops.begin(), ops.end(), [](const Operand& o) { return !o.broadcasts; }))
         std::erase_if(ops, [](const Operand& o) { return o.broadcasts; });
       if (ops.empty()) return std::nullopt;
       for (const Operand& o : ops)
         if (o.order != ops.front().order) return std::nullopt;
+      // a row-major operand of unknown rank agrees with a row-major result
+      // (of the result's rank or broadcast into it); with another order,
+      // which one PyTorch follows depends on its rank
+      if (row_major && ops.front().order != identity(rank)) return std::nullopt;
       return ops.front().order;
     }
     return std::nullopt;
@@ -232,7 +275,33 @@ class ObservableLayouts final : public Pass {
       if (u.user != first) u.user->replaceInput(u.offset, laid);
   }
 
+  // An llga::Guard[inputs, orders] on the inputs a decision took the order of
+  // (an empty order: row-major at any rank), at the start of the graph.
+  void guard(Graph& g, const std::map<Value*, Order>& guarded) {
+    std::vector<Value*> tensors;  // graph inputs as the Guard numbers them (not the module)
+    for (Value* in : g.inputs())
+      if (in->type()->kind() != TypeKind::Class) tensors.push_back(in);
+    AttrList inputs, orders;
+    Node* node = g.create(Symbol::fromQualString("llga::Guard"), 0);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const auto found = guarded.find(tensors[i]);
+      if (found == guarded.end()) continue;
+      inputs.emplace_back(static_cast<int64_t>(i));
+      AttrList dims;
+      if (!rowMajor(found->second))
+        for (int64_t d : found->second) dims.emplace_back(d);
+      orders.emplace_back(std::move(dims));
+      node->addInput(tensors[i]);
+    }
+    node->setAttr(Symbol::attr("inputs"), AttrValue(std::move(inputs)));
+    node->setAttr(Symbol::attr("orders"), AttrValue(std::move(orders)));
+    g.block()->prependNode(node);
+    note("the decisions hold for inputs in the memory order they were taken from (" +
+         std::to_string(node->inputs().size()) + " input(s)), guarded by llga::Guard");
+  }
+
   std::unordered_map<const Value*, TensorRef> examples_;
+  std::map<Value*, Order> used_;  // the graph inputs whose order pytorchOrder took, and that order
 };
 
 }  // namespace

@@ -220,4 +220,11 @@ class Shape {
   int64_t inline_[kInline];
 };
 
+// "(2, 3, 4)": sizes or strides in a message.
+inline std::string shapeString(const Shape& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + ")";
+}
+
 }  // namespace llga

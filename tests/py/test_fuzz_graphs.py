@@ -295,6 +295,9 @@ FOUND_SIGNALS = {
     422060: "reshape(reshape(x.narrow(...))) with the inner result written by sigmoid_ afterwards: canonicalize's "
             "reshape-reshape read the narrow directly, a copy the write did not reach (found by an int8 run, wrong "
             "in fp32 too)",
+    454649: "split -> permute -> relu6 -> contiguous, then a write through a slice of the relu6, scripted and "
+            "compiled without example inputs: the input's order was unknown, so llga's layout decided alias or "
+            "copy; it is now taken as row-major and guarded (found by an int8 run, wrong in fp32 too)",
 }
 
 

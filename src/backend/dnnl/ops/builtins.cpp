@@ -17,6 +17,22 @@ namespace {
 
 std::string scriptStr(const RtValue& v);
 
+// Whether t's dims lie in memory in `order` (outermost first; empty:
+// row-major): their strides do not grow along it. Size-1 and broadcast
+// (stride-0) dims are passed over, as PyTorch's TensorIterator does when it
+// orders a result's dims by its operand's.
+bool inMemoryOrder(const Tensor& t, const std::vector<int64_t>& order) {
+  if (!order.empty() && static_cast<int64_t>(order.size()) != t.dim()) return false;
+  int64_t outer = -1;  // the last stride seen, outermost first (-1: none yet)
+  for (int64_t k = 0; k < t.dim(); ++k) {
+    const int64_t d = order.empty() ? k : order[static_cast<size_t>(k)];
+    if (t.size(d) == 1 || t.stride(d) == 0) continue;
+    if (outer >= 0 && t.stride(d) > outer) return false;
+    outer = t.stride(d);
+  }
+  return true;
+}
+
 std::string joinItems(const std::vector<RtValue>& items, const char* open, const char* close, bool tuple) {
   std::string s = open;
   for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + scriptStr(items[i]);
@@ -295,21 +311,39 @@ void registerBuiltinOps(OpRegistry& r) {
       throw std::invalid_argument("device '" + name + "': llga runs on the CPU only");
     a.set(0, RtValue(RtDevice{"cpu"}));
   });
-  // llga::Guard[inputs, ranks, dtypes](x...): the inputs a specialization assumed (specialize-inputs)
+  // llga::Guard[inputs, ranks, dtypes](x...): the inputs' rank and dtype a
+  // specialization assumed (specialize-inputs); llga::Guard[inputs, orders]:
+  // their memory order (observable-layouts)
   r.add(OpDef{"llga::Guard", 0, 1 << 20, [](const Node& n) {
-                auto ints = [&](const char* name) {
+                const Attributes& attrs = n.attributes();
+                auto ints = [](const AttrValue& list) {
                   std::vector<int64_t> out;
-                  for (const AttrValue& v : n.attributes().get(Symbol::attr(name)).get<AttrList>()) out.push_back(v.get<int64_t>());
+                  for (const AttrValue& v : list.get<AttrList>()) out.push_back(v.get<int64_t>());
                   return out;
                 };
-                return std::make_unique<FnKernel>([inputs = ints("inputs"), ranks = ints("ranks"),
-                                                   dtypes = ints("dtypes")](const KernelArgs& a) {
+                auto get = [&](const char* name) -> const AttrValue& { return attrs.get(Symbol::attr(name)); };
+                auto has = [&](const char* name) { return attrs.has(Symbol::attr(name)); };
+                std::vector<int64_t> ranks, dtypes;
+                std::vector<std::vector<int64_t>> orders;
+                if (has("ranks")) ranks = ints(get("ranks")), dtypes = ints(get("dtypes"));
+                if (has("orders"))
+                  for (const AttrValue& o : get("orders").get<AttrList>()) orders.push_back(ints(o));
+                return std::make_unique<FnKernel>([inputs = ints(get("inputs")), ranks, dtypes,
+                                                   orders](const KernelArgs& a) {
                   for (size_t i = 0; i < a.num_in; ++i) {
                     const Tensor& t = a.tensor(i);
-                    if (t.dim() != ranks[i] || static_cast<int64_t>(scalarTypeCode(t.dtype())) != dtypes[i])
+                    const std::string which = "input " + std::to_string(inputs[i]) + " is " + t.describe();
+                    if (!ranks.empty() &&
+                        (t.dim() != ranks[i] || static_cast<int64_t>(scalarTypeCode(t.dtype())) != dtypes[i]))
+                      throw SpecializationMismatch(which + "; the graph was specialized for rank " +
+                                                   std::to_string(ranks[i]) + " and dtype code " +
+                                                   std::to_string(dtypes[i]));
+                    if (!orders.empty() && !inMemoryOrder(t, orders[i]))
                       throw SpecializationMismatch(
-                          "input " + std::to_string(inputs[i]) + " is " + t.describe() + "; the graph was specialized for "
-                          "rank " + std::to_string(ranks[i]) + " and dtype code " + std::to_string(dtypes[i]));
+                          which + " with strides " + shapeString(t.strides()) + "; the graph was specialized for " +
+                          (orders[i].empty() ? std::string("row-major inputs")
+                                             : "inputs whose dims lie in memory in the order " + shapeString(orders[i])) +
+                          " (whether its contiguous() or reshape() copies depends on it)");
                   }
                 }, /*strided_inputs=*/true);
               }});

@@ -80,12 +80,6 @@ struct RnnEntry {
 
 float* f(Tensor& t) { return t.data<float>(); }
 
-std::string shapeString(const Shape& s) {
-  std::string out = "(";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + ")";
-}
-
 // One layer's weights in PyTorch's gate-major order with oneDNN's gate order:
 // [d][g][o][i] (ldgoi) for the layer and iteration weights, [d][g][o] for the bias.
 struct LayerWeights {
