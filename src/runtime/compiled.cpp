@@ -99,6 +99,14 @@ void CompiledGraph::checkInputs(const std::vector<RtValue>& in) const {
           fail("the graph writes into this input in place (" + op + "), but its elements overlap (element strides [" +
                strides + "]); pass a copy (numpy.array(x))");
         }
+        // llga orders reads of one input and writes into another freely
+        // (PyTorch runs them as written, so a write shows in an input
+        // sharing the memory): such a call is refused, not answered wrongly
+        for (size_t j = 0; j < in.size(); ++j)
+          if (j != i && in[j].isTensor() && t.spanOverlaps(in[j].tensor()))
+            fail("the graph writes into this input in place (" + op + "), and input " + std::to_string(j) + " ('" +
+                 inputs_[j].name + "') shares memory with it (the same array, or views of one); llga compiles "
+                 "inputs as separate memory: pass a copy of one (numpy.array(x))");
       }
     } else if (spec.type->isSimple("int") && !v.isInt()) {
       fail(std::string("expected an int, got ") + v.kindName());

@@ -393,6 +393,27 @@ bool Tensor::partiallyOverlaps(const Tensor& o) const {
   return a < b_end && b < a_end;
 }
 
+bool Tensor::spanOverlaps(const Tensor& o) const {
+  if (!defined() || !o.defined() || numel() == 0 || o.numel() == 0) return false;
+  auto span = [](const Tensor& t) {  // [first byte, last byte + 1)
+    if (t.isBlocked()) {  // the whole buffer
+      const char* at = static_cast<const char*>(t.storage_->data);
+      return std::pair<const char*, const char*>(at, at + t.storage_->nbytes);
+    }
+    int64_t lo = 0, hi = 0;  // element offsets from data()
+    for (size_t d = 0; d < t.sizes_.size(); ++d) {
+      const int64_t reach = (t.sizes_[d] - 1) * t.strides_[d];
+      (reach < 0 ? lo : hi) += reach;
+    }
+    const char* at = static_cast<const char*>(t.data());
+    const auto item = static_cast<int64_t>(t.itemsize());
+    return std::pair<const char*, const char*>(at + lo * item, at + (hi + 1) * item);
+  };
+  const auto [a, a_end] = span(*this);
+  const auto [b, b_end] = span(o);
+  return a < b_end && b < a_end;
+}
+
 Tensor Tensor::asStrided(Shape sizes, Shape strides, int64_t offset) const {
   return fromStorage(storage_, dtype_, std::move(sizes), std::move(strides), offset);
 }

@@ -164,6 +164,10 @@ class Tensor {
   // strides). PyTorch refuses such ops; other sharing (a strided view) it
   // leaves alone, and so does this.
   bool partiallyOverlaps(const Tensor& o) const;
+  // Whether the byte ranges the two span intersect, whatever their storages
+  // (two arrays over one buffer): a sufficient condition for sharing no
+  // element is that this is false (interleaved views are refused too).
+  bool spanOverlaps(const Tensor& o) const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   void* data() const { return static_cast<char*>(storage_->data) + offset_ * static_cast<int64_t>(itemsize()); }
   template <typename T>
