@@ -16,6 +16,11 @@
 //   cosine_similarity(x1, x2, dim, eps) ->  sum((x1 / max(|x1|, eps)) * (x2 / max(|x2|, eps)), dim)
 //        (PyTorch 1.13's formula: each norm clamped on its own)
 //   pairwise_distance(x1, x2, p, eps, keepdim) -> linalg_vector_norm(x1 - x2 + eps, p, [-1], keepdim)
+//   cdist(x1, x2, p, compute_mode)  ->  as PyTorch 1.13 computes it: for p == 2 through a
+//        matrix product where compute_mode says (1, or None/0 with more than 25 rows on
+//        either side, decided per call by a prim::If on the row counts),
+//          sqrt(clamp_min(cat([-2 x1, |x1|^2, 1], -1) @ cat([x2, 1, |x2|^2], -1)^T, 0)),
+//        else linalg_vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, [-1])
 //   _nested_tensor_from_mask(x, keep, check) -> _transformer_encoder_layer_fwd(., mask=None) x N
 //        -> to_padded_tensor(., pad, None)   (nn.TransformerEncoder's nested fast path in eval)
 //        ->  the layers on x itself with the key padding mask logical_not(keep)
@@ -50,7 +55,7 @@ bool is(const Node& n, const char* kind) { return n.kind().toQualString() == kin
 const std::vector<std::string> kDecomposed = {
     "aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::instance_norm",
     "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd", "aten::cosine_similarity",
-    "aten::pairwise_distance", "aten::_nested_tensor_from_mask", "aten::to_padded_tensor",
+    "aten::pairwise_distance", "aten::cdist", "aten::_nested_tensor_from_mask", "aten::to_padded_tensor",
     "aten::swapaxes", "aten::swapdims"};
 
 std::optional<size_t> knownRank(const Value* v) {
@@ -76,7 +81,7 @@ class Decompose final : public Pass {
     g.forEachNode([&](Node* n) {
       if (product(*n) || binaryMaxMin(*n) || alias(*n) || tensorClamp(*n) || is(*n, "aten::instance_norm") ||
           is(*n, "aten::_native_multi_head_attention") || is(*n, "aten::_transformer_encoder_layer_fwd") ||
-          is(*n, "aten::cosine_similarity") || is(*n, "aten::pairwise_distance"))
+          is(*n, "aten::cosine_similarity") || is(*n, "aten::pairwise_distance") || is(*n, "aten::cdist"))
         todo.push_back(n);
     });
     bool changed = false;
@@ -87,6 +92,7 @@ class Decompose final : public Pass {
       else if (tensorClamp(*n)) changed |= clampWithTensors(g, n);
       else if (is(*n, "aten::cosine_similarity")) changed |= cosineSimilarity(g, n);
       else if (is(*n, "aten::pairwise_distance")) changed |= pairwiseDistance(g, n);
+      else if (is(*n, "aten::cdist")) changed |= cdist(g, n);
       else if (is(*n, "aten::instance_norm")) changed |= instanceNorm(g, n);
       else if (is(*n, "aten::_native_multi_head_attention")) changed |= mha(g, n);
       else changed |= encoderLayer(g, n);
@@ -173,6 +179,52 @@ class Decompose final : public Pass {
     Emitter e(g, n, n);
     Value* diff = e.op("aten::add", {e.op("aten::sub", {n->input(0), n->input(1), e.i(1)}), n->input(3), e.i(1)});
     finish(g, n, e.op("aten::linalg_vector_norm", {diff, n->input(2), e.ints({-1}), n->input(4), e.none()}));
+    return true;
+  }
+
+  bool cdist(Graph& g, Node* n) {
+    if (n->inputs().size() != 4) return skip(n, "unexpected arity");
+    const auto p = constantNumber(n->input(2));
+    if (!p) return skip(n, "p is not a constant");
+    const auto mode = isNone(n->input(3)) ? std::optional<int64_t>(0) : constantInt(n->input(3));
+    if (!mode || *mode < 0 || *mode > 2) return skip(n, "compute_mode is not a constant 0, 1, 2 or None");
+    Value* x1 = n->input(0);
+    Value* x2 = n->input(1);
+    auto direct = [&](Emitter& e) {
+      Value* diff = e.op("aten::sub", {e.op("aten::unsqueeze", {x1, e.i(-2)}), e.op("aten::unsqueeze", {x2, e.i(-3)}),
+                                       e.i(1)});
+      return e.op("aten::linalg_vector_norm", {diff, e.f(*p), e.ints({-1}), e.b(false), e.none()});
+    };
+    auto product = [&](Emitter& e) {  // PyTorch's _euclidean_dist
+      auto squares = [&](Value* x) {
+        return e.op("aten::sum", {e.op("aten::pow", {x, e.f(2.0)}), e.ints({-1}), e.b(true), e.none()});
+      };
+      auto ones = [&](Value* like) { return e.op("aten::ones_like", {like, e.none(), e.none(), e.none(), e.none(), e.none()}); };
+      Value* n1 = squares(x1);
+      Value* n2 = squares(x2);
+      Value* a = e.op("aten::cat", {e.list({e.op("aten::mul", {x1, e.f(-2.0)}), n1, ones(n1)}, Type::tensor()), e.i(-1)});
+      Value* b = e.op("aten::cat", {e.list({x2, ones(n2), n2}, Type::tensor()), e.i(-1)});
+      Value* r = e.op("aten::matmul", {a, e.op("aten::transpose", {b, e.i(-1), e.i(-2)})});
+      return e.op("aten::sqrt", {e.op("aten::clamp_min", {r, e.f(0.0)})});
+    };
+    Emitter e(g, n, n);
+    if (*p != 2.0 || *mode == 2) {
+      finish(g, n, direct(e));
+      return true;
+    }
+    if (*mode == 1) {
+      finish(g, n, product(e));
+      return true;
+    }
+    Value* rows = e.op("prim::max", {e.op("aten::size", {x1, e.i(-2)}, Type::Int()),
+                                     e.op("aten::size", {x2, e.i(-2)}, Type::Int())}, Type::Int());
+    Node* choice = e.node("prim::If", {e.op("aten::gt", {rows, e.i(25)}, Type::Bool())}, 1);
+    for (bool mm : {true, false}) {
+      Block* block = choice->addBlock();
+      Emitter in(g, block->returnNode(), n);
+      block->registerOutput(mm ? product(in) : direct(in));
+    }
+    finish(g, n, choice->output());
     return true;
   }
 

@@ -352,6 +352,27 @@ def distance_pair(draw):
     return a, b
 
 
+@st.composite
+def cdist_pair(draw):
+    """x1 [..., P, M] and x2 [..., R, M] with batch dims that broadcast; P or R
+    over 25 now and then (PyTorch's matrix-product path for p = 2), now and
+    then M off by one (refused)."""
+    rows = st.one_of(st.integers(0, 6), st.integers(26, 30))
+    m = draw(st.integers(1, 5))
+    batch = draw(st.sampled_from([(), (2,), (3, 1)]))
+    other = tuple(d if draw(st.booleans()) else 1 for d in batch)
+    m2 = m + 1 if rare(draw) else m
+    return draw(tensors(F32, batch + (draw(rows), m))), draw(tensors(F32, other + (draw(rows), m2)))
+
+
+def _cdist(a, b):
+    # p = 2 through a matrix product keeps |a|^2 + |b|^2 - 2ab, whose rounding
+    # (about 1e-7 of |a|^2) a square root near 0 magnifies: the case's atol
+    return (torch.cdist(a, b), torch.cdist(a, b, 1.0), torch.cdist(a, b, 0.0), torch.cdist(a, b, float("inf")),
+            torch.cdist(a, b, 3.0), torch.cdist(a, b, 2.0, "use_mm_for_euclid_dist"),
+            torch.cdist(a, b, 2.0, "donot_use_mm_for_euclid_dist"))
+
+
 def _norm(x):
     return (torch.norm(x, 3), torch.norm(x, 1, -1), torch.norm(x, 0.5, 0, True), torch.norm(x, float("inf"), -1),
             torch.norm(x, 0, -1), torch.norm(x, -2, -1))
@@ -646,6 +667,7 @@ CASES = {
                                     lambda dt: distance_pair()),
     "aten::pairwise_distance": Case(lambda a, b: (F.pairwise_distance(a, b), F.pairwise_distance(a, b, 1.0, 1e-6, True),
                                                   F.pairwise_distance(a, b, 3.0, 0.1)), lambda dt: distance_pair()),
+    "aten::cdist": Case(_cdist, lambda dt: cdist_pair(), atol=2e-3),
     "aten::norm": unary(_norm),
     "aten::linalg_vector_norm": unary(_vector_norm),
     # x.norm(dim=...) with the default p, on a transposed view too
