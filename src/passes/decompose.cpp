@@ -21,6 +21,15 @@
 //        either side, decided per call by a prim::If on the row counts),
 //          sqrt(clamp_min(cat([-2 x1, |x1|^2, 1], -1) @ cat([x2, 1, |x2|^2], -1)^T, 0)),
 //        else linalg_vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, [-1])
+//   outer(a, b) / ger(a, b)        ->  unsqueeze(a, -1) * b
+//   narrow_copy(x, dim, start, n)  ->  clone(narrow(x, dim, start, n), contiguous_format)
+//   trace(x)                       ->  sum(diagonal(x))
+//   count_nonzero(x, dims)         ->  sum(x != 0, dims)
+//   aminmax(x, dim, keepdim)       ->  (amin(x, dim, keepdim), amax(x, dim, keepdim))
+//   diag(x, k)                     ->  a copy of diagonal(x, k) for a matrix; for a vector
+//        (k = 0) where(eye(n) as bool, x, 0)
+//   cross(a, b, dim) / linalg_cross ->  roll(a, -1) * roll(b, -2) - roll(a, -2) * roll(b, -1)
+//        along dim, after a check that both have 3 there (PyTorch's error otherwise)
 //   _nested_tensor_from_mask(x, keep, check) -> _transformer_encoder_layer_fwd(., mask=None) x N
 //        -> to_padded_tensor(., pad, None)   (nn.TransformerEncoder's nested fast path in eval)
 //        ->  the layers on x itself with the key padding mask logical_not(keep)
@@ -42,6 +51,7 @@
 // other rank than 3, addmm/baddbmm/addbmm/addmv with non-constant alpha/beta
 // (addmm then runs as one op; the others are reported as unsupported).
 #include <cmath>
+#include <set>
 
 #include "ir/ops.h"
 #include "passes/pass.h"
@@ -56,7 +66,16 @@ const std::vector<std::string> kDecomposed = {
     "aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::addmv", "aten::instance_norm",
     "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd", "aten::cosine_similarity",
     "aten::pairwise_distance", "aten::cdist", "aten::_nested_tensor_from_mask", "aten::to_padded_tensor",
-    "aten::swapaxes", "aten::swapdims"};
+    "aten::swapaxes", "aten::swapdims", "aten::outer", "aten::ger", "aten::narrow_copy", "aten::trace",
+    "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross", "aten::linalg_cross"};
+
+// Rewritten by Decompose::small (each the op's PyTorch definition in ops llga runs).
+bool smallKind(const Node& n) {
+  static const std::set<std::string> kinds = {"aten::outer", "aten::ger", "aten::narrow_copy", "aten::trace",
+                                              "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross",
+                                              "aten::linalg_cross"};
+  return kinds.count(n.kind().toQualString()) > 0;
+}
 
 std::optional<size_t> knownRank(const Value* v) {
   if (!v->type()->isTensor()) return std::nullopt;
@@ -81,7 +100,8 @@ class Decompose final : public Pass {
     g.forEachNode([&](Node* n) {
       if (product(*n) || binaryMaxMin(*n) || alias(*n) || tensorClamp(*n) || is(*n, "aten::instance_norm") ||
           is(*n, "aten::_native_multi_head_attention") || is(*n, "aten::_transformer_encoder_layer_fwd") ||
-          is(*n, "aten::cosine_similarity") || is(*n, "aten::pairwise_distance") || is(*n, "aten::cdist"))
+          is(*n, "aten::cosine_similarity") || is(*n, "aten::pairwise_distance") || is(*n, "aten::cdist") ||
+          smallKind(*n))
         todo.push_back(n);
     });
     bool changed = false;
@@ -93,6 +113,7 @@ class Decompose final : public Pass {
       else if (is(*n, "aten::cosine_similarity")) changed |= cosineSimilarity(g, n);
       else if (is(*n, "aten::pairwise_distance")) changed |= pairwiseDistance(g, n);
       else if (is(*n, "aten::cdist")) changed |= cdist(g, n);
+      else if (smallKind(*n)) changed |= small(g, n);
       else if (is(*n, "aten::instance_norm")) changed |= instanceNorm(g, n);
       else if (is(*n, "aten::_native_multi_head_attention")) changed |= mha(g, n);
       else changed |= encoderLayer(g, n);
@@ -226,6 +247,102 @@ class Decompose final : public Pass {
     }
     finish(g, n, choice->output());
     return true;
+  }
+
+  // Emits `if cond: raise message` before n's replacement (PyTorch's own
+  // check of what the decomposition does not refuse by itself).
+  static void raiseIf(Graph& g, Emitter& e, Node* n, Value* cond, const std::string& message) {
+    Node* check = e.node("prim::If", {cond}, 0);
+    Block* raise = check->addBlock();
+    check->addBlock();
+    Emitter r(g, raise->returnNode(), n);
+    r.node("prim::RaiseException", {r.constant(AttrValue(message), Type::Str())}, 0);
+  }
+
+  // x must have `rank` dims, as PyTorch checks: false (left alone) where its
+  // known rank differs, a check at run time where it is not known.
+  static bool requireRank(Graph& g, Emitter& e, Node* n, Value* x, size_t rank, const std::string& message) {
+    if (const auto r = knownRank(x)) return *r == rank;
+    raiseIf(g, e, n, e.op("aten::ne", {e.op("aten::dim", {x}, Type::Int()), e.i(static_cast<int64_t>(rank))}, Type::Bool()),
+            message);
+    return true;
+  }
+
+  bool small(Graph& g, Node* n) {
+    const std::string kind = n->kind().toQualString();
+    Emitter e(g, n, n);
+    auto in = [&](size_t i) { return n->input(i); };
+    const size_t arity = n->inputs().size();
+    if ((kind == "aten::outer" || kind == "aten::ger") && arity == 2) {
+      for (Value* x : {in(0), in(1)})
+        if (!requireRank(g, e, n, x, 1, "outer: expected 1-D arguments")) return skip(n, "an argument is not 1-D");
+      finish(g, n, e.op("aten::mul", {e.op("aten::unsqueeze", {in(0), e.i(-1)}), in(1)}));
+      return true;
+    }
+    if (kind == "aten::narrow_copy" && arity == 4) {
+      finish(g, n, e.op("aten::clone", {e.op("aten::narrow", {in(0), in(1), in(2), in(3)}), e.i(0)}));
+      return true;
+    }
+    if (kind == "aten::trace" && arity == 1) {
+      if (!requireRank(g, e, n, in(0), 2, "trace: expected a matrix")) return skip(n, "not a matrix");
+      Value* d = e.op("aten::diagonal", {in(0), e.i(0), e.i(0), e.i(1)});
+      finish(g, n, e.op("aten::sum", {d, e.none()}));
+      return true;
+    }
+    if (kind == "aten::count_nonzero" && arity == 2) {
+      Value* nz = e.op("aten::ne", {in(0), e.i(0)});
+      Value* dims = in(1)->type()->isSimple("int") ? e.list({in(1)}, Type::Int()) : in(1);
+      finish(g, n, isNone(in(1)) ? e.op("aten::sum", {nz, e.none()})
+                                 : e.op("aten::sum", {nz, dims, e.b(false), e.none()}));
+      return true;
+    }
+    if (kind == "aten::aminmax" && arity == 3 && n->outputs().size() == 2) {
+      Value* dims = isNone(in(1)) ? e.ints({}) : e.list({in(1)}, Type::Int());
+      Value* lo = e.op("aten::amin", {in(0), dims, in(2)});
+      Value* hi = e.op("aten::amax", {in(0), dims, in(2)});
+      for (auto [out, v] : {std::pair{n->output(0), lo}, {n->output(1), hi}}) {
+        v->setType(out->type());
+        replaceKeepingName(g, out, v);
+      }
+      n->destroy();
+      return true;
+    }
+    if (kind == "aten::diag" && arity == 2) {
+      const auto rank = knownRank(in(0));
+      const auto k = constantInt(in(1));
+      if (rank == 2u && k) {
+        // PyTorch 1.13 refuses an offset past the matrix's edge ("numel: integer multiplication overflow")
+        Value* edge = e.op("aten::size", {in(0), e.i(*k >= 0 ? 1 : 0)}, Type::Int());
+        raiseIf(g, e, n, e.op("aten::gt", {e.i(*k >= 0 ? *k : -*k), edge}, Type::Bool()),
+                "diag: the offset " + std::to_string(*k) + " lies past the matrix");
+        finish(g, n, e.op("aten::clone", {e.op("aten::diagonal", {in(0), in(1), e.i(0), e.i(1)}), e.i(0)}));
+        return true;
+      }
+      if (rank != 1u || k != 0) return skip(n, "diag of a vector off the main diagonal, or of unknown rank");
+      Value* size = e.op("aten::size", {in(0), e.i(0)}, Type::Int());
+      Value* eye = e.op("aten::eye", {size, e.i(11) /* bool */, e.none(), e.none(), e.none()});
+      finish(g, n, e.op("aten::where", {eye, in(0), e.i(0)}));
+      return true;
+    }
+    if ((kind == "aten::cross" || kind == "aten::linalg_cross") && arity == 3) {
+      std::optional<int64_t> dim = constantInt(in(2));
+      if (!dim && isNone(in(2))) {  // cross's deprecated default: the first dim of size 3
+        const auto sizes = in(0)->type()->tensorInfo().concreteSizes();
+        if (sizes)
+          for (size_t d = 0; d < sizes->size() && !dim; ++d)
+            if ((*sizes)[d] == 3) dim = static_cast<int64_t>(d);
+      }
+      if (!dim) return skip(n, "cross over a dim that is not a constant");
+      for (Value* x : {in(0), in(1)})  // PyTorch refuses another length there
+        raiseIf(g, e, n, e.op("aten::ne", {e.op("aten::size", {x, e.i(*dim)}, Type::Int()), e.i(3)}, Type::Bool()),
+                "linalg.cross: inputs dimension " + std::to_string(*dim) + " must have length 3");
+      auto roll = [&](Value* x, int64_t by) { return e.op("aten::roll", {x, e.ints({by}), e.ints({*dim})}); };
+      Value* ab = e.op("aten::mul", {roll(in(0), -1), roll(in(1), -2)});
+      Value* ba = e.op("aten::mul", {roll(in(0), -2), roll(in(1), -1)});
+      finish(g, n, e.op("aten::sub", {ab, ba, e.i(1)}));
+      return true;
+    }
+    return skip(n, "unexpected arity");
   }
 
   static bool rename(Graph& g, Node* n, const char* kind) {

@@ -42,6 +42,27 @@ def indices(draw, shape, high, low=0):
     return draw(relayout(t))
 
 
+def _outer(a, b):
+    return torch.outer(a, b)
+
+
+@st.composite
+def vector_pair(draw, dt):
+    """Two vectors (now and then a matrix: refused)."""
+    a = draw(tensors(dt, (draw(st.integers(0, 6)),)))
+    b = draw(tensors(dt, (draw(st.integers(0, 6)),) + ((2,) if rare(draw) else ())))
+    return a, b
+
+
+@st.composite
+def triples(draw, dt):
+    """a, b of shape [3, ..., 3] that broadcast (now and then 4 wide: refused)."""
+    mid = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    last = 4 if rare(draw) else 3
+    other = tuple(d if draw(st.booleans()) else 1 for d in mid)
+    return draw(tensors(dt, (3,) + mid + (last,))), draw(tensors(dt, (3,) + other + (3,)))
+
+
 def one(min_dims=0, max_dims=4, nonempty=()):
     """A tuple of one tensor of rank min_dims..max_dims; the dims in `nonempty` have size > 0."""
     def ok(a):
@@ -388,6 +409,20 @@ CASES = {
     "aten::expand": Case(lambda a, b: (a.expand(b.shape), a.expand(2, *([-1] * a.dim()))), expandable),
     "aten::expand_as": Case(lambda a, b: a.expand_as(b), expandable),
     "aten::as_strided": unary(_as_strided),
+    # ops decompose rewrites into ones above (each with PyTorch's own checks)
+    "aten::outer": Case(lambda a, b: (torch.outer(a, b), torch.outer(b, a)), lambda dt: vector_pair(dt)),
+    # ger traces and scripts as outer; scripted: ranks unknown, checked per call
+    "aten::ger": script(renamed(_outer, "aten::outer", "aten::ger"), lambda dt: vector_pair(dt)),
+    "aten::narrow_copy": Case(lambda x: (torch.narrow_copy(x, 0, 0, 1), torch.narrow_copy(x, -1, 1, x.shape[-1] - 1)),
+                              one(1, nonempty=(0, -1))),
+    "aten::trace": Case(torch.trace, one(1, 3)),
+    "aten::count_nonzero": Case(lambda x: (torch.count_nonzero(x), torch.count_nonzero(x, 0),
+                                           torch.count_nonzero(x, (0, -1))), one(1)),
+    "aten::aminmax": Case(lambda x: torch.aminmax(x) + torch.aminmax(x, dim=-1, keepdim=True), one(1)),
+    "aten::diag": Case(lambda x: (torch.diag(x), torch.diag(x, 1), torch.diag(x, -2)) if x.dim() == 2 else torch.diag(x),
+                       one(1, 2)),
+    "aten::cross": Case(lambda a, b: (torch.cross(a, b, -1), torch.cross(a, b, dim=0)), lambda dt: triples(dt)),
+    "aten::linalg_cross": Case(lambda a, b: torch.linalg.cross(a, b), lambda dt: triples(dt)),
     "aten::diagonal": Case(lambda x: (torch.diagonal(x), x.diagonal(1, -1, -2), torch.diagonal(x, -2, 0, -1)), one(2)),
     "aten::moveaxis": script(renamed(_movedim, "aten::movedim", "aten::moveaxis")),
     "aten::chunk": script(_chunk),
