@@ -94,7 +94,8 @@ const std::set<std::string>& passThroughKinds() {
                                           "aten::quantize_per_channel", "aten::hardswish", "aten::log_sigmoid",
                                           "aten::reciprocal", "aten::rsqrt", "aten::sin", "aten::cos", "aten::erf",
                                           "aten::pow", "aten::softplus", "aten::prelu", "aten::sign",
-                                          "aten::floor", "aten::ceil", "aten::alias", "aten::float"};
+                                          "aten::floor", "aten::ceil", "aten::alias", "aten::float",
+                                          "aten::lgamma", "aten::digamma", "aten::nan_to_num"};
   return k;
 }
 

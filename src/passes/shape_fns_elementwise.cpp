@@ -49,6 +49,7 @@ LLGA_SHAPE_FN("aten::alias", identity);
 [[maybe_unused]] const bool kUnaryShapes = [] {
   for (const char* k : {"aten::celu", "aten::selu", "aten::softplus", "aten::hardshrink", "aten::softshrink",
                         "aten::threshold", "aten::rrelu", "aten::log_sigmoid", "aten::prelu", "aten::erf", "aten::erfinv", "aten::rsqrt",
+                        "aten::lgamma", "aten::digamma", "aten::nan_to_num",
                         "aten::sin", "aten::cos", "aten::reciprocal", "aten::log2", "aten::log10", "aten::log1p",
                         "aten::expm1", "aten::floor", "aten::ceil", "aten::trunc", "aten::frac", "aten::sign",
                         "aten::fake_quantize_per_tensor_affine", "aten::fake_quantize_per_channel_affine"})
@@ -232,7 +233,7 @@ Out binaryShape(const ShapeArgs& a) {
   if (!r) return std::nullopt;
   auto [dtype, sizes] = *r;
   const std::string_view kind = a.node().kind().toQualString();
-  if (kind == "aten::div" && !isFloating(dtype)) {
+  if ((kind == "aten::div" || kind == "aten::atan2") && !isFloating(dtype)) {
     if (a.size() < 3 || a.none(2)) dtype = ScalarType::Float;  // true division
     else return std::nullopt;                                    // rounding modes: not modelled
   }
@@ -254,6 +255,7 @@ LLGA_SHAPE_FN("aten::rsub", binaryShape);
 LLGA_SHAPE_FN("aten::floor_divide", binaryShape);
 LLGA_SHAPE_FN("aten::floordiv", binaryShape);
 LLGA_SHAPE_FN("aten::remainder", binaryShape);
+LLGA_SHAPE_FN("aten::atan2", binaryShape);
 
 // pow(x, exponent): a float exponent makes an integral base floating.
 Out powShape(const ShapeArgs& a) {

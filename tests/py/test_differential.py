@@ -35,6 +35,9 @@ def _dim_reduce(op):
     return fn
 
 
+# values where the gamma functions have poles or limits
+_SPECIAL = torch.tensor([0.0, -0.0, -1.0, -2.0, 1.0, 2.0, 0.5, -0.5, 1e-8, 40.0, float("inf"), float("-inf"), float("nan")])
+
 CASES = {
     # unary float
     "aten::relu": unary(torch.relu), "aten::sigmoid": unary(torch.sigmoid), "aten::tanh": unary(torch.tanh),
@@ -56,6 +59,12 @@ CASES = {
     "aten::softshrink": unary(lambda x: torch.nn.functional.softshrink(x, 0.7)),
     "aten::threshold": unary(lambda x: torch.nn.functional.threshold(x, 0.5, -2.0)),
     "aten::log_sigmoid": unary(torch.nn.functional.logsigmoid), "aten::erfinv": unary(lambda x: torch.erfinv(torch.tanh(x) * 0.9)),
+    # poles (0, negative integers) and an infinity and a NaN among the values
+    "aten::lgamma": unary(lambda x: torch.lgamma(torch.cat([x.reshape(-1) * 3, _SPECIAL]))),
+    "aten::digamma": unary(lambda x: torch.digamma(torch.cat([x.reshape(-1) * 3, _SPECIAL])), atol=1e-4),
+    "aten::nan_to_num": unary(lambda x: (torch.nan_to_num(torch.cat([x.reshape(-1), _SPECIAL]) / 0.0),
+                                         torch.nan_to_num(torch.log(x), 1.0, 2.0, -3.0),
+                                         torch.nan_to_num(torch.cat([x.reshape(-1), _SPECIAL]), posinf=5.0))),
     "aten::clamp": unary(lambda x: torch.clamp(x, -1.0, 2.0)), "aten::clamp_min": unary(lambda x: torch.clamp_min(x, -1.0)),
     "aten::clamp_max": unary(lambda x: torch.clamp_max(x, 1.0)),
     "aten::logical_not": unary(torch.logical_not), "aten::bitwise_not": unary(torch.bitwise_not),
@@ -67,6 +76,7 @@ CASES = {
     "aten::logical_and": binary(torch.logical_and), "aten::logical_or": binary(torch.logical_or),
     "aten::logical_xor": binary(torch.logical_xor), "aten::where": binary(lambda a, b: torch.where(a > b, a, b)),
     "aten::remainder": binary(lambda a, b: torch.remainder(a, b.abs() + 1)),
+    "aten::atan2": binary(torch.atan2),
     "aten::floor_divide": binary(lambda a, b: torch.floor_divide(a, b.abs() + 1)),
     # reductions and scans
     "aten::sum": reduction(lambda x: (x.sum(), _dim_reduce(torch.sum)(x))),

@@ -70,8 +70,11 @@ Tensor asTensor(const RtValue& v, ScalarType dtype) {
 
 namespace {
 
-enum class Bin { Add, Sub, Mul, Div, DivTrunc, DivFloor, FloorDivide, Remainder, Pow, Max, Min,
+enum class Bin { Add, Sub, Mul, Div, DivTrunc, DivFloor, FloorDivide, Remainder, Pow, Max, Min, Atan2,
                  Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
+
+// Ops whose integral operands compute in float (true division, atan2).
+bool floatOnly(Bin op) { return op == Bin::Div || op == Bin::Atan2; }
 
 bool isComparison(Bin op) { return op >= Bin::Eq && op <= Bin::Ge; }
 
@@ -129,6 +132,7 @@ T applyBin(Bin op, T a, T b) {
       case Bin::Pow: r = std::pow(x, y); break;
       case Bin::Max: r = std::isnan(x) || x > y ? x : y; break;
       case Bin::Min: r = std::isnan(x) || x < y ? x : y; break;
+      case Bin::Atan2: r = std::atan2(x, y); break;
       default: throw std::invalid_argument("bad float op");
     }
     return fromDouble<T>(r);
@@ -424,7 +428,7 @@ bool listsEqual(const RtValue& a, const RtValue& b) {
 
 // Python number arithmetic: int, float or bool operands (the plan's scalar path calls it directly).
 RtValue numberBinary(Bin op, const RtValue& av, const RtValue& bv) {
-  bool floats = av.isDouble() || bv.isDouble() || op == Bin::Div || (op == Bin::Pow && bv.isInt() && bv.toInt() < 0);
+  bool floats = av.isDouble() || bv.isDouble() || floatOnly(op) || (op == Bin::Pow && bv.isInt() && bv.toInt() < 0);
   if (isComparison(op)) return RtValue(floats ? applyCmp<double>(op, av.toDouble(), bv.toDouble())
                                               : applyCmp<int64_t>(op, av.toInt(), bv.toInt()));
   if (floats) return RtValue(applyBin<double>(op, av.toDouble(), bv.toDouble()));
@@ -474,7 +478,7 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
   }
   if (!av.isTensor() && !bv.isTensor()) return numberBinary(op, av, bv);
   ScalarType common = resultType({&av, &bv});
-  if (op == Bin::Div && isIntegralType(common, true)) common = ScalarType::Float;
+  if (floatOnly(op) && isIntegralType(common, true)) common = ScalarType::Float;
   if ((op == Bin::And || op == Bin::Or || op == Bin::Xor) && !isIntegralType(common, true))  // also when empty
     throw std::invalid_argument("bitwise operations take integer or bool tensors, not " + std::string(scalarTypeName(common)));
   Tensor a = asTensor(av, common), b = asTensor(bv, common);
@@ -783,6 +787,7 @@ void registerBinaryOps(OpRegistry& r) {
   r.addScalar("aten::remainder", 2, scalarBinary<Bin::Remainder>);
   addArith(r, "pow", Bin::Pow, false);
   addArith(r, "maximum", Bin::Max, false);
+  addArith(r, "atan2", Bin::Atan2, false);
   addArith(r, "minimum", Bin::Min, false);
   addArith(r, "__and__", Bin::And, false);
   addArith(r, "__or__", Bin::Or, false);

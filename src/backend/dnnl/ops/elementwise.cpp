@@ -60,6 +60,31 @@ double erfinv(double y, double, double) {
   return x;
 }
 
+// The digamma function: up past 10 by psi(x) = psi(x + 1) - 1/x, then its
+// asymptotic series in 1/x^2 (Bernoulli numbers); below 0 by the reflection
+// psi(1 - x) - pi / tan(pi x), poles (0 and the negative integers) as PyTorch.
+double digamma(double x, double, double) {
+  if (x == 0) return std::copysign(INFINITY, -x);
+  if (x < 0) {
+    if (x == std::trunc(x)) return NAN;
+    double whole;
+    const double frac = std::modf(x, &whole);  // tan(pi * frac): exact where tan(pi * x) is not
+    return digamma(1 - x, 0, 0) - M_PI / std::tan(M_PI * frac);
+  }
+  double shift = 0;
+  for (; x < 10; x += 1) shift -= 1 / x;
+  const double z = 1 / (x * x);
+  // sum of B_2k / (2k x^2k), k = 1..7
+  const double series =
+      z * (1.0 / 12 - z * (1.0 / 120 - z * (1.0 / 252 - z * (1.0 / 240 - z * (1.0 / 132 - z * (691.0 / 32760 - z / 12))))));
+  return shift + std::log(x) - 0.5 / x - series;
+}
+
+double lgamma(double x, double, double) {
+  int sign;
+  return lgamma_r(x, &sign);  // glibc's lgamma writes the global signgam: not across threads
+}
+
 const UnaryDef kUnary[] = {
     {"relu", algorithm::eltwise_relu, 0, 0, [](double x, double, double) { return x > 0 || std::isnan(x) ? x : 0.0; }},
     {"sigmoid", algorithm::eltwise_logistic, 0, 0, sigmoid},
@@ -79,6 +104,8 @@ const UnaryDef kUnary[] = {
     {"square", algorithm::eltwise_square, 0, 0, [](double x, double, double) { return x * x; }},
     {"erf", algorithm::undef, 0, 0, [](double x, double, double) { return std::erf(x); }},
     {"erfinv", algorithm::undef, 0, 0, erfinv},
+    {"lgamma", algorithm::undef, 0, 0, lgamma},
+    {"digamma", algorithm::undef, 0, 0, digamma},
     {"floor", algorithm::undef, 0, 0, [](double x, double, double) { return std::floor(x); }},
     {"ceil", algorithm::undef, 0, 0, [](double x, double, double) { return std::ceil(x); }},
     {"round", algorithm::undef, 0, 0, [](double x, double, double) { return std::nearbyint(x); }},
@@ -454,6 +481,22 @@ void registerElementwiseOps(OpRegistry& r) {
   r.add("aten::prelu", 2, 2, prelu);
   r.add("aten::glu", 1, 2, glu);
   r.add("aten::bitwise_not", 1, 1, bitwiseNot);
+  // nan_to_num(x, nan=0, posinf=None, neginf=None): infinities to the dtype's extremes by default
+  r.add("aten::nan_to_num", 1, 4, [](const KernelArgs& a) {
+    const Tensor& x = a.tensor(0);
+    if (!isFloatingType(x.dtype())) {
+      a.set(0, x.clone());
+      return;
+    }
+    const double top = x.dtype() == ScalarType::Double ? std::numeric_limits<double>::max()
+                                                       : std::numeric_limits<float>::max();
+    const double nan = a.num_in > 1 && !a.isNone(1) ? a.toDouble(1) : 0.0;
+    const double pos = a.num_in > 2 && !a.isNone(2) ? a.toDouble(2) : top;
+    const double neg = a.num_in > 3 && !a.isNone(3) ? a.toDouble(3) : -top;
+    Tensor out = Tensor::empty(x.dtype(), x.sizes());
+    unaryLoop(x, out, [=](double v) { return std::isnan(v) ? nan : v == INFINITY ? pos : v == -INFINITY ? neg : v; });
+    a.set(0, out);
+  });
   registerParamUnary(r);
   registerBinaryOps(r);
 }
