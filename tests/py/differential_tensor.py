@@ -14,6 +14,7 @@ scripted so that they return lists."""
 from typing import List, Tuple
 
 import torch
+import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from differential_common import (Case, binary, broadcast_pair, rare, reduction, relayout, seeds, shapes, tensors,
@@ -44,6 +45,46 @@ def indices(draw, shape, high, low=0):
 
 def _outer(a, b):
     return torch.outer(a, b)
+
+
+@st.composite
+def sorted_and_values(draw, dt):
+    """A sorted 1-D sequence (now and then one sorted row per row of the
+    values: [2, n] against [2, m]) with repeats, and values among and past it."""
+    n, m = draw(st.integers(0, 7)), draw(st.integers(0, 5))
+    rows = (2,) if draw(st.booleans()) else ()
+    seq = draw(tensors(dt, rows + (n,)))
+    seq = torch.sort(torch.cat([seq, seq[..., :2]], -1), -1).values if n else seq
+    return seq, draw(tensors(dt, rows + (m,) if rows else tuple(draw(st.lists(st.integers(0, 4), max_size=2)))))
+
+
+def _searchsorted(seq, x):
+    # contiguous: PyTorch warns (once per process) about copying strided operands
+    seq, x = seq.contiguous(), x.contiguous()
+    out = (torch.searchsorted(seq, x), torch.searchsorted(seq, x, right=True),
+           torch.searchsorted(seq, x, side="right", out_int32=True), torch.bucketize(x, seq.reshape(-1)[:5].sort().values))
+    if seq.dim() == 1:  # the sequence reversed, with the sorter that sorts it; a number
+        out += (torch.searchsorted(seq.flip(0), x, sorter=torch.argsort(seq.flip(0))), torch.searchsorted(seq, 0.25),
+                torch.bucketize(x, seq, right=True))
+    return out
+
+
+def _unfold_written(x):
+    # windows of 2 a step of 2 apart along dim 0, of 1 along the last; a write through the
+    # non-overlapping windows reaches y
+    y = x * 1
+    w = y.unfold(0, 2, 2)
+    w.mul_(2)
+    return x.unfold(-1, 1, 1) * 1, x.unfold(0, 2, 3) + 0, y
+
+
+@st.composite
+def class_indices(draw, dt):
+    """int64 class indices below 6, now and then one out of range (negative or 6)."""
+    shape = tuple(draw(st.lists(st.integers(0, 4), max_size=3)))
+    low = -1 if rare(draw) else 0
+    high = 7 if rare(draw) else draw(st.integers(1, 6))
+    return (draw(indices(shape, high, low)),)
 
 
 @st.composite
@@ -423,6 +464,13 @@ CASES = {
                        one(1, 2)),
     "aten::cross": Case(lambda a, b: (torch.cross(a, b, -1), torch.cross(a, b, dim=0)), lambda dt: triples(dt)),
     "aten::linalg_cross": Case(lambda a, b: torch.linalg.cross(a, b), lambda dt: triples(dt)),
+    "aten::searchsorted": Case(_searchsorted, lambda dt: sorted_and_values(dt), kinds=("aten::bucketize",)),
+    "aten::bucketize": Case(lambda x, b: (torch.bucketize(x, b), torch.bucketize(x, b, out_int32=True, right=True)),
+                            lambda dt: sorted_and_values(dt).map(lambda p: (p[1].contiguous(), p[0].contiguous()))),
+    "aten::isin": Case(lambda a, b: (torch.isin(a, b), torch.isin(a, b, invert=True), torch.isin(a, b.reshape(-1)[:1]),
+                                     torch.isin(a * 0 + 1, b)), lambda dt: broadcast_pair(dt, dt)),
+    "aten::one_hot": Case(lambda i: (F.one_hot(i, 6), F.one_hot(i)), lambda dt: class_indices(dt)),
+    "aten::unfold": Case(lambda x: _unfold_written(x), lambda dt: one(1)(dt).filter(lambda a: a[0].shape[0] >= 2)),
     "aten::diagonal": Case(lambda x: (torch.diagonal(x), x.diagonal(1, -1, -2), torch.diagonal(x, -2, 0, -1)), one(2)),
     "aten::moveaxis": script(renamed(_movedim, "aten::movedim", "aten::moveaxis")),
     "aten::chunk": script(_chunk),

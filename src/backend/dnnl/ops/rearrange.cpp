@@ -231,6 +231,27 @@ void registerRearrangeOps(OpRegistry& r) {
   });
   r.add("aten::movedim", 3, 3, [](const KernelArgs& a) { a.set(0, movedim(a.tensor(0), a.intList(1), a.intList(2))); });
   r.add("aten::moveaxis", 3, 3, [](const KernelArgs& a) { a.set(0, movedim(a.tensor(0), a.intList(1), a.intList(2))); });
+  // unfold(x, dimension, size, step): the windows of `size` along dimension, `step` apart, as a new
+  // last dim: a view (a write through it reaches x)
+  r.add("aten::unfold", 4, 4, [](const KernelArgs& a) {
+    const Tensor& x = a.tensor(0);
+    const int64_t d = x.dim() == 0 ? 0 : x.wrapDim(a.toInt(1));
+    const int64_t size = a.toInt(2), step = a.toInt(3);
+    const int64_t len = x.dim() == 0 ? 1 : x.size(d);
+    if (size < 0) throw std::invalid_argument("unfold: size is " + std::to_string(size) + " but must be >= 0");
+    if (size > len)
+      throw std::invalid_argument("unfold: maximum size for tensor at dimension " + std::to_string(d) + " is " +
+                                  std::to_string(len) + " but size is " + std::to_string(size));
+    if (step <= 0) throw std::invalid_argument("unfold: step is " + std::to_string(step) + " but must be > 0");
+    Shape sizes = x.sizes(), strides = x.strides();
+    if (x.dim() > 0) {
+      sizes[static_cast<size_t>(d)] = (len - size) / step + 1;
+      strides[static_cast<size_t>(d)] *= step;
+    }
+    sizes.push_back(size);
+    strides.push_back(x.dim() > 0 ? x.stride(d) : 1);
+    a.set(0, x.asStrided(sizes, strides, x.offset()));
+  });
   r.add("aten::diagonal", 1, 4, [](const KernelArgs& a) {
     a.set(0, diagonal(a.tensor(0), a.num_in > 1 ? a.toInt(1) : 0, a.num_in > 2 ? a.toInt(2) : 0, a.num_in > 3 ? a.toInt(3) : 1));
   });
