@@ -30,6 +30,10 @@
 //        (k = 0) where(eye(n) as bool, x, 0)
 //   cross(a, b, dim) / linalg_cross ->  roll(a, -1) * roll(b, -2) - roll(a, -2) * roll(b, -1)
 //        along dim, after a check that both have 3 there (PyTorch's error otherwise)
+//   linalg_norm(x, ord, dim, keepdim, dtype) -> linalg_vector_norm over dim (every dim when
+//        both are None; one dim, or a vector, with a number ord), over two dims for 'fro';
+//        matrix ord 1 / -1 / inf / -inf as the largest / smallest column / row sum of |x|
+//        (2, -2 and 'nuc' need singular values: left alone)
 //   _nested_tensor_from_mask(x, keep, check) -> _transformer_encoder_layer_fwd(., mask=None) x N
 //        -> to_padded_tensor(., pad, None)   (nn.TransformerEncoder's nested fast path in eval)
 //        ->  the layers on x itself with the key padding mask logical_not(keep)
@@ -67,13 +71,13 @@ const std::vector<std::string> kDecomposed = {
     "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd", "aten::cosine_similarity",
     "aten::pairwise_distance", "aten::cdist", "aten::_nested_tensor_from_mask", "aten::to_padded_tensor",
     "aten::swapaxes", "aten::swapdims", "aten::outer", "aten::ger", "aten::narrow_copy", "aten::trace",
-    "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross", "aten::linalg_cross"};
+    "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross", "aten::linalg_cross", "aten::linalg_norm"};
 
 // Rewritten by Decompose::small (each the op's PyTorch definition in ops llga runs).
 bool smallKind(const Node& n) {
   static const std::set<std::string> kinds = {"aten::outer", "aten::ger", "aten::narrow_copy", "aten::trace",
                                               "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross",
-                                              "aten::linalg_cross"};
+                                              "aten::linalg_cross", "aten::linalg_norm"};
   return kinds.count(n.kind().toQualString()) > 0;
 }
 
@@ -342,7 +346,45 @@ class Decompose final : public Pass {
       finish(g, n, e.op("aten::sub", {ab, ba, e.i(1)}));
       return true;
     }
+    if (kind == "aten::linalg_norm" && arity == 5) return linalgNorm(g, e, n);
     return skip(n, "unexpected arity");
+  }
+
+  bool linalgNorm(Graph& g, Emitter& e, Node* n) {
+    Value* x = n->input(0);
+    Value* keepdim = n->input(3);
+    Value* dtype = n->input(4);
+    std::optional<std::vector<int64_t>> dims;
+    if (!isNone(n->input(2))) {
+      dims = constantInts(n->input(2));
+      if (!dims) return skip(n, "dim is not a constant");
+    }
+    auto vectorNorm = [&](Value* ord, Value* over) {
+      finish(g, n, e.op("aten::linalg_vector_norm", {x, ord, over, keepdim, dtype}));
+      return true;
+    };
+    const auto ord_str = constantString(n->input(1));
+    if (isNone(n->input(1))) {  // 2-norm of the vector, or Frobenius of the matrix: the same sum of squares
+      if (dims && dims->size() > 2) return skip(n, "more than two dims");
+      return vectorNorm(e.f(2.0), dims ? n->input(2) : e.none());
+    }
+    const std::optional<size_t> rank = knownRank(x);
+    if (!dims && rank && *rank <= 2) dims = *rank == 1 ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 1};
+    if (!dims) return skip(n, "dim is None and the rank is not known (vector or matrix norm)");
+    if (ord_str) {
+      if (*ord_str != "fro" || dims->size() != 2) return skip(n, "ord '" + *ord_str + "' needs singular values");
+      return vectorNorm(e.f(2.0), e.ints(*dims));
+    }
+    const auto ord = constantNumber(n->input(1));
+    if (!ord) return skip(n, "ord is not a constant");
+    if (dims->size() == 1) return vectorNorm(e.f(*ord), e.ints(*dims));
+    if (dims->size() != 2 || (std::abs(*ord) != 1.0 && !std::isinf(*ord)))
+      return skip(n, "a matrix norm of this ord needs singular values");
+    // |x| summed over rows (ord 1: each column's sum) or columns (inf), then the extreme of those
+    const int64_t summed = std::isinf(*ord) ? (*dims)[1] : (*dims)[0];
+    Value* sums = e.op("aten::sum", {e.op("aten::abs", {x}), e.ints({summed}), e.b(true), dtype});
+    finish(g, n, e.op(*ord > 0 ? "aten::amax" : "aten::amin", {sums, e.ints(*dims), keepdim}));
+    return true;
   }
 
   static bool rename(Graph& g, Node* n, const char* kind) {

@@ -35,6 +35,22 @@ def _dim_reduce(op):
     return fn
 
 
+def _linalg_norm(x):
+    x = x.float()
+    out = (torch.linalg.norm(x), torch.linalg.norm(x, 3.0, -1), torch.linalg.norm(x, float("inf"), 0, True))
+    if x.dim() >= 2:
+        out += (torch.linalg.norm(x, "fro", (0, -1)), torch.linalg.norm(x, 1, (0, 1)),
+                torch.linalg.norm(x, -1, (-1, 0), True), torch.linalg.norm(x, float("inf"), (-2, -1)),
+                torch.linalg.norm(x, float("-inf"), (1, 0)))
+    return out
+
+
+def _windows(make, x):
+    # lengths 0, 1, 2 and one from x's shape (a trace keeps it), periodic and symmetric
+    n = x.shape[0] if x.dim() else 3
+    return tuple(make(k, periodic) * (x.sum() * 0 + 1) for k in (0, 1, 2, n, 9) for periodic in (True, False))
+
+
 # values where the gamma functions have poles or limits
 _SPECIAL = torch.tensor([0.0, -0.0, -1.0, -2.0, 1.0, 2.0, 0.5, -0.5, 1e-8, 40.0, float("inf"), float("-inf"), float("nan")])
 
@@ -90,6 +106,20 @@ CASES = {
     "aten::all": reduction(lambda x: (x.all(), _dim_reduce(torch.all)(x))),
     "aten::cumsum": reduction(lambda x: _dim_reduce(torch.cumsum)(x)),
     "aten::cumprod": reduction(lambda x: _dim_reduce(torch.cumprod)(x)),
+    # along the first and the last dim, and over values with repeats, NaNs and infinities
+    "aten::cummax": reduction(lambda x: torch.cummax(x, 0) + torch.cummax(x, -1) +
+                              torch.cummax(torch.cat([x.reshape(-1), _SPECIAL, _SPECIAL.flip(0)]), 0)),
+    "aten::cummin": reduction(lambda x: torch.cummin(x, 0) + torch.cummin(x, -1) +
+                              torch.cummin(torch.cat([x.reshape(-1), _SPECIAL, _SPECIAL.flip(0)]), 0)),
+    "aten::logcumsumexp": reduction(lambda x: (torch.logcumsumexp(x, 0), torch.logcumsumexp(x, -1),
+                                               torch.logcumsumexp(torch.cat([x.reshape(-1), _SPECIAL]), 0))),
+    # not empty: PyTorch's matrix norms of an empty matrix raise IndexError (amax of nothing)
+    "aten::linalg_norm": Case(_linalg_norm, lambda dt: st.tuples(tensors(dt, None)).filter(lambda a: a[0].numel() > 0)),
+    "aten::hann_window": reduction(lambda x: _windows(torch.hann_window, x)),
+    "aten::hamming_window": reduction(lambda x: _windows(torch.hamming_window, x) +
+                                      (torch.hamming_window(7, True, 0.6), torch.hamming_window(6, False, 0.5, 0.4))),
+    "aten::blackman_window": reduction(lambda x: _windows(torch.blackman_window, x)),
+    "aten::bartlett_window": reduction(lambda x: _windows(torch.bartlett_window, x)),
     "aten::logsumexp": reduction(lambda x: _dim_reduce(torch.logsumexp)(x)),
     "aten::tril": Case(torch.tril, lambda dt: st.tuples(tensors(dt, None)).filter(lambda a: a[0].dim() >= 2)),
     "aten::triu": Case(torch.triu, lambda dt: st.tuples(tensors(dt, None)).filter(lambda a: a[0].dim() >= 2)),

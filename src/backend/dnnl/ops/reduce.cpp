@@ -9,10 +9,12 @@
 //   aten::prod(x, dtype?) / prod(x, dim, keepdim=False, dtype?)
 //   aten::any(x) / any(x, dim, keepdim=False), aten::all(...): bool results
 //   aten::cumsum(x, dim, dtype?), aten::cumprod(x, dim, dtype?): running sums
+//   aten::cummax(x, dim), aten::cummin(x, dim) -> (values, indices), aten::logcumsumexp(x, dim)
 //     and products along dim; rows of [outer, n, inner] in parallel, each step
 //     a whole inner row at a time (vectorised)
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "backend/dnnl/dnnl_utils.h"
@@ -355,6 +357,100 @@ KernelFn cumulative(bool sum) {
   };
 }
 
+// x as [outer, n, inner] along dim (a 0-dim x as one element), contiguous in `dtype`.
+struct Along {
+  Tensor x;
+  int64_t dim, outer = 1, n = 1, inner = 1;
+};
+Along along(const Tensor& input, int64_t dim, ScalarType dtype) {
+  Along r{input.to(dtype).contiguous(), 0};
+  const Tensor flat = r.x.dim() == 0 ? r.x.view({1}) : r.x;
+  r.dim = flat.wrapDim(dim);
+  r.n = flat.size(r.dim);
+  for (int64_t i = 0; i < flat.dim(); ++i) {
+    if (i < r.dim) r.outer *= flat.size(i);
+    if (i > r.dim) r.inner *= flat.size(i);
+  }
+  return r;
+}
+
+// cummax / cummin(x, dim) -> (values, indices): as PyTorch, a later equal
+// value takes the index, and a NaN, once seen, stays (each NaN its own index).
+KernelFn cumulativeExtreme(bool max) {
+  return [max](const KernelArgs& a) {
+    const Tensor& input = a.tensor(0);
+    const Along x = along(input, a.toInt(1), input.dtype());
+    Tensor values = Tensor::empty(input.dtype(), input.sizes()), indices = Tensor::empty(ScalarType::Long, input.sizes());
+    dispatchDtype(input.dtype(), [&](auto z) {
+      using T = decltype(z);
+      if constexpr (std::is_same_v<T, BFloat16>) {
+        throw std::invalid_argument("cummax/cummin of bfloat16 is not supported");
+      } else {
+        const T* src = x.x.data<T>();
+        T* out = values.data<T>();
+        int64_t* idx = indices.data<int64_t>();
+#pragma omp parallel for schedule(static) if (x.outer * x.n * x.inner > 32768)
+        for (int64_t o = 0; o < x.outer; ++o)
+          for (int64_t i = 0; i < x.inner; ++i) {
+            const int64_t base = o * x.n * x.inner + i;
+            T best = src[base];
+            int64_t at = 0;
+            for (int64_t k = 0; k < x.n; ++k) {
+              const T v = src[base + k * x.inner];
+              bool take;
+              if constexpr (std::is_floating_point_v<T>)
+                take = std::isnan(v) || (!std::isnan(best) && (max ? v >= best : v <= best));
+              else
+                take = max ? v >= best : v <= best;
+              if (take) best = v, at = k;
+              out[base + k * x.inner] = best;
+              idx[base + k * x.inner] = at;
+            }
+          }
+      }
+    });
+    a.set(0, values);
+    a.set(1, indices);
+  };
+}
+
+// log(exp(a) + exp(b)) without overflow; a NaN on either side gives NaN, two
+// equal infinities stay themselves.
+template <typename T>
+T logAddExp(T a, T b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  const T lo = std::min(a, b), hi = std::max(a, b);
+  if (lo != hi || std::isfinite(lo)) return hi + std::log1p(std::exp(lo - hi));
+  return a;
+}
+
+// logcumsumexp(x, dim): running logsumexp, floating dtypes.
+void logCumSumExp(const KernelArgs& a) {
+  const Tensor& input = a.tensor(0);
+  if (!isFloatingType(input.dtype()) || input.dtype() == ScalarType::BFloat16)
+    throw std::invalid_argument("logcumsumexp takes float32 or float64 tensors, got " + input.describe());
+  const Along x = along(input, a.toInt(1), input.dtype());
+  Tensor out = Tensor::empty(input.dtype(), input.sizes());
+  dispatchDtype(input.dtype(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_floating_point_v<T>) {
+      const T* src = x.x.data<T>();
+      T* dst = out.data<T>();
+#pragma omp parallel for schedule(static) if (x.outer * x.n * x.inner > 32768)
+      for (int64_t o = 0; o < x.outer; ++o) {
+        const int64_t base = o * x.n * x.inner;
+        for (int64_t i = 0; i < x.inner; ++i) dst[base + i] = src[base + i];
+        for (int64_t k = 1; k < x.n; ++k)
+          for (int64_t i = 0; i < x.inner; ++i) {
+            const int64_t at = base + k * x.inner + i;
+            dst[at] = logAddExp(dst[at - x.inner], src[at]);
+          }
+      }
+    }
+  });
+  a.set(0, out);
+}
+
 }  // namespace
 
 Tensor sumOp(ExecContext& ctx, const Tensor& x, const Shape& dims, bool keepdim) {
@@ -386,6 +482,9 @@ void registerReduceOps(OpRegistry& r) {
   }
   r.add("aten::cumsum", 2, 3, cumulative(true));
   r.add("aten::cumprod", 2, 3, cumulative(false));
+  r.add("aten::cummax", 2, 2, cumulativeExtreme(true));
+  r.add("aten::cummin", 2, 2, cumulativeExtreme(false));
+  r.add("aten::logcumsumexp", 2, 2, logCumSumExp);
   for (auto [name, kind] : {std::pair{"aten::amax", Red::Max}, {"aten::amin", Red::Min}}) {
     Red k = kind;
     r.add(name, 1, 3, [k](const KernelArgs& a) {

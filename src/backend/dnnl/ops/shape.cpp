@@ -571,6 +571,38 @@ void registerShapeOps(OpRegistry& r) {
     });
     a.set(0, t);
   });
+  // hann_window / hamming_window(N, periodic=True, alpha=0.54, beta=0.46) / blackman_window /
+  // bartlett_window (N, [periodic], [alpha, beta], dtype, layout, device, pin): a periodic window of
+  // N is the symmetric one of N + 1 without its last point
+  for (const char* name : {"aten::hann_window", "aten::hamming_window", "aten::blackman_window", "aten::bartlett_window"}) {
+    const std::string kind = name;
+    r.add(name, 5, 9, [kind](const KernelArgs& a) {
+      const int64_t n = a.toInt(0);
+      if (n < 0) throw std::invalid_argument(kind.substr(6) + " requires non-negative window_length, got " + std::to_string(n));
+      const size_t params = a.num_in - 5;  // periodic, alpha, beta before the four factory arguments
+      const bool periodic = params < 1 || a.toBool(1);
+      const double alpha = params > 1 ? a.toDouble(2) : 0.54, beta = params > 2 ? a.toDouble(3) : 0.46;
+      const ScalarType dt = optDtype(a, a.num_in - 4).value_or(ScalarType::Float);
+      if (!isFloatingType(dt)) throw std::invalid_argument(kind.substr(6) + " expects floating point dtypes");
+      Tensor t = Tensor::empty(dt, {n});
+      const double span = static_cast<double>(periodic ? n : n - 1);  // the symmetric window's last index
+      dispatchDtype(dt, [&](auto z) {
+        using T = decltype(z);
+        T* p = t.data<T>();
+        for (int64_t k = 0; k < n; ++k) {
+          const double x = n == 1 ? 0.0 : 2 * M_PI * static_cast<double>(k) / span;
+          double w;
+          if (n == 1) w = 1.0;
+          else if (kind == "aten::hann_window") w = 0.5 - 0.5 * std::cos(x);
+          else if (kind == "aten::hamming_window") w = alpha - beta * std::cos(x);
+          else if (kind == "aten::blackman_window") w = 0.42 - 0.5 * std::cos(x) + 0.08 * std::cos(2 * x);
+          else w = 1.0 - std::abs(2.0 * static_cast<double>(k) / span - 1.0);
+          p[k] = fromDouble<T>(w);
+        }
+      });
+      a.set(0, t);
+    });
+  }
   r.add("aten::fill_", 2, 2, [](const KernelArgs& a) {
     Tensor t = a.tensor(0);
     t.fill(a.input(1).isTensor() ? a.tensor(1).item() : a.toDouble(1));
