@@ -41,8 +41,9 @@ class CompiledGraph:
         # The precision used ("fp32" or "bf16") and why (llga.precision).
         self.precision = "fp32"
         self.precision_note = ""
-        # Other specializations (specialize-inputs), by the inputs' ranks and
-        # dtypes, most recent last; at most MAX_SPECIALIZATIONS.
+        # Other specializations (specialize-inputs, observable-layouts), by the
+        # inputs' ranks, dtypes and memory orders (_signature), most recent
+        # last; at most MAX_SPECIALIZATIONS.
         self._respecialize = None
         self._built_for = None  # a specialization: the _signature of the inputs it was compiled for
         self._specializations: "OrderedDict[tuple, CompiledGraph]" = OrderedDict()
