@@ -30,6 +30,8 @@
 //        (k = 0) where(eye(n) as bool, x, 0)
 //   cross(a, b, dim) / linalg_cross ->  roll(a, -1) * roll(b, -2) - roll(a, -2) * roll(b, -1)
 //        along dim, after a check that both have 3 there (PyTorch's error otherwise)
+//   kron(a, b)                     ->  both at the larger rank (leading 1s), a's dims
+//        interleaved with 1s and b's, their product, then each (a_i, b_i) pair flattened
 //   linalg_norm(x, ord, dim, keepdim, dtype) -> linalg_vector_norm over dim (every dim when
 //        both are None; one dim, or a vector, with a number ord), over two dims for 'fro';
 //        matrix ord 1 / -1 / inf / -inf as the largest / smallest column / row sum of |x|
@@ -71,13 +73,13 @@ const std::vector<std::string> kDecomposed = {
     "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd", "aten::cosine_similarity",
     "aten::pairwise_distance", "aten::cdist", "aten::_nested_tensor_from_mask", "aten::to_padded_tensor",
     "aten::swapaxes", "aten::swapdims", "aten::outer", "aten::ger", "aten::narrow_copy", "aten::trace",
-    "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross", "aten::linalg_cross", "aten::linalg_norm"};
+    "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross", "aten::linalg_cross", "aten::linalg_norm", "aten::kron"};
 
 // Rewritten by Decompose::small (each the op's PyTorch definition in ops llga runs).
 bool smallKind(const Node& n) {
   static const std::set<std::string> kinds = {"aten::outer", "aten::ger", "aten::narrow_copy", "aten::trace",
                                               "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross",
-                                              "aten::linalg_cross", "aten::linalg_norm"};
+                                              "aten::linalg_cross", "aten::linalg_norm", "aten::kron"};
   return kinds.count(n.kind().toQualString()) > 0;
 }
 
@@ -347,6 +349,21 @@ class Decompose final : public Pass {
       return true;
     }
     if (kind == "aten::linalg_norm" && arity == 5) return linalgNorm(g, e, n);
+    if (kind == "aten::kron" && arity == 2) {
+      const auto ra = knownRank(in(0)), rb = knownRank(in(1));
+      if (!ra || !rb) return skip(n, "the operands' ranks are not known");
+      const size_t r = std::max(*ra, *rb);
+      auto spread = [&](Value* x, size_t rank, bool first) {  // [.., x_i, 1, ..] (first) or [.., 1, x_i, ..]
+        for (size_t k = rank; k < r; ++k) x = e.op("aten::unsqueeze", {x, e.i(0)});
+        for (size_t i = 0; i < r; ++i) x = e.op("aten::unsqueeze", {x, e.i(static_cast<int64_t>(first ? 2 * i + 1 : 2 * i))});
+        return x;
+      };
+      Value* out = e.op("aten::mul", {spread(in(0), *ra, true), spread(in(1), *rb, false)});
+      for (size_t i = 0; i < r; ++i)
+        out = e.op("aten::flatten", {out, e.i(static_cast<int64_t>(i)), e.i(static_cast<int64_t>(i + 1))});
+      finish(g, n, out);
+      return true;
+    }
     return skip(n, "unexpected arity");
   }
 

@@ -43,6 +43,10 @@ def indices(draw, shape, high, low=0):
     return draw(relayout(t))
 
 
+def _fresh(x):
+    return x.clone(memory_format=torch.contiguous_format)
+
+
 def _outer(a, b):
     return torch.outer(a, b)
 
@@ -464,6 +468,10 @@ CASES = {
                        one(1, 2)),
     "aten::cross": Case(lambda a, b: (torch.cross(a, b, -1), torch.cross(a, b, dim=0)), lambda dt: triples(dt)),
     "aten::linalg_cross": Case(lambda a, b: torch.linalg.cross(a, b), lambda dt: triples(dt)),
+    # fresh row-major operands: PyTorch 1.13's kron fails on some strided ones, even "contiguous" with a
+    # size-1 dim's odd stride ("view size is not compatible")
+    "aten::kron": Case(lambda a, b: (torch.kron(_fresh(a), _fresh(b)), torch.kron(_fresh(b), _fresh(a * 2))),
+                       lambda dt: broadcast_pair(dt, dt)),
     "aten::searchsorted": Case(_searchsorted, lambda dt: sorted_and_values(dt), kinds=("aten::bucketize",)),
     "aten::bucketize": Case(lambda x, b: (torch.bucketize(x, b), torch.bucketize(x, b, out_int32=True, right=True)),
                             lambda dt: sorted_and_values(dt).map(lambda p: (p[1].contiguous(), p[0].contiguous()))),
