@@ -331,6 +331,28 @@ Value* toSameDtype(Node* n, Graph&) {
   return static_cast<int64_t>(*dt) == *want ? n->input(0) : nullptr;
 }
 
+// pow(x, c) of a floating x by a constant c that PyTorch computes without
+// pow itself: 2 -> x * x, 3 -> x * x * x, 0.5 -> sqrt(x), -0.5 -> rsqrt(x),
+// -1 -> reciprocal(x), the same arithmetic as its kernel's special cases.
+// llga's pow is a scalar loop over std::pow; the rewritten ops run on
+// oneDNN and join partitions (torchaudio's power spectrogram squares its
+// magnitude: 0.5 of a 1.5 ms mel spectrogram call).
+Value* powSmallExponent(Node* n, Graph& g) {
+  if (n->inputs().size() != 2 || n->input(1)->type()->isTensor()) return nullptr;
+  const auto dt = knownDtype(n->input(0));
+  const auto c = constantNumber(n->input(1));
+  if (!dt || (*dt != ScalarType::Float && *dt != ScalarType::Double) || !c) return nullptr;
+  Value* x = n->input(0);
+  const TypePtr type = n->output()->type();
+  Emitter e(g, n, n);
+  if (*c == 2.0) return e.op("aten::mul", {x, x}, type);
+  if (*c == 3.0) return e.op("aten::mul", {e.op("aten::mul", {x, x}), x}, type);
+  if (*c == 0.5) return e.op("aten::sqrt", {x}, type);
+  if (*c == -0.5) return e.op("aten::rsqrt", {x}, type);
+  if (*c == -1.0) return e.op("aten::reciprocal", {x}, type);
+  return nullptr;
+}
+
 // slice(x, d, 0, past any extent or None, 1) -> x (wholeSlice): a trace
 // writes x[:, i] as a slice of all of dim 0 before the index, and swin's
 // windows carry a few dozen more. The same values and the same memory (a
@@ -461,6 +483,7 @@ const Rule kRules[] = {
   {"log-softmax-of-shifted", "aten::log_softmax", "log_softmax(x - max(x, d, keepdim)[0], d)  ->  log_softmax(x, d)", softmaxOfShifted},
   {"size-of-contiguous",  "aten::size",      "size(contiguous(x), d)  ->  size(x, d)",    sizeOfContiguous},
   {"reshape-reshape",     "aten::reshape",   "reshape(reshape(x, s1), s2)  ->  reshape(x, s2)", reshapeReshape},
+  {"pow-small-exponent",  "aten::pow",       "pow(x, 2 | 3 | 0.5 | -0.5 | -1)  ->  x * x | x * x * x | sqrt | rsqrt | reciprocal   (floating x)", powSmallExponent},
   {"to-same-dtype",       "aten::to",        "to(x, dtype(x), copy=False)  ->  x",         toSameDtype},
   {"full-slice",          "aten::slice",     "slice(x, d, 0, end past any extent or None, 1)  ->  x", fullSlice},
   {"is-none-known",       "aten::__is__",    "x is None  ->  False       (x's type holds no None)", isNoneKnown},

@@ -36,6 +36,13 @@
 //        both are None; one dim, or a vector, with a number ord), over two dims for 'fro';
 //        matrix ord 1 / -1 / inf / -inf as the largest / smallest column / row sum of |x|
 //        (2, -2 and 'nuc' need singular values: left alone)
+//   stft(x, n_fft, hop, win_length, window, normalized, onesided, return_complex)
+//        ->  the DFT of each frame as one strided conv1d of x with 2F kernels of n_fft taps
+//            (window * cos, -window * sin: F = n_fft / 2 + 1 onesided, else n_fft), then
+//            sqrt(re^2 + im^2) where the complex result is read only through abs (and
+//            size, and views on the way: torchaudio's Spectrogram), or stack([re, im], -1)
+//            for return_complex=False; llga has no complex tensors, so a complex result read
+//            any other way is left alone
 //   _nested_tensor_from_mask(x, keep, check) -> _transformer_encoder_layer_fwd(., mask=None) x N
 //        -> to_padded_tensor(., pad, None)   (nn.TransformerEncoder's nested fast path in eval)
 //        ->  the layers on x itself with the key padding mask logical_not(keep)
@@ -73,7 +80,7 @@ const std::vector<std::string> kDecomposed = {
     "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd", "aten::cosine_similarity",
     "aten::pairwise_distance", "aten::cdist", "aten::_nested_tensor_from_mask", "aten::to_padded_tensor",
     "aten::swapaxes", "aten::swapdims", "aten::outer", "aten::ger", "aten::narrow_copy", "aten::trace",
-    "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross", "aten::linalg_cross", "aten::linalg_norm", "aten::kron"};
+    "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross", "aten::linalg_cross", "aten::linalg_norm", "aten::kron", "aten::stft"};
 
 // Rewritten by Decompose::small (each the op's PyTorch definition in ops llga runs).
 bool smallKind(const Node& n) {
@@ -107,7 +114,7 @@ class Decompose final : public Pass {
       if (product(*n) || binaryMaxMin(*n) || alias(*n) || tensorClamp(*n) || is(*n, "aten::instance_norm") ||
           is(*n, "aten::_native_multi_head_attention") || is(*n, "aten::_transformer_encoder_layer_fwd") ||
           is(*n, "aten::cosine_similarity") || is(*n, "aten::pairwise_distance") || is(*n, "aten::cdist") ||
-          smallKind(*n))
+          smallKind(*n) || is(*n, "aten::stft"))
         todo.push_back(n);
     });
     bool changed = false;
@@ -120,6 +127,7 @@ class Decompose final : public Pass {
       else if (is(*n, "aten::pairwise_distance")) changed |= pairwiseDistance(g, n);
       else if (is(*n, "aten::cdist")) changed |= cdist(g, n);
       else if (smallKind(*n)) changed |= small(g, n);
+      else if (is(*n, "aten::stft")) changed |= stft(g, n);
       else if (is(*n, "aten::instance_norm")) changed |= instanceNorm(g, n);
       else if (is(*n, "aten::_native_multi_head_attention")) changed |= mha(g, n);
       else changed |= encoderLayer(g, n);
@@ -401,6 +409,99 @@ class Decompose final : public Pass {
     const int64_t summed = std::isinf(*ord) ? (*dims)[1] : (*dims)[0];
     Value* sums = e.op("aten::sum", {e.op("aten::abs", {x}), e.ints({summed}), e.b(true), dtype});
     finish(g, n, e.op(*ord > 0 ? "aten::amax" : "aten::amin", {sums, e.ints(*dims), keepdim}));
+    return true;
+  }
+
+  // Whether every use of the complex value v, through views and scalings by
+  // real values (|z * c| = |z| |c|, and the abs at the end takes the sign),
+  // ends in abs or a size query; `chain` collects those ops (whose results
+  // become real).
+  static bool readAsMagnitude(const Value* v, std::vector<Node*>& chain, int depth = 0) {
+    static const std::set<std::string> views = {"aten::reshape", "aten::view", "aten::transpose", "aten::permute",
+                                                "aten::contiguous", "aten::squeeze", "aten::unsqueeze",
+                                                "aten::flatten", "aten::select", "aten::slice", "aten::narrow",
+                                                "aten::clone"};
+    static const std::set<std::string> ends = {"aten::abs", "aten::size", "aten::dim", "aten::numel"};
+    if (depth > 16) return false;
+    for (const Use& u : v->uses()) {
+      const std::string kind = u.user->kind().toQualString();
+      if (ends.count(kind) && u.offset == 0) continue;
+      const bool scaling = (kind == "aten::mul" || kind == "aten::div" || kind == "aten::mul_" || kind == "aten::div_") &&
+                           u.offset == 0 &&
+                           u.user->inputs().size() == 2 && !isComplex(u.user->input(1));
+      if ((!views.count(kind) && !scaling) || u.offset != 0 || u.user->outputs().size() != 1) return false;
+      chain.push_back(u.user);
+      if (!readAsMagnitude(u.user->output(), chain, depth + 1)) return false;
+    }
+    return true;
+  }
+
+  static bool isComplex(const Value* v) {
+    if (!v->type()->isTensor()) return v->type()->isSimple("complex");
+    const auto dt = v->type()->tensorInfo().dtype;
+    return !dt || *dt == ScalarType::ComplexHalf || *dt == ScalarType::ComplexFloat || *dt == ScalarType::ComplexDouble;
+  }
+
+  bool stft(Graph& g, Node* n) {
+    if (n->inputs().size() != 8) return skip(n, "unexpected arity");
+    auto in = [&](size_t i) { return n->input(i); };
+    const auto rank = knownRank(in(0));
+    const auto n_fft = constantInt(in(1));
+    const auto ret_complex = constantInt(in(7));
+    if (!rank || (*rank != 1 && *rank != 2) || !n_fft || *n_fft <= 0 || !ret_complex)
+      return skip(n, "stft of an input of unknown rank, or n_fft or return_complex not constants");
+    const int64_t hop = isNone(in(2)) ? *n_fft / 4 : constantInt(in(2)).value_or(-1);
+    const int64_t win = isNone(in(3)) ? *n_fft : constantInt(in(3)).value_or(-1);
+    const auto normalized = constantInt(in(5));
+    const bool onesided = isNone(in(6)) || constantInt(in(6)).value_or(1) != 0;
+    if (hop <= 0 || win <= 0 || win > *n_fft || !normalized) return skip(n, "stft's hop, window length or flags");
+    if (knownDtype(in(0)) != ScalarType::Float) return skip(n, "stft of other than a float32 signal");
+    std::vector<Node*> chain;
+    if (*ret_complex && !readAsMagnitude(n->output(), chain)) return skip(n, "the complex stft is read other than as |.|");
+    const int64_t bins = onesided ? *n_fft / 2 + 1 : *n_fft;
+    // cos and -sin of 2 pi f t / n_fft, [2 * bins, n_fft]
+    auto table = ConstantTensor::owned(ScalarType::Float, {2 * bins, *n_fft});
+    float* tv = static_cast<float*>(table->data);
+    for (int64_t f = 0; f < bins; ++f)
+      for (int64_t t = 0; t < *n_fft; ++t) {
+        const double angle = 2 * M_PI * static_cast<double>((f * t) % *n_fft) / static_cast<double>(*n_fft);
+        tv[f * *n_fft + t] = static_cast<float>(std::cos(angle));
+        tv[(bins + f) * *n_fft + t] = static_cast<float>(-std::sin(angle));
+      }
+    Emitter e(g, n, n);
+    Value* window = isNone(in(4)) ? e.op("aten::ones", {e.ints({win}), e.none(), e.none(), e.none(), e.none()}) : in(4);
+    const int64_t left = (*n_fft - win) / 2;
+    if (win < *n_fft) window = e.op("aten::constant_pad_nd", {window, e.ints({left, *n_fft - win - left}), e.f(0.0)});
+    Value* kernels = e.op("aten::unsqueeze", {e.op("aten::mul", {e.constant(AttrValue(TensorRef(table)),
+                                                                             constantTensorType(*table)),
+                                                                  window}),
+                                              e.i(1)});
+    Value* x = e.op("aten::unsqueeze", {*rank == 1 ? e.op("aten::unsqueeze", {in(0), e.i(0)}) : in(0), e.i(1)});
+    Value* frames = e.op("aten::conv1d", {x, kernels, e.none(), e.ints({hop}), e.ints({0}), e.ints({1}), e.i(1)});
+    Value* re = e.op("aten::narrow", {frames, e.i(1), e.i(0), e.i(bins)});
+    Value* im = e.op("aten::narrow", {frames, e.i(1), e.i(bins), e.i(bins)});
+    Value* out = *ret_complex
+                     ? e.op("aten::sqrt", {e.op("aten::add", {e.op("aten::mul", {re, re}), e.op("aten::mul", {im, im}),
+                                                              e.i(1)})})
+                     : e.op("aten::stack", {e.list({re, im}, Type::tensor()), e.i(-1)});
+    if (*normalized) out = e.op("aten::mul", {out, e.f(1.0 / std::sqrt(static_cast<double>(*n_fft)))});
+    if (*rank == 1) out = e.op("aten::squeeze", {out, e.i(0)});
+    // the views between the stft and its abs now carry the real magnitude
+    for (Node* view : chain) {
+      TensorInfo t = view->output()->type()->isTensor() ? view->output()->type()->tensorInfo() : TensorInfo{};
+      t.dtype = ScalarType::Float;
+      t.strides.reset();
+      view->output()->setType(Type::tensor(t));
+    }
+    TensorInfo t = n->output()->type()->tensorInfo();
+    t.dtype = ScalarType::Float;
+    t.strides.reset();
+    if (!*ret_complex && t.sizes) t.sizes->push_back(2);
+    out->setType(Type::tensor(t));
+    note(where(*n) + ": " + (*ret_complex ? "read only as |stft|: " : "") + "a conv1d of " + std::to_string(2 * bins) +
+         " DFT kernels of " + std::to_string(*n_fft) + " taps, stride " + std::to_string(hop));
+    replaceKeepingName(g, n->output(), out);
+    n->destroy();
     return true;
   }
 

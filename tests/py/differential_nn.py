@@ -270,6 +270,9 @@ def _pad(x):
         if m:
             out += [F.pad(x, (1, 0, 1, 1, 0, 2)[:2 * m], mode="reflect"), F.pad(x, (0, 2, 1, 0, 1, 1)[:2 * m], mode="replicate"),
                     F.pad(x, (1, 2, 0, 1, 1, 0)[:2 * m], mode="circular")]
+        if m == 1:  # a side cropped while the other grows (the kept range is copied, the borders selected)
+            out += [F.pad(x, (-1, 2), mode="circular"), F.pad(x, (2, -1), mode="replicate"),
+                    F.pad(x, (-1, 1), mode="reflect")]
     return tuple(out)
 
 
@@ -371,6 +374,24 @@ def _cdist(a, b):
     return (torch.cdist(a, b), torch.cdist(a, b, 1.0), torch.cdist(a, b, 0.0), torch.cdist(a, b, float("inf")),
             torch.cdist(a, b, 3.0), torch.cdist(a, b, 2.0, "use_mm_for_euclid_dist"),
             torch.cdist(a, b, 2.0, "donot_use_mm_for_euclid_dist"))
+
+
+@st.composite
+def signals(draw, dt):
+    """A batch of signals [B, L] or one [L], now and then shorter than the frame (refused)."""
+    length = draw(st.integers(12, 40)) if not rare(draw) else draw(st.integers(0, 7))
+    batch = (draw(st.integers(1, 3)),) if draw(st.booleans()) else ()
+    return (draw(tensors(dt, batch + (length,))),)
+
+
+def _stft(x):
+    # magnitudes (what llga computes: it has no complex tensors), a power, a real/imaginary pair
+    w = torch.hann_window(8)
+    return (torch.stft(x, 8, 2, window=w, return_complex=True).abs(),
+            torch.stft(x, 12, 3, 10, torch.hamming_window(10), normalized=True, onesided=False,
+                       return_complex=True).abs() ** 2,
+            torch.stft(x, 8, return_complex=True).abs(),  # no window: ones; hop n_fft / 4
+            torch.stft(x, 8, 5, window=w, return_complex=False))
 
 
 def _norm(x):
@@ -668,6 +689,7 @@ CASES = {
     "aten::pairwise_distance": Case(lambda a, b: (F.pairwise_distance(a, b), F.pairwise_distance(a, b, 1.0, 1e-6, True),
                                                   F.pairwise_distance(a, b, 3.0, 0.1)), lambda dt: distance_pair()),
     "aten::cdist": Case(_cdist, lambda dt: cdist_pair(), atol=2e-3),
+    "aten::stft": Case(_stft, lambda dt: signals(dt), atol=1e-4),
     "aten::norm": unary(_norm),
     "aten::linalg_vector_norm": unary(_vector_norm),
     # x.norm(dim=...) with the default p, on a transposed view too

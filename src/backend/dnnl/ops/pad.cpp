@@ -38,16 +38,32 @@ Tensor padByIndex(const Tensor& t, const Shape& p, const std::string& mode) {
     if (n == 0 || size < 0 || m <= 0)
       throw std::invalid_argument("pad: '" + mode + "' padding (" + std::to_string(lo) + ", " + std::to_string(hi) +
                                   ") leaves nothing of a dimension of " + t.describe());
-    Tensor idx = Tensor::empty(ScalarType::Long, {size});
-    int64_t* q = idx.data<int64_t>();
-    for (int64_t i = 0; i < size; ++i) {
-      int64_t j = i - lo;
-      if (mode == "reflect") j = j < 0 ? -j : j >= n ? 2 * (n - 1) - j : j;
-      else if (mode == "replicate") j = std::min(std::max<int64_t>(j, 0), n - 1);
-      else j = c0 + (((i - std::max<int64_t>(lo, 0)) % m) + m) % m;
-      q[i] = j;
+    // The kept range [c0, c0 + m) lands at [i0, i0 + m) in one copy; only the
+    // border positions go through index_select (a signal padded by 200 on
+    // each side of 16000 samples: 0.2 ms as one index_select of every
+    // position, a copy and two small selects now).
+    const int64_t i0 = std::max<int64_t>(lo, 0);
+    auto border = [&](int64_t from, int64_t count) {  // out's positions [from, from + count) of the padded dim
+      Tensor idx = Tensor::empty(ScalarType::Long, {count});
+      int64_t* q = idx.data<int64_t>();
+      for (int64_t i = from; i < from + count; ++i) {
+        int64_t j = i - lo;
+        if (mode == "reflect") j = j < 0 ? -j : j >= n ? 2 * (n - 1) - j : j;
+        else if (mode == "replicate") j = std::min(std::max<int64_t>(j, 0), n - 1);
+        else j = c0 + (((i - i0) % m) + m) % m;
+        q[i - from] = j;
+      }
+      return indexSelectOp(out, d, idx);
+    };
+    Shape sizes = out.sizes();
+    sizes[static_cast<size_t>(d)] = size;
+    Tensor next = Tensor::empty(out.dtype(), sizes);
+    if (next.numel()) {
+      next.narrow(d, i0, m).copyFrom(out.narrow(d, c0, m));
+      if (i0 > 0) next.narrow(d, 0, i0).copyFrom(border(0, i0));
+      if (i0 + m < size) next.narrow(d, i0 + m, size - i0 - m).copyFrom(border(i0 + m, size - i0 - m));
     }
-    out = indexSelectOp(out, d, idx);
+    out = next;
   }
   return p.empty() ? t.clone() : out;
 }

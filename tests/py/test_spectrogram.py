@@ -1,0 +1,59 @@
+"""Audio front ends: torch.stft read through its magnitude (torchaudio's
+Spectrogram, MelSpectrogram, MFCC) runs as one strided conv1d of DFT kernels,
+since llga has no complex tensors; a complex result read any other way is
+refused by name, never answered wrongly."""
+
+import numpy as np
+import pytest
+import torch
+
+import llga
+
+torchaudio = pytest.importorskip("torchaudio")
+T = torchaudio.transforms
+
+
+def _close(got, want, what):
+    got, want = np.asarray(got), want.detach().numpy()
+    assert got.shape == want.shape, what
+    scale = max(1.0, float(np.abs(want).max()))
+    assert np.abs(got - want).max() <= 2e-5 * scale, f"{what}: {np.abs(got - want).max()} off (scale {scale})"
+
+
+FRONT_ENDS = {
+    "mel": (lambda: T.MelSpectrogram(sample_rate=16000, n_fft=400, hop_length=160, n_mels=64), (2, 4000)),
+    "mfcc": (lambda: T.MFCC(sample_rate=16000, n_mfcc=13, melkwargs=dict(n_fft=256, hop_length=128, n_mels=40)),
+             (3, 3000)),
+    # one signal, a window shorter than the frame, magnitude normalized by the window
+    "magnitude": (lambda: T.Spectrogram(n_fft=256, win_length=200, hop_length=64, power=1.0, normalized=True),
+                  (4000,)),
+    # no centre padding, both sides of the spectrum
+    "two-sided": (lambda: T.Spectrogram(n_fft=128, hop_length=32, center=False, onesided=False), (2, 1000)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FRONT_ENDS))
+def test_front_ends_match_torchaudio_at_other_lengths_too(name):
+    make, shape = FRONT_ENDS[name]
+    m = make().eval()
+    x = torch.randn(*shape)
+    c = llga.optimize(torch.jit.trace(m, x), [x.numpy()])
+    assert "aten::stft" not in c.graph.node_counts()
+    assert any(p.ops[0] == "aten::conv1d" for p in c.partitions)  # the DFT as oneDNN's convolution
+    notes = [n for r in c.passes if r.name == "decompose" for n in r.notes if "stft" in n]
+    assert notes and "DFT kernels" in notes[0]
+    for length in (shape[-1], shape[-1] + 333):  # another length: another number of frames
+        y = torch.randn(*shape[:-1], length)
+        _close(c(y.numpy()), m(y), f"{name} at {length} samples")
+
+
+class _Phase(torch.nn.Module):
+    def forward(self, x):
+        return torch.angle(torch.stft(x, 64, 16, window=torch.hann_window(64), return_complex=True))
+
+
+def test_a_complex_stft_read_other_than_as_a_magnitude_is_refused_by_name():
+    x = torch.randn(1, 1000)
+    with pytest.raises(llga.UnsupportedOpError, match="aten::stft") as e:
+        llga.optimize(torch.jit.trace(_Phase(), x))
+    assert "aten::angle" in str(e.value)  # and the complex op reading it
