@@ -196,9 +196,9 @@ class CompiledGraph:
         args = self._args(inputs)
         try:
             results = self._impl.run(args)
-        except SpecializationMismatch:
+        except SpecializationMismatch as e:
             if self._respecialize is None or self._built_for == _signature(args):
-                raise
+                raise _refused(e) from None
             return self._other_specialization(args)(*args)
         return self._result(results)
 
@@ -208,9 +208,9 @@ class CompiledGraph:
         args = self._args(inputs)
         try:
             results, values = self._impl.run(args, True)
-        except SpecializationMismatch:
+        except SpecializationMismatch as e:
             if self._respecialize is None or self._built_for == _signature(args):
-                raise
+                raise _refused(e) from None
             return self._other_specialization(args)._observed_call(*args)
         return self._result(results), dict(values)
 
@@ -221,8 +221,7 @@ class CompiledGraph:
         with self._specializations_lock:  # one compile per key, also when threads call at once
             found = self._specializations.get(key)
             if found is None:
-                found = self._respecialize(args)
-                found._built_for = key  # its own guard refusing these: raised, not compiled again
+                found = self._respecialize(args)  # _build sets found._built_for to key
                 if self._batch_split_mode != "auto":
                     found.set_batch_split(self._batch_split_mode)
                 if len(self._specializations) >= self.MAX_SPECIALIZATIONS:
@@ -502,6 +501,19 @@ def optimize(obj, example_inputs: Optional[Sequence[Any]] = None, *,
     return _build(obj, example_inputs, params, passes, module, route, prec, None, rebuild)
 
 
+def _refused(e: SpecializationMismatch) -> SpecializationMismatch:
+    """A specialization mismatch no other specialization can serve, saying
+    so where it is about memory order (a saved model, or a graph whose
+    aliasing llga follows for row-major inputs only)."""
+    if "memory order" in str(e) or "row-major" in str(e):
+        return SpecializationMismatch(
+            f"{e}. llga decided whether contiguous()/reshape() copy a value that is later written from the "
+            "order the inputs lie in memory, and cannot compile that decision for this order "
+            "(observable-layouts' notes in compiled.passes say where): pass C-contiguous arrays "
+            "(numpy.ascontiguousarray)")
+    return e
+
+
 def _signature(args) -> tuple:
     """What an llga::Guard checks of a call's inputs: each array's rank,
     dtype and memory order (dims by decreasing stride, size-1 dims left out),
@@ -546,8 +558,9 @@ def _build(obj, example_inputs, params, passes, module, route, prec, quantizatio
     if "llga::Guard" in graph.node_counts():
         compiled._respecialize = rebuild
     if example_inputs is not None:
-        compiled.example_inputs_spec = [
-            (list(x.shape), str(x.dtype)) if isinstance(x, np.ndarray) else None
-            for x in (_to_numpy_if_torch(x, i) for i, x in enumerate(example_inputs))]
+        as_numpy = [_to_numpy_if_torch(x, i) for i, x in enumerate(example_inputs)]
+        compiled.example_inputs_spec = [(list(x.shape), str(x.dtype)) if isinstance(x, np.ndarray) else None
+                                         for x in as_numpy]
+        compiled._built_for = _signature(as_numpy)  # its guard refusing its own examples: raised, not recompiled
         compiled(*example_inputs)
     return compiled

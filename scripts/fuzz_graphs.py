@@ -896,6 +896,10 @@ def _check(prog, deep, precision):
             try:
                 got = compiled(*arrs)
             except Exception as e:  # noqa: BLE001
+                if isinstance(e, llga.errors.SpecializationMismatch) and "C-contiguous" in str(e) and \
+                        not all(a.flags.c_contiguous for a in arrs if isinstance(a, np.ndarray)):
+                    _skip("inputs in an order llga refuses (observable-layouts cannot follow it)")
+                    return
                 findings.append(f"{where}, call {k + 1}: {type(e).__name__}: {e}")
                 return
             why = _compare(got, want, f"{where}, call {k + 1}", precision, near)

@@ -20,6 +20,10 @@ enum : uint32_t {
   Pool = 1u << 4,
   SameShape = 1u << 5,
   View = 1u << 6,
+  // Computed elementwise over its tensor operands as one PyTorch
+  // TensorIterator (so the result takes their memory order), besides the
+  // Eltwise and Binary groups, which are too.
+  Pointwise = 1u << 7,
 };
 }  // namespace op_trait
 

@@ -82,6 +82,7 @@ class ObservableLayouts final : public Pass {
     static const Symbol kinds[] = {Symbol::fromQualString("aten::contiguous"), Symbol::fromQualString("aten::reshape"),
                                    Symbol::fromQualString("aten::flatten")};
     examples_.clear();
+    sizes_.clear();
     size_t k = 0;
     for (Value* in : g.inputs())
       if (in->type()->kind() != TypeKind::Class && k < context().example_inputs.size())
@@ -102,7 +103,13 @@ class ObservableLayouts final : public Pass {
       used_.clear();
       const std::optional<Order> order = pytorchOrder(root, 0);
       if (!order) {
-        note(where(*n) + ": PyTorch's memory order of its input is unknown; whether it copies follows llga's layout");
+        // llga's layout decides, which is PyTorch's for row-major inputs;
+        // calls in another order are refused (graph fuzzer seed 501131: a
+        // where() of a channels-last input, then contiguous(channels_last)
+        // and a write, answered as for a row-major input, 0.73 off)
+        for (const Value* in : upstreamInputs(g, root)) guarded[const_cast<Value*>(in)] = kRowMajor;
+        note(where(*n) + ": PyTorch's memory order of its input is not followed here; the graph is guarded to row-major "
+             "inputs");
         continue;
       }
       for (const auto& [param, o] : used_) guarded.emplace(param, o);
@@ -206,24 +213,68 @@ class ObservableLayouts final : public Pass {
         return pytorchOrder(src->input(0), depth + 1);
       return std::nullopt;
     }
+    // Ops whose result PyTorch lays out by the input's suggested memory
+    // format: channels-last (3d) where the input is, else row-major (its CPU
+    // convolutions, batch norm and 2-d pooling; graph fuzzer seed 501074).
+    static const std::set<std::string> suggesting = {
+        "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::convolution", "aten::batch_norm",
+        "aten::max_pool2d", "aten::avg_pool2d", "aten::adaptive_avg_pool2d", "aten::max_pool3d", "aten::avg_pool3d"};
+    if (suggesting.count(kind)) {
+      auto in = pytorchOrder(n->input(0), depth + 1);
+      if (!in) return std::nullopt;
+      if (rowMajor(*in)) return in;
+      Order last = identity(in->size());
+      if (in->size() == 4 || in->size() == 5) {
+        last.erase(last.begin() + 1);
+        last.push_back(1);
+        if (*in == last) return last;
+      }
+      return identity(in->size());
+    }
+    // Ops whose result is a fresh row-major tensor whatever their inputs' order.
+    static const std::set<std::string> fresh = {"aten::linear", "aten::matmul", "aten::mm", "aten::bmm", "aten::addmm",
+                                                "aten::layer_norm", "aten::conv1d"};
+    if (fresh.count(kind)) {
+      if (auto sizes = knownSizes(v)) return identity(sizes->size());
+      auto in = pytorchOrder(n->input(0), depth + 1);  // the same rank (linear, layer_norm, conv1d)
+      if (in && (kind == "aten::linear" || kind == "aten::layer_norm" || kind == "aten::conv1d"))
+        return rowMajor(*in) ? in : identity(in->size());
+      return std::nullopt;
+    }
+    // The value of an if: both branches' order where they agree.
+    if (n->kind() == prim::If && n->blocks().size() == 2) {
+      const size_t k = static_cast<size_t>(std::find(n->outputs().begin(), n->outputs().end(), v) - n->outputs().begin());
+      auto a = pytorchOrder(n->blocks()[0]->outputs()[k], depth + 1);
+      auto b = pytorchOrder(n->blocks()[1]->outputs()[k], depth + 1);
+      if (!a || !b || *a != *b) return std::nullopt;
+      return a;
+    }
     if (isFactory(*n)) {
       auto sizes = constantInts(n->input(0));
       if (!sizes) return std::nullopt;
       return identity(sizes->size());
     }
-    if (hasTrait(n->kind(), op_trait::Eltwise | op_trait::Binary)) {
+    // rsub(x, y) runs as sub(y, x) (a number y is not a tensor).
+    if (hasTrait(n->kind(), op_trait::Eltwise | op_trait::Binary | op_trait::Pointwise) || kind == "aten::rsub") {
       // PyTorch's TensorIterator orders the result's dims by its operands'
       // strides, the first operand first, skipping the dims an operand
-      // broadcasts. Here: the operands of the result's rank, without those
-      // known to broadcast a dim when another may not; they must agree.
+      // broadcasts. Here: a first operand of the result's rank known to have
+      // no size-1 dim has distinct strides for every pair of dims, so its
+      // order is the result's (x * w with x channels-last and w row-major is
+      // channels-last: graph fuzzer seed 500944). Else the operands of the
+      // result's rank, without those known to broadcast a dim when another
+      // may not; they must agree.
       struct Operand {
         Order order;
         bool broadcasts;
+        bool dense;  // sizes known, none of them 1
       };
       std::vector<Operand> ops;
       size_t rank = 0;
       bool row_major = false;  // an operand is row-major at a rank not known
-      for (const Value* in : n->inputs()) {
+      std::vector<const Value*> operands(n->inputs().begin(), n->inputs().end());
+      if (kind == "aten::rsub" && operands.size() >= 2) std::swap(operands[0], operands[1]);
+      for (const Value* in : operands) {
         if (in->type()->kind() != TypeKind::Tensor) continue;
         auto o = pytorchOrder(in, depth + 1);
         if (!o) return std::nullopt;
@@ -233,10 +284,13 @@ class ObservableLayouts final : public Pass {
         }
         auto sizes = knownSizes(in);
         const bool broadcasts = sizes && std::count(sizes->begin(), sizes->end(), 1) > 0;
+        const bool dense = sizes && std::count(sizes->begin(), sizes->end(), 1) == 0;
         rank = std::max(rank, o->size());
-        ops.push_back({std::move(*o), broadcasts});
+        ops.push_back({std::move(*o), broadcasts, dense});
       }
       if (row_major && ops.empty()) return kRowMajor;
+      if (!row_major && !ops.empty() && ops.front().dense && ops.front().order.size() == rank)
+        return ops.front().order;  // (an operand of unknown rank may make the result's rank larger)
       std::erase_if(ops, [rank](const Operand& o) { return o.order.size() != rank; });
       if (std::any_of(ops.begin(), ops.end(), [](const Operand& o) { return !o.broadcasts; }))
         std::erase_if(ops, [](const Operand& o) { return o.broadcasts; });
@@ -252,12 +306,68 @@ class ObservableLayouts final : public Pass {
     return std::nullopt;
   }
 
-  // v's sizes where its type or its factory op tells.
-  static std::optional<std::vector<int64_t>> knownSizes(const Value* v) {
+  // The graph's tensor inputs v is computed from (through nested blocks).
+  static std::vector<const Value*> upstreamInputs(const Graph& g, const Value* v) {
+    std::unordered_set<const Value*> graph_inputs;
+    for (const Value* in : g.inputs())
+      if (in->type()->kind() == TypeKind::Tensor) graph_inputs.insert(in);
+    std::vector<const Value*> found, todo = {v};
+    std::unordered_set<const Value*> seen = {v};
+    auto push = [&](const Value* x) {
+      if (seen.insert(x).second) todo.push_back(x);
+    };
+    while (!todo.empty()) {
+      const Value* at = todo.back();
+      todo.pop_back();
+      if (graph_inputs.count(at)) {
+        found.push_back(at);
+        continue;
+      }
+      const Node* p = at->node();
+      for (const Value* in : p->inputs()) push(in);
+      for (const Block* b : p->blocks())
+        for (const Value* out : b->outputs()) push(out);
+    }
+    return found;
+  }
+
+  // v's sizes where its type, its example or its factory op tells, or an
+  // elementwise op's operands (broadcast) or a copy's input do.
+  std::optional<std::vector<int64_t>> knownSizes(const Value* v, int depth = 0) {
     if (auto s = v->type()->tensorInfo().concreteSizes()) return s;
+    if (auto e = examples_.find(v); e != examples_.end()) return e->second->sizes;
+    if (auto m = sizes_.find(v); m != sizes_.end()) return m->second;
     const Node* n = v->node();
-    if (!isFactory(*n)) return std::nullopt;
-    return constantInts(n->input(0));
+    std::optional<std::vector<int64_t>> out;
+    const std::string kind = n->kind().toQualString();
+    if (isFactory(*n)) {
+      out = constantInts(n->input(0));
+    } else if (depth < 64 && (hasTrait(n->kind(), op_trait::Eltwise | op_trait::Binary | op_trait::Pointwise) ||
+                              kind == "aten::rsub" || kind == "aten::contiguous" || kind == "aten::clone")) {
+      std::vector<int64_t> shape;
+      bool known = true;
+      for (size_t i = 0; i < n->inputs().size() && known; ++i) {
+        const Value* in = n->input(i);
+        if (in->type()->kind() != TypeKind::Tensor) continue;
+        if ((kind == "aten::contiguous" || kind == "aten::clone") && i > 0) break;
+        auto s = knownSizes(in, depth + 1);
+        if (!s) {
+          known = false;
+          break;
+        }
+        // broadcast, aligned at the last dim
+        if (s->size() > shape.size()) shape.insert(shape.begin(), s->size() - shape.size(), 1);
+        for (size_t k = 0; k < s->size(); ++k) {
+          int64_t& d = shape[shape.size() - s->size() + k];
+          const int64_t e = (*s)[k];
+          if (d == 1) d = e;
+          else if (e != 1 && e != d) known = false;
+        }
+      }
+      if (known) out = shape;
+    }
+    sizes_[v] = out;
+    return out;
   }
 
   // Every reader of `root` reads root' = permute(clone(permute(root, order), 0), inverse).
@@ -302,6 +412,7 @@ class ObservableLayouts final : public Pass {
 
   std::unordered_map<const Value*, TensorRef> examples_;
   std::map<Value*, Order> used_;  // the graph inputs whose order pytorchOrder took, and that order
+  std::unordered_map<const Value*, std::optional<std::vector<int64_t>>> sizes_;  // knownSizes, memoised
 };
 
 }  // namespace

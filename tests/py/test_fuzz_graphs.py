@@ -47,6 +47,13 @@ FOUND = {
     171092: "a fused group's op-by-op fallback read a blocked input as if it were plain",
     180104: "batch_norm folded into the conv reading it although its input is written in between",
     432428: "a conv's per-channel divisor [16, 1, 1] at another batch: its tail binary op reordered it at rank 3",
+    # scripted programs that write, called with odd layouts (run since the input order is guarded):
+    500944: "x1 * w with x1 channels-last and w row-major, then contiguous(channels_last) and mul_: PyTorch's "
+            "product follows its first operand, so the contiguous aliased (observable-layouts took no side)",
+    501074: "conv2d of a channels-last input (channels-last in PyTorch), reshape, relu_: the order was not followed",
+    503016: "the value of an if whose branches agree on the input's order, flattened, then sub_",
+    503565: "a where() of a channels-last input, contiguous(channels_last), a write: where and the comparison "
+            "in it were not followed",
     1795791255: "a group reading x.unsqueeze(3) moved past x.add_(c).add_(m): the fuser missed that the second "
                 "add_ writes x (through the first's result)",
     1795823769: "a grouped 1x1 conv's tail binary op (* x) with tanh post-ops on nChw4c: oneDNN wrote past its dst "
@@ -295,6 +302,7 @@ FOUND_SIGNALS = {
     422060: "reshape(reshape(x.narrow(...))) with the inner result written by sigmoid_ afterwards: canonicalize's "
             "reshape-reshape read the narrow directly, a copy the write did not reach (found by an int8 run, wrong "
             "in fp32 too)",
+    511696: "2.0 - x (neg, add) reshaped and written, called transposed: neg's order was not followed",
     454649: "split -> permute -> relu6 -> contiguous, then a write through a slice of the relu6, scripted and "
             "compiled without example inputs: the input's order was unknown, so llga's layout decided alias or "
             "copy; it is now taken as row-major and guarded (found by an int8 run, wrong in fp32 too)",

@@ -109,6 +109,76 @@ def test_what_contiguous_aliases_follows_each_calls_memory_order(cls, example):
     assert len(c._specializations) == len(set(arrays) - taken)
 
 
+class _ConvReshapedThenWritten(torch.nn.Module):
+    # graph fuzzer seed 501074: PyTorch's convolution of a channels-last
+    # input is channels-last, so the reshape copies and misses the relu_
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 3, 3, 3) * 0.3)
+
+    def forward(self, x):
+        v = F.conv2d(x, self.w, None, 1, 1)
+        r = v.reshape(v.shape[0], -1)
+        v.relu_()
+        return r * 1.0
+
+
+class _WhereThenChannelsLastWritten(torch.nn.Module):
+    # where() and the comparison in it follow x's order (seed 501131's pattern without its loop),
+    # and a product with a row-major weight follows its first operand (seed 500944)
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.rand(2, 3, 4, 5) + 0.5)
+
+    def forward(self, x):
+        w = torch.where(x > 0.2, x, x * 0.3) * self.k
+        c = w.contiguous(memory_format=torch.channels_last)
+        c.mul_(1.5)
+        return w + 0.0, c + 0.0
+
+
+class _LoopValueReshapedThenWritten(torch.nn.Module):
+    # a loop-carried value: its order is not followed, so only row-major inputs are taken
+    def forward(self, x):
+        v = x * 1.0
+        for _ in range(2):
+            v = torch.tanh(v) + x * 0.5
+        r = v.reshape(v.shape[0], -1)
+        v.relu_()
+        return r * 1.0
+
+
+def _images():
+    rng = np.random.default_rng(4)
+    row_major = rng.standard_normal((2, 3, 4, 5), dtype=np.float32)
+    channels_last = np.ascontiguousarray(rng.standard_normal((2, 3, 4, 5), dtype=np.float32).transpose(0, 2, 3, 1))
+    return {"row-major": row_major, "channels-last": channels_last.transpose(0, 3, 1, 2)}
+
+
+@pytest.mark.parametrize("cls", [_ConvReshapedThenWritten, _WhereThenChannelsLastWritten])
+def test_convolutions_where_and_products_follow_a_channels_last_call(cls):
+    s = torch.jit.script(cls().eval())
+    c = llga.optimize(s)
+    for order, x in _images().items():
+        with torch.no_grad():
+            want = s(torch.from_numpy(x))
+        got = c(x)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-5, err_msg=f"called {order}")
+
+
+def test_an_order_the_pass_cannot_follow_is_refused_clearly():
+    s = torch.jit.script(_LoopValueReshapedThenWritten())
+    c = llga.optimize(s)
+    images = _images()
+    with torch.no_grad():
+        np.testing.assert_allclose(c(images["row-major"]), s(torch.from_numpy(images["row-major"])).numpy(), rtol=1e-6)
+    with pytest.raises(llga.errors.SpecializationMismatch, match=r"row-major inputs.*C-contiguous"):
+        c(images["channels-last"])
+    with pytest.raises(llga.errors.SpecializationMismatch, match="C-contiguous"):  # compiled for such examples
+        llga.optimize(s, [images["channels-last"]])
+
+
 def test_a_saved_model_refuses_an_order_it_was_not_compiled_for(tmp_path):
     s = torch.jit.script(_ContiguousOfAWrittenValue())
     arrays = _orders()
