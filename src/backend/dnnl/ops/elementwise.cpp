@@ -135,16 +135,38 @@ void unaryLoop(const Tensor& src, Tensor& dst, const std::function<double(double
     bs[0].push_back(dst.stride(d) * static_cast<int64_t>(dst.itemsize()));
     bs[1].push_back(s.stride(d) * static_cast<int64_t>(s.itemsize()));
   }
-  auto loop = makeLoop<2>(dst.sizes(), bs);
+  const auto loop = makeLoop<2>(dst.sizes(), bs);
+  // Items are pieces of rows of the merged loop (at most kChunk elements),
+  // shared among the threads for large tensors (f is pure): sin over 1M
+  // floats took 12.8x PyTorch's time on one thread.
+  constexpr int64_t kChunk = 16384;
+  const size_t nd = loop.sizes.size();
+  const int64_t inner = loop.sizes[nd - 1], chunks = (inner + kChunk - 1) / kChunk;
+  int64_t outer = 1;
+  for (size_t d = 0; d + 1 < nd; ++d) outer *= loop.sizes[d];
+  const int64_t items = outer * chunks;
+  char* const d0 = static_cast<char*>(dst.data());
+  const char* const s0 = static_cast<const char*>(s.data());
   dispatchDtype(dst.dtype(), [&](auto t) {
     using T = decltype(t);
-    forEachInner(loop, {static_cast<char*>(dst.data()), static_cast<char*>(s.data())},
-                 [&](std::array<char*, 2> p, int64_t n, std::array<int64_t, 2> st) {
-                   for (int64_t i = 0; i < n; ++i) {
-                     double x = toDouble(*reinterpret_cast<T*>(p[1] + i * st[1]));
-                     *reinterpret_cast<T*>(p[0] + i * st[0]) = fromDouble<T>(f(x));
-                   }
-                 });
+    auto item = [&](int64_t it) {
+      int64_t row = it / chunks, od = 0, os = 0;
+      for (int64_t d = static_cast<int64_t>(nd) - 2; d >= 0; --d) {
+        const size_t du = static_cast<size_t>(d);
+        const int64_t i = row % loop.sizes[du];
+        row /= loop.sizes[du];
+        od += i * loop.strides[0][du];
+        os += i * loop.strides[1][du];
+      }
+      const int64_t begin = (it % chunks) * kChunk, n = std::min(kChunk, inner - begin);
+      const int64_t sd = loop.strides[0][nd - 1], ss = loop.strides[1][nd - 1];
+      char* out = d0 + od + begin * sd;
+      const char* in = s0 + os + begin * ss;
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<T*>(out + i * sd) = fromDouble<T>(f(toDouble(*reinterpret_cast<const T*>(in + i * ss))));
+    };
+#pragma omp parallel for schedule(static) if (dst.numel() >= 32768)
+    for (int64_t it = 0; it < items; ++it) item(it);
   });
 }
 
