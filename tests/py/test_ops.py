@@ -779,3 +779,18 @@ def flip_full_like(x: torch.Tensor):
 def test_flip_and_full_like(dtype):
     check(flip_full_like, rnd(3, 4, 5, dtype=dtype))
     check(flip_full_like, rnd(3, 4, 5, dtype=dtype).transpose(0, 2))
+
+
+@pytest.mark.parametrize("name", ["reciprocal", "round", "rsqrt", "sign", "floor", "sin", "erf", "lgamma"])
+def test_unary_ops_on_large_tensors_keep_pytorchs_special_values(name):
+    # large enough for oneDNN's eltwise (reciprocal, round) or the threaded loop; oneDNN's
+    # pow(x, -0.5) would give +inf for -0 and 0 for -inf, so rsqrt stays llga's
+    fn = getattr(torch, name)
+    x = torch.randn(70000) * 10
+    x[:12] = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), -1.0, 2.5, 3.5, -2.5, 1e-40,
+                           -1e-40, 0.5])
+    c = llga.optimize(torch.jit.trace(fn, x))
+    got, want = c(x.numpy()), fn(x).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6, equal_nan=True)
