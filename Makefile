@@ -34,14 +34,16 @@ test-cpp: build
 # The C++ tests under ASan+UBSan, then the Python path: the same build's extension
 # (build-asan/_llga*.so) loaded into /usr/bin/python3 with the ASan runtime preloaded
 # (scripts/test_sanitized.sh) for parity on three models, layouts, the memory planner,
-# faults, odd inputs, threads, the fixed graph-fuzzer programs, llga's one-row product, softmax and strided binary loop, shape-only values, im2col convolutions and bf16 between linears (llga's bf16 gelu and layer norm rows).
+# faults, odd inputs, threads, the fixed graph-fuzzer programs, llga's one-row product, softmax and strided binary loop, shape-only values, im2col convolutions, bf16 between linears (llga's bf16 gelu and layer norm rows), and the generated cases of the kernels added on 2026-12-07 evening (logcumsumexp wrote past an empty result: a heap corruption the plain build only showed tests later).
 ASAN_PY_TESTS ?= "tests/py/test_parity.py::test_model_parity[resnet18-1]" \
 	"tests/py/test_parity.py::test_model_parity[mobilenet_v3_large-1]" \
 	"tests/py/test_parity.py::test_model_parity[bert_like-1]" \
 	tests/py/test_layouts.py tests/py/test_runtime.py tests/py/test_memory_plan.py tests/py/test_faults.py \
 	tests/py/test_inputs.py tests/py/test_fuzz_graphs.py tests/py/test_stress.py tests/py/test_model_file.py \
 	tests/py/test_attention.py tests/py/test_gemv.py tests/py/test_strided_binary.py tests/py/test_shape_values.py \
-	tests/py/test_row_softmax.py tests/py/test_im2col_conv.py \
+	tests/py/test_row_softmax.py tests/py/test_im2col_conv.py tests/py/test_spectrogram.py \
+	$(foreach k,atan2 bucketize searchsorted isin one_hot cummax cummin logcumsumexp digamma lgamma nan_to_num \
+	  hann_window unfold stft pad kron cdist,"tests/py/test_differential.py::test_op_matches_pytorch[aten::$(k)-float32]") \
 	tests/py/test_precision.py::test_feed_forward_hands_bf16_from_one_linear_to_the_next \
 	tests/py/test_precision.py::test_layer_norm_writes_bf16_for_its_linear -k "not rss"
 test-asan: bootstrap

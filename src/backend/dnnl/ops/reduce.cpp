@@ -381,6 +381,7 @@ KernelFn cumulativeExtreme(bool max) {
     const Tensor& input = a.tensor(0);
     const Along x = along(input, a.toInt(1), input.dtype());
     Tensor values = Tensor::empty(input.dtype(), input.sizes()), indices = Tensor::empty(ScalarType::Long, input.sizes());
+    if (values.numel() == 0) return a.set(0, values), a.set(1, indices);  // (each row starts from its first element)
     dispatchDtype(input.dtype(), [&](auto z) {
       using T = decltype(z);
       if constexpr (std::is_same_v<T, BFloat16>) {
@@ -431,6 +432,7 @@ void logCumSumExp(const KernelArgs& a) {
     throw std::invalid_argument("logcumsumexp takes float32 or float64 tensors, got " + input.describe());
   const Along x = along(input, a.toInt(1), input.dtype());
   Tensor out = Tensor::empty(input.dtype(), input.sizes());
+  if (out.numel() == 0) return a.set(0, out);  // (each row's first element is copied: none here)
   dispatchDtype(input.dtype(), [&](auto z) {
     using T = decltype(z);
     if constexpr (std::is_floating_point_v<T>) {
