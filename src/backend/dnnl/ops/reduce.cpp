@@ -327,36 +327,6 @@ void scan(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
   }
 }
 
-KernelFn cumulative(bool sum) {
-  return [sum](const KernelArgs& a) {
-    const Tensor& input = a.tensor(0);
-    std::optional<ScalarType> dt = a.num_in > 2 ? dtypeArg(a, 2) : std::nullopt;
-    // Integers and bool accumulate in int64, as PyTorch.
-    ScalarType out_t = dt ? *dt : isIntegralType(input.dtype(), true) ? ScalarType::Long : input.dtype();
-    if (out_t == ScalarType::BFloat16 || out_t == ScalarType::Bool)
-      throw std::invalid_argument(std::string(sum ? "cumsum" : "cumprod") + " into " + std::string(scalarTypeName(out_t)) +
-                                  " is not supported");
-    Tensor x = input.to(out_t).contiguous();
-    Tensor flat = x.dim() == 0 ? x.view({1}) : x;
-    const int64_t dim = flat.wrapDim(a.toInt(1));
-    int64_t outer = 1, inner = 1;
-    for (int64_t i = 0; i < flat.dim(); ++i) {
-      if (i < dim) outer *= flat.size(i);
-      if (i > dim) inner *= flat.size(i);
-    }
-    Tensor out = Tensor::empty(out_t, x.sizes());
-    if (out.numel() > 0) {
-      dispatchDtype(out_t, [&](auto tag) {
-        using T = decltype(tag);
-        if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, bool>) throw std::logic_error("unreachable");
-        else if (sum) scan<T, true>(x.data<T>(), out.data<T>(), outer, flat.size(dim), inner);
-        else scan<T, false>(x.data<T>(), out.data<T>(), outer, flat.size(dim), inner);
-      });
-    }
-    a.set(0, out);
-  };
-}
-
 // x as [outer, n, inner] along dim (a 0-dim x as one element), contiguous in `dtype`.
 struct Along {
   Tensor x;
@@ -372,6 +342,29 @@ Along along(const Tensor& input, int64_t dim, ScalarType dtype) {
     if (i > r.dim) r.inner *= flat.size(i);
   }
   return r;
+}
+
+KernelFn cumulative(bool sum) {
+  return [sum](const KernelArgs& a) {
+    const Tensor& input = a.tensor(0);
+    std::optional<ScalarType> dt = a.num_in > 2 ? dtypeArg(a, 2) : std::nullopt;
+    // Integers and bool accumulate in int64, as PyTorch.
+    ScalarType out_t = dt ? *dt : isIntegralType(input.dtype(), true) ? ScalarType::Long : input.dtype();
+    if (out_t == ScalarType::BFloat16 || out_t == ScalarType::Bool)
+      throw std::invalid_argument(std::string(sum ? "cumsum" : "cumprod") + " into " + std::string(scalarTypeName(out_t)) +
+                                  " is not supported");
+    const Along x = along(input, a.toInt(1), out_t);
+    Tensor out = Tensor::empty(out_t, input.sizes());
+    if (out.numel() > 0) {
+      dispatchDtype(out_t, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, bool>) throw std::logic_error("unreachable");
+        else if (sum) scan<T, true>(x.x.data<T>(), out.data<T>(), x.outer, x.n, x.inner);
+        else scan<T, false>(x.x.data<T>(), out.data<T>(), x.outer, x.n, x.inner);
+      });
+    }
+    a.set(0, out);
+  };
 }
 
 // cummax / cummin(x, dim) -> (values, indices): as PyTorch, a later equal
