@@ -24,6 +24,11 @@ enum : uint32_t {
   // TensorIterator (so the result takes their memory order), besides the
   // Eltwise and Binary groups, which are too.
   Pointwise = 1u << 7,
+  // PyTorch lays the result out in the input's suggested memory format:
+  // channels-last where a 4-d/5-d input is, else row-major.
+  SuggestedFormat = 1u << 8,
+  // The result is a fresh row-major tensor whatever the inputs' order.
+  RowMajorResult = 1u << 9,
 };
 }  // namespace op_trait
 

@@ -214,12 +214,10 @@ class ObservableLayouts final : public Pass {
       return std::nullopt;
     }
     // Ops whose result PyTorch lays out by the input's suggested memory
-    // format: channels-last (3d) where the input is, else row-major (its CPU
-    // convolutions, batch norm and 2-d pooling; graph fuzzer seed 501074).
-    static const std::set<std::string> suggesting = {
-        "aten::conv2d", "aten::conv3d", "aten::_convolution", "aten::convolution", "aten::batch_norm",
-        "aten::max_pool2d", "aten::avg_pool2d", "aten::adaptive_avg_pool2d", "aten::max_pool3d", "aten::avg_pool3d"};
-    if (suggesting.count(kind)) {
+    // format (SuggestedFormat): channels-last (3d) where the input is, else
+    // row-major (its CPU convolutions, batch norm and 2-d pooling; graph
+    // fuzzer seed 501074).
+    if (hasTrait(n->kind(), op_trait::SuggestedFormat)) {
       auto in = pytorchOrder(n->input(0), depth + 1);
       if (!in) return std::nullopt;
       if (rowMajor(*in)) return in;
@@ -231,10 +229,9 @@ class ObservableLayouts final : public Pass {
       }
       return identity(in->size());
     }
-    // Ops whose result is a fresh row-major tensor whatever their inputs' order.
-    static const std::set<std::string> fresh = {"aten::linear", "aten::matmul", "aten::mm", "aten::bmm", "aten::addmm",
-                                                "aten::layer_norm", "aten::conv1d"};
-    if (fresh.count(kind)) {
+    // Ops whose result is a fresh row-major tensor whatever their inputs' order
+    // (RowMajorResult).
+    if (hasTrait(n->kind(), op_trait::RowMajorResult)) {
       if (auto sizes = knownSizes(v)) return identity(sizes->size());
       auto in = pytorchOrder(n->input(0), depth + 1);  // the same rank (linear, layer_norm, conv1d)
       if (in && (kind == "aten::linear" || kind == "aten::layer_norm" || kind == "aten::conv1d"))
