@@ -413,6 +413,48 @@ def _kthvalue(x):
     return v, x.gather(-1, i.unsqueeze(-1)).squeeze(-1), w, x.gather(0, j)  # indices checked by the values they pick
 
 
+def _with_nans(x):
+    """x with a NaN wherever it is above 3 (about one element in six), for float x."""
+    return torch.where(x > 3, torch.full_like(x, float("nan")), x) if x.is_floating_point() else x
+
+
+def _median(x):
+    y = _with_nans(x)
+    return (torch.median(x), torch.median(x, -1), torch.median(x, 0, True), torch.median(y), torch.median(y, -1))
+
+
+def _nanmedian(x):
+    y = _with_nans(x)
+    return torch.nanmedian(x, -1), torch.nanmedian(y), torch.nanmedian(y, 0, True), torch.nanmedian(y, -1)
+
+
+_Q = torch.tensor([0.0, 0.3, 0.5, 0.875, 1.0])
+
+
+def _quantile(x):
+    y = _with_nans(x)
+    return (torch.quantile(x, 0.3), torch.quantile(x, _Q, -1), torch.quantile(x, 0.75, 0, True, interpolation="lower"),
+            torch.quantile(x, _Q, 0, interpolation="nearest"), torch.quantile(x, 0.5, -1, interpolation="midpoint"),
+            torch.quantile(x, 0.1, -1, interpolation="higher"), torch.quantile(y, _Q, -1), torch.quantile(y, 0.5))
+
+
+def _nanquantile(x):
+    y = _with_nans(x)
+    return (torch.nanquantile(x, 0.3), torch.nanquantile(y, _Q, -1), torch.nanquantile(y, 0.6, 0, True),
+            torch.nanquantile(y, _Q, None, interpolation="nearest"), torch.nanquantile(y, 0.25, -1, interpolation="midpoint"))
+
+
+def _mode(x):
+    return torch.mode(x) + torch.mode(x, 0, True) + torch.mode(_with_nans(x), -1)
+
+
+def _histc(x):
+    # x's own range, a given one (values past it, NaNs and the edges themselves in it), one bin
+    edges = torch.linspace(-2, 2, 9)
+    return (torch.histc(x), torch.histc(x, 7, -1, 1), torch.histc(_with_nans(x), 6, -2, 2),
+            torch.histc(torch.cat([x.reshape(-1), edges]), 8, -2, 2), torch.histc(x, 1, 0, 0))
+
+
 def _bitwise_and(a: torch.Tensor, b: torch.Tensor):  # scripted: float operands (claimed) must raise
     return a & b, torch.bitwise_and(a, b), torch.bitwise_and(a, 3)
 
@@ -504,6 +546,13 @@ CASES = {
     "aten::repeat_interleave": Case(_repeat_interleave, repeats_args),
     "aten::argsort": unary(lambda x: (torch.argsort(x, -1, descending=True), torch.argsort(x, dim=0, stable=True))),
     "aten::kthvalue": Case(_kthvalue, one(1, nonempty=(0, -1))),
+    # order statistics: over everything, the first and the last dim, with NaNs
+    "aten::median": Case(_median, one(1, nonempty=(0, -1))),
+    "aten::nanmedian": Case(_nanmedian, one(1, nonempty=(0, -1))),
+    "aten::quantile": Case(_quantile, one(1, nonempty=(0, -1))),
+    "aten::nanquantile": Case(_nanquantile, one(1, nonempty=(0, -1))),
+    "aten::mode": Case(_mode, one(1, nonempty=(0, -1))),
+    "aten::histc": Case(_histc, one()),
     # products
     "aten::mm": products_case("mm", torch.mm),
     "aten::addmm": products_case("addmm", lambda c, a, b: (torch.addmm(c, a, b),

@@ -83,6 +83,45 @@ def test_logsumexp_infinities():
     check(logsumexp_inf, x)
 
 
+def order_statistics(x: torch.Tensor, q: torch.Tensor):
+    return (torch.median(x, 1), torch.nanmedian(x), torch.quantile(x, q, 2, True), torch.nanquantile(x, 0.9),
+            torch.mode(x, 0), torch.histc(x, 10, -3, 3))
+
+
+def quantile_at(x: torch.Tensor, q: float, how: str):
+    return torch.quantile(x, q, 1, interpolation=how)
+
+
+def mode_along(x: torch.Tensor, d: int):
+    return torch.mode(x, d)
+
+
+def histc_of(x: torch.Tensor, lo: float, hi: float):
+    return torch.histc(x, 5, lo, hi)
+
+
+def test_order_statistics_large_rows_and_bad_arguments():
+    # rows long enough for the selection and the sorts to take their
+    # non-trivial paths (and the threads), values with many repeats
+    x = torch.randint(-20, 20, (3, 600, 5)).float()
+    x[0, ::7] = float("nan")
+    check(order_statistics, x, torch.tensor([0.0, 0.5, 0.99]))
+    run = llga.optimize(torch.jit.script(quantile_at))
+    with pytest.raises(llga.ExecutionError, match=r"quantile\(\) q must be in the range \[0, 1\]"):
+        run(np.ones((2, 3), np.float32), 1.5, "linear")
+    with pytest.raises(llga.ExecutionError, match="interpolation must be one of"):
+        run(np.ones((2, 3), np.float32), 0.5, "cubic")
+    with pytest.raises(llga.ExecutionError, match="must be either float or double"):
+        run(np.ones((2, 3), np.int64), 0.5, "linear")
+    with pytest.raises(llga.ExecutionError, match=r"mode\(\): Expected reduction dim 1 to have non-zero size"):
+        llga.optimize(torch.jit.script(mode_along))(np.ones((2, 0), np.float32), 1)
+    hist = llga.optimize(torch.jit.script(histc_of))
+    with pytest.raises(llga.ExecutionError, match="max must be larger than min"):
+        hist(np.ones(4, np.float32), 2.0, 1.0)
+    with pytest.raises(llga.ExecutionError, match="is not finite"):
+        hist(np.array([1, np.nan], np.float32), 0.0, 0.0)
+
+
 # ---------------------------------------------------------------- einsum
 
 EINSUM = [

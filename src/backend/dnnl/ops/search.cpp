@@ -6,6 +6,13 @@
 //        with the arguments swapped and 1-D boundaries
 //   aten::isin(elements, test_elements, assume_unique=False, invert=False)
 //   aten::one_hot(indices, num_classes=-1)
+//   aten::histc(x, bins=100, min=0, max=0): how many of x's elements fall in
+//        each of `bins` equal bins over [min, max] (min == max: x's own
+//        extremes, widened by 1 each way if those are equal too); elements
+//        outside it are not counted, max falls in the last bin, and a NaN
+//        counts in the first bin (PyTorch 1.13's histc does so). The bin is
+//        (x - min) * bins / (max - min) truncated, in x's dtype, as PyTorch
+//        computes it (no correction at the edges: it makes none).
 // Values compare in int64 when both sides are integral, else in double
 // (exact for every float32, int32 and smaller), with PyTorch's comparisons:
 // a NaN value goes past every element, a NaN element sorts last. Elements are
@@ -13,6 +20,8 @@
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include <omp.h>
 
 #include "backend/dnnl/ops/op_utils.h"
 
@@ -116,6 +125,51 @@ Tensor isIn(const Tensor& elements, const Tensor& tests, bool invert) {
   return out;
 }
 
+// histc(x, bins, min, max) of a float or double x: counts in x's dtype.
+Tensor histc(const Tensor& input, int64_t bins, double lo, double hi) {
+  if (input.dtype() != ScalarType::Float && input.dtype() != ScalarType::Double)
+    throw std::invalid_argument("torch.histc: takes float or double tensors, got " + input.describe());
+  if (bins <= 0) throw std::invalid_argument("torch.histc: bins must be > 0, but got " + std::to_string(bins));
+  const Tensor x = input.contiguous();
+  const int64_t count = x.numel();
+  Tensor out = Tensor::zeros(input.dtype(), {bins});
+  dispatchDtype(input.dtype(), [&](auto z) {
+    using T = decltype(z);
+    if constexpr (std::is_floating_point_v<T>) {
+      const T* xv = x.data<T>();
+      if (lo == hi && count > 0) {
+        const auto [mn, mx] = std::minmax_element(xv, xv + count);
+        const bool nan = std::any_of(xv, xv + count, [](T v) { return std::isnan(v); });
+        lo = nan ? std::nan("") : double(*mn), hi = nan ? std::nan("") : double(*mx);
+      }
+      if (lo == hi) lo -= 1, hi += 1;
+      if (!std::isfinite(lo) || !std::isfinite(hi))
+        throw std::invalid_argument("torch.histc: range of [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                    "] is not finite");
+      if (!(lo < hi)) throw std::invalid_argument("torch.histc: max must be larger than min");
+      const T left = static_cast<T>(lo), right = static_cast<T>(hi);
+      T* ov = out.data<T>();
+      const int nthreads = count > 65536 ? omp_get_max_threads() : 1;
+      std::vector<std::vector<int64_t>> partial(static_cast<size_t>(nthreads), std::vector<int64_t>(static_cast<size_t>(bins)));
+#pragma omp parallel num_threads(nthreads)
+      {
+        std::vector<int64_t>& mine = partial[static_cast<size_t>(omp_get_thread_num())];
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < count; ++i) {
+          const T v = xv[i];
+          if (v < left || v > right) continue;
+          int64_t pos = std::isnan(v) ? 0 : static_cast<int64_t>((v - left) * static_cast<T>(bins) / (right - left));
+          pos = std::min(pos, bins - 1);  // max itself: the last bin
+          ++mine[static_cast<size_t>(pos)];
+        }
+      }
+      for (const auto& p : partial)
+        for (int64_t b = 0; b < bins; ++b) ov[b] += static_cast<T>(p[static_cast<size_t>(b)]);
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 void registerSearchOps(OpRegistry& r) {
@@ -145,6 +199,11 @@ void registerSearchOps(OpRegistry& r) {
     const Tensor e = a.input(0).isTensor() ? a.tensor(0) : numberTensor(a.input(0));
     const Tensor t = a.input(1).isTensor() ? a.tensor(1) : numberTensor(a.input(1));
     a.set(0, isIn(e, t, a.num_in > 3 && a.toBool(3)));
+  });
+  // histc(x, bins=100, min=0, max=0)
+  r.add("aten::histc", 1, 4, [](const KernelArgs& a) {
+    a.set(0, histc(a.tensor(0), a.num_in > 1 ? a.toInt(1) : 100, a.num_in > 2 ? a.toDouble(2) : 0.0,
+                   a.num_in > 3 ? a.toDouble(3) : 0.0));
   });
   // one_hot(indices, num_classes=-1): int64 indices; -1 takes the largest index + 1
   r.add("aten::one_hot", 1, 2, [](const KernelArgs& a) {
