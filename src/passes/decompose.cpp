@@ -37,8 +37,9 @@
 //        matrix ord 1 / -1 / inf / -inf as the largest / smallest column / row sum of |x|
 //        (2, -2 and 'nuc' need singular values: left alone)
 //   stft(x, n_fft, hop, win_length, window, normalized, onesided, return_complex)
-//        ->  the DFT of each frame as one strided conv1d of x with 2F kernels of n_fft taps
-//            (window * cos, -window * sin: F = n_fft / 2 + 1 onesided, else n_fft), then
+//        ->  the DFT of each frame: llga::dft_frames (an FFT, backend/dnnl/ops/fft.cpp) where
+//            n_fft has no prime factor above 31, else one strided conv1d of x with 2F kernels
+//            of n_fft taps (window * cos, -window * sin: F = n_fft / 2 + 1 onesided, else n_fft); then
 //            sqrt(re^2 + im^2) where the complex result is read only through abs (and
 //            size, and views on the way: torchaudio's Spectrogram), or stack([re, im], -1)
 //            for return_complex=False; llga has no complex tensors, so a complex result read
@@ -436,6 +437,13 @@ class Decompose final : public Pass {
     return true;
   }
 
+  static int64_t largestPrimeFactor(int64_t n) {
+    int64_t largest = 1;
+    for (int64_t p = 2; p * p <= n; ++p)
+      while (n % p == 0) largest = p, n /= p;
+    return std::max(largest, n);
+  }
+
   static bool isComplex(const Value* v) {
     if (!v->type()->isTensor()) return v->type()->isSimple("complex");
     const auto dt = v->type()->tensorInfo().dtype;
@@ -459,25 +467,33 @@ class Decompose final : public Pass {
     std::vector<Node*> chain;
     if (*ret_complex && !readAsMagnitude(n->output(), chain)) return skip(n, "the complex stft is read other than as |.|");
     const int64_t bins = onesided ? *n_fft / 2 + 1 : *n_fft;
-    // cos and -sin of 2 pi f t / n_fft, [2 * bins, n_fft]
-    auto table = ConstantTensor::owned(ScalarType::Float, {2 * bins, *n_fft});
-    float* tv = static_cast<float*>(table->data);
-    for (int64_t f = 0; f < bins; ++f)
-      for (int64_t t = 0; t < *n_fft; ++t) {
-        const double angle = 2 * M_PI * static_cast<double>((f * t) % *n_fft) / static_cast<double>(*n_fft);
-        tv[f * *n_fft + t] = static_cast<float>(std::cos(angle));
-        tv[(bins + f) * *n_fft + t] = static_cast<float>(-std::sin(angle));
-      }
     Emitter e(g, n, n);
     Value* window = isNone(in(4)) ? e.op("aten::ones", {e.ints({win}), e.none(), e.none(), e.none(), e.none()}) : in(4);
     const int64_t left = (*n_fft - win) / 2;
     if (win < *n_fft) window = e.op("aten::constant_pad_nd", {window, e.ints({left, *n_fft - win - left}), e.f(0.0)});
-    Value* kernels = e.op("aten::unsqueeze", {e.op("aten::mul", {e.constant(AttrValue(TensorRef(table)),
-                                                                             constantTensorType(*table)),
-                                                                  window}),
-                                              e.i(1)});
     Value* x = e.op("aten::unsqueeze", {*rank == 1 ? e.op("aten::unsqueeze", {in(0), e.i(0)}) : in(0), e.i(1)});
-    Value* frames = e.op("aten::conv1d", {x, kernels, e.none(), e.ints({hop}), e.ints({0}), e.ints({1}), e.i(1)});
+    // An FFT (llga::dft_frames) where n_fft has no prime factor above 31, so
+    // that its stages cost O(n_fft log n_fft); else the DFT as one conv1d of
+    // the 2 * bins kernels window * cos and -window * sin of 2 pi f t / n_fft.
+    const bool fft = largestPrimeFactor(*n_fft) <= 31;
+    Value* frames;
+    if (fft) {
+      frames = e.op("llga::dft_frames", {x, window, e.i(*n_fft), e.i(hop), e.i(bins)});
+    } else {
+      auto table = ConstantTensor::owned(ScalarType::Float, {2 * bins, *n_fft});
+      float* tv = static_cast<float*>(table->data);
+      for (int64_t f = 0; f < bins; ++f)
+        for (int64_t t = 0; t < *n_fft; ++t) {
+          const double angle = 2 * M_PI * static_cast<double>((f * t) % *n_fft) / static_cast<double>(*n_fft);
+          tv[f * *n_fft + t] = static_cast<float>(std::cos(angle));
+          tv[(bins + f) * *n_fft + t] = static_cast<float>(-std::sin(angle));
+        }
+      Value* kernels = e.op("aten::unsqueeze", {e.op("aten::mul", {e.constant(AttrValue(TensorRef(table)),
+                                                                               constantTensorType(*table)),
+                                                                    window}),
+                                                e.i(1)});
+      frames = e.op("aten::conv1d", {x, kernels, e.none(), e.ints({hop}), e.ints({0}), e.ints({1}), e.i(1)});
+    }
     Value* re = e.op("aten::narrow", {frames, e.i(1), e.i(0), e.i(bins)});
     Value* im = e.op("aten::narrow", {frames, e.i(1), e.i(bins), e.i(bins)});
     Value* out = *ret_complex
@@ -498,8 +514,11 @@ class Decompose final : public Pass {
     t.strides.reset();
     if (!*ret_complex && t.sizes) t.sizes->push_back(2);
     out->setType(Type::tensor(t));
-    note(where(*n) + ": " + (*ret_complex ? "read only as |stft|: " : "") + "a conv1d of " + std::to_string(2 * bins) +
-         " DFT kernels of " + std::to_string(*n_fft) + " taps, stride " + std::to_string(hop));
+    note(where(*n) + ": " + (*ret_complex ? "read only as |stft|: " : "") +
+         (fft ? "an FFT of " + std::to_string(*n_fft) + " points per frame (llga::dft_frames), hop "
+              : "a conv1d of " + std::to_string(2 * bins) + " DFT kernels of " + std::to_string(*n_fft) +
+                    " taps (a prime factor above 31), stride ") +
+         std::to_string(hop));
     replaceKeepingName(g, n->output(), out);
     n->destroy();
     return true;

@@ -71,6 +71,17 @@ Out convShape(const ShapeArgs& a) {
 }
 LLGA_SHAPE_FN_FOR_TRAITS(op_trait::Conv, convShape);
 
+// llga::dft_frames(x [B, 1, L], window, n_fft, hop, bins) -> [B, 2 * bins, (L - n_fft) / hop + 1].
+Out dftFramesShape(const ShapeArgs& a) {
+  const TensorInfo* x = a.tensor(0);
+  const auto n = a.i(2), hop = a.i(3), bins = a.i(4);
+  if (!x || x->dtype != ScalarType::Float || !n || !hop || !bins || *n <= 0 || *hop <= 0) return std::nullopt;
+  const std::vector<int64_t> xs = sizesOf(*x);
+  if (xs.size() != 3 || xs[1] != 1 || xs[2] < *n) return std::nullopt;
+  return oneTensor(contiguousInfo(ScalarType::Float, {xs[0], 2 * *bins, (xs[2] - *n) / *hop + 1}));
+}
+LLGA_SHAPE_FN("llga::dft_frames", dftFramesShape);
+
 // linear(x, w, b): x[..., in] -> [..., out].
 Out linearShape(const ShapeArgs& a) {
   const TensorInfo* x = a.tensor(0);

@@ -40,9 +40,9 @@ class Multi(nn.Module):
         return y.relu(), (y * 2, y.sum())
 
 
-class Histc(nn.Module):
+class Det(nn.Module):
     def forward(self, x):
-        return torch.histc(x.relu(), bins=4)  # aten::histc: an op llga lacks
+        return torch.linalg.det(x.relu())  # aten::linalg_det: an op llga lacks (LAPACK)
 
 
 def _trace(model, x):
@@ -56,7 +56,7 @@ def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("cli")
     torch.manual_seed(0)
     x = torch.randn(1, 3, 8, 8)
-    models = {"conv": nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()), "multi": Multi(), "histc": Histc()}
+    models = {"conv": nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()), "multi": Multi(), "det": Det()}
     for name, model in models.items():
         torch.jit.save(_trace(model, x), str(d / f"{name}.pt"))
     np.save(d / "x.npy", x.numpy())
@@ -70,7 +70,7 @@ def files(tmp_path_factory):
 
 
 def _jobs(d):
-    pt = {k: str(d / f"{k}.pt") for k in ("conv", "multi", "histc", "text")}
+    pt = {k: str(d / f"{k}.pt") for k in ("conv", "multi", "det", "text")}
     x, out = str(d / "x.npy"), d / "out"
     return {
         # successes
@@ -98,8 +98,8 @@ def _jobs(d):
         "input_count": ["run", pt["conv"], "--input", x, "--input", x],
         "input_dtype": ["run", pt["conv"], "--input", str(d / "x_uint32.npy")],
         "input_rank": ["run", pt["conv"], "--input", str(d / "x_rank2.npy")],
-        "unsupported_op": ["run", pt["histc"], "--input", "1x3x8x8"],
-        "unsupported_op_inspect": ["inspect", pt["histc"], "--input", "1x3x8x8", "--json"],
+        "unsupported_op": ["run", pt["det"], "--input", "1x3x8x8"],
+        "unsupported_op_inspect": ["inspect", pt["det"], "--input", "1x3x8x8", "--json"],
         "execution_error": ["run", pt["conv"], "--input", "1x4x8x8"],
         "trace_error": ["run", "squeezenet1_0", "--input", "1x3"],
     }
@@ -212,8 +212,8 @@ def test_profile_still_works(jobs):
 
 def test_the_unsupported_op_model_is_unsupported(files):
     with pytest.raises(llga.UnsupportedOpError) as e:
-        llga.optimize(torch.jit.load(str(files / "histc.pt")))
-    assert set(e.value.ops) == {"aten::histc"}
+        llga.optimize(torch.jit.load(str(files / "det.pt")))
+    assert set(e.value.ops) == {"aten::linalg_det"}
 
 
 USER_ERRORS = {  # job: what its one line says
@@ -232,8 +232,8 @@ USER_ERRORS = {  # job: what its one line says
     "input_count": "InputError: the graph takes 1 input(s)",
     "input_dtype": "InputError: input 0",
     "input_rank": "ExecutionError:",
-    "unsupported_op": "UnsupportedOpError: llga cannot run 1 op kind(s): aten::histc",
-    "unsupported_op_inspect": "UnsupportedOpError: llga cannot run 1 op kind(s): aten::histc",
+    "unsupported_op": "UnsupportedOpError: llga cannot run 1 op kind(s): aten::linalg_det",
+    "unsupported_op_inspect": "UnsupportedOpError: llga cannot run 1 op kind(s): aten::linalg_det",
     "execution_error": "ExecutionError: llga::FusionGroup",
     "trace_error": "cannot trace squeezenet1_0",
 }

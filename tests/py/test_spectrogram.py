@@ -29,7 +29,14 @@ FRONT_ENDS = {
                   (4000,)),
     # no centre padding, both sides of the spectrum
     "two-sided": (lambda: T.Spectrogram(n_fft=128, hop_length=32, center=False, onesided=False), (2, 1000)),
+    # FFT radices 3 and 7 (441 = 3 3 7 7) and 2, 3, 5 with a hop that does not divide it
+    "odd radices": (lambda: T.Spectrogram(n_fft=441, hop_length=100, power=1.0), (3, 5000)),
+    "radix 2 3 5": (lambda: T.Spectrogram(n_fft=30, hop_length=7, normalized=True, onesided=False), (1, 517)),
+    # a prime factor above 31 (74 = 2 37): the DFT as one convolution instead
+    "prime 37": (lambda: T.Spectrogram(n_fft=74, hop_length=20), (2, 900)),
 }
+
+_CONV = {"prime 37"}
 
 
 @pytest.mark.parametrize("name", sorted(FRONT_ENDS))
@@ -38,10 +45,14 @@ def test_front_ends_match_torchaudio_at_other_lengths_too(name):
     m = make().eval()
     x = torch.randn(*shape)
     c = llga.optimize(torch.jit.trace(m, x), [x.numpy()])
-    assert "aten::stft" not in c.graph.node_counts()
-    assert any(p.ops[0] == "aten::conv1d" for p in c.partitions)  # the DFT as oneDNN's convolution
+    counts = c.graph.node_counts()
+    assert "aten::stft" not in counts
     notes = [n for r in c.passes if r.name == "decompose" for n in r.notes if "stft" in n]
-    assert notes and "DFT kernels" in notes[0]
+    if name in _CONV:
+        assert any(p.ops[0] == "aten::conv1d" for p in c.partitions)  # the DFT as oneDNN's convolution
+        assert notes and "DFT kernels" in notes[0] and "llga::dft_frames" not in counts
+    else:
+        assert counts.get("llga::dft_frames") == 1 and notes and "an FFT of" in notes[0]
     for length in (shape[-1], shape[-1] + 333):  # another length: another number of frames
         y = torch.randn(*shape[:-1], length)
         _close(c(y.numpy()), m(y), f"{name} at {length} samples")

@@ -14,6 +14,7 @@
 #include "backend/dnnl/eltwise_step.h"
 
 #define LLGA_AVX512 __attribute__((target("avx512f")))
+#define LLGA_AVX2_FMA __attribute__((target("avx2,fma")))
 // AVX512-BF16's vdpbf16ps and conversions, with AVX512-BW/VL for their operands.
 #define LLGA_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 // AMX tiles with bf16 products (Sapphire Rapids and later), AVX-512 around them.
