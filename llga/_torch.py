@@ -123,6 +123,7 @@ def import_torch(obj, *, inline: bool = True) -> Tuple[Graph, Dict[str, np.ndarr
             elif path not in mutated and (_is_plain_constant(value) or (
                     isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value))):
                 plain_attrs.append((node, value))  # a list of tensors: an RNN's _flat_weights
+        _refuse_state_between_calls(tgraph, inputs[0].debugName() if inputs else None)
         if mutated:
             # An attribute the graph writes is read as it is at that point:
             # its module value is set once at the start (reads stay reads,
@@ -561,6 +562,8 @@ def _set_initial_values(tgraph, module, named, self_value, mutated, path_types) 
                     continue  # an object of another kind: its reads stay, and compiling says what is missing
             if const.node().kind() != "prim::CreateObject":
                 const.setType(path_types.get(path, const.type()))
+                if parts[-1].isidentifier():
+                    const.setDebugName(parts[-1])  # what errors name (a write into it, say)
             tgraph.insertNode(tgraph.create("prim::SetAttr", [owners[".".join(parts[:-1])], const], 0)).s_("name", parts[-1])
 
 
@@ -581,6 +584,63 @@ def _made_object(tgraph, value, declared):
     for name, v in fields.items():
         tgraph.insertNode(tgraph.create("prim::SetAttr", [obj, tgraph.insertConstant(v)], 0)).s_("name", name)
     return obj
+
+
+def _refuse_state_between_calls(tgraph, self_name) -> None:
+    """A module attribute whose new value (prim::SetAttr) is computed from
+    the value it had when the call began (``self.n += 1``, ``self.state =
+    self.state * 0.5 + x``) carries state from one call to the next, which
+    llga does not keep: each call would start again from the module's value
+    and answer what the first call answered. Refused, naming the attribute.
+    A value set without reading the old one (a lazily built cache, a flag)
+    is the same on every call and stays allowed."""
+    from .errors import CompileError
+
+    if self_name is None:
+        return
+    paths = {self_name: ""}
+    set_so_far = set()
+    first_reads: Dict[str, str] = {}  # value name -> attribute path, read before any set of it in this call
+    for node in _walk(tgraph):
+        kind = node.kind()
+        if kind not in ("prim::GetAttr", "prim::SetAttr") or node.inputsAt(0).debugName() not in paths:
+            continue
+        path = ".".join(p for p in (paths[node.inputsAt(0).debugName()], node.s("name")) if p)
+        if kind == "prim::GetAttr":
+            paths[node.output().debugName()] = path
+            if path not in set_so_far:
+                first_reads[node.output().debugName()] = path
+            continue
+        olds = {v for v, p in first_reads.items() if p == path}
+        if olds and _depends_on(node.inputsAt(1), olds):
+            where = next((w for w in (str(n.sourceRange()).split("\n")[0].strip()
+                                      for n in (node, node.inputsAt(1).node())) if w), "no source line")
+            raise CompileError(
+                f"the model keeps state between calls: it sets self.{path} from its previous value (at {where}). "
+                "llga compiles a module's attributes as constants and keeps no state between calls, so every call "
+                "would answer as the first did. Pass the state in and return the new one (keep it outside the "
+                "model), or leave this module in PyTorch")
+        set_so_far.add(path)
+
+
+def _depends_on(value, names) -> bool:
+    """Whether `value` is computed from one of the values named (through its
+    producers' inputs, and the results of the blocks of an if or loop)."""
+    seen = set()
+    work = [value]
+    while work:
+        v = work.pop()
+        name = v.debugName()
+        if name in names:
+            return True
+        if name in seen:
+            continue
+        seen.add(name)
+        node = v.node()
+        work.extend(node.inputs())
+        for block in node.blocks():
+            work.extend(block.returnNode().inputs())
+    return False
 
 
 def _reject_python_ops(tgraph) -> None:

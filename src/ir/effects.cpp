@@ -1,5 +1,6 @@
 #include "ir/effects.h"
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -24,8 +25,12 @@ bool hasSideEffects(const Node& n) {
   std::string_view ns = n.kind().ns(), name = n.kind().name();
   if (ns == "aten") {
     for (std::string_view k : {"append", "insert", "pop", "clear", "extend", "remove", "warn", "copy_", "_set_item",
-                               "rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "multinomial"})
+                               "Delete", "update", "setdefault", "popitem", "rand", "randn", "randint", "rand_like",
+                               "randn_like", "bernoulli", "normal", "multinomial"})
       if (name == k) return true;
+    // list.sort() and list.reverse() work on the list in place (a tensor's sort is pure)
+    if ((name == "sort" || name == "reverse") && !n.inputs().empty() && n.input(0)->type()->kind() == TypeKind::List)
+      return true;
   }
   if (ns == "prim") {
     for (std::string_view k : {"RaiseException", "Print", "SetAttr", "Store", "Load", "Enter", "Exit", "CallFunction",
@@ -33,6 +38,12 @@ bool hasSideEffects(const Node& n) {
       if (name == k) return true;
   }
   if (ns == "llga" && name == "Guard") return true;  // checks the call's inputs: never dropped
+  // An op that returns nothing (or None) is called for what it does: a
+  // mutation this list does not name yet is kept, and reported if llga
+  // cannot run it, rather than dropped as dead (a silent wrong answer).
+  if (n.kind() != prim::Constant && n.blocks().empty() &&
+      std::all_of(n.outputs().begin(), n.outputs().end(), [](const Value* o) { return o->type()->isSimple("NoneType"); }))
+    return true;
   for (const Block* b : n.blocks())
     for (const Node* inner : b->nodes())
       if (hasSideEffects(*inner)) return true;

@@ -21,7 +21,10 @@
 //
 // A module's fields do not carry over between calls: each call starts from
 // the module's values (torchvision's modules set what they read in the same
-// call).
+// call). A program whose new value of a field is computed from the value
+// the call began with (a counter, a running state) is refused when it is
+// imported (llga/_torch.py), and an in-place write into a module tensor by
+// remove-mutation, so that no call answers what an earlier one did.
 //
 //   Given:  %o : ImageList = prim::CreateObject()
 //            = prim::SetAttr[name="tensors"](%o, %x)

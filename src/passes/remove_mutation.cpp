@@ -34,6 +34,7 @@ class RemoveMutation final : public Pass {
   std::string_view description() const override { return "in-place ops to functional ones where no alias can tell"; }
   bool run(Graph& g) override {
     bool changed = visit(g, g.block());
+    refuseWritesIntoConstants(g);
     return foldAppends(g) || changed;
   }
 
@@ -58,6 +59,28 @@ class RemoveMutation final : public Pass {
       if (u.user->owningBlock() != n.owningBlock() && u.user->kind() != prim::Return)
         return "";  // uses of the result elsewhere are fine: the result is the same value
     return "";
+  }
+
+  // An in-place op left writing into a module's buffer or parameter (or
+  // another tensor constant): PyTorch keeps what it writes for the next call
+  // (a counter, a running state), and the constant's memory is the module's
+  // own. llga binds such tensors as constants and keeps no state between
+  // calls, so it refuses the program rather than answer the first call's
+  // result every time, or write into the module.
+  static void refuseWritesIntoConstants(Graph& g) {
+    g.forEachNode([](Node* n) {
+      for (size_t i = 0; i < n->inputs().size(); ++i) {
+        if (!n->input(i)->type()->isTensor() || !writesInput(*n, i) || !n->blocks().empty()) continue;
+        const Node* root = aliasRoot(*n->input(i))->node();
+        if (root->kind() != prim::Constant && root->kind() != prim::GetAttr) continue;
+        throw std::invalid_argument(
+            where(*n) + ": " + n->kind().toQualString() + " writes into '" + aliasRoot(*n->input(i))->debugName() +
+            "', a module buffer or parameter (or a tensor constant): PyTorch keeps what it writes for the next "
+            "call, and llga, which compiles module tensors as constants, keeps no state between calls. Compute "
+            "the new value out of place and return it (keep the state outside the model), or leave the module "
+            "in PyTorch");
+      }
+    });
   }
 
   bool foldAppends(Graph& g) {

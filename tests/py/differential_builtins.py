@@ -105,6 +105,40 @@ SWAP_IR = """graph(%x : Tensor):
 """
 
 
+def _list_mutations(x: torch.Tensor) -> Tuple[List[int], List[float], List[str], Dict[str, int], List[int], int,
+                                                 int, int, List[float], Tuple[str, int], Dict[str, int], int]:
+    # the mutations a dead-code pass must keep: each returns nothing (or a value
+    # the program ignores), and the list or dict it changed is returned
+    sizes = list(x.shape) + [x.dim(), 1, x.numel() % 3]
+    sizes.sort()
+    sizes.reverse()
+    vals: List[float] = x.reshape(-1)[:5].tolist()
+    vals.sort(reverse=True)
+    words = ["d" + str(v) for v in sizes]
+    words.sort()
+    d = {"a": x.dim(), "b": x.numel()}
+    d.update({"c": 3, "a": 0})
+    d.setdefault("e", 5)
+    d.setdefault("a", 9)
+    got = d.get("b", -1) + d.get("q", -1)
+    if len(sizes) > 2:
+        del sizes[1]
+    del d["b"]
+    first = sizes.pop(0) if len(sizes) else -1
+    last = sizes.pop() if len(sizes) else -1
+    kept = sizes.copy()
+    sizes.clear()
+    sizes.append(first)
+    kept.append(1)
+    kept.remove(1)
+    e = d.copy()
+    e.clear()
+    item = d.popitem()
+    popped = d.pop("c") + d.pop("zz", 7)
+    return (kept, vals, words, d, sizes, got, kept.count(1) + "d1d1".count("d1"), last, sorted(vals),
+            item, e, popped)
+
+
 def _isinstance(x: torch.Tensor) -> Tuple[bool, bool]:
     z: Any = x.shape if x.dim() > 1 else x
     return isinstance(z, (list, tuple)), isinstance(z, torch.Tensor)
@@ -123,6 +157,9 @@ CASES = {
         "prim::is_quantized", "prim::is_meta", "prim::is_xpu", "prim::is_vulkan", "prim::is_mps")),
     "aten::warn": scripted(_warns),
     "prim::isinstance": scripted(_isinstance),
+    "aten::reverse": scripted(_list_mutations, kinds=(
+        "aten::sort", "aten::sorted", "aten::Delete", "aten::pop", "aten::popitem", "aten::clear", "aten::remove",
+        "aten::copy", "aten::count", "aten::get", "aten::setdefault", "aten::update")),
     "aten::swapaxes": Case(lambda x: (torch.swapaxes(x, 0, -1), torch.swapdims(x, 1, -1)),
                            lambda dt: st.tuples(tensors(dt, None)).filter(lambda a: a[0].dim() >= 2),
                            ir=SWAP_IR, kinds=("aten::swapdims",)),

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 import textwrap
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -275,3 +276,76 @@ def test_printed_tensor_constants_fold_with_their_exact_values():
     x = torch.randn(1, 8, 5, 8)
     c = llga.optimize(torch.jit.trace(m, x), [x])
     np.testing.assert_allclose(c(x.numpy()), m(x).numpy(), rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------- state between calls
+
+class _Counter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        self.n += 1
+        return x * self.n
+
+
+class _CallsBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
+
+
+class _Streaming(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("state", torch.zeros(3))
+
+    def forward(self, x):
+        self.state.copy_(self.state * 0.5 + x)
+        return self.state * 1
+
+
+class _LazyScale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ready = False
+        self.scale = 1.0
+
+    def forward(self, x):
+        if not self.ready:
+            self.scale = 2.0
+            self.ready = True
+        return x * self.scale
+
+
+@pytest.mark.parametrize("make,how,error,match", [
+    (_Counter, "script", llga.CompileError, r"keeps state between calls: it sets self\.n from its previous value"),
+    (_CallsBuffer, "script", llga.CompileError, r"it sets self\.calls from its previous value"),
+    (_Streaming, "script", llga.PassError, r"aten::copy_ writes into 'state.*a module buffer or parameter"),
+    (_Streaming, "trace", llga.PassError, r"aten::copy_ writes into 'state.*keeps no state between calls"),
+], ids=["int counter", "buffer +=", "buffer copy_", "traced buffer copy_"])
+def test_a_model_that_keeps_state_between_calls_is_refused(make, how, error, match):
+    # each PyTorch call starts where the last left off; llga would answer the
+    # first call's result every time (and wrote into the module's buffer)
+    m = make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = torch.jit.script(m) if how == "script" else torch.jit.trace(m, torch.ones(3), check_trace=False)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    with pytest.raises(error, match=match):
+        llga.optimize(prog)
+    for k, v in prog.state_dict().items():  # nothing of the module was written
+        assert torch.equal(v, before[k]), k
+
+
+def test_a_value_set_without_reading_the_old_one_is_the_same_every_call():
+    prog = torch.jit.script(_LazyScale())
+    compiled = llga.optimize(prog)
+    x = np.ones(3, np.float32)
+    for _ in range(3):
+        np.testing.assert_array_equal(compiled(x), prog(torch.from_numpy(x)).numpy())

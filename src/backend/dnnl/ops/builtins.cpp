@@ -152,7 +152,36 @@ RtValue pickExtreme(bool is_max, const KernelArgs& a) {
   return extremeOf(is_max, ptrs.data(), ptrs.size());
 }
 
+// Python's < between two list items of one type (ints and bools, floats, strings).
+bool itemLess(const RtValue& a, const RtValue& b) {
+  if (std::holds_alternative<std::string>(a.v) && std::holds_alternative<std::string>(b.v)) return a.str() < b.str();
+  if ((a.isInt() || a.isBool()) && (b.isInt() || b.isBool())) return a.toInt() < b.toInt();
+  if ((a.isInt() || a.isBool() || a.isDouble()) && (b.isInt() || b.isBool() || b.isDouble()))
+    return a.toDouble() < b.toDouble();
+  throw std::invalid_argument(std::string("cannot sort a list of ") + a.kindName() + " and " + b.kindName() +
+                              " items (ints, floats, bools or strings)");
+}
+
+// Where `item` first is in the list (by ==), or -1.
+int64_t findItem(const std::vector<RtValue>& items, const RtValue& item) {
+  for (size_t i = 0; i < items.size(); ++i)
+    if (items[i].sameKey(item)) return static_cast<int64_t>(i);
+  return -1;
+}
+
+using DictItems = std::vector<std::pair<RtValue, RtValue>>;
+
+DictItems::iterator findKey(DictItems& d, const RtValue& key) {
+  return std::find_if(d.begin(), d.end(), [&](const auto& kv) { return kv.first.sameKey(key); });
+}
+
 }  // namespace
+
+void sortScriptList(std::vector<RtValue>& items, bool reverse) {
+  // stable, as Python's: equal items keep their order either way
+  std::stable_sort(items.begin(), items.end(),
+                   [reverse](const RtValue& a, const RtValue& b) { return reverse ? itemLess(b, a) : itemLess(a, b); });
+}
 
 void registerBuiltinOps(OpRegistry& r) {
   // ---- str
@@ -214,6 +243,119 @@ void registerBuiltinOps(OpRegistry& r) {
       items[static_cast<size_t>(i)] = a.input(2);
     }
     if (a.num_out) a.set(0, c);
+  });
+  r.add("aten::reverse", 1, 1, [](const KernelArgs& a) {
+    auto& items = *a.input(0).list();
+    std::reverse(items.begin(), items.end());
+  });
+  // sorted(list): a sorted copy
+  r.add("aten::sorted", 1, 1, [](const KernelArgs& a) {
+    std::vector<RtValue> items = *a.input(0).list();
+    sortScriptList(items, false);
+    a.set(0, makeList(std::move(items)));
+  });
+  // del l[i] / del d[k]
+  r.add("aten::Delete", 2, 2, [](const KernelArgs& a) {
+    if (std::holds_alternative<RtDict>(a.input(0).v)) {
+      auto& d = *a.input(0).dict();
+      auto it = findKey(d, a.input(1));
+      if (it == d.end()) throw std::out_of_range("KeyError: " + scriptStr(a.input(1)));
+      d.erase(it);
+      return;
+    }
+    auto& items = *a.input(0).list();
+    const int64_t n = static_cast<int64_t>(items.size()), i = normIndex(a.toInt(1), n, false);
+    if (i < 0 || i >= n) throw std::out_of_range("list assignment index " + std::to_string(a.toInt(1)) + " out of range");
+    items.erase(items.begin() + i);
+  });
+  // l.pop(i=-1) / d.pop(k) / d.pop(k, default)
+  r.add("aten::pop", 1, 3, [](const KernelArgs& a) {
+    if (std::holds_alternative<RtDict>(a.input(0).v)) {
+      auto& d = *a.input(0).dict();
+      auto it = findKey(d, a.input(1));
+      if (it == d.end()) {
+        if (a.num_in < 3) throw std::out_of_range("KeyError: " + scriptStr(a.input(1)));
+        return a.set(0, a.input(2));
+      }
+      RtValue v = it->second;
+      d.erase(it);
+      return a.set(0, std::move(v));
+    }
+    auto& items = *a.input(0).list();
+    const int64_t n = static_cast<int64_t>(items.size());
+    if (n == 0) throw std::out_of_range("pop from empty list");
+    const int64_t i = normIndex(a.num_in > 1 ? a.toInt(1) : -1, n, false);
+    if (i < 0 || i >= n) throw std::out_of_range("pop index out of range");
+    RtValue v = items[static_cast<size_t>(i)];
+    items.erase(items.begin() + i);
+    a.set(0, std::move(v));
+  });
+  // d.popitem(): TorchScript's takes the first inserted (key, value), not Python's last
+  r.add("aten::popitem", 1, 1, [](const KernelArgs& a) {
+    auto& d = *a.input(0).dict();
+    if (d.empty()) throw std::out_of_range("popitem(): dictionary is empty");
+    RtValue item = makeTuple({d.front().first, d.front().second});
+    d.erase(d.begin());
+    a.set(0, std::move(item));
+  });
+  r.add("aten::clear", 1, 1, [](const KernelArgs& a) {
+    if (std::holds_alternative<RtDict>(a.input(0).v)) a.input(0).dict()->clear();
+    else a.input(0).list()->clear();
+  });
+  // l.remove(x): the first item equal to x
+  r.add("aten::remove", 2, 2, [](const KernelArgs& a) {
+    auto& items = *a.input(0).list();
+    const int64_t i = findItem(items, a.input(1));
+    if (i < 0) throw std::invalid_argument("list.remove(x): x not in list");
+    items.erase(items.begin() + i);
+  });
+  // l.copy() / d.copy(): a shallow copy
+  r.add("aten::copy", 1, 1, [](const KernelArgs& a) {
+    if (std::holds_alternative<RtDict>(a.input(0).v))
+      return a.set(0, RtValue(RtDict(std::make_shared<DictItems>(*a.input(0).dict()))));
+    a.set(0, makeList(*a.input(0).list()));
+  });
+  // l.count(x): items equal to x; s.count(sub): non-overlapping occurrences
+  r.add("aten::count", 2, 4, [](const KernelArgs& a) {
+    if (std::holds_alternative<std::string>(a.input(0).v)) {
+      if (a.num_in > 2) throw std::invalid_argument("str.count: start and end are not supported");
+      const std::string& s = a.input(0).str();
+      const std::string& sub = a.input(1).str();
+      int64_t k = 0;
+      if (sub.empty()) k = static_cast<int64_t>(s.size()) + 1;
+      else
+        for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++k;
+      return a.set(0, RtValue(k));
+    }
+    int64_t k = 0;
+    for (const RtValue& x : *a.input(0).list()) k += x.sameKey(a.input(1)) ? 1 : 0;
+    a.set(0, RtValue(k));
+  });
+  // d.get(k) (None when absent) / d.get(k, default)
+  r.add("aten::get", 2, 3, [](const KernelArgs& a) {
+    auto& d = *a.input(0).dict();
+    auto it = findKey(d, a.input(1));
+    a.set(0, it != d.end() ? it->second : a.num_in > 2 ? a.input(2) : RtValue());
+  });
+  // d.setdefault(k, default): d[k], set to default first when absent
+  r.add("aten::setdefault", 3, 3, [](const KernelArgs& a) {
+    auto& d = *a.input(0).dict();
+    auto it = findKey(d, a.input(1));
+    if (it == d.end()) {
+      d.emplace_back(a.input(1), a.input(2));
+      return a.set(0, a.input(2));
+    }
+    a.set(0, it->second);
+  });
+  // d.update(other): other's items set into d, in other's order
+  r.add("aten::update", 2, 2, [](const KernelArgs& a) {
+    auto& d = *a.input(0).dict();
+    const DictItems more = *a.input(1).dict();  // a copy: d.update(d)
+    for (const auto& kv : more) {
+      auto it = findKey(d, kv.first);
+      if (it != d.end()) it->second = kv.second;
+      else d.push_back(kv);
+    }
   });
   // dict() / dict(d): a new dict (a copy); dict(pairs): from a list of (key, value) tuples
   r.add("aten::dict", 0, 1, [](const KernelArgs& a) {

@@ -51,6 +51,9 @@ Tensor repeatTensor(const Tensor& x, const Shape& reps);
 // x[indices] for a list of optional index tensors (aten::index: long or bool,
 // broadcast together, numpy's placement rule); the elements as a new tensor.
 Tensor indexWithTensors(const Tensor& self, const RtValue& indices);
+// A scripted list.sort(reverse=...) in place: ints, bools, floats or strings,
+// in Python's order (builtins.cpp; aten::sort's kernel takes lists to it).
+void sortScriptList(std::vector<RtValue>& items, bool reverse);
 // aten::index_select: whole slices along dim at the (checked) positions in index.
 Tensor indexSelectOp(const Tensor& x, int64_t dim, const Tensor& index);
 

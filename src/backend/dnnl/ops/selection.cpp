@@ -192,6 +192,7 @@ Selected sortAlong(const Tensor& input, int64_t dim_arg, bool descending, std::o
 
 // sort(x, dim=-1, descending=False) or sort(x, stable: bool?, dim=-1, descending=False).
 void sortOp(const KernelArgs& a) {
+  if (a.input(0).isList()) return sortScriptList(*a.input(0).list(), a.num_in > 1 && a.toBool(1));  // list.sort()
   const bool with_stable = a.num_in == 4;
   const size_t d = with_stable ? 2 : 1;
   Selected s = sortAlong(a.tensor(0), a.num_in > d ? a.toInt(d) : -1, a.num_in > d + 1 && a.toBool(d + 1), std::nullopt);
