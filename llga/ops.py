@@ -42,7 +42,8 @@ _DTYPES: Dict[str, Tuple[str, ...]] = {
         "aten::zeros_like", "aten::ones_like", "aten::full_like", "aten::constant_pad_nd", "aten::pad")},
     **{k: F32_I64 for k in (
         "aten::div", "aten::remainder", "aten::floor_divide", "aten::abs", "aten::neg", "aten::sign", "aten::clamp",
-        "aten::relu", "aten::square", "aten::sort", "aten::argsort", "aten::topk", "aten::kthvalue", "aten::median",
+        "aten::relu", "aten::square", "aten::sort", "aten::argsort", "aten::topk", "aten::kthvalue", "aten::median", "aten::fmod", "aten::fmax", "aten::fmin",
+        "aten::gcd", "aten::heaviside", "aten::isnan", "aten::isinf", "aten::isfinite",
         "aten::nanmedian", "aten::mode", "aten::max",
         "aten::min", "aten::argmax", "aten::argmin", "aten::amax", "aten::amin", "aten::scatter_add", "aten::embedding")},
 }

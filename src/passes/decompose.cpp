@@ -25,6 +25,12 @@
 //   narrow_copy(x, dim, start, n)  ->  clone(narrow(x, dim, start, n), contiguous_format)
 //   trace(x)                       ->  sum(diagonal(x))
 //   count_nonzero(x, dims)         ->  sum(x != 0, dims)
+//   isnan(x) -> x != x; isfinite(x) -> x - x == 0; isinf(x) -> |x| == inf (a number:
+//        x == x and x - x != x - x); isposinf / isneginf -> x == +-inf;
+//        signbit(x) -> copysign(1, x) < 0; isreal(x) -> (x == x) | (x != x)
+//   deg2rad / rad2deg(x) -> x * (pi / 180) / x * (180 / pi); ldexp(x, e) -> x * pow(2, e)
+//   logit(x, eps) -> log(x / (1 - x)), x clamped to [eps, 1 - eps] first
+//   float_power(x, e) -> pow of both in float64
 //   aminmax(x, dim, keepdim)       ->  (amin(x, dim, keepdim), amax(x, dim, keepdim))
 //   diag(x, k)                     ->  a copy of diagonal(x, k) for a matrix; for a vector
 //        (k = 0) where(eye(n) as bool, x, 0)
@@ -65,6 +71,7 @@
 // other rank than 3, addmm/baddbmm/addbmm/addmv with non-constant alpha/beta
 // (addmm then runs as one op; the others are reported as unsupported).
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "ir/ops.h"
@@ -81,13 +88,18 @@ const std::vector<std::string> kDecomposed = {
     "aten::_native_multi_head_attention", "aten::_transformer_encoder_layer_fwd", "aten::cosine_similarity",
     "aten::pairwise_distance", "aten::cdist", "aten::_nested_tensor_from_mask", "aten::to_padded_tensor",
     "aten::swapaxes", "aten::swapdims", "aten::outer", "aten::ger", "aten::narrow_copy", "aten::trace",
-    "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross", "aten::linalg_cross", "aten::linalg_norm", "aten::kron", "aten::stft"};
+    "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross", "aten::linalg_cross", "aten::linalg_norm", "aten::kron", "aten::stft",
+    "aten::isnan", "aten::isinf", "aten::isfinite", "aten::isposinf", "aten::isneginf", "aten::signbit", "aten::isreal",
+    "aten::deg2rad", "aten::rad2deg", "aten::logit", "aten::float_power", "aten::ldexp"};
 
 // Rewritten by Decompose::small (each the op's PyTorch definition in ops llga runs).
 bool smallKind(const Node& n) {
   static const std::set<std::string> kinds = {"aten::outer", "aten::ger", "aten::narrow_copy", "aten::trace",
                                               "aten::count_nonzero", "aten::aminmax", "aten::diag", "aten::cross",
-                                              "aten::linalg_cross", "aten::linalg_norm", "aten::kron"};
+                                              "aten::linalg_cross", "aten::linalg_norm", "aten::kron",
+                                              "aten::isnan", "aten::isinf", "aten::isfinite", "aten::isposinf",
+                                              "aten::isneginf", "aten::signbit", "aten::isreal", "aten::deg2rad",
+                                              "aten::rad2deg", "aten::logit", "aten::float_power", "aten::ldexp"};
   return kinds.count(n.kind().toQualString()) > 0;
 }
 
@@ -294,6 +306,44 @@ class Decompose final : public Pass {
       finish(g, n, e.op("aten::mul", {e.op("aten::unsqueeze", {in(0), e.i(-1)}), in(1)}));
       return true;
     }
+    // value tests, as comparisons (each also right for a number: math.isnan(x) and the like)
+    const double inf = std::numeric_limits<double>::infinity();
+    if (kind == "aten::isnan" && arity == 1) return finish(g, n, e.op("aten::ne", {in(0), in(0)})), true;
+    if (kind == "aten::isfinite" && arity == 1)  // x - x is 0 unless x is infinite or NaN
+      return finish(g, n, e.op("aten::eq", {e.op("aten::sub", {in(0), in(0), e.i(1)},
+                                                 in(0)->type()->isTensor() ? nullptr : in(0)->type()),
+                                          e.i(0)})), true;
+    if (kind == "aten::isinf" && arity == 1) {
+      if (in(0)->type()->isTensor()) return finish(g, n, e.op("aten::eq", {e.op("aten::abs", {in(0)}), e.f(inf)})), true;
+      Value* d = e.op("aten::sub", {in(0), in(0), e.i(1)}, in(0)->type());  // NaN for an infinity or a NaN
+      Value* nan_or_inf = e.op("aten::ne", {d, d}, Type::Bool());
+      return finish(g, n, e.op("aten::__and__", {e.op("aten::eq", {in(0), in(0)}, Type::Bool()), nan_or_inf})), true;
+    }
+    if ((kind == "aten::isposinf" || kind == "aten::isneginf") && arity == 1)
+      return finish(g, n, e.op("aten::eq", {in(0), e.f(kind == "aten::isposinf" ? inf : -inf)})), true;
+    if (kind == "aten::signbit" && arity == 1)  // -0.0 and a NaN with its sign bit set too
+      return finish(g, n, e.op("aten::lt", {e.op("aten::copysign", {e.f(1.0), in(0)}), e.i(0)})), true;
+    if (kind == "aten::isreal" && arity == 1)  // every element of a real tensor, NaN included
+      return finish(g, n, e.op("aten::__or__", {e.op("aten::eq", {in(0), in(0)}), e.op("aten::ne", {in(0), in(0)})})), true;
+    if ((kind == "aten::deg2rad" || kind == "aten::rad2deg") && arity == 1)
+      return finish(g, n, e.op("aten::mul", {in(0), e.f(kind == "aten::deg2rad" ? M_PI / 180.0 : 180.0 / M_PI)})), true;
+    if (kind == "aten::logit" && arity == 2) {  // log(x / (1 - x)), x clamped to [eps, 1 - eps] first
+      Value* x = in(0);
+      if (!isNone(in(1))) {
+        const auto eps = constantNumber(in(1));
+        if (!eps) return skip(n, "eps is not a constant");
+        x = e.op("aten::clamp", {x, e.f(*eps), e.f(1.0 - *eps)});
+      }
+      return finish(g, n, e.op("aten::log", {e.op("aten::div", {x, e.op("aten::rsub", {x, e.i(1), e.i(1)})})})), true;
+    }
+    if (kind == "aten::float_power" && arity == 2) {  // in float64
+      auto dbl = [&](Value* v) {
+        return v->type()->isTensor() ? e.op("aten::to", {v, e.i(7), e.b(false), e.b(false), e.none()}) : v;
+      };
+      return finish(g, n, e.op("aten::pow", {dbl(in(0)), dbl(in(1))})), true;
+    }
+    if (kind == "aten::ldexp" && arity == 2)  // x * 2^e, as PyTorch defines it
+      return finish(g, n, e.op("aten::mul", {in(0), e.op("aten::pow", {e.f(2.0), in(1)})})), true;
     if (kind == "aten::narrow_copy" && arity == 4) {
       finish(g, n, e.op("aten::clone", {e.op("aten::narrow", {in(0), in(1), in(2), in(3)}), e.i(0)}));
       return true;

@@ -51,7 +51,7 @@ LLGA_SHAPE_FN("aten::alias", identity);
                         "aten::threshold", "aten::rrelu", "aten::log_sigmoid", "aten::prelu", "aten::erf", "aten::erfinv", "aten::rsqrt",
                         "aten::lgamma", "aten::digamma", "aten::nan_to_num",
                         "aten::sin", "aten::cos", "aten::reciprocal", "aten::log2", "aten::log10", "aten::log1p",
-                        "aten::expm1", "aten::floor", "aten::ceil", "aten::trunc", "aten::frac", "aten::sign",
+                        "aten::expm1", "aten::exp2", "aten::sinc", "aten::i0", "aten::floor", "aten::ceil", "aten::trunc", "aten::frac", "aten::sign",
                         "aten::fake_quantize_per_tensor_affine", "aten::fake_quantize_per_channel_affine"})
     registerShapeFn(k, sameShape);
   return true;
@@ -233,7 +233,9 @@ Out binaryShape(const ShapeArgs& a) {
   if (!r) return std::nullopt;
   auto [dtype, sizes] = *r;
   const std::string_view kind = a.node().kind().toQualString();
-  if ((kind == "aten::div" || kind == "aten::atan2") && !isFloating(dtype)) {
+  const bool float_result = kind == "aten::div" || kind == "aten::atan2" || kind == "aten::copysign" ||
+                            kind == "aten::hypot" || kind == "aten::xlogy";
+  if (float_result && !isFloating(dtype)) {
     if (a.size() < 3 || a.none(2)) dtype = ScalarType::Float;  // true division
     else return std::nullopt;                                    // rounding modes: not modelled
   }
@@ -256,6 +258,12 @@ LLGA_SHAPE_FN("aten::floor_divide", binaryShape);
 LLGA_SHAPE_FN("aten::floordiv", binaryShape);
 LLGA_SHAPE_FN("aten::remainder", binaryShape);
 LLGA_SHAPE_FN("aten::atan2", binaryShape);
+[[maybe_unused]] const bool kMoreBinaryShapes = [] {
+  for (const char* k : {"aten::fmod", "aten::copysign", "aten::hypot", "aten::nextafter", "aten::logaddexp",
+                        "aten::fmax", "aten::fmin", "aten::gcd", "aten::xlogy", "aten::heaviside"})
+    registerShapeFn(k, binaryShape);
+  return true;
+}();
 
 // pow(x, exponent): a float exponent makes an integral base floating.
 Out powShape(const ShapeArgs& a) {

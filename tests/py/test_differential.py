@@ -54,7 +54,44 @@ def _windows(make, x):
 # values where the gamma functions have poles or limits
 _SPECIAL = torch.tensor([0.0, -0.0, -1.0, -2.0, 1.0, 2.0, 0.5, -0.5, 1e-8, 40.0, float("inf"), float("-inf"), float("nan")])
 
+def _sp(x):
+    """x's elements followed by the special values (float x: NaN, infinities, -0.0, poles)."""
+    return torch.cat([x.reshape(-1), _SPECIAL.to(x.dtype)]) if x.is_floating_point() else x
+
+
+def _nans(x):
+    """x with NaN where it is above 3."""
+    return torch.where(x > 3, torch.full_like(x, float("nan")), x) if x.is_floating_point() else x
+
+
 CASES = {
+    # value tests, over the special values too
+    "aten::isnan": unary(lambda x: (torch.isnan(x), torch.isnan(_sp(x)))),
+    "aten::isinf": unary(lambda x: (torch.isinf(x), torch.isinf(_sp(x)))),
+    "aten::isfinite": unary(lambda x: (torch.isfinite(x), torch.isfinite(_sp(x)))),
+    "aten::isposinf": unary(lambda x: torch.isposinf(_sp(x))),
+    "aten::isneginf": unary(lambda x: torch.isneginf(_sp(x))),
+    "aten::signbit": unary(lambda x: (torch.signbit(x), torch.signbit(_sp(x)))),
+    "aten::isreal": unary(lambda x: torch.isreal(_sp(x))),
+    "aten::deg2rad": unary(torch.deg2rad), "aten::rad2deg": unary(torch.rad2deg),
+    # over [0, 1) by exactly rounded ops (a sigmoid's last bits differ between libraries, and logit near 1
+    # shows them); eps clamps, and a clamp fused as oneDNN's post-op makes a NaN its bound (fusion-and-layouts.md)
+    "aten::logit": unary(lambda x: (torch.logit(_sp(x).abs() / (_sp(x).abs() + 1)), torch.logit(x.abs() / (x.abs() + 1), 0.25))),
+    "aten::exp2": unary(lambda x: torch.exp2(_sp(x))), "aten::sinc": unary(lambda x: torch.sinc(_sp(x))),
+    "aten::i0": unary(lambda x: torch.i0(_sp(x))),
+    # binary ops outside oneDNN's: NaNs on one side, numbers for the other operand
+    "aten::fmod": binary(lambda a, b: (torch.fmod(a, b), torch.fmod(a, 3), torch.fmod(_nans(a), b))),
+    "aten::copysign": binary(lambda a, b: (torch.copysign(a, b), torch.copysign(a, -0.0))),
+    "aten::hypot": binary(lambda a, b: torch.hypot(_nans(a), b)),
+    "aten::nextafter": binary(lambda a, b: (torch.nextafter(a, b), torch.nextafter(a, a))),
+    "aten::logaddexp": binary(lambda a, b: (torch.logaddexp(_nans(a), b), torch.logaddexp(a, a))),
+    "aten::fmax": binary(lambda a, b: (torch.fmax(_nans(a), b), torch.fmax(b, _nans(a)))),
+    "aten::fmin": binary(lambda a, b: (torch.fmin(_nans(a), b), torch.fmin(b, _nans(a)))),
+    "aten::gcd": binary(torch.gcd),
+    "aten::xlogy": binary(lambda a, b: (torch.xlogy(a, b), torch.xlogy(a * (a > 0), b.abs()), torch.xlogy(a, _nans(b)))),
+    "aten::heaviside": binary(lambda a, b: (torch.heaviside(a, b), torch.heaviside(a.round(), b))),
+    "aten::float_power": binary(lambda a, b: (torch.float_power(a, 2), torch.float_power(a.abs(), b))),
+    "aten::ldexp": binary(lambda a, b: torch.ldexp(a, b.round())),
     # unary float
     "aten::relu": unary(torch.relu), "aten::sigmoid": unary(torch.sigmoid), "aten::tanh": unary(torch.tanh),
     "aten::exp": unary(torch.exp), "aten::log": unary(torch.log, positive=True), "aten::sqrt": unary(torch.sqrt, positive=True),

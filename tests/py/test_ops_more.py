@@ -5,6 +5,7 @@ rearrangements and creation ops. Scripted functions (check) and traced
 modules (check_traced) both; each case includes the awkward arguments."""
 
 import itertools
+import math
 from typing import List, Optional
 
 import numpy as np
@@ -598,3 +599,16 @@ def test_fake_quantize_matches_pytorch_bit_for_bit(n):
     xc = x[: n - n % 3].reshape(3, -1) if n >= 3 else x.reshape(1, -1)
     s, z = torch.tensor([0.25, 0.037, 0.1])[: xc.shape[0]], torch.tensor([3, 0, 10], dtype=torch.int32)[: xc.shape[0]]
     check_traced(lambda t: torch.fake_quantize_per_channel_affine(t, s, z, 0, 0, 255), xc, rtol=0, atol=0)
+
+
+def scalar_math(x: float, y: float, i: int, j: int) -> List[float]:
+    return [float(math.isnan(x)), float(math.isinf(x)), float(math.isfinite(x)), math.fmod(x, y), math.copysign(y, x),
+            float(math.gcd(i, j)), float(math.isnan(x - x))]
+
+
+@pytest.mark.parametrize("x", [1.5, -2.0, 0.0, float("inf"), float("-inf"), float("nan")])
+def test_scripted_math_on_numbers(x):
+    # the value tests and binary ops llga decomposes or runs for tensors take numbers too
+    run = llga.optimize(torch.jit.script(scalar_math))
+    got, want = run(x, 4.0, -12, 18), torch.jit.script(scalar_math)(x, 4.0, -12, 18)
+    np.testing.assert_array_equal(np.array(got), np.array(want))

@@ -3,6 +3,7 @@
 // a Python number, as TorchScript's aten::add(int, int) does.
 #include <array>
 #include <cmath>
+#include <numeric>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -71,10 +72,13 @@ Tensor asTensor(const RtValue& v, ScalarType dtype) {
 namespace {
 
 enum class Bin { Add, Sub, Mul, Div, DivTrunc, DivFloor, FloorDivide, Remainder, Pow, Max, Min, Atan2,
+                 Fmod, Copysign, Hypot, NextAfter, LogAddExp, FMax, FMin, Gcd, Xlogy, Heaviside,
                  Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
 
-// Ops whose integral operands compute in float (true division, atan2).
-bool floatOnly(Bin op) { return op == Bin::Div || op == Bin::Atan2; }
+// Ops whose integral operands compute in float (true division, atan2, ...).
+bool floatOnly(Bin op) {
+  return op == Bin::Div || op == Bin::Atan2 || op == Bin::Copysign || op == Bin::Hypot || op == Bin::Xlogy;
+}
 
 bool isComparison(Bin op) { return op >= Bin::Eq && op <= Bin::Ge; }
 
@@ -112,8 +116,15 @@ T applyBin(Bin op, T a, T b) {
         }
         return static_cast<T>(r);
       }
-      case Bin::Max: return a > b ? a : b;
-      case Bin::Min: return a < b ? a : b;
+      case Bin::Max: case Bin::FMax: return a > b ? a : b;
+      case Bin::Min: case Bin::FMin: return a < b ? a : b;
+      case Bin::Fmod: if (b == 0) throw std::domain_error("ZeroDivisionError: integer fmod by zero"); return a % b;
+      case Bin::Gcd: {
+        using U = std::make_unsigned_t<T>;
+        const U x = a < 0 ? U(0) - U(a) : U(a), y = b < 0 ? U(0) - U(b) : U(b);
+        return static_cast<T>(std::gcd(x, y));
+      }
+      case Bin::Heaviside: return a == 0 ? b : T(a > 0);
       case Bin::And: return a & b;
       case Bin::Or: return a | b;
       case Bin::Xor: return a ^ b;
@@ -133,6 +144,20 @@ T applyBin(Bin op, T a, T b) {
       case Bin::Max: r = std::isnan(x) || x > y ? x : y; break;
       case Bin::Min: r = std::isnan(x) || x < y ? x : y; break;
       case Bin::Atan2: r = std::atan2(x, y); break;
+      case Bin::Fmod: r = std::fmod(x, y); break;
+      case Bin::Copysign: r = std::copysign(x, y); break;
+      case Bin::Hypot: r = std::hypot(x, y); break;
+      case Bin::NextAfter:  // in the operands' own type: the next float, not the next double
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) return std::nextafter(a, b);
+        else throw std::invalid_argument("nextafter takes float32 or float64 tensors");
+      case Bin::LogAddExp:  // as PyTorch: two equal infinities stay themselves
+        r = std::isinf(x) && x == y ? x : std::max(x, y) + std::log1p(std::exp(-std::abs(x - y)));
+        break;
+      case Bin::FMax: r = std::isnan(x) ? y : std::isnan(y) ? x : std::max(x, y); break;
+      case Bin::FMin: r = std::isnan(x) ? y : std::isnan(y) ? x : std::min(x, y); break;
+      case Bin::Xlogy: r = std::isnan(y) ? y : x == 0 ? 0.0 : x * std::log(y); break;
+      case Bin::Heaviside: r = x == 0 ? y : double(x > 0); break;
+      case Bin::Gcd: throw std::invalid_argument("gcd takes integer tensors");
       default: throw std::invalid_argument("bad float op");
     }
     return fromDouble<T>(r);
@@ -262,13 +287,27 @@ void stridedBinaryF32(const Tensor& a, const Tensor& b, const Tensor& out, F f) 
 // split among the threads (x > 0.1 over 1M floats: 4.7 ms as one scalar
 // loop with a switch per element, 3.4x PyTorch's).
 void binaryLoop(Bin op, const Tensor& a, const Tensor& b, Tensor& out) {
+  // refusals by dtype before the loop (a throw inside its threads would abort)
+  if (op == Bin::Gcd && !isIntegralType(a.dtype(), false))
+    throw std::invalid_argument("gcd takes integer tensors, got " + a.describe());
+  if (op == Bin::NextAfter && a.dtype() != ScalarType::Float && a.dtype() != ScalarType::Double)
+    throw std::invalid_argument("nextafter takes float32 or float64 tensors, got " + a.describe());
+  // an integer divisor of 0 (the loop's vectorised rows cannot throw)
+  if (out.numel() > 0 && isIntegralType(b.dtype(), false) && (op == Bin::DivTrunc || op == Bin::DivFloor || op == Bin::FloorDivide ||
+                                           op == Bin::Remainder || op == Bin::Fmod)) {
+    const Tensor d = b.to(ScalarType::Long).contiguous();
+    const int64_t* dv = d.data<int64_t>();
+    if (std::find(dv, dv + d.numel(), 0) != dv + d.numel())
+      throw std::domain_error(op == Bin::Remainder || op == Bin::Fmod ? "ZeroDivisionError: integer modulo by zero"
+                                                                       : "ZeroDivisionError: integer division by zero");
+  }
   dispatchDtype(a.dtype(), [&](auto t) {
     using T = decltype(t);
     {
       // integer division and remainder throw on a zero divisor, bool ops on those bool lacks
       const bool parallel = std::is_floating_point_v<T> ||
                             (!std::is_same_v<T, bool> && op != Bin::DivTrunc && op != Bin::DivFloor &&
-                             op != Bin::FloorDivide && op != Bin::Remainder);
+                             op != Bin::FloorDivide && op != Bin::Remainder && op != Bin::Fmod);
       auto run = [&](auto f) {
         using R = decltype(f(T{}, T{}));
         strided<T, R>(a, b, out, f, parallel);
@@ -279,7 +318,9 @@ void binaryLoop(Bin op, const Tensor& a, const Tensor& b, Tensor& out) {
         LLGA_BIN_CASE(Add) LLGA_BIN_CASE(Sub) LLGA_BIN_CASE(Mul) LLGA_BIN_CASE(Div) LLGA_BIN_CASE(DivTrunc)
         LLGA_BIN_CASE(DivFloor) LLGA_BIN_CASE(FloorDivide) LLGA_BIN_CASE(Remainder) LLGA_BIN_CASE(Pow)
         LLGA_BIN_CASE(Max) LLGA_BIN_CASE(Min) LLGA_BIN_CASE(Atan2) LLGA_BIN_CASE(And) LLGA_BIN_CASE(Or)
-        LLGA_BIN_CASE(Xor)
+        LLGA_BIN_CASE(Xor) LLGA_BIN_CASE(Fmod) LLGA_BIN_CASE(Copysign) LLGA_BIN_CASE(Hypot) LLGA_BIN_CASE(NextAfter)
+        LLGA_BIN_CASE(LogAddExp) LLGA_BIN_CASE(FMax) LLGA_BIN_CASE(FMin) LLGA_BIN_CASE(Gcd) LLGA_BIN_CASE(Xlogy)
+        LLGA_BIN_CASE(Heaviside)
 #undef LLGA_BIN_CASE
 #define LLGA_CMP_CASE(o) \
   case Bin::o: return run([](T x, T y) { return applyCmp<T>(Bin::o, x, y); });
@@ -808,6 +849,12 @@ void registerBinaryOps(OpRegistry& r) {
   addArith(r, "pow", Bin::Pow, false);
   addArith(r, "maximum", Bin::Max, false);
   addArith(r, "atan2", Bin::Atan2, false);
+  // C's fmod (the dividend's sign), copysign, hypot, nextafter (in the operands' type),
+  // logaddexp, fmax/fmin (a NaN loses), gcd (integers), xlogy (0 where x is 0), heaviside
+  for (auto [name, op] : {std::pair{"fmod", Bin::Fmod}, {"copysign", Bin::Copysign}, {"hypot", Bin::Hypot},
+                          {"nextafter", Bin::NextAfter}, {"logaddexp", Bin::LogAddExp}, {"fmax", Bin::FMax},
+                          {"fmin", Bin::FMin}, {"gcd", Bin::Gcd}, {"xlogy", Bin::Xlogy}, {"heaviside", Bin::Heaviside}})
+    addArith(r, name, op, false);
   addArith(r, "minimum", Bin::Min, false);
   addArith(r, "__and__", Bin::And, false);
   addArith(r, "__or__", Bin::Or, false);

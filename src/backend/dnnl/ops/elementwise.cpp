@@ -80,6 +80,20 @@ double digamma(double x, double, double) {
   return shift + std::log(x) - 0.5 / x - series;
 }
 
+// The modified Bessel function of order 0 (even; libstdc++'s takes x >= 0
+// and throws where its series fails, past any float: the limit there). An
+// infinity gives NaN, as PyTorch's (its Chebyshev form is inf * 0 there).
+double besselI0(double x, double, double) {
+  if (std::isnan(x) || std::isinf(x)) return NAN;
+  const double a = std::abs(x);
+  if (a > 700) return INFINITY;
+  try {
+    return std::cyl_bessel_i(0.0, a);
+  } catch (const std::exception&) {
+    return INFINITY;
+  }
+}
+
 double lgamma(double x, double, double) {
   int sign;
   return lgamma_r(x, &sign);  // glibc's lgamma writes the global signgam: not across threads
@@ -117,6 +131,11 @@ const UnaryDef kUnary[] = {
     {"log10", algorithm::undef, 0, 0, [](double x, double, double) { return std::log10(x); }},
     {"log1p", algorithm::undef, 0, 0, [](double x, double, double) { return std::log1p(x); }},
     {"expm1", algorithm::undef, 0, 0, [](double x, double, double) { return std::expm1(x); }},
+    {"exp2", algorithm::undef, 0, 0, [](double x, double, double) { return std::exp2(x); }},
+    // sin(pi x) / (pi x), 1 at 0
+    {"sinc", algorithm::undef, 0, 0, [](double x, double, double) { return x == 0 ? 1.0 : std::sin(M_PI * x) / (M_PI * x); }},
+    // the modified Bessel function of order 0 (even: libstdc++'s takes x >= 0)
+    {"i0", algorithm::undef, 0, 0, besselI0},
     {"trunc", algorithm::undef, 0, 0, [](double x, double, double) { return std::trunc(x); }},
     {"frac", algorithm::undef, 0, 0, [](double x, double, double) { return x - std::trunc(x); }},
     {"sign", algorithm::undef, 0, 0, [](double x, double, double) { return double((x > 0) - (x < 0)); }},  // NaN: 0, as PyTorch
