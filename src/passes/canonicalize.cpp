@@ -2,7 +2,9 @@
 // one node (its root) and returns the value that replaces the root's output,
 // the root's own output when it rewrote the root in place, or null. Rules never fire on a result that something writes in place.
 // Runs to a fixed point (bounded).
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include "ir/effects.h"
@@ -466,6 +468,20 @@ Value* intOfTensorArithmetic(Node* n, Graph& g) {
   return intOf(n->input(0), &e)->value;
 }
 
+// with torch.no_grad() / torch.enable_grad() (TorchScript's prim::Enter and
+// prim::Exit of a grad-mode object): llga computes no gradients, so entering
+// and leaving the context does nothing (and the object goes with dce).
+Value* gradModeContext(Node* n, Graph& g) {
+  if (n->inputs().size() != 1 || n->input(0)->type()->kind() != TypeKind::Class) return nullptr;
+  const std::string type = n->input(0)->type()->str();
+  static const char* const kContexts[] = {"torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.enable_grad"};
+  if (std::none_of(std::begin(kContexts), std::end(kContexts),
+                   [&](const char* c) { return type.size() >= std::strlen(c) && type.ends_with(c); }))
+    return nullptr;
+  Emitter e(g, n, n);
+  return e.none();
+}
+
 // clang-format off
 const Rule kRules[] = {
   {"transpose-transpose", "aten::transpose", "transpose(transpose(x, a, b), a, b)  ->  x", transposeTranspose},
@@ -490,6 +506,8 @@ const Rule kRules[] = {
   {"isnot-none-known",    "aten::__isnot__", "x is not None  ->  True    (x's type holds no None)", isNoneKnown},
   {"where-scalar-value",  "aten::where",     "where(c, x, t0) -> where(c, x, value)  (t0 a 0-dim float constant)", selectScalarValue},
   {"masked-fill-scalar-value", "aten::masked_fill", "masked_fill(x, m, t0) -> masked_fill(x, m, value)", selectScalarValue},
+  {"grad-mode-enter",     "prim::Enter",     "prim::Enter(no_grad or enable_grad object)  ->  None   (no autograd)", gradModeContext},
+  {"grad-mode-exit",      "prim::Exit",      "prim::Exit(no_grad or enable_grad object)  ->  None", gradModeContext},
   {"int-of-tensor-arithmetic", "aten::Int", "Int(mul(NumToTensor(i), NumToTensor(j)))  ->  mul(i, j)   (and add, sub, floor division)", intOfTensorArithmetic},
 };
 // clang-format on

@@ -3,6 +3,7 @@ number ops, range bookkeeping, tensor queries, warnings, isinstance): each a
 scripted program whose results depend on the generated tensor's shape and
 values, compared with PyTorch's interpreter."""
 
+import math
 import warnings
 from typing import Any, Dict, List, Tuple
 
@@ -139,6 +140,27 @@ def _list_mutations(x: torch.Tensor) -> Tuple[List[int], List[float], List[str],
             item, e, popped)
 
 
+def _str_methods(x: torch.Tensor) -> Tuple[List[str], List[bool], List[int]]:
+    # strings built from the tensor's shape and values: spaces, digits, cases, signs
+    s = " \t" + str(x.shape) + " a" + "".join(["B"] * x.dim()) + "-" + str(x.numel()) + "x\n"
+    w = x.numel() % 9 + len(s) - 3
+    d = str(x.numel())
+    words = [s.strip(), s.lstrip(), s.rstrip(), s.strip(" \t\n[]"), s.replace(" ", "_"), s.replace("a", "", 1),
+             s.replace("a", "<>", 0), s.zfill(w), d.zfill(w - 10), s.ljust(w), s.rjust(w, "*"), s.center(w), d.center(7, "-"),
+             s.title(), s.capitalize(), s.swapcase(), chr(65 + x.dim()) + chr(300)]
+    tests = [d.isdigit(), s.isdigit(), s.isalpha(), "aB".isalpha(), d.isalnum(), s.isalnum(), s.isspace(), " \t".isspace(),
+             s.isupper(), "AB1".isupper(), s.islower(), "ab-c".islower(), "".isdigit()]
+    places = [s.rfind("a"), s.rfind("B", 2), s.rfind("x", 0, 5), ord(s[2]), ord(d[0])]
+    return words, tests, places
+
+
+def _number_builtins(x: torch.Tensor) -> Tuple[int, float, float, int]:
+    n = x.dim() - x.numel()
+    v = float(n) / 3.0 - 1.0
+    print("dims", x.dim(), "sizes", x.shape, v)  # to standard output, as PyTorch's interpreter prints
+    return abs(n), abs(v), math.fabs(v), abs(-x.numel())
+
+
 def _isinstance(x: torch.Tensor) -> Tuple[bool, bool]:
     z: Any = x.shape if x.dim() > 1 else x
     return isinstance(z, (list, tuple)), isinstance(z, torch.Tensor)
@@ -157,6 +179,11 @@ CASES = {
         "prim::is_quantized", "prim::is_meta", "prim::is_xpu", "prim::is_vulkan", "prim::is_mps")),
     "aten::warn": scripted(_warns),
     "prim::isinstance": scripted(_isinstance),
+    "prim::abs": scripted(_number_builtins, kinds=("aten::fabs", "prim::Print")),
+    "aten::strip": scripted(_str_methods, kinds=(
+        "aten::lstrip", "aten::rstrip", "aten::replace", "aten::zfill", "aten::ljust", "aten::rjust", "aten::center",
+        "aten::title", "aten::capitalize", "aten::swapcase", "aten::chr", "aten::isdigit", "aten::isalpha",
+        "aten::isalnum", "aten::isspace", "aten::isupper", "aten::islower", "aten::rfind", "aten::ord")),
     "aten::reverse": scripted(_list_mutations, kinds=(
         "aten::sort", "aten::sorted", "aten::Delete", "aten::pop", "aten::popitem", "aten::clear", "aten::remove",
         "aten::copy", "aten::count", "aten::get", "aten::setdefault", "aten::update")),

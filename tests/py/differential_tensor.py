@@ -546,6 +546,10 @@ CASES = {
     "aten::repeat_interleave": Case(_repeat_interleave, repeats_args),
     "aten::argsort": unary(lambda x: (torch.argsort(x, -1, descending=True), torch.argsort(x, dim=0, stable=True))),
     "aten::kthvalue": Case(_kthvalue, one(1, nonempty=(0, -1))),
+    # runs of equal elements (rounded values repeat), flattened and along the first dim
+    "aten::unique_consecutive": Case(lambda x: torch.unique_consecutive(x.round(), return_inverse=True, return_counts=True) +
+                                     torch.unique_consecutive(x.round(), return_counts=True, dim=0) +
+                                     (torch.unique_consecutive(x),), one(1, nonempty=(0,))),
     # order statistics: over everything, the first and the last dim, with NaNs
     "aten::median": Case(_median, one(1, nonempty=(0, -1))),
     "aten::nanmedian": Case(_nanmedian, one(1, nonempty=(0, -1))),

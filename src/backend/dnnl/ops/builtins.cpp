@@ -5,7 +5,9 @@
 // thread's warning sink (runtime/exec_context.h), which the Python layer
 // re-raises through Python's warnings.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <iostream>
 
 #include "backend/dnnl/ops/op_utils.h"
 #include "ir/printer.h"
@@ -217,6 +219,134 @@ void registerBuiltinOps(OpRegistry& r) {
     a.set(0, RtValue(at));
   });
   r.add("aten::__contains__", 2, 2, [](const KernelArgs& a) { a.set(0, RtValue(contains(a.input(0), a.input(1)))); });
+  // str methods as TorchScript's: bytes, classified in the C locale (ASCII)
+  // strip/lstrip/rstrip(self, chars): the graph passes chars (" \n\t\f\v" by default)
+  for (auto [name, left, right] : {std::tuple{"aten::strip", true, true}, {"aten::lstrip", true, false},
+                                   {"aten::rstrip", false, true}}) {
+    const bool l = left, rt = right;
+    r.add(name, 1, 2, [l, rt](const KernelArgs& a) {
+      const std::string& s = a.input(0).str();
+      const std::string chars = a.num_in > 1 ? a.input(1).str() : std::string(" \n\t\f\v");
+      size_t b = 0, e = s.size();
+      while (l && b < e && chars.find(s[b]) != std::string::npos) ++b;
+      while (rt && e > b && chars.find(s[e - 1]) != std::string::npos) --e;
+      a.set(0, RtValue(s.substr(b, e - b)));
+    });
+  }
+  // replace(self, old, new, max=-1): the first max occurrences (all when negative)
+  r.add("aten::replace", 3, 4, [](const KernelArgs& a) {
+    const std::string& s = a.input(0).str();
+    const std::string& from = a.input(1).str();
+    const std::string& to = a.input(2).str();
+    int64_t left = a.num_in > 3 ? a.toInt(3) : -1;
+    // (Python puts `new` between the characters; TorchScript's interpreter does otherwise)
+    if (from.empty()) throw std::invalid_argument("str.replace of an empty string is not supported");
+    std::string out;
+    size_t i = 0;
+    while (left != 0) {
+      const size_t at = s.find(from, i);
+      if (at == std::string::npos) break;
+      out.append(s, i, at - i).append(to);
+      i = at + from.size();
+      if (left > 0) --left;
+    }
+    if (i < s.size()) out.append(s, i, std::string::npos);
+    a.set(0, RtValue(out));
+  });
+  using CharTest = int (*)(int);
+  for (auto [name, test] : {std::pair<const char*, CharTest>{"aten::isdigit", ::isdigit}, {"aten::isalpha", ::isalpha},
+                            {"aten::isalnum", ::isalnum}, {"aten::isspace", ::isspace}}) {
+    const CharTest t = test;
+    r.add(name, 1, 1, [t](const KernelArgs& a) {  // all characters, and at least one
+      const std::string& s = a.input(0).str();
+      a.set(0, RtValue(!s.empty() && std::all_of(s.begin(), s.end(), [t](char c) { return t(static_cast<unsigned char>(c)) != 0; })));
+    });
+  }
+  for (auto [name, upper] : {std::pair{"aten::isupper", true}, {"aten::islower", false}}) {
+    const bool up = upper;
+    r.add(name, 1, 1, [up](const KernelArgs& a) {  // a cased character, and no cased one of the other case
+      bool cased = false;
+      for (char ch : a.input(0).str()) {
+        const int c = static_cast<unsigned char>(ch);
+        if (!std::isalpha(c)) continue;
+        if ((up ? std::islower(c) : std::isupper(c)) != 0) return a.set(0, RtValue(false));
+        cased = true;
+      }
+      a.set(0, RtValue(cased));
+    });
+  }
+  // zfill(width): zeros on the left (TorchScript's does not move a sign first); ljust / rjust / center(width, fill=" ")
+  r.add("aten::zfill", 2, 2, [](const KernelArgs& a) {
+    const std::string& s = a.input(0).str();
+    const int64_t w = a.toInt(1), n = static_cast<int64_t>(s.size());
+    a.set(0, RtValue(w > n ? std::string(static_cast<size_t>(w - n), '0') + s : s));
+  });
+  for (const char* name : {"aten::ljust", "aten::rjust", "aten::center"}) {
+    const std::string kind = name;
+    r.add(name, 2, 3, [kind](const KernelArgs& a) {
+      const std::string& s = a.input(0).str();
+      const int64_t w = a.toInt(1), n = static_cast<int64_t>(s.size());
+      const std::string fill = a.num_in > 2 ? a.input(2).str() : " ";
+      if (fill.size() != 1) throw std::invalid_argument("The fill character must be exactly one character long");
+      if (w <= n) return a.set(0, RtValue(s));
+      const int64_t margin = w - n;
+      // Python's center: the odd one out goes right, unless both margin and width are odd
+      const int64_t left = kind == "aten::ljust" ? 0 : kind == "aten::rjust" ? margin : margin / 2 + (margin & w & 1);
+      a.set(0, RtValue(std::string(static_cast<size_t>(left), fill[0]) + s +
+                       std::string(static_cast<size_t>(margin - left), fill[0])));
+    });
+  }
+  // rfind(self, sub, start=0, end=-1): the last index or -1 (end -1: to the end, as find's schema)
+  r.add("aten::rfind", 2, 4, [](const KernelArgs& a) {
+    const std::string& s = a.input(0).str();
+    const std::string& sub = a.input(1).str();
+    const int64_t n = static_cast<int64_t>(s.size());
+    const int64_t start = a.num_in > 2 ? normIndex(a.toInt(2), n, true) : 0;
+    const int64_t end = a.num_in > 3 && a.toInt(3) != -1 ? normIndex(a.toInt(3), n, true) : n;
+    int64_t at = -1;
+    if (start <= end && static_cast<int64_t>(sub.size()) <= end - start) {
+      const size_t p = s.substr(static_cast<size_t>(start), static_cast<size_t>(end - start)).rfind(sub);
+      if (p != std::string::npos) at = start + static_cast<int64_t>(p);
+    }
+    a.set(0, RtValue(at));
+  });
+  // title (a letter after a non-letter upper, the rest lower), capitalize, swapcase
+  r.add("aten::title", 1, 1, [](const KernelArgs& a) {
+    std::string s = a.input(0).str();
+    bool prev_alpha = false;
+    for (char& ch : s) {
+      const int c = static_cast<unsigned char>(ch);
+      ch = static_cast<char>(prev_alpha ? std::tolower(c) : std::toupper(c));
+      prev_alpha = std::isalpha(c) != 0;
+    }
+    a.set(0, RtValue(s));
+  });
+  r.add("aten::capitalize", 1, 1, [](const KernelArgs& a) {
+    std::string s = a.input(0).str();
+    for (size_t i = 0; i < s.size(); ++i) {
+      const int c = static_cast<unsigned char>(s[i]);
+      s[i] = static_cast<char>(i == 0 ? std::toupper(c) : std::tolower(c));
+    }
+    a.set(0, RtValue(s));
+  });
+  r.add("aten::swapcase", 1, 1, [](const KernelArgs& a) {
+    std::string s = a.input(0).str();
+    for (char& ch : s) {
+      const int c = static_cast<unsigned char>(ch);
+      ch = static_cast<char>(std::isupper(c) ? std::tolower(c) : std::islower(c) ? std::toupper(c) : c);
+    }
+    a.set(0, RtValue(s));
+  });
+  // ord(c) of a one-character string (a byte); chr(i): the byte i mod 256, as TorchScript's (no range check)
+  r.add("aten::ord", 1, 1, [](const KernelArgs& a) {
+    const std::string& s = a.input(0).str();
+    if (s.size() != 1)
+      throw std::invalid_argument("ord() expected a character, but string of length " + std::to_string(s.size()) + " found");
+    a.set(0, RtValue(int64_t{static_cast<unsigned char>(s[0])}));
+  });
+  r.add("aten::chr", 1, 1, [](const KernelArgs& a) {
+    a.set(0, RtValue(std::string(1, static_cast<char>(static_cast<uint8_t>(a.toInt(0) & 0xff)))));
+  });
 
   // ---- lists and dicts (shared and mutable, as in TorchScript)
   r.add("aten::extend", 2, 2, [](const KernelArgs& a) {
@@ -389,7 +519,23 @@ void registerBuiltinOps(OpRegistry& r) {
     a.set(0, makeList(std::move(out)));
   });
 
+  // ---- print(...): its arguments joined by spaces, to standard output as PyTorch's interpreter writes them
+  r.add("prim::Print", 0, 1 << 20, [](const KernelArgs& a) {
+    std::string line;
+    for (size_t i = 0; i < a.num_in; ++i) line += (i ? " " : "") + scriptStr(a.input(i));
+    std::cout << line << std::endl;
+  });
+
   // ---- numbers: scripted loops' index bookkeeping, min/max, item
+  // abs(n) of an int or a float; math.fabs(n): a float
+  r.add("prim::abs", 1, 1, [](const KernelArgs& a) {
+    if (a.input(0).isInt()) {  // wrapping as PyTorch's for the lowest int64
+      const int64_t v = a.toInt(0);
+      return a.set(0, RtValue(v < 0 ? static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(v)) : v));
+    }
+    a.set(0, RtValue(std::fabs(a.toDouble(0))));
+  });
+  r.add("aten::fabs", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(std::fabs(a.toDouble(0)))); });
   r.add("aten::__range_length", 3, 3, [](const KernelArgs& a) {
     a.set(0, RtValue(rangeLength(a.toInt(0), a.toInt(1), a.toInt(2))));
   });

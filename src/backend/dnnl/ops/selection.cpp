@@ -263,6 +263,52 @@ void registerSelectionOps(OpRegistry& r) {
       if (a.num_out > 2) a.set(2, count);
     });
   });
+  // unique_consecutive(x, return_inverse=False, return_counts=False, dim=None) -> (values,
+  // inverse, counts): each run of equal elements (dim None: of the flattened tensor) or equal
+  // slices along dim kept once (NaNs are never equal); the outputs not asked for are empty.
+  r.add("aten::unique_consecutive", 1, 4, [](const KernelArgs& a) {
+    const Tensor& input = a.tensor(0);
+    const bool want_inverse = a.num_in > 1 && a.toBool(1), want_counts = a.num_in > 2 && a.toBool(2);
+    const bool along = a.num_in > 3 && !a.isNone(3);
+    if (along && input.dim() == 0) throw std::invalid_argument("unique_consecutive: dim given for a 0-dim tensor");
+    const int64_t dim = along ? input.indexDim(a.toInt(3)) : 0;
+    if (along && input.size(dim) > 0)
+      for (int64_t d = 0; d < input.dim(); ++d)
+        if (d != dim && input.size(d) == 0)
+          throw std::invalid_argument("unique_consecutive: There are 0 sized dimensions, and they aren't selected, so "
+                                      "unique cannot be applied (input " + input.describe() + ")");
+    // the tensor as [n, row]: n slices along dim (or n elements), each compared whole
+    Tensor x = along ? input.transpose(0, dim).contiguous() : input.contiguous().reshape({input.numel()});
+    const int64_t n = along ? x.size(0) : x.numel();
+    const int64_t row = n ? x.numel() / n : 0;
+    std::vector<int64_t> starts, group(static_cast<size_t>(n));
+    dispatchDtype(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* p = x.data<T>();
+      auto same = [&](int64_t i, int64_t j) {
+        for (int64_t k = 0; k < row; ++k)
+          if (!(p[i * row + k] == p[j * row + k])) return false;
+        return true;
+      };
+      for (int64_t i = 0; i < n; ++i) {
+        if (i == 0 || !same(i - 1, i)) starts.push_back(i);
+        group[static_cast<size_t>(i)] = static_cast<int64_t>(starts.size()) - 1;
+      }
+    });
+    const int64_t m = static_cast<int64_t>(starts.size());
+    Tensor picks = Tensor::empty(ScalarType::Long, {m});
+    std::copy(starts.begin(), starts.end(), picks.data<int64_t>());
+    Tensor values = indexSelectOp(x, 0, picks);
+    if (along) values = values.transpose(0, dim).contiguous();
+    Tensor inverse = Tensor::empty(ScalarType::Long, want_inverse ? (along ? Shape{n} : input.sizes()) : Shape{0});
+    if (want_inverse) std::copy(group.begin(), group.end(), inverse.data<int64_t>());
+    Tensor counts = Tensor::empty(ScalarType::Long, {want_counts ? m : 0});
+    for (int64_t k = 0; want_counts && k < m; ++k)
+      counts.data<int64_t>()[k] = (k + 1 < m ? starts[static_cast<size_t>(k + 1)] : n) - starts[static_cast<size_t>(k)];
+    a.set(0, values);
+    if (a.num_out > 1) a.set(1, inverse);
+    if (a.num_out > 2) a.set(2, counts);
+  });
   r.add("aten::max", 1, 3, maxOrMin(true));
   r.add("aten::min", 1, 3, maxOrMin(false));
   r.add("aten::argmax", 1, 3, argMaxOrMin(true));
