@@ -107,7 +107,7 @@ SWAP_IR = """graph(%x : Tensor):
 
 
 def _list_mutations(x: torch.Tensor) -> Tuple[List[int], List[float], List[str], Dict[str, int], List[int], int,
-                                                 int, int, List[float], Tuple[str, int], Dict[str, int], int]:
+                                                 int, int, List[float], Tuple[str, int], Dict[str, int], int, List[int]]:
     # the mutations a dead-code pass must keep: each returns nothing (or a value
     # the program ignores), and the list or dict it changed is returned
     sizes = list(x.shape) + [x.dim(), 1, x.numel() % 3]
@@ -136,8 +136,12 @@ def _list_mutations(x: torch.Tensor) -> Tuple[List[int], List[float], List[str],
     e.clear()
     item = d.popitem()
     popped = d.pop("c") + d.pop("zz", 7)
+    more = [x.dim(), 2]
+    more += [x.numel()]  # in place: the list itself grows
+    flags = [v > 0.0 for v in vals]
+    where = more.index(2) + words[0].index("d") + int("d1" < words[-1]) + int(words[0] >= "d2")
     return (kept, vals, words, d, sizes, got, kept.count(1) + "d1d1".count("d1"), last, sorted(vals),
-            item, e, popped)
+            item, e, popped + where + int(any(flags)) + int(all(flags)), more)
 
 
 def _str_methods(x: torch.Tensor) -> Tuple[List[str], List[bool], List[int]]:
@@ -186,7 +190,8 @@ CASES = {
         "aten::isalnum", "aten::isspace", "aten::isupper", "aten::islower", "aten::rfind", "aten::ord")),
     "aten::reverse": scripted(_list_mutations, kinds=(
         "aten::sort", "aten::sorted", "aten::Delete", "aten::pop", "aten::popitem", "aten::clear", "aten::remove",
-        "aten::copy", "aten::count", "aten::get", "aten::setdefault", "aten::update")),
+        "aten::copy", "aten::count", "aten::get", "aten::setdefault", "aten::update", "aten::add_", "aten::index",
+        "aten::any", "aten::all", "aten::lt", "aten::ge")),
     "aten::swapaxes": Case(lambda x: (torch.swapaxes(x, 0, -1), torch.swapdims(x, 1, -1)),
                            lambda dt: st.tuples(tensors(dt, None)).filter(lambda a: a[0].dim() >= 2),
                            ir=SWAP_IR, kinds=("aten::swapdims",)),

@@ -513,6 +513,10 @@ RtValue binary(ExecContext& ctx, BinCache& cache, Bin op, const RtValue& av, con
     if (op == Bin::Add) return RtValue(x + y);
     if (op == Bin::Eq) return RtValue(x == y);
     if (op == Bin::Ne) return RtValue(x != y);
+    if (op == Bin::Lt) return RtValue(x < y);  // byte order: code point order for UTF-8, as Python's
+    if (op == Bin::Le) return RtValue(x <= y);
+    if (op == Bin::Gt) return RtValue(x > y);
+    if (op == Bin::Ge) return RtValue(x >= y);
     throw std::invalid_argument("unsupported operation on strings");
   }
   if (std::holds_alternative<RtDevice>(av.v) || std::holds_alternative<RtDevice>(bv.v)) {  // x.device == device
@@ -824,6 +828,11 @@ void addArith(OpRegistry& r, const std::string& name, Bin op, bool has_alpha, bo
   else
     addCached<BinCache>(r, "aten::" + name, 2, max_in, fn);
   addCached<BinCache>(r, "aten::" + name + "_", 2, max_in, [op, has_alpha](const KernelArgs& a, BinCache& c) {
+    if (op == Bin::Add && a.input(0).isList() && a.input(1).isList()) {  // l += m: l itself, extended
+      const std::vector<RtValue> more = *a.input(1).list();  // a copy: l += l doubles l
+      a.input(0).list()->insert(a.input(0).list()->end(), more.begin(), more.end());
+      return a.set(0, a.input(0));
+    }
     RtValue tmp;
     const RtValue& b = has_alpha ? scaled(a.ctx, a, 2, a.input(1), tmp) : a.input(1);
     a.set(0, binary(a.ctx, c, op, a.input(0), b, a.tensor(0)));

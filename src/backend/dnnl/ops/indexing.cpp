@@ -409,7 +409,27 @@ Tensor indexWithTensors(const Tensor& self, const RtValue& indices) { return adv
 Tensor indexSelectOp(const Tensor& x, int64_t dim, const Tensor& index) { return indexSelect(x, dim, index); }
 
 void registerIndexingOps(OpRegistry& r) {
-  r.add("aten::index", 2, 2, [](const KernelArgs& a) { a.set(0, advancedIndex(a.tensor(0), a.input(1))); });
+  r.add("aten::index", 2, 4, [](const KernelArgs& a) {
+    if (a.input(0).isList()) {  // l.index(x): the first position of an equal item
+      const auto& items = *a.input(0).list();
+      for (size_t i = 0; i < items.size(); ++i)
+        if (items[i].sameKey(a.input(1))) return a.set(0, RtValue(static_cast<int64_t>(i)));
+      throw std::invalid_argument("list.index(x): x not in list");
+    }
+    if (std::holds_alternative<std::string>(a.input(0).v)) {  // s.index(sub, start=0, end=-1): find, or raise
+      const std::string& s = a.input(0).str();
+      const int64_t n = static_cast<int64_t>(s.size());
+      auto norm = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
+      const int64_t start = a.num_in > 2 ? norm(a.toInt(2)) : 0;
+      const int64_t end = a.num_in > 3 && a.toInt(3) != -1 ? norm(a.toInt(3)) : n;
+      const size_t p = start <= end ? s.substr(0, static_cast<size_t>(end)).find(a.input(1).str(), static_cast<size_t>(start))
+                                    : std::string::npos;
+      if (p == std::string::npos) throw std::invalid_argument("str.index: substring not found");
+      return a.set(0, RtValue(static_cast<int64_t>(p)));
+    }
+    if (a.num_in != 2) throw std::invalid_argument("aten::index of a tensor takes 2 inputs, got " + std::to_string(a.num_in));
+    a.set(0, advancedIndex(a.tensor(0), a.input(1)));
+  });
   r.add("aten::take_along_dim", 2, 3, [](const KernelArgs& a) {
     a.set(0, takeAlongDim(a.tensor(0), a.tensor(1), a.num_in > 2 && !a.isNone(2) ? std::optional<int64_t>(a.toInt(2)) : std::nullopt));
   });

@@ -464,6 +464,12 @@ void registerReduceOps(OpRegistry& r) {
   for (auto [name, kind] : {std::pair{"aten::any", Red::Max}, {"aten::all", Red::Min}}) {
     Red k = kind;
     r.add(name, 1, 3, [k](const KernelArgs& a) {
+      if (a.input(0).isList()) {  // any(l) / all(l) of a scripted list of bools
+        const auto& items = *a.input(0).list();
+        auto truth = [](const RtValue& v) { return v.toBool(); };
+        return a.set(0, RtValue(k == Red::Max ? std::any_of(items.begin(), items.end(), truth)
+                                              : std::all_of(items.begin(), items.end(), truth)));
+      }
       Tensor truth = a.tensor(0).to(ScalarType::Bool).to(ScalarType::Float);
       Shape dims = a.num_in > 1 ? Shape{a.toInt(1)} : Shape{};
       if (truth.numel() == 0) {  // any of nothing is false, all of nothing is true
