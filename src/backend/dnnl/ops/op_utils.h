@@ -10,6 +10,13 @@
 
 namespace llga {
 
+// Whether v is a NaN (never, for an integral type).
+template <typename T>
+bool isNan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+  else return false;
+}
+
 template <typename T>
 double toDouble(T v) {
   if constexpr (std::is_same_v<T, BFloat16>) return static_cast<float>(v);

@@ -33,12 +33,6 @@
 namespace llga {
 namespace {
 
-template <typename T>
-bool isNan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
-  else return false;
-}
-
 // Index order of one row by (value, index), NaNs after every number and
 // equivalent among themselves: PyTorch's comparison, so that nth_element
 // (the same algorithm) picks the same index where only NaNs are left.

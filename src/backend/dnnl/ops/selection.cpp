@@ -25,12 +25,6 @@
 namespace llga {
 namespace {
 
-template <typename T>
-bool isNan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
-  else return false;
-}
-
 // Whether `v` replaces `best` (strictly better, or a first NaN).
 template <typename T, bool Max>
 inline bool better(T v, T best) {
