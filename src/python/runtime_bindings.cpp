@@ -80,22 +80,65 @@ py::object tensorToNumpy(const Tensor& t) {
   return py::array(dt, shape, strides, t.data(), owner);
 }
 
-RtValue fromPython(const py::handle& o, const std::string& what) {
+// A Python value as the graph input's declared type takes it (`expected`,
+// null when not known): an int where a float is declared is that float (as
+// PyTorch converts it), a list's and a dict's items take the element types,
+// and a container of another kind is refused by name.
+RtValue fromPython(const py::handle& o, const std::string& what, const Type* expected = nullptr) {
+  auto pyType = [](const py::handle& h) { return std::string(py::str(h.get_type().attr("__name__"))); };
+  if (expected && expected->kind() == TypeKind::Optional && !expected->contained().empty())
+    return o.is_none() ? RtValue() : fromPython(o, what, expected->contained()[0].get());
   if (o.is_none()) return RtValue();
   if (py::isinstance<py::array>(o)) return RtValue(tensorFromNumpy(py::reinterpret_borrow<py::array>(o), what));
+  if (expected && expected->isTensor() &&
+      (py::isinstance<py::bool_>(o) || py::isinstance<py::int_>(o) || py::isinstance<py::float_>(o) ||
+       py::isinstance<py::str>(o) || py::isinstance<py::list>(o) || py::isinstance<py::tuple>(o) ||
+       py::isinstance<py::dict>(o)))
+    throw py::type_error(what + ": expected a numpy array (a Tensor), got a " + pyType(o));
   if (py::isinstance<py::bool_>(o)) return RtValue(o.cast<bool>());
-  if (py::isinstance<py::int_>(o)) return RtValue(o.cast<int64_t>());
-  if (py::isinstance<py::float_>(o)) return RtValue(o.cast<double>());
+  if (py::isinstance<py::int_>(o)) {
+    if (expected && expected->isSimple("float")) return RtValue(static_cast<double>(o.cast<int64_t>()));
+    return RtValue(o.cast<int64_t>());
+  }
+  if (py::isinstance<py::float_>(o)) {
+    if (expected && expected->isSimple("int"))
+      throw py::type_error(what + ": expected an int, got a float (" + std::string(py::repr(o)) + ")");
+    return RtValue(o.cast<double>());
+  }
   if (py::isinstance<py::str>(o)) return RtValue(o.cast<std::string>());
   if (py::isinstance<py::list>(o) || py::isinstance<py::tuple>(o)) {
+    const bool list = expected ? expected->kind() == TypeKind::List : py::isinstance<py::list>(o);
+    if (expected && expected->kind() == TypeKind::List && !py::isinstance<py::list>(o))
+      throw py::type_error(what + ": expected a list (" + expected->str() + "), got a " + pyType(o));
     std::vector<RtValue> items;
-    for (auto item : o) items.push_back(fromPython(item, what));
-    return py::isinstance<py::list>(o) ? makeList(std::move(items)) : makeTuple(std::move(items));
+    size_t k = 0;
+    for (auto item : o) {
+      const Type* t = nullptr;
+      if (expected && expected->kind() == TypeKind::List && !expected->contained().empty()) t = expected->contained()[0].get();
+      if (expected && expected->kind() == TypeKind::Tuple && k < expected->contained().size()) t = expected->contained()[k].get();
+      items.push_back(fromPython(item, what + "[" + std::to_string(k) + "]", t));
+      ++k;
+    }
+    return list ? makeList(std::move(items)) : makeTuple(std::move(items));
+  }
+  if (py::isinstance<py::dict>(o)) {
+    if (!expected || expected->kind() != TypeKind::Dict || expected->contained().size() != 2)
+      throw py::type_error(what + ": cannot pass a dict to llga here" +
+                           (expected ? " (the graph declares " + expected->str() + ")" : std::string()));
+    auto d = std::make_shared<std::vector<std::pair<RtValue, RtValue>>>();
+    for (auto kv : py::reinterpret_borrow<py::dict>(o)) {
+      const std::string at = what + "[" + std::string(py::repr(kv.first)) + "]";
+      RtValue key = fromPython(kv.first, at, expected->contained()[0].get());
+      if (key.isTensor() || key.isList() || key.isNone())
+        throw py::type_error(at + ": a dict key must be a str, int, float or bool");
+      d->emplace_back(std::move(key), fromPython(kv.second, at, expected->contained()[1].get()));
+    }
+    return RtValue(RtDict(std::move(d)));
   }
   // numpy scalars and anything array-like
   py::object np = py::module_::import("numpy");
-  if (py::isinstance(o, np.attr("generic"))) return fromPython(o.attr("item")(), what);
-  throw py::type_error(what + ": cannot pass a " + std::string(py::str(o.get_type().attr("__name__"))) + " to llga");
+  if (py::isinstance(o, np.attr("generic"))) return fromPython(o.attr("item")(), what, expected);
+  throw py::type_error(what + ": cannot pass a " + pyType(o) + " to llga");
 }
 
 py::object toPython(const RtValue& v) {
@@ -202,7 +245,7 @@ void bindRuntime(py::module_& m) {
             if (py::isinstance<py::array>(args[i]))
               in.emplace_back(tensorFromNumpy(py::reinterpret_borrow<py::array>(args[i]), what, spec && spec->writer ? spec : nullptr));
             else
-              in.push_back(fromPython(args[i], what));
+              in.push_back(fromPython(args[i], what, spec ? spec->type.get() : nullptr));
           } catch (const py::type_error& e) {  // a numpy dtype llga has no kernels for, an object it cannot take
             std::string expected;
             if (spec && spec->type->isTensor() && spec->type->tensorInfo().dtype)

@@ -47,7 +47,8 @@ class SmallNet(nn.Module):
 
     def forward(self, x):
         y = torch.relu(self.conv(x))
-        return torch.histc(self.fc(torch.flatten(y, 1)), 4) if self.unsupported else self.fc(torch.flatten(y, 1)).sum(1)
+        z = self.fc(torch.flatten(y, 1))
+        return torch.linalg.det(z[:, :9].reshape(-1, 3, 3)) if self.unsupported else z.sum(1)
 
     unsupported = False
 
@@ -94,14 +95,14 @@ def test_unimpl_lists_unfused_and_unsupported_ops():
     model.unsupported = True
     with llga.profiler.profile():
         compiled(x.numpy())
-        with pytest.raises(llga.UnsupportedOpError, match="aten::histc"):
+        with pytest.raises(llga.UnsupportedOpError, match="aten::linalg_det"):
             llga.optimize(trace(model, x))
     u = llga.profiler.unimpl()
     assert u["aten::sum"]["count"] == 1 and u["aten::sum"]["runs"]
     assert any("no fusion pattern" in why for why in u["aten::sum"]["reasons"])
-    assert u["aten::histc"]["runs"] is False
+    assert u["aten::linalg_det"]["runs"] is False
     text = llga.profiler.stats("Unimpl")
-    assert "aten::histc: cannot run" in text and "aten::sum" in text
+    assert "aten::linalg_det: cannot run" in text and "aten::sum" in text
     assert "aten::_convolution" not in u and "aten::linear" not in u  # those ran fused
 
 
