@@ -4,6 +4,7 @@ callable that runs on numpy arrays."""
 from __future__ import annotations
 
 import copy
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -179,6 +180,29 @@ class CompiledGraph:
                 entry["reasons"][u.reason] = entry["reasons"].get(u.reason, 0) + 1
         return out
 
+    def _with_keywords(self, inputs, kwargs) -> tuple:
+        """Positional inputs, then the keyword ones by the graph's input names
+        (TorchScript's "x.1" answers to x), as the model's forward took them."""
+        names = [re.sub(r"\.\d+$", "", n) for n in self._impl.input_names]
+        unknown = [k for k in kwargs if k not in names]
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s) {', '.join(map(repr, unknown))}: "
+                            f"the model's inputs are {', '.join(names)}")
+        twice = [k for k in kwargs if names.index(k) < len(inputs)]
+        if twice:
+            raise TypeError(f"input(s) {', '.join(map(repr, twice))} given both by position and by keyword")
+        args = list(inputs)
+        last = max(names.index(k) for k in kwargs)
+        n_defaults = len(self._defaults)
+        for i in range(len(inputs), last + 1):
+            if names[i] in kwargs:
+                args.append(kwargs[names[i]])
+            elif i >= len(names) - n_defaults:
+                args.append(copy.deepcopy(self._defaults[i - (len(names) - n_defaults)]))
+            else:
+                raise TypeError(f"missing input {names[i]!r} (inputs: {', '.join(names)})")
+        return tuple(args)
+
     def _args(self, inputs) -> list:
         args = [_to_numpy_if_torch(x, i) for i, x in enumerate(inputs)]
         n = len(self._impl.input_names)
@@ -190,9 +214,11 @@ class CompiledGraph:
         out = [_named(v, t) for v, t in zip(results, self._output_types)]
         return out[0] if self._single else tuple(out)
 
-    def __call__(self, *inputs):
+    def __call__(self, *inputs, **kwargs):
         if _llga.profiler_enabled():
             _profiler._watch(self)
+        if kwargs:
+            inputs = self._with_keywords(inputs, kwargs)
         args = self._args(inputs)
         try:
             results = self._impl.run(args)

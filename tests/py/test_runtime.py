@@ -297,3 +297,21 @@ def test_number_op_errors_name_the_op_and_line():
     with pytest.raises(llga.ExecutionError, match=r"aten::floordiv at .*test_runtime.py.*division by zero"):
         script_number = llga.optimize(_number_ops, example_inputs=(torch.zeros(28), 7, 3, 1.0))
         script_number(np.zeros(28, np.float32), 7, 0, 1.0)
+
+
+def _scaled(x: torch.Tensor, scale: float = 2.0, bias: float = 0.0):
+    return x * scale + bias
+
+
+def test_inputs_by_keyword_as_the_model_names_them():
+    c = llga.optimize(torch.jit.script(_scaled))  # its inputs are x.1, scale.1, bias.1: x, scale, bias
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(c(x, bias=1.0), x * 2 + 1)  # scale from its default
+    np.testing.assert_array_equal(c(x=x), x * 2)
+    np.testing.assert_array_equal(c(x, scale=3, bias=1.0), x * 3 + 1)  # an int where a float is declared
+    with pytest.raises(TypeError, match="unexpected keyword argument.*'bogus'.*inputs are x, scale, bias"):
+        c(x, bogus=1)
+    with pytest.raises(TypeError, match="'x' given both by position and by keyword"):
+        c(x, x=x)
+    with pytest.raises(TypeError, match="missing input 'x'"):
+        c(scale=1.0)
