@@ -479,7 +479,7 @@ class Decompose final : public Pass {
       if (ends.count(kind) && u.offset == 0) continue;
       const bool scaling = (kind == "aten::mul" || kind == "aten::div" || kind == "aten::mul_" || kind == "aten::div_") &&
                            u.offset == 0 &&
-                           u.user->inputs().size() == 2 && !isComplex(u.user->input(1));
+                           u.user->inputs().size() == 2 && knownReal(u.user->input(1));
       if ((!views.count(kind) && !scaling) || u.offset != 0 || u.user->outputs().size() != 1) return false;
       chain.push_back(u.user);
       if (!readAsMagnitude(u.user->output(), chain, depth + 1)) return false;
@@ -494,6 +494,28 @@ class Decompose final : public Pass {
     return std::max(largest, n);
   }
 
+  // Whether v is known to hold real values: a number, a tensor of a real
+  // dtype, or computed from such by arithmetic and reductions (a scripted
+  // front end's sqrt(sum(window * window)), whose dtype is not known yet here).
+  static bool knownReal(const Value* v, int depth = 0) {
+    if (!v->type()->isTensor()) return v->type()->isSimple("int") || v->type()->isSimple("float") || v->type()->isSimple("bool");
+    if (!isComplex(v)) return true;
+    const Node* p = v->node();
+    if (depth > 8) return false;
+    if (p->kind() == prim::Constant) {
+      const AttrValue* a = p->attributes().find(attr::value);
+      if (!a || !a->is<TensorRef>()) return false;
+      const ScalarType dt = a->get<TensorRef>()->dtype;
+      return dt != ScalarType::ComplexHalf && dt != ScalarType::ComplexFloat && dt != ScalarType::ComplexDouble;
+    }
+    static const std::set<std::string> real_of_real = {"aten::mul", "aten::div", "aten::add", "aten::sub", "aten::sqrt",
+                                                       "aten::sum", "aten::mean", "aten::pow", "aten::abs", "aten::rsqrt"};
+    if (!real_of_real.count(p->kind().toQualString())) return false;
+    for (const Value* in : p->inputs())  // (dims, dtypes and the like are not values of the result)
+      if (in->type()->isTensor() && !knownReal(in, depth + 1)) return false;
+    return true;
+  }
+
   static bool isComplex(const Value* v) {
     if (!v->type()->isTensor()) return v->type()->isSimple("complex");
     const auto dt = v->type()->tensorInfo().dtype;
@@ -506,14 +528,15 @@ class Decompose final : public Pass {
     const auto rank = knownRank(in(0));
     const auto n_fft = constantInt(in(1));
     const auto ret_complex = constantInt(in(7));
-    if (!rank || (*rank != 1 && *rank != 2) || !n_fft || *n_fft <= 0 || !ret_complex)
-      return skip(n, "stft of an input of unknown rank, or n_fft or return_complex not constants");
+    if ((rank && *rank != 1 && *rank != 2) || !n_fft || *n_fft <= 0 || !ret_complex)
+      return skip(n, "stft of an input of rank other than 1 or 2, or n_fft or return_complex not constants");
     const int64_t hop = isNone(in(2)) ? *n_fft / 4 : constantInt(in(2)).value_or(-1);
     const int64_t win = isNone(in(3)) ? *n_fft : constantInt(in(3)).value_or(-1);
     const auto normalized = constantInt(in(5));
     const bool onesided = isNone(in(6)) || constantInt(in(6)).value_or(1) != 0;
     if (hop <= 0 || win <= 0 || win > *n_fft || !normalized) return skip(n, "stft's hop, window length or flags");
-    if (knownDtype(in(0)) != ScalarType::Float) return skip(n, "stft of other than a float32 signal");
+    // (a dtype not known here: llga::dft_frames and conv1d check it at run time)
+    if (const auto dt = knownDtype(in(0)); dt && *dt != ScalarType::Float) return skip(n, "stft of other than a float32 signal");
     std::vector<Node*> chain;
     if (*ret_complex && !readAsMagnitude(n->output(), chain)) return skip(n, "the complex stft is read other than as |.|");
     const int64_t bins = onesided ? *n_fft / 2 + 1 : *n_fft;
@@ -521,7 +544,20 @@ class Decompose final : public Pass {
     Value* window = isNone(in(4)) ? e.op("aten::ones", {e.ints({win}), e.none(), e.none(), e.none(), e.none()}) : in(4);
     const int64_t left = (*n_fft - win) / 2;
     if (win < *n_fft) window = e.op("aten::constant_pad_nd", {window, e.ints({left, *n_fft - win - left}), e.f(0.0)});
-    Value* x = e.op("aten::unsqueeze", {*rank == 1 ? e.op("aten::unsqueeze", {in(0), e.i(0)}) : in(0), e.i(1)});
+    // [signals, 1, samples]; a rank not known here (a scripted front end without
+    // examples) is checked at run time and taken as [-1, samples]
+    Value* x;
+    if (rank) {
+      x = e.op("aten::unsqueeze", {*rank == 1 ? e.op("aten::unsqueeze", {in(0), e.i(0)}) : in(0), e.i(1)});
+    } else {
+      Value* dims = e.op("aten::dim", {in(0)}, Type::Int());
+      raiseIf(g, e, n,
+              e.op("aten::__or__", {e.op("aten::lt", {dims, e.i(1)}, Type::Bool()), e.op("aten::gt", {dims, e.i(2)}, Type::Bool())},
+                   Type::Bool()),
+              "stft: expected a 1D or 2D tensor");
+      Value* samples = e.op("aten::size", {in(0), e.i(-1)}, Type::Int());
+      x = e.op("aten::unsqueeze", {e.op("aten::reshape", {in(0), e.list({e.i(-1), samples}, Type::Int())}), e.i(1)});
+    }
     // An FFT (llga::dft_frames) where n_fft has no prime factor above 31, so
     // that its stages cost O(n_fft log n_fft); else the DFT as one conv1d of
     // the 2 * bins kernels window * cos and -window * sin of 2 pi f t / n_fft.
@@ -551,7 +587,15 @@ class Decompose final : public Pass {
                                                               e.i(1)})})
                      : e.op("aten::stack", {e.list({re, im}, Type::tensor()), e.i(-1)});
     if (*normalized) out = e.op("aten::mul", {out, e.f(1.0 / std::sqrt(static_cast<double>(*n_fft)))});
-    if (*rank == 1) out = e.op("aten::squeeze", {out, e.i(0)});
+    if (rank && *rank == 1) {
+      out = e.op("aten::squeeze", {out, e.i(0)});
+    } else if (!rank) {  // the input's leading dims (none or one), then the spectrum's
+      Value* lead = e.op("aten::slice", {e.op("aten::size", {in(0)}, Type::list(Type::Int())), e.i(0), e.i(-1), e.i(1)},
+                         Type::list(Type::Int()));
+      Value* tail = e.op("aten::slice", {e.op("aten::size", {out}, Type::list(Type::Int())), e.i(1), e.none(), e.i(1)},
+                         Type::list(Type::Int()));
+      out = e.op("aten::reshape", {out, e.op("aten::add", {lead, tail}, Type::list(Type::Int()))});
+    }
     // the views between the stft and its abs now carry the real magnitude
     for (Node* view : chain) {
       TensorInfo t = view->output()->type()->isTensor() ? view->output()->type()->tensorInfo() : TensorInfo{};

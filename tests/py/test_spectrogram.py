@@ -68,3 +68,27 @@ def test_a_complex_stft_read_other_than_as_a_magnitude_is_refused_by_name():
     with pytest.raises(llga.UnsupportedOpError, match="aten::stft") as e:
         llga.optimize(torch.jit.trace(_Phase(), x))
     assert "aten::angle" in str(e.value)  # and the complex op reading it
+
+
+@pytest.mark.parametrize("name", ["mel", "mfcc", "magnitude"])
+def test_scripted_front_ends_without_examples(name):
+    # a scripted transform's graph knows neither the signal's rank nor its dtype:
+    # the stft still becomes the FFT, shaped by the call's input at run time
+    make, shape = FRONT_ENDS[name]
+    m = make().eval()
+    c = llga.optimize(torch.jit.script(m))
+    assert "aten::stft" not in c.graph.node_counts()
+    for x in (torch.randn(*shape), torch.randn(shape[-1] + 100), torch.randn(2, 2, 900)):  # 1-D and batched signals
+        _close(c(x.numpy()), m(x), f"scripted {name}, input {tuple(x.shape)}")
+
+
+def _stft_magnitude(x: torch.Tensor):
+    return torch.stft(x, 64, 16, window=torch.hann_window(64), return_complex=True).abs()
+
+
+def test_scripted_stft_checks_the_rank_at_run_time():
+    c = llga.optimize(torch.jit.script(_stft_magnitude))
+    for x in (torch.randn(500), torch.randn(3, 500)):
+        _close(c(x.numpy()), _stft_magnitude(x), f"input {tuple(x.shape)}")
+    with pytest.raises(llga.ExecutionError, match="stft: expected a 1D or 2D tensor"):  # as PyTorch refuses it
+        c(np.zeros((2, 2, 500), np.float32))
