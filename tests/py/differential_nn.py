@@ -638,6 +638,13 @@ CASES = {
                                           dict(scale_factor=0.7, mode="bilinear", recompute_scale_factor=True)),
     "aten::upsample_bicubic2d": upsample(2, dict(scale_factor=(2, 1.5), mode="bicubic"),
                                          dict(size=(3, 4), mode="bicubic", align_corners=True)),
+    # antialiased: shrinking by 0.3-0.7 (filters over several pixels), growing, sizes, align_corners
+    "aten::_upsample_bilinear2d_aa": upsample(2, dict(scale_factor=(0.3, 0.7), mode="bilinear", antialias=True),
+                                              dict(scale_factor=(2, 1.5), mode="bilinear", antialias=True),
+                                              dict(size=(2, 3), mode="bilinear", antialias=True, align_corners=True)),
+    "aten::_upsample_bicubic2d_aa": upsample(2, dict(scale_factor=(0.3, 0.7), mode="bicubic", antialias=True),
+                                             dict(scale_factor=(2, 1.5), mode="bicubic", antialias=True),
+                                             dict(size=(2, 3), mode="bicubic", antialias=True, align_corners=True)),
     "aten::upsample_trilinear3d": upsample(3, dict(scale_factor=(2, 1, 1.5), mode="trilinear"),
                                            dict(size=(2, 3, 1), mode="trilinear", align_corners=True)),
     # padding

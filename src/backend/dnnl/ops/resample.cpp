@@ -5,6 +5,8 @@
 //   aten::upsample_linear1d / upsample_bilinear2d / upsample_trilinear3d /
 //   aten::upsample_bicubic2d(x, output_size?, align_corners, scale_factors?)  (.vec)
 //        or (x, output_size, align_corners, scales...?)
+//   aten::_upsample_bilinear2d_aa / _upsample_bicubic2d_aa: the same arguments,
+//        antialiased (F.interpolate(antialias=True), torchvision's Resize)
 // Each output index of each spatial dim reads a few taps (1 nearest, 2 linear,
 // 4 cubic) with weights computed once per call by PyTorch's source-index
 // arithmetic (oneDNN's resampling rounds nearest neighbours differently and
@@ -66,7 +68,7 @@ double pixelScale(int64_t in, int64_t out, bool align_corners, std::optional<dou
   return static_cast<double>(in) / static_cast<double>(out);
 }
 
-enum class Mode { Nearest, NearestExact, Linear, Cubic };
+enum class Mode { Nearest, NearestExact, Linear, Cubic, LinearAA, CubicAA };
 
 // The taps of one spatial dim: for output o, index[o * taps + t] with weight[o * taps + t].
 struct Taps {
@@ -75,7 +77,44 @@ struct Taps {
   std::vector<float> weight;
 };
 
+// The antialiased modes (torchvision's Resize(antialias=True), PIL's filters):
+// each output averages the inputs under its filter, stretched by the scale
+// when shrinking (support 1 or 2 input pixels each side, times the scale),
+// weights normalized to sum 1; as PyTorch's _upsample_*_aa kernels.
+Taps makeTapsAA(Mode mode, int64_t in, int64_t out, bool align, std::optional<double> scale_arg) {
+  const bool cubic = mode == Mode::CubicAA;
+  const double scale = pixelScale(in, out, align, scale_arg);
+  const double support = (cubic ? 2.0 : 1.0) * (scale >= 1.0 ? scale : 1.0);
+  const double invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
+  auto filter = [cubic](double x) {
+    x = std::abs(x);
+    if (!cubic) return x < 1.0 ? 1.0 - x : 0.0;
+    constexpr double a = -0.5;  // PIL's bicubic
+    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+    if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
+    return 0.0;
+  };
+  Taps t;
+  t.taps = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  t.index.assign(static_cast<size_t>(out * t.taps), 0);
+  t.weight.assign(static_cast<size_t>(out * t.taps), 0.f);
+  std::vector<double> w(static_cast<size_t>(t.taps));
+  for (int64_t o = 0; o < out; ++o) {
+    const double center = scale * (static_cast<double>(o) + 0.5);
+    const int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+    const int64_t n = std::min<int64_t>({static_cast<int64_t>(center + support + 0.5), in, lo + t.taps}) - lo;
+    double total = 0;
+    for (int64_t j = 0; j < n; ++j) total += w[static_cast<size_t>(j)] = filter((static_cast<double>(j + lo) - center + 0.5) * invscale);
+    for (int64_t j = 0; j < t.taps; ++j) {  // taps past n: weight 0 on a valid index
+      t.index[static_cast<size_t>(o * t.taps + j)] = j < n ? lo + j : std::min(lo, in - 1);
+      t.weight[static_cast<size_t>(o * t.taps + j)] = j < n && total != 0 ? static_cast<float>(w[static_cast<size_t>(j)] / total) : 0.f;
+    }
+  }
+  return t;
+}
+
 Taps makeTaps(Mode mode, int64_t in, int64_t out, bool align, std::optional<double> scale_arg) {
+  if (mode == Mode::LinearAA || mode == Mode::CubicAA) return makeTapsAA(mode, in, out, align, scale_arg);
   Taps t;
   const double scale = pixelScale(in, out, mode == Mode::Linear || mode == Mode::Cubic ? align : false, scale_arg);
   t.taps = mode == Mode::Cubic ? 4 : mode == Mode::Linear ? 2 : 1;
@@ -304,6 +343,8 @@ void registerResampleOps(OpRegistry& r) {
   r.add(OpDef{"aten::upsample_bilinear2d", 3, 5, [](const Node&) { return std::make_unique<ResampleKernel>(Mode::Linear, 2); }});
   r.add(OpDef{"aten::upsample_trilinear3d", 3, 6, [](const Node&) { return std::make_unique<ResampleKernel>(Mode::Linear, 3); }});
   r.add(OpDef{"aten::upsample_bicubic2d", 3, 5, [](const Node&) { return std::make_unique<ResampleKernel>(Mode::Cubic, 2); }});
+  r.add(OpDef{"aten::_upsample_bilinear2d_aa", 3, 5, [](const Node&) { return std::make_unique<ResampleKernel>(Mode::LinearAA, 2); }});
+  r.add(OpDef{"aten::_upsample_bicubic2d_aa", 3, 5, [](const Node&) { return std::make_unique<ResampleKernel>(Mode::CubicAA, 2); }});
 }
 LLGA_REGISTER_OPS(registerResampleOps);
 
