@@ -201,6 +201,37 @@ class ResampleKernel final : public Kernel {
     const float* src = x.data<float>();
     float* dst = y.data<float>();
     const int64_t T0 = taps[0].taps, T1 = taps[1].taps, T2 = taps[2].taps;
+    if ((mode_ == Mode::LinearAA || mode_ == Mode::CubicAA) && nsp_ == 2) {
+      // separable, as PyTorch's: the rows along W into [planes, H, W_out],
+      // then those along H (the antialiased filters span many taps a dim)
+      std::vector<float> rows(static_cast<size_t>(planes * in[1] * out[2]));
+      const int64_t* wi = taps[2].index.data();
+      const float* ww = taps[2].weight.data();
+#pragma omp parallel for schedule(static)
+      for (int64_t pr = 0; pr < planes * in[1]; ++pr) {
+        const float* s = src + pr * in[2];
+        float* d = rows.data() + pr * out[2];
+        for (int64_t ow = 0; ow < out[2]; ++ow) {
+          float acc = 0.f;
+          for (int64_t t2 = 0; t2 < T2; ++t2) acc += ww[ow * T2 + t2] * s[wi[ow * T2 + t2]];
+          d[ow] = acc;
+        }
+      }
+#pragma omp parallel for schedule(static)
+      for (int64_t pr = 0; pr < planes * out[1]; ++pr) {
+        const int64_t p = pr / out[1], oh = pr % out[1];
+        float* d = dst + pr * out[2];
+        for (int64_t ow = 0; ow < out[2]; ++ow) d[ow] = 0.f;
+        for (int64_t t1 = 0; t1 < T1; ++t1) {
+          const float w = taps[1].weight[oh * T1 + t1];
+          if (w == 0.f) continue;
+          const float* s = rows.data() + (p * in[1] + taps[1].index[oh * T1 + t1]) * out[2];
+#pragma omp simd
+          for (int64_t ow = 0; ow < out[2]; ++ow) d[ow] += w * s[ow];
+        }
+      }
+      return a.set(0, y.to(x_in.dtype()));
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t pr = 0; pr < planes * out_rows; ++pr) {
       const int64_t p = pr / out_rows, row = pr % out_rows, od = row / out[1], oh = row % out[1];
