@@ -165,6 +165,15 @@ def _number_builtins(x: torch.Tensor) -> Tuple[int, float, float, int]:
     return abs(n), abs(v), math.fabs(v), abs(-x.numel())
 
 
+def _more_builtins(x: torch.Tensor) -> Tuple[List[str], List[str], Tuple[str, str, str], str, int, int,
+                                           Tuple[int, int], Tuple[float, float], float, float, float, int]:
+    s = str(x.shape) + "\n" + str(x.dim()) + " a\r\nb  c\n"
+    i = x.numel() - 3 * x.dim()
+    v = float(x.dim()) * 0.75 - 1.1
+    return (s.splitlines(), s.rsplit(" ", 1), s.partition(" a"), hex(i) + bin(i) + oct(i), i << 3, i >> 1,
+            divmod(i, 3), divmod(v, 0.5), math.degrees(v), math.radians(v), math.gamma(v + 3.0), math.factorial(x.dim()))
+
+
 def _isinstance(x: torch.Tensor) -> Tuple[bool, bool]:
     z: Any = x.shape if x.dim() > 1 else x
     return isinstance(z, (list, tuple)), isinstance(z, torch.Tensor)
@@ -184,6 +193,9 @@ CASES = {
     "aten::warn": scripted(_warns),
     "prim::isinstance": scripted(_isinstance),
     "prim::abs": scripted(_number_builtins, kinds=("aten::fabs", "prim::Print")),
+    "aten::splitlines": scripted(_more_builtins, kinds=(
+        "aten::rsplit", "aten::partition", "aten::hex", "aten::bin", "aten::oct", "aten::__lshift__", "aten::__rshift__",
+        "aten::divmod", "aten::degrees", "aten::radians", "aten::gamma", "aten::factorial")),
     "aten::strip": scripted(_str_methods, kinds=(
         "aten::lstrip", "aten::rstrip", "aten::replace", "aten::zfill", "aten::ljust", "aten::rjust", "aten::center",
         "aten::title", "aten::capitalize", "aten::swapcase", "aten::chr", "aten::isdigit", "aten::isalpha",

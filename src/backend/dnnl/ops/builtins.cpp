@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <iostream>
+#include <string_view>
 
 #include "backend/dnnl/ops/op_utils.h"
 #include "ir/printer.h"
@@ -337,6 +338,67 @@ void registerBuiltinOps(OpRegistry& r) {
     }
     a.set(0, RtValue(s));
   });
+  // splitlines(keepends=False): a break at each \n, \r, \v, \f or \x1c-\x1e byte (\r\n is two, as
+  // TorchScript's), no empty piece after a final break
+  r.add("aten::splitlines", 1, 2, [](const KernelArgs& a) {
+    const std::string& s = a.input(0).str();
+    const bool keep = a.num_in > 1 && a.toBool(1);
+    std::vector<RtValue> out;
+    size_t start = 0;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (std::string_view("\n\r\v\f\x1c\x1d\x1e").find(s[i]) != std::string_view::npos) {
+        out.push_back(RtValue(s.substr(start, i - start + (keep ? 1 : 0))));
+        start = i + 1;
+      }
+    if (start < s.size()) out.push_back(RtValue(s.substr(start)));
+    a.set(0, makeList(std::move(out)));
+  });
+  // rsplit(sep=" ", max=-1): split from the right, at most max times
+  r.add("aten::rsplit", 1, 3, [](const KernelArgs& a) {
+    const std::string& s = a.input(0).str();
+    const std::string sep = a.num_in > 1 ? a.input(1).str() : " ";
+    int64_t left = a.num_in > 2 ? a.toInt(2) : -1;
+    if (sep.empty()) throw std::invalid_argument("rsplit: empty separator");
+    std::vector<RtValue> out;
+    size_t end = s.size();
+    while (left != 0 && end >= sep.size()) {
+      const size_t at = s.rfind(sep, end - sep.size());
+      if (at == std::string::npos) break;
+      out.push_back(RtValue(s.substr(at + sep.size(), end - at - sep.size())));
+      end = at;
+      if (left > 0) --left;
+    }
+    out.push_back(RtValue(s.substr(0, end)));
+    std::reverse(out.begin(), out.end());
+    a.set(0, makeList(std::move(out)));
+  });
+  // partition(sep) -> before, sep, after (three outputs), or s, "", "" without sep
+  r.add("aten::partition", 2, 2, [](const KernelArgs& a) {
+    const std::string& s = a.input(0).str();
+    const std::string& sep = a.input(1).str();
+    const size_t at = sep.empty() ? std::string::npos : s.find(sep);
+    const bool found = at != std::string::npos;
+    const RtValue parts[3] = {RtValue(found ? s.substr(0, at) : s), RtValue(found ? sep : std::string()),
+                              RtValue(found ? s.substr(at + sep.size()) : std::string())};
+    if (a.num_out == 1) return a.set(0, makeTuple({parts[0], parts[1], parts[2]}));
+    for (size_t i = 0; i < 3 && i < a.num_out; ++i) a.set(i, parts[i]);
+  });
+  // hex(i), bin(i), oct(i): Python's "0x1f", "-0b101", "0o17"
+  for (auto [name, base, prefix] : {std::tuple{"aten::hex", 16, "0x"}, {"aten::bin", 2, "0b"}, {"aten::oct", 8, "0o"}}) {
+    const int b = base;
+    const std::string pre = prefix;
+    r.add(name, 1, 1, [b, pre](const KernelArgs& a) {
+      const int64_t v = a.toInt(0);
+      uint64_t u = v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+      std::string digits;
+      do {
+        digits += "0123456789abcdef"[u % static_cast<uint64_t>(b)];
+        u /= static_cast<uint64_t>(b);
+      } while (u);
+      std::reverse(digits.begin(), digits.end());
+      a.set(0, RtValue((v < 0 ? "-" : "") + pre + digits));
+    });
+  }
   // ord(c) of a one-character string (a byte); chr(i): the byte i mod 256, as TorchScript's (no range check)
   r.add("aten::ord", 1, 1, [](const KernelArgs& a) {
     const std::string& s = a.input(0).str();
@@ -536,6 +598,44 @@ void registerBuiltinOps(OpRegistry& r) {
     a.set(0, RtValue(std::fabs(a.toDouble(0))));
   });
   r.add("aten::fabs", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(std::fabs(a.toDouble(0)))); });
+  // math.degrees / radians / gamma / factorial of numbers
+  r.add("aten::degrees", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(a.toDouble(0) * (180.0 / M_PI))); });
+  r.add("aten::radians", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(a.toDouble(0) * (M_PI / 180.0))); });
+  r.add("aten::gamma", 1, 1, [](const KernelArgs& a) { a.set(0, RtValue(std::tgamma(a.toDouble(0)))); });
+  r.add("aten::factorial", 1, 1, [](const KernelArgs& a) {
+    const int64_t n = a.toInt(0);
+    if (n < 0) throw std::invalid_argument("factorial() not defined for negative values");
+    int64_t f = 1;
+    for (int64_t k = 2; k <= n; ++k) f = static_cast<int64_t>(static_cast<uint64_t>(f) * static_cast<uint64_t>(k));
+    a.set(0, RtValue(f));
+  });
+  // divmod(a, b) of ints or floats: (a // b, a % b), Python's floor rules
+  r.add("aten::divmod", 2, 2, [](const KernelArgs& a) {
+    if (a.input(0).isInt() && a.input(1).isInt()) {
+      const int64_t x = a.toInt(0), y = a.toInt(1);
+      if (y == 0) throw std::domain_error("ZeroDivisionError: integer division or modulo by zero");
+      int64_t q = x / y, m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
+      return a.set(0, makeTuple({RtValue(q), RtValue(m)}));
+    }
+    const double x = a.toDouble(0), y = a.toDouble(1);
+    if (y == 0) throw std::domain_error("ZeroDivisionError: float divmod()");
+    double m = std::fmod(x, y);  // TorchScript's: the remainder takes the divisor's sign, (x - m) / y beside it
+    if (m != 0 && ((x < 0) != (y < 0))) m += y;
+    a.set(0, makeTuple({RtValue((x - m) / y), RtValue(m)}));
+  });
+  // i << n, i >> n of ints (arithmetic shift right, as Python)
+  for (auto [name, left] : {std::pair{"aten::__lshift__", true}, {"aten::__rshift__", false}}) {
+    const bool l = left;
+    r.add(name, 2, 2, [l](const KernelArgs& a) {
+      if (!a.input(0).isInt() || !a.input(1).isInt())
+        throw std::invalid_argument(std::string(l ? "<<" : ">>") + ": llga shifts ints only (a tensor shift is not supported)");
+      const int64_t v = a.toInt(0), n = a.toInt(1);
+      if (n < 0) throw std::invalid_argument("negative shift count");
+      if (l) return a.set(0, RtValue(n >= 64 ? int64_t{0} : static_cast<int64_t>(static_cast<uint64_t>(v) << n)));
+      a.set(0, RtValue(n >= 64 ? (v < 0 ? int64_t{-1} : int64_t{0}) : v >> n));
+    });
+  }
   r.add("aten::__range_length", 3, 3, [](const KernelArgs& a) {
     a.set(0, RtValue(rangeLength(a.toInt(0), a.toInt(1), a.toInt(2))));
   });
