@@ -155,6 +155,13 @@ RtValue pickExtreme(bool is_max, const KernelArgs& a) {
   return extremeOf(is_max, ptrs.data(), ptrs.size());
 }
 
+// Two results as the node has them: two outputs (TorchScript unpacks a
+// builtin's tuple into outputs), or one tuple.
+void setPair(const KernelArgs& a, RtValue first, RtValue second) {
+  if (a.num_out >= 2) return a.set(0, std::move(first)), a.set(1, std::move(second));
+  a.set(0, makeTuple({std::move(first), std::move(second)}));
+}
+
 // Python's < between two list items of one type (ints and bools, floats, strings).
 bool itemLess(const RtValue& a, const RtValue& b) {
   if (std::holds_alternative<std::string>(a.v) && std::holds_alternative<std::string>(b.v)) return a.str() < b.str();
@@ -616,13 +623,13 @@ void registerBuiltinOps(OpRegistry& r) {
       if (y == 0) throw std::domain_error("ZeroDivisionError: integer division or modulo by zero");
       int64_t q = x / y, m = x % y;
       if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
-      return a.set(0, makeTuple({RtValue(q), RtValue(m)}));
+      return setPair(a, RtValue(q), RtValue(m));
     }
     const double x = a.toDouble(0), y = a.toDouble(1);
     if (y == 0) throw std::domain_error("ZeroDivisionError: float divmod()");
     double m = std::fmod(x, y);  // TorchScript's: the remainder takes the divisor's sign, (x - m) / y beside it
     if (m != 0 && ((x < 0) != (y < 0))) m += y;
-    a.set(0, makeTuple({RtValue((x - m) / y), RtValue(m)}));
+    setPair(a, RtValue((x - m) / y), RtValue(m));
   });
   // i << n, i >> n of ints (arithmetic shift right, as Python)
   for (auto [name, left] : {std::pair{"aten::__lshift__", true}, {"aten::__rshift__", false}}) {
