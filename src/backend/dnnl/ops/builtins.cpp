@@ -508,8 +508,18 @@ void registerBuiltinOps(OpRegistry& r) {
     if (i < 0) throw std::invalid_argument("list.remove(x): x not in list");
     items.erase(items.begin() + i);
   });
-  // l.copy() / d.copy(): a shallow copy
-  r.add("aten::copy", 1, 1, [](const KernelArgs& a) {
+  // l.copy() / d.copy(): a shallow copy; copy(self, src, non_blocking=False) of tensors (copy_'s
+  // functional form, which remove-mutation makes): src broadcast into a new tensor of self's
+  // shape and dtype
+  r.add("aten::copy", 1, 3, [](const KernelArgs& a) {
+    if (a.input(0).isTensor()) {
+      if (a.num_in < 2) throw std::invalid_argument("aten::copy of a tensor needs the source to copy");
+      const Tensor& self = a.tensor(0);
+      const Tensor src = a.input(1).isTensor() ? a.tensor(1) : Tensor::scalar(self.dtype(), a.toDouble(1));
+      Tensor out = Tensor::emptyLike(self.dtype(), self.sizes(), self);  // self's dimension order, as copy_'s result
+      out.copyFrom(src.expand(self.sizes()));
+      return a.set(0, out);
+    }
     if (std::holds_alternative<RtDict>(a.input(0).v))
       return a.set(0, RtValue(RtDict(std::make_shared<DictItems>(*a.input(0).dict()))));
     a.set(0, makeList(*a.input(0).list()));
