@@ -562,8 +562,9 @@ def _set_initial_values(tgraph, module, named, self_value, mutated, path_types) 
                     continue  # an object of another kind: its reads stay, and compiling says what is missing
             if const.node().kind() != "prim::CreateObject":
                 const.setType(path_types.get(path, const.type()))
-                if parts[-1].isidentifier():
-                    const.setDebugName(parts[-1])  # what errors name (a write into it, say)
+                # what errors name (a write into it); not the attribute's own name, which freeze
+                # would bind to the module's weight of that name
+                const.setDebugName(path.replace(".", "_") + "_at_call_start")
             tgraph.insertNode(tgraph.create("prim::SetAttr", [owners[".".join(parts[:-1])], const], 0)).s_("name", parts[-1])
 
 

@@ -310,7 +310,7 @@ class _Streaming(torch.nn.Module):
         return self.state * 1
 
 
-class _LazyScale(torch.nn.Module):
+class _LazyFlagScale(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.ready = False
@@ -344,7 +344,7 @@ def test_a_model_that_keeps_state_between_calls_is_refused(make, how, error, mat
 
 
 def test_a_value_set_without_reading_the_old_one_is_the_same_every_call():
-    prog = torch.jit.script(_LazyScale())
+    prog = torch.jit.script(_LazyFlagScale())
     compiled = llga.optimize(prog)
     x = np.ones(3, np.float32)
     for _ in range(3):
