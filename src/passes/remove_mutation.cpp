@@ -71,10 +71,10 @@ class RemoveMutation final : public Pass {
     g.forEachNode([](Node* n) {
       for (size_t i = 0; i < n->inputs().size(); ++i) {
         if (!n->input(i)->type()->isTensor() || !writesInput(*n, i) || !n->blocks().empty()) continue;
-        const Node* root = aliasRoot(*n->input(i))->node();
-        if (root->kind() != prim::Constant && root->kind() != prim::GetAttr) continue;
+        const Value* root = aliasRoot(*n->input(i));
+        if (root->node()->kind() != prim::Constant && root->node()->kind() != prim::GetAttr) continue;
         throw std::invalid_argument(
-            where(*n) + ": " + n->kind().toQualString() + " writes into '" + aliasRoot(*n->input(i))->debugName() +
+            where(*n) + ": " + n->kind().toQualString() + " writes into '" + root->debugName() +
             "', a module buffer or parameter (or a tensor constant): PyTorch keeps what it writes for the next "
             "call, and llga, which compiles module tensors as constants, keeps no state between calls. Compute "
             "the new value out of place and return it (keep the state outside the model), or leave the module "

@@ -142,12 +142,13 @@ std::pair<Tensor, Tensor> median(const Tensor& x, std::optional<int64_t> dim, bo
   return {x.dtype() == ct ? values : values.to(x.dtype()), indices};
 }
 
-// mode of each row, by PyTorch's own procedure: the (value, index) pairs
-// sorted by value with std::sort (not stable), then the first of the longest
-// runs of equal values, at its last pair's index. Doing the same sort keeps
-// its index among equal values and its answer for a row holding NaNs (which
-// that sort leaves in an order of its own: NaN compares unequal, so it is a
-// run of one) PyTorch's.
+// mode of each row, by PyTorch's own procedure: the row's positions sorted
+// by value with std::sort (not stable), then the first of the longest runs of
+// equal values, at its last position. std::sort's moves follow only its
+// comparisons, so sorting positions does what PyTorch's sort of (value,
+// index) pairs does: its index among equal values and its answer for a row
+// holding NaNs (which that sort leaves in an order of its own: NaN compares
+// unequal, so it is a run of one) are PyTorch's.
 std::pair<Tensor, Tensor> mode(const Tensor& x, int64_t dim, bool keepdim) {
   const ScalarType ct = computeType(x, "mode");
   const Rows r = rowsOf(x.to(ct), dim, keepdim, "mode");
@@ -158,26 +159,21 @@ std::pair<Tensor, Tensor> mode(const Tensor& x, int64_t dim, bool keepdim) {
       const T* src = r.data.data<T>();
       T* out = values.data<T>();
       int64_t* at = indices.data<int64_t>();
-#pragma omp parallel if (r.rows > 1 && r.rows * r.n > 16384)
-      {
-        std::vector<std::pair<T, int64_t>> pairs(static_cast<size_t>(r.n));
-#pragma omp for schedule(static)
-        for (int64_t i = 0; i < r.rows; ++i) {
-          const T* row = src + i * r.n;
-          for (int64_t k = 0; k < r.n; ++k) pairs[static_cast<size_t>(k)] = {row[k], k};
-          std::sort(pairs.begin(), pairs.end(), [](const auto& u, const auto& v) { return u.first < v.first; });
-          size_t best = 0;
-          int64_t run = 0, longest = 0;
-          for (size_t k = 0; k < pairs.size(); ++k) {
-            ++run;
-            if (k + 1 == pairs.size() || pairs[k].first != pairs[k + 1].first) {
-              if (run > longest) best = k, longest = run;
-              run = 0;
-            }
+      eachRow(r, [&](int64_t i, std::vector<int64_t>& idx) {
+        const T* row = src + i * r.n;
+        std::iota(idx.begin(), idx.end(), int64_t{0});
+        std::sort(idx.begin(), idx.end(), [row](int64_t u, int64_t v) { return row[u] < row[v]; });
+        size_t best = 0;
+        int64_t run = 0, longest = 0;
+        for (size_t k = 0; k < idx.size(); ++k) {
+          ++run;
+          if (k + 1 == idx.size() || row[idx[k]] != row[idx[k + 1]]) {
+            if (run > longest) best = k, longest = run;
+            run = 0;
           }
-          out[i] = pairs[best].first, at[i] = pairs[best].second;
         }
-      }
+        out[i] = row[idx[best]], at[i] = idx[best];
+      });
     }
   });
   return {x.dtype() == ct ? values : values.to(x.dtype()), indices};
