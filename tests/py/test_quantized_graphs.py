@@ -430,7 +430,14 @@ class QuantizedOps(nn.Module):
         self.what = what
         self.c1, self.c2, self.c3 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(3, 8, 1), nn.Conv2d(16, 8, 1)
         self.bn, self.inn, self.ln = nn.BatchNorm2d(16), nn.InstanceNorm2d(16, affine=True), nn.LayerNorm(8)
-        self.prelu = nn.PReLU(16, 0.2)
+        # PyTorch 1.13's convert quantizes PReLU's weight with an observer it
+        # never ran (scale 1, zero point 0: "must run observer before calling
+        # calculate_qparams"), so its int8 graph's slopes are the weight
+        # rounded to integers, and its reference form keeps the float weight.
+        # Integer slopes, different per channel, are the same in both.
+        self.prelu = nn.PReLU(16)
+        with torch.no_grad():
+            self.prelu.weight.copy_(torch.arange(16.0) % 3)
         self.bn.running_mean.uniform_(-0.5, 0.5)
         self.bn.running_var.uniform_(0.5, 2.0)
         self.scale = nn.Parameter(torch.rand(16, 1, 1) + 0.5)
