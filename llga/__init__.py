@@ -78,10 +78,11 @@ def cpu_capabilities() -> dict:
     oneDNN's ISA is AVX512-VNNI or later and ``LLGA_DW_INT8`` is not "0"; it
     runs int8 3x3-and-similar depthwise convolutions of stride 1 and 32+
     channels whose output stays int8), ``llga_gemv`` (llga's own one-row
-    fp32 product can run: oneDNN's ISA is avx512_core or later and
-    ``LLGA_GEMV`` is not "0"; it runs a linear or matmul with a constant
-    weight, one row of input and no fused post-op, such as a classifier at
-    batch 1), ``llga_gemv_bf16`` (the same under ``precision="bf16"``:
+    fp32 product can run: oneDNN's ISA is avx512_core or later, or AVX2,
+    and ``LLGA_GEMV`` is not "0"; it runs a linear or matmul with a constant
+    weight and one row of input, such as a classifier at batch 1, and a
+    squeeze-excite block's 1x1 convolutions on one pixel, with a chain of
+    relu, clip, linear, sigmoid or swish), ``llga_gemv_bf16`` (the same under ``precision="bf16"``:
     oneDNN's ISA is avx512_core_bf16 or later), ``llga_softmax`` (llga's own
     softmax over the last dim of a float tensor can run, for softmaxes outside
     attention partitions: oneDNN's ISA is avx512_core or later and

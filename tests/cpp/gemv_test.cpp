@@ -82,7 +82,7 @@ void check(int64_t k, int64_t n, bool bias, int threads) {
 }
 
 TEST(Gemv, MatchesTheSumInDouble) {
-  if (!gemv::available()) GTEST_SKIP() << "oneDNN's ISA here is below avx512_core (or LLGA_GEMV=0)";
+  if (!gemv::available()) GTEST_SKIP() << "oneDNN's ISA here is below AVX2 (or LLGA_GEMV=0)";
   for (int threads : {1, 2})
     for (int64_t k : {1, 3, 4, 5, 8, 37, 1280})
       for (int64_t n : {1, 15, 16, 17, 33, 100}) {
@@ -96,7 +96,7 @@ TEST(Gemv, MatchesTheSumInDouble) {
 // Each step against double arithmetic, on values from -40 to 40 (x one-hot:
 // y is the weight row itself plus the bias), and the non-finite values.
 TEST(Gemv, StepsMatchTheirDefinitions) {
-  if (!gemv::available()) GTEST_SKIP() << "oneDNN's ISA here is below avx512_core (or LLGA_GEMV=0)";
+  if (!gemv::available()) GTEST_SKIP() << "oneDNN's ISA here is below AVX2 (or LLGA_GEMV=0)";
   using K = gemv::Step::Kind;
   const int64_t k = 1, n = 37;
   std::vector<float> w(static_cast<size_t>(n));

@@ -35,11 +35,54 @@ LLGA_AVX512 void panel(const float* x, const float* w, int64_t k, const float* b
   _mm512_mask_storeu_ps(y, m, s);
 }
 
+// The same panel with AVX2 and FMA: each row of 16 weights two vectors of 8,
+// four rows a step in eight accumulators; the steps on 8 lanes
+// (vec::applyStep8), a partial panel through a buffer of 16.
+LLGA_AVX2_FMA void panelAvx2(const float* x, const float* w, int64_t k, const float* bias, float* y, int64_t cols,
+                             const std::vector<Step>& steps) {
+  __m256 lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 4 <= k; i += 4, w += 4 * kPanel) {
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m256 xr = _mm256_broadcast_ss(x + i + r);
+      lo[r] = _mm256_fmadd_ps(xr, _mm256_loadu_ps(w + r * kPanel), lo[r]);
+      hi[r] = _mm256_fmadd_ps(xr, _mm256_loadu_ps(w + r * kPanel + 8), hi[r]);
+    }
+  }
+  for (; i < k; ++i, w += kPanel) {
+    const __m256 xr = _mm256_broadcast_ss(x + i);
+    lo[0] = _mm256_fmadd_ps(xr, _mm256_loadu_ps(w), lo[0]);
+    hi[0] = _mm256_fmadd_ps(xr, _mm256_loadu_ps(w + 8), hi[0]);
+  }
+  alignas(32) float out[kPanel] = {};
+  const bool whole = cols >= kPanel;
+  float* dst = whole ? y : out;
+  __m256 s[2] = {_mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(lo[2], lo[3])),
+                 _mm256_add_ps(_mm256_add_ps(hi[0], hi[1]), _mm256_add_ps(hi[2], hi[3]))};
+  if (bias) {
+    if (!whole) std::copy(bias, bias + cols, out);  // (the padded columns are never stored)
+    const float* b = whole ? bias : out;
+    s[0] = _mm256_add_ps(s[0], _mm256_loadu_ps(b));
+    s[1] = _mm256_add_ps(s[1], _mm256_loadu_ps(b + 8));
+  }
+  for (const Step& step : steps) {
+    s[0] = vec::applyStep8(s[0], step);
+    s[1] = vec::applyStep8(s[1], step);
+  }
+  _mm256_storeu_ps(dst, s[0]);
+  _mm256_storeu_ps(dst + 8, s[1]);
+  if (!whole) std::copy(out, out + cols, y);
+}
+
 void panels(const float* x, const float* b, int64_t k, int64_t n, const float* bias, float* y,
             const std::vector<Step>& steps, int64_t begin, int64_t end) {
+  static const auto one = cpuRunsAvx512Kernels() ? panel : panelAvx2;
   for (int64_t p = begin; p < end; ++p)
-    panel(x, b + p * k * kPanel, k, bias ? bias + p * kPanel : nullptr, y + p * kPanel, std::min(kPanel, n - p * kPanel),
-          steps);
+    one(x, b + p * k * kPanel, k, bias ? bias + p * kPanel : nullptr, y + p * kPanel, std::min(kPanel, n - p * kPanel),
+        steps);
 }
 
 // acc + one pair of rows (16 columns, two bf16 each) times the pair of x values in xx.
@@ -92,7 +135,9 @@ bool switchedOn() {
 
 }  // namespace
 
-bool available() { return cpuRunsAvx512Kernels() && switchedOn(); }
+bool available() { return (cpuRunsAvx512Kernels() || cpuRunsAvx2Kernels()) && switchedOn(); }
+
+const char* implName() { return cpuRunsAvx512Kernels() ? "llga_gemv:avx512" : "llga_gemv:avx2"; }
 
 bool availableBf16() {
   static const bool isa = [] {

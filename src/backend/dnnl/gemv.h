@@ -1,4 +1,4 @@
-// llga's own one-row matrix product (AVX-512; fp32, or bf16 with
+// llga's own one-row matrix product (AVX-512 or AVX2; fp32, or bf16 with
 // AVX512-BF16): y = x . b + bias for a single row x, the shape of a CNN's
 // classifier or a transformer's head at batch 1.
 //
@@ -24,7 +24,7 @@
 // swish) in registers, and a masked store for a partial last panel.
 //
 // Where it runs: one row, a constant b, a bias of N values or none, a chain
-// of those steps or none, oneDNN's ISA avx512_core or later (bf16:
+// of those steps or none, oneDNN's ISA avx512_core or later or AVX2 (bf16:
 // avx512_core_bf16 or later) and LLGA_GEMV not "0": a linear or matmul
 // (matmulCore in ops/matmul.cpp, fp32 and bf16), and in fp32 a 1x1
 // convolution on one pixel of one image (ops/conv.cpp: the squeeze-excite
@@ -45,10 +45,12 @@ namespace llga::gemv {
 
 constexpr int64_t kPanel = 16;  // columns per panel
 
-// oneDNN's effective ISA is avx512_core or later (ONEDNN_MAX_CPU_ISA=AVX2
-// turns it off, as for an older CPU), and LLGA_GEMV is not "0" (the switch
+// oneDNN's effective ISA is avx512_core or later, or AVX2 with FMA (a panel
+// row is then two vectors of 8), and LLGA_GEMV is not "0" (the switch
 // compares against oneDNN's kernel).
 bool available();
+// "llga_gemv:avx512" or "llga_gemv:avx2": the fp32 kernel run() uses here.
+const char* implName();
 // The bf16 product (runBf16) too: oneDNN's ISA is avx512_core_bf16 or later
 // (AVX512-BF16: vdpbf16ps), and LLGA_GEMV is not "0".
 bool availableBf16();

@@ -108,6 +108,56 @@ LLGA_AVX512 inline __m512 applyStep16(__m512 v, const Step& s) {
   return v;
 }
 
+// The same steps on 8 lanes with AVX2 and FMA (the one-row product on a CPU
+// without AVX-512). e^(-|x|) as the AVX2 swish computes it: -|x| clamped at
+// -104, e^r by degree-6 Taylor, and 2^n (n in [-150, 0]) as 2^(n + 64) *
+// 2^-64, so that without scalef the product rounds into the denormals once.
+constexpr float kTaylor6[] = {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+
+LLGA_AVX2_FMA inline __m256 expNegAbs8(__m256 x) {
+  const __m256 a = _mm256_max_ps(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(kExpFloor));  // -|x|, clamped
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), a);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kTaylor6[0]);
+#pragma GCC unroll 6
+  for (int i = 1; i < 7; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kTaylor6[i]));
+  const __m256i up = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127 + 64)), 23);
+  return _mm256_mul_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(up)), _mm256_set1_ps(0x1p-64f));
+}
+
+// x sigmoid(x) = (x < 0 ? x e : x) / (1 + e), e = e^(-|x|): the divide is one
+// instruction off the FMA ports. No -inf case: at the clamp e rounds to 0, so
+// -inf * e is NaN as PyTorch's silu(-inf) is; a NaN x stays NaN.
+LLGA_AVX2_FMA inline __m256 swish8(__m256 x) {
+  const __m256 e = expNegAbs8(x);
+  const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+  return _mm256_div_ps(_mm256_blendv_ps(x, _mm256_mul_ps(x, e), neg), _mm256_add_ps(e, _mm256_set1_ps(1.0f)));
+}
+
+// sigmoid(x) = (x < 0 ? e : 1) / (1 + e); a NaN x gives NaN (its e is the clamp's).
+LLGA_AVX2_FMA inline __m256 sigmoid8(__m256 x) {
+  const __m256 e = expNegAbs8(x);
+  const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 s = _mm256_div_ps(_mm256_blendv_ps(_mm256_set1_ps(1.0f), e, neg), _mm256_add_ps(e, _mm256_set1_ps(1.0f)));
+  return _mm256_blendv_ps(s, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+// applyStep16's step on 8 lanes: the same operand order, so NaN is kept alike.
+LLGA_AVX2_FMA inline __m256 applyStep8(__m256 v, const Step& s) {
+  switch (s.kind) {
+    case Step::Kind::Relu:
+      if (s.alpha == 0.0f) return _mm256_max_ps(_mm256_setzero_ps(), v);
+      return _mm256_blendv_ps(v, _mm256_mul_ps(v, _mm256_set1_ps(s.alpha)), _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ));
+    case Step::Kind::Clip: return _mm256_min_ps(_mm256_set1_ps(s.beta), _mm256_max_ps(_mm256_set1_ps(s.alpha), v));
+    case Step::Kind::Linear: return _mm256_fmadd_ps(v, _mm256_set1_ps(s.alpha), _mm256_set1_ps(s.beta));
+    case Step::Kind::Sigmoid: return sigmoid8(v);
+    case Step::Kind::Swish:
+      return s.alpha == 1.0f ? swish8(v) : _mm256_mul_ps(v, sigmoid8(_mm256_mul_ps(v, _mm256_set1_ps(s.alpha))));
+  }
+  return v;
+}
+
 // 16 lanes quantized: min(max(z + round-half-even(v * inv), lo), hi) as
 // int32 (int8::quantizeAffine's arithmetic; roundscale rounds half to even,
 // and max(r, lo) gives lo for a NaN r, the second operand), for a

@@ -194,7 +194,7 @@ Tensor matmulCore(ExecContext& ctx, Tensor a, Tensor b, const std::optional<Tens
       e.wei_md = bf16 ? gemv::panelDescBf16(b.size(0), b.size(1)) : gemv::panelDesc(b.size(0), b.size(1));
       e.weights_buf = reorderedWeight(b, e.wei_plain, e.wei_md);
       e.weights = memory(e.wei_md, cpuEngine(), e.weights_buf.data());
-      e.impl = bf16 ? "llga_gemv:avx512_bf16" : "llga_gemv:avx512";
+      e.impl = bf16 ? "llga_gemv:avx512_bf16" : gemv::implName();
       return e;
     }
     dnnl::matmul::desc d(e.src_md, wei_md, e.bias_md, e.dst_md);
