@@ -12,7 +12,6 @@
 namespace llga {
 namespace {
 
-
 // f over p[begin, end) in place, 16 lanes at a time, four vectors a step
 // (their independent chains overlap), the tail masked.
 template <__m512 (*f)(__m512)>

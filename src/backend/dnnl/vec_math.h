@@ -1,4 +1,5 @@
-// Vector math llga's own AVX-512 kernels share (swish, fused attention, softmax).
+// Vector math llga's own AVX-512 and AVX2 kernels share (swish, fused attention,
+// softmax, the one-row product's steps).
 // Header-only: each function carries its target attribute, so a file that
 // includes it needs no -mavx512f and calls it only where the CPU has it.
 #pragma once

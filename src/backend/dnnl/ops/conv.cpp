@@ -831,8 +831,9 @@ class ConvKernel final : public Kernel {
   bool ownGemv(const Tensor& x, const Tensor& w, const ConvParams& p, ConvEntry& e) const {
     if (!constant_weight_ || PlainWeightsScope::active() || !gemv::available() || p.transposed || p.groups != 1 ||
         x.dim() != 4 || w.dim() != 4 || x.size(0) != 1 || x.size(2) != 1 || x.size(3) != 1 || w.size(2) != 1 ||
-        w.size(3) != 1 || w.dtype() != ScalarType::Float || x.dtype() != ScalarType::Float || (x.isBlocked() && !channelBlocking(x)) ||
-        !e.operand_mds.empty() || e.sum_operand >= 0 || e.act_after != OwnActivation::None || e.narrowSwish())
+        w.size(3) != 1 || w.dtype() != ScalarType::Float || x.dtype() != ScalarType::Float ||
+        (x.isBlocked() && !channelBlocking(x)) || !e.operand_mds.empty() || e.sum_operand >= 0 ||
+        e.act_after != OwnActivation::None || e.narrowSwish())
       return false;
     for (size_t i = 0; i < 2; ++i)
       if (p.padding_l[i] != 0 || p.padding_r[i] != 0) return false;
