@@ -83,6 +83,9 @@ def test_attention_forms_match_pytorch(batch, L, S, D, Dv, mask_shape):
         assert parts[0].ops[0] == "aten::matmul" and parts[0].ops[-2:] == ["aten::softmax", "aten::matmul"]
         check(c, m, q, k, v, mask)
         assert ("llga_attention" in parts[0].impl) == FUSED, parts[0].impl
+        if FUSED:  # the AVX-512 tiles, or on a CPU without them the AVX2 ones
+            avx512 = all(_cpu_flag(f) for f in ("avx512f", "avx512bw", "avx512vl"))
+            assert parts[0].impl == ("llga_attention:avx512" if avx512 else "llga_attention:avx2"), parts[0].impl
 
 
 class _ShiftedSoftmax(nn.Module):
@@ -514,7 +517,7 @@ def test_bf16_attention_on_avx512_bf16_without_amx():
     _check_decision(r)  # judged by the ISA oneDNN reports there: no AMX tiles unless it runs AMX
 
 
-@pytest.mark.skipif(not FUSED, reason="no AVX-512: oneDNN has no AVX-512 to cap")
+@pytest.mark.skipif(not _cpu_flag("avx512f"), reason="no AVX-512: oneDNN has no AVX-512 to cap")
 def test_bf16_attention_where_onednn_emulates_bf16_runs_op_by_op():
     """AVX-512 without AVX512-BF16 (oneDNN emulates bf16): no bf16 products of
     llga's, the group's ops one by one, and the report says why."""

@@ -99,7 +99,7 @@ class AttentionKernel final : public Kernel {
       return r;
     }
     KernelReport r;
-    r.impl = !bf16_qk_ && !bf16_pv_                  ? "llga_attention:avx512"
+    r.impl = !bf16_qk_ && !bf16_pv_ ? (attention::availableAvx512() ? "llga_attention:avx512" : "llga_attention:avx2")
              : path_ == attention::Bf16Path::Amx ? "llga_attention:avx512_amx_bf16"
                                                  : "llga_attention:avx512_bf16";
     auto product = [](const char* name, bool bf16) { return std::string(name) + (bf16 ? " (bf16)" : ""); };
@@ -218,7 +218,7 @@ std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
   if (precisionOf(group) == Precision::INT8)
     return std::make_unique<OpByOp>(std::move(fallback), "llga's attention has no int8 products");
   if (!attention::available())
-    return std::make_unique<OpByOp>(std::move(fallback), "llga's attention needs AVX-512 (F, BW, VL)");
+    return std::make_unique<OpByOp>(std::move(fallback), "llga's attention needs AVX-512 (F, BW, VL) or AVX2 and FMA");
   const Graph& sub = *subgraph;
   std::vector<const Node*> ops = opsOf(sub);
   // The fuser's shape of the group (checkAttention in fuser/patterns.cpp),
@@ -288,7 +288,7 @@ std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
 
 LLGA_REGISTER_PATTERN_KERNEL(attention,
                              "llga's fused attention (q@kt, scale/mask, softmax, @v per block of query rows; "
-                             "AVX-512); otherwise its ops one by one",
+                             "AVX-512, or AVX2 in fp32); otherwise its ops one by one",
                              makeAttentionKernel);
 
 }  // namespace llga

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "backend/dnnl/fused_attention_avx2.h"
 #include "backend/dnnl/vec_math.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -17,6 +18,7 @@ namespace llga::attention {
 namespace {
 
 constexpr int64_t kRows = 32;    // query rows per block: their scores (32 x S floats) stay in L1/L2
+static_assert(kRows <= avx2::kMaxRows);
 constexpr int kQkRows = 8;       // q @ kt tile: 8 rows x 32 columns (16 accumulators)
 constexpr int kPvRows = 6;       // p @ v tile: 6 rows x up to 64 columns (24 accumulators)
 
@@ -506,8 +508,9 @@ LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all,
 }  // namespace
 
 // The tiles are compiled for AVX-512 F, BW and VL (every AVX-512 CPU since
-// Skylake-SP), BF16 instructions only in the bf16 instantiations.
-bool available() {
+// Skylake-SP), BF16 instructions only in the bf16 instantiations; without
+// them, the fp32 blocks of fused_attention_avx2.cpp on AVX2 and FMA.
+bool availableAvx512() {
   static const bool ok = [] {
     __builtin_cpu_init();
     return vec::cpuHasAvx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
@@ -515,10 +518,12 @@ bool available() {
   return ok;
 }
 
+bool available() { return availableAvx512() || avx2::available(); }
+
 bool availableBf16() {
   static const bool ok = [] {
     __builtin_cpu_init();
-    return available() && __builtin_cpu_supports("avx512bf16");
+    return availableAvx512() && __builtin_cpu_supports("avx512bf16");
   }();
   return ok;
 }
@@ -529,7 +534,7 @@ bool availableAmx() {
     // AMX-BF16 and AMX-TILE: CPUID leaf 7, EDX bits 22 and 24 (clang 14's
     // __builtin_cpu_supports does not know their names).
     unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!available() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24)))
+    if (!availableAvx512() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24)))
       return false;
     // Linux hands a process AMX's tile state only when asked (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
     constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
@@ -569,7 +574,20 @@ void run(const Problem& p, int threads, void* scratch) {
   float* per_thread = kp_all + lay.shared();
   const int64_t blocks = (p.L + kRows - 1) / kRows, tasks = p.batch * blocks;
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, tasks)));
+  const bool avx512 = availableAvx512();  // else AVX2 (available()), fp32 only: checked above
   auto work = [&] {  // on each thread of the team (its loops are OpenMP's orphaned worksharing)
+    if (!avx512) {  // the fp32 blocks on AVX2 (fused_attention_avx2.h)
+#pragma omp for schedule(static)
+      for (int64_t b = 0; b < p.batch; ++b) avx2::packKt(p, b, lay.sp, kp_all + b * p.D * lay.sp);
+      float* mine = per_thread + omp_get_thread_num() * lay.per_thread_floats;
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < tasks; ++t) {
+        const int64_t b = t / blocks, r0 = t % blocks * kRows;
+        avx2::block(p, lay.sp, kp_all + b * p.D * lay.sp, mine, mine + lay.qp_floats,
+                    mine + lay.qp_floats + lay.scores_floats, b, r0, std::min(kRows, p.L - r0));
+      }
+      return;
+    }
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < p.batch; ++b) {
       packKt(p, b, lay.sp, kp_all + b * p.D * lay.sp);

@@ -10,7 +10,8 @@
 // scores stay in the core's cache: q_blk @ kt (an 8x32 AVX-512 FMA tile over
 // K^T packed once per batch entry), f, the row maxima, exp and sums, then the
 // unnormalised probabilities @ v (a 6x64 tile) and one scale of the output
-// rows by 1 / sum. Every step is fp32 with fp32 accumulation, as the op-by-op
+// rows by 1 / sum. On a CPU without AVX-512 the same blocks run on 8-lane
+// AVX2 tiles (6x16 both), in fp32. Every step is fp32 with fp32 accumulation, as the op-by-op
 // path; the results differ from it by rounding only (the division by the sum
 // is applied to the output rows instead of the probabilities).
 //
@@ -72,8 +73,11 @@ struct Problem {
   Bf16Path bf16_path = Bf16Path::Avx512Bf16;  // on which instructions (availableAmx(), availableBf16())
 };
 
-// Whether this CPU runs the kernel (AVX-512 F, BW, VL), and its bf16 products (AVX512-BF16).
+// Whether this CPU runs the kernel: its AVX-512 tiles (F, BW, VL), or without
+// them its 8-lane fp32 tiles (AVX2 and FMA: fused_attention_avx2.h); and its
+// bf16 products (AVX512-BF16).
 bool available();
+bool availableAvx512();
 bool availableBf16();
 bool availableAmx();  // AMX-BF16 and the kernel's permission to use its tiles
 // Where products are assigned bf16, their instructions here: AMX tiles where

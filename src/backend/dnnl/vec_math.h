@@ -10,6 +10,7 @@
 #endif
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/dnnl/eltwise_step.h"
@@ -218,6 +219,55 @@ LLGA_AVX512 inline float softmaxNumerators(const float* src, float* dst, int64_t
     sum = _mm512_mask_add_ps(sum, m, sum, e);
   }
   return 1.0f / _mm512_reduce_add_ps(sum);
+}
+
+// The first min(max(n, 0), 8) lanes, as AVX2's maskload and maskstore take them.
+LLGA_AVX2_FMA inline __m256i tailMask8(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::clamp<int64_t>(n, 0, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// expNonPositive16 on 8 lanes: the same polynomial and flush (0 below -87,
+// never a denormal; a NaN stays NaN), 2^n made in the exponent bits (n is
+// in [-126, 0] here) as AVX2 has no scalef.
+LLGA_AVX2_FMA inline __m256 expNonPositive8(__m256 a) {
+  const __m256 normal = _mm256_cmp_ps(a, _mm256_set1_ps(kExpNormalFloor), _CMP_NLT_UQ);  // NaN too
+  a = _mm256_max_ps(_mm256_set1_ps(kExpNormalFloor), a);  // the second operand when NaN: a NaN stays
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), a);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kExpPoly5[0]);
+#pragma GCC unroll 5
+  for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpPoly5[i]));
+  const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(scale)), normal);
+}
+
+// softmaxNumerators on 8 lanes (the AVX2 attention kernel's), with the same
+// NaN and -inf rules; nothing past src's or dst's n values is read or written.
+LLGA_AVX2_FMA inline float softmaxNumerators8(const float* src, float* dst, int64_t n) {
+  const __m256 minus_inf = _mm256_set1_ps(-__builtin_inff());
+  __m256 mx = minus_inf;
+  for (int64_t j = 0; j < n; j += 8) {  // a NaN is skipped (max's second operand), caught by the sum
+    const __m256i m = tailMask8(n - j);
+    mx = _mm256_max_ps(_mm256_blendv_ps(minus_inf, _mm256_maskload_ps(src + j, m), _mm256_castsi256_ps(m)), mx);
+  }
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  const __m256 vmax = _mm256_set1_ps(_mm_cvtss_f32(h));
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i m = tailMask8(n - j);
+    const __m256 e = _mm256_and_ps(expNonPositive8(_mm256_sub_ps(_mm256_maskload_ps(src + j, m), vmax)),
+                                   _mm256_castsi256_ps(m));
+    _mm256_maskstore_ps(dst + j, m, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+  t = _mm_add_ss(t, _mm_movehdup_ps(t));
+  return 1.0f / _mm_cvtss_f32(t);
 }
 
 // Whether this CPU runs the AVX-512F functions here.
