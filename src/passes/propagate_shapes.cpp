@@ -177,7 +177,14 @@ class PropagateShapes final : public Pass {
     };
     for (const Node* n : g.block()->nodes()) {
       if (n->kind() == prim::Constant) {
-        known[n->output()] = knownConstant(*n);
+        const Known& k = known[n->output()] = knownConstant(*n);
+        // A tensor constant bound to its value (a frozen module's, not a
+        // literal read back from text) is typed by it: freeze prints the
+        // scale of q @ k^T / sqrt(d) as `Tensor`, and the fuser takes no
+        // operand of unknown dtype into a chain.
+        const AttrValue* a = n->attributes().find(attr::value);
+        if (k.tensor && a && a->is<TensorRef>() && a->get<TensorRef>()->hasData() && !a->get<TensorRef>()->approximate)
+          out[n->output()] = *k.tensor;
         continue;
       }
       if (n->kind() == prim::GetAttr) {

@@ -306,6 +306,23 @@ def test_bert_layer_with_padding():
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=2e-5)
 
 
+def test_frozen_bert_with_example_inputs_fuses_its_attention():
+    """torch.jit.freeze shares the scale of q @ k^T / sqrt(d) as one constant
+    typed only `Tensor`; propagate-shapes types such a constant from its bound
+    value, so the score chain joins the attention partition (it had stayed a
+    div + add partition, the softmax alone, and the products apart)."""
+    model = zoo.bert_like(vocab=100, hidden=64, layers=2, heads=4, max_positions=64)
+    ids, mask = zoo.bert_inputs(batch=2, seq=24, vocab=100)
+    frozen = torch.jit.freeze(torch.jit.trace(model, (ids, mask)))
+    c = llga.optimize(frozen, (ids.numpy(), mask.numpy()))
+    parts = attention_parts(c)
+    assert len(parts) == 2, [(p.pattern, p.ops) for p in c.partitions]
+    assert parts[0].ops[:3] == ["aten::matmul", "aten::div", "aten::add"], parts[0].ops
+    with torch.no_grad():
+        want = model(ids, mask)
+    np.testing.assert_allclose(c(ids.numpy(), mask.numpy())[0], want[0].numpy(), rtol=1e-4, atol=2e-5)
+
+
 class _HeadsMerged(nn.Module):
     """Attention, then its output permuted back and the heads merged: BERT's
     permute(0, 2, 1, 3), the same as transpose(1, 2), and nn.MultiheadAttention's
