@@ -10,6 +10,7 @@
 #include <atomic>
 #include <optional>
 
+#include "backend/dnnl/dnnl_utils.h"
 #include "backend/dnnl/fused_attention.h"
 #include "backend/dnnl/fusion_group.h"
 #include "fuser/post_ops.h"
@@ -217,6 +218,8 @@ std::unique_ptr<Kernel> makeAttentionKernel(const Node& group) {
   if (!subgraph) return fallback;
   if (precisionOf(group) == Precision::INT8)
     return std::make_unique<OpByOp>(std::move(fallback), "llga's attention has no int8 products");
+  if (!envSwitchOn("LLGA_ATTENTION"))  // (the switch compares against the ops one by one)
+    return std::make_unique<OpByOp>(std::move(fallback), "LLGA_ATTENTION=0");
   if (!attention::available())
     return std::make_unique<OpByOp>(std::move(fallback), "llga's attention needs AVX-512 (F, BW, VL) or AVX2 and FMA");
   const Graph& sub = *subgraph;

@@ -14,6 +14,11 @@ constexpr int kPvRows = 6;  // p @ v tile: 6 rows x up to 16 columns
 
 using vec::tailMask8;
 
+// The rows of the next tile when `left` remain: 6, but 4 where 6 would leave
+// 1-3 (a block's 32 rows as 6, 6, 6, 6, 4, 4, not 6 x 5 and a 2-row tile
+// whose few accumulators leave the FMA units waiting on their latency).
+int64_t tileRows(int64_t left) { return left >= 7 && left <= 9 ? 4 : std::min<int64_t>(6, left); }
+
 // scores[R x sp] = q[R x d] @ kp[d x sp] (sp a multiple of 16; q's rows qs
 // apart, kp's and scores' rows sp apart).
 template <int R>
@@ -102,39 +107,45 @@ LLGA_AVX2_FMA __m256 selected(const bool* mrow, int64_t col_stride, int64_t j, i
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(ints, _mm256_setzero_si256()));
 }
 
+// row[j] = f(row[j], j, lanes) for j < s in chunks of 8: whole vectors with
+// plain loads and stores, the tail (lanes < 8) through masks (AMD's masked
+// stores are slow); f gets the chunk's first column and its lane count (a
+// lambda given here carries LLGA_AVX2_FMA itself: it does not inherit it).
+template <typename F>
+LLGA_AVX2_FMA inline void eachChunk(float* row, int64_t s, const F& f) {
+  int64_t j = 0;
+  for (; j + 8 <= s; j += 8) _mm256_storeu_ps(row + j, f(_mm256_loadu_ps(row + j), j, int64_t{8}));
+  if (j < s) {
+    const __m256i m = tailMask8(s - j);
+    _mm256_maskstore_ps(row + j, m, f(_mm256_maskload_ps(row + j, m), j, s - j));
+  }
+}
+
 // The score ops on one row of s scores, then its softmax numerators in
 // place; returns 1 / their sum (the AVX-512 kernel's scoreRow, 8 lanes).
 LLGA_AVX2_FMA float scoreRow(float* row, int64_t s, const std::vector<ScoreOp>& ops, int64_t b, int64_t i) {
   for (const ScoreOp& op : ops) {
     if (op.kind == ScoreOp::Kind::Linear) {
       const __m256 a = _mm256_set1_ps(op.alpha), c = _mm256_set1_ps(op.beta);
-      for (int64_t j = 0; j < s; j += 8) {
-        const __m256i m = tailMask8(s - j);
-        _mm256_maskstore_ps(row + j, m, _mm256_fmadd_ps(_mm256_maskload_ps(row + j, m), a, c));
-      }
+      eachChunk(row, s, [&](__m256 x, int64_t, int64_t) LLGA_AVX2_FMA { return _mm256_fmadd_ps(x, a, c); });
       continue;
     }
     if (op.kind == ScoreOp::Kind::Select) {
       const bool* mrow = op.mask + op.batch_offset[static_cast<size_t>(b)] + i * op.row_stride;
       const __m256 fill = _mm256_set1_ps(op.alpha);
-      for (int64_t j = 0; j < s; j += 8) {
-        const int64_t count = std::min<int64_t>(8, s - j);
-        const __m256i m = tailMask8(count);
-        __m256 sel = op.col_stride == 0 ? (*mrow ? _mm256_castsi256_ps(m) : _mm256_setzero_ps())
-                                        : selected(mrow, op.col_stride, j, count);
-        if (op.invert) sel = _mm256_xor_ps(sel, _mm256_castsi256_ps(_mm256_set1_epi32(-1)));
-        const __m256 x = _mm256_maskload_ps(row + j, m);
-        _mm256_maskstore_ps(row + j, m, _mm256_blendv_ps(x, fill, sel));
-      }
+      const __m256 flip = _mm256_castsi256_ps(_mm256_set1_epi32(op.invert ? -1 : 0));
+      const __m256 all = op.col_stride == 0 && *mrow ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : _mm256_setzero_ps();
+      eachChunk(row, s, [&](__m256 x, int64_t j, int64_t count) LLGA_AVX2_FMA {
+        const __m256 sel = op.col_stride == 0 ? all : selected(mrow, op.col_stride, j, count);
+        return _mm256_blendv_ps(x, fill, _mm256_xor_ps(sel, flip));
+      });
       continue;
     }
     const float* o = op.data + op.batch_offset[static_cast<size_t>(b)] + i * op.row_stride;
-    for (int64_t j = 0; j < s; j += 8) {
-      const int64_t count = std::min<int64_t>(8, s - j);
-      const __m256i m = tailMask8(count);
+    eachChunk(row, s, [&](__m256 x, int64_t j, int64_t count) LLGA_AVX2_FMA {
       __m256 y;
       if (op.col_stride == 1) {
-        y = _mm256_maskload_ps(o + j, m);
+        y = count == 8 ? _mm256_loadu_ps(o + j) : _mm256_maskload_ps(o + j, tailMask8(count));
       } else if (op.col_stride == 0) {
         y = _mm256_set1_ps(*o);
       } else {
@@ -142,30 +153,57 @@ LLGA_AVX2_FMA float scoreRow(float* row, int64_t s, const std::vector<ScoreOp>& 
         for (int64_t t = 0; t < count; ++t) g[t] = o[(j + t) * op.col_stride];
         y = _mm256_load_ps(g);
       }
-      const __m256 x = _mm256_maskload_ps(row + j, m);
-      __m256 r;
       switch (op.kind) {
-        case ScoreOp::Kind::Add: r = _mm256_add_ps(x, y); break;
-        case ScoreOp::Kind::Sub: r = _mm256_sub_ps(x, y); break;
-        case ScoreOp::Kind::Mul: r = _mm256_mul_ps(x, y); break;
-        default: r = _mm256_div_ps(x, y); break;
+        case ScoreOp::Kind::Add: return _mm256_add_ps(x, y);
+        case ScoreOp::Kind::Sub: return _mm256_sub_ps(x, y);
+        case ScoreOp::Kind::Mul: return _mm256_mul_ps(x, y);
+        default: return _mm256_div_ps(x, y);
       }
-      _mm256_maskstore_ps(row + j, m, r);
-    }
+    });
   }
   return vec::softmaxNumerators8(row, row, s);
+}
+
+// dst[c][r] = src[r][c] for an 8 x 8 tile (rows src_stride and dst_stride floats apart).
+LLGA_AVX2_FMA void transpose8(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
+  __m256 r[8], t[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * src_stride);
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {  // pairs of rows interleaved within 128-bit lanes
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {  // then quads: lane L of r[i + m] holds rows i..i+3 of column 4L + m
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {  // low halves: columns m, high halves: columns 4 + m
+    _mm256_storeu_ps(dst + m * dst_stride, _mm256_permute2f128_ps(r[m], r[4 + m], 0x20));
+    _mm256_storeu_ps(dst + (4 + m) * dst_stride, _mm256_permute2f128_ps(r[m], r[4 + m], 0x31));
+  }
 }
 
 }  // namespace
 
 bool available() { return cpuHasAvx2Fma(); }
 
-void packKt(const Problem& p, int64_t b, int64_t sp, float* __restrict kp) {
+LLGA_AVX2_FMA void packKt(const Problem& p, int64_t b, int64_t sp, float* __restrict kp) {
   const float* __restrict k = p.kt.data + p.kt.batch_offset[static_cast<size_t>(b)];
   const int64_t s = p.S, d = p.D, rs = p.kt.row_stride, cs = p.kt.col_stride;
   if (cs == 1) {  // rows of K^T are contiguous
     for (int64_t r = 0; r < d; ++r) std::copy(k + r * rs, k + r * rs + s, kp + r * sp);
-  } else {  // usually kt a transposed view of row-major k (rs 1): each of k's rows read in order
+  } else if (rs == 1) {  // the usual case, kt a transposed view of row-major k: 8 x 8 tiles, the edges one by one
+    const int64_t s8 = s / 8 * 8, d8 = d / 8 * 8;
+    for (int64_t j = 0; j < s8; j += 8)
+      for (int64_t r = 0; r < d8; r += 8) transpose8(k + j * cs + r, cs, kp + r * sp + j, sp);
+    for (int64_t j = 0; j < s; ++j)
+      for (int64_t r = j < s8 ? d8 : 0; r < d; ++r) kp[r * sp + j] = k[j * cs + r];
+  } else {
     for (int64_t j = 0; j < s; ++j)
       for (int64_t r = 0; r < d; ++r) kp[r * sp + j] = k[j * cs + r * rs];
   }
@@ -182,8 +220,10 @@ LLGA_AVX2_FMA void block(const Problem& p, int64_t sp, const float* kp, float* q
     q = qp;
     qs = p.D;
   }
-  for (int64_t i = 0; i < rows; i += kQkRows)
-    qkRows<kQkRows>(static_cast<int>(std::min<int64_t>(kQkRows, rows - i)), q + i * qs, qs, kp, p.D, sp, scores + i * sp);
+  for (int64_t i = 0, t = 0; i < rows; i += t) {
+    t = tileRows(rows - i);
+    qkRows<kQkRows>(static_cast<int>(t), q + i * qs, qs, kp, p.D, sp, scores + i * sp);
+  }
   float inv[kMaxRows];
   for (int64_t i = 0; i < rows; ++i) inv[i] = scoreRow(scores + i * sp, p.S, p.ops, b, r0 + i);
   const int64_t ors = p.out_row_stride ? p.out_row_stride : p.Dv;
@@ -196,16 +236,13 @@ LLGA_AVX2_FMA void block(const Problem& p, int64_t sp, const float* kp, float* q
     v = vp;
     vs = p.Dv;
   }
-  for (int64_t i = 0; i < rows; i += kPvRows)
-    pvRows<kPvRows>(static_cast<int>(std::min<int64_t>(kPvRows, rows - i)), scores + i * sp, sp, v, vs, p.S, p.Dv,
-                    out + i * ors, ors);
+  for (int64_t i = 0, t = 0; i < rows; i += t) {
+    t = tileRows(rows - i);
+    pvRows<kPvRows>(static_cast<int>(t), scores + i * sp, sp, v, vs, p.S, p.Dv, out + i * ors, ors);
+  }
   for (int64_t i = 0; i < rows; ++i) {
     const __m256 s = _mm256_set1_ps(inv[i]);
-    float* o = out + i * ors;
-    for (int64_t j = 0; j < p.Dv; j += 8) {
-      const __m256i m = tailMask8(p.Dv - j);
-      _mm256_maskstore_ps(o + j, m, _mm256_mul_ps(_mm256_maskload_ps(o + j, m), s));
-    }
+    eachChunk(out + i * ors, p.Dv, [&](__m256 x, int64_t, int64_t) LLGA_AVX2_FMA { return _mm256_mul_ps(x, s); });
   }
 }
 

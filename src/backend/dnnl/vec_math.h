@@ -245,10 +245,13 @@ LLGA_AVX2_FMA inline __m256 expNonPositive8(__m256 a) {
 
 // softmaxNumerators on 8 lanes (the AVX2 attention kernel's), with the same
 // NaN and -inf rules; nothing past src's or dst's n values is read or written.
+// Whole vectors plain, the tail through masks (AMD's masked stores are slow).
 LLGA_AVX2_FMA inline float softmaxNumerators8(const float* src, float* dst, int64_t n) {
   const __m256 minus_inf = _mm256_set1_ps(-__builtin_inff());
   __m256 mx = minus_inf;
-  for (int64_t j = 0; j < n; j += 8) {  // a NaN is skipped (max's second operand), caught by the sum
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) mx = _mm256_max_ps(_mm256_loadu_ps(src + j), mx);  // a NaN is skipped, caught by the sum
+  if (j < n) {
     const __m256i m = tailMask8(n - j);
     mx = _mm256_max_ps(_mm256_blendv_ps(minus_inf, _mm256_maskload_ps(src + j, m), _mm256_castsi256_ps(m)), mx);
   }
@@ -257,7 +260,12 @@ LLGA_AVX2_FMA inline float softmaxNumerators8(const float* src, float* dst, int6
   h = _mm_max_ss(h, _mm_movehdup_ps(h));
   const __m256 vmax = _mm256_set1_ps(_mm_cvtss_f32(h));
   __m256 sum = _mm256_setzero_ps();
-  for (int64_t j = 0; j < n; j += 8) {
+  for (j = 0; j + 8 <= n; j += 8) {
+    const __m256 e = expNonPositive8(_mm256_sub_ps(_mm256_loadu_ps(src + j), vmax));
+    _mm256_storeu_ps(dst + j, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  if (j < n) {
     const __m256i m = tailMask8(n - j);
     const __m256 e = _mm256_and_ps(expNonPositive8(_mm256_sub_ps(_mm256_maskload_ps(src + j, m), vmax)),
                                    _mm256_castsi256_ps(m));
