@@ -25,7 +25,9 @@ class CMakeBuild(build_ext):
         out_dir = Path(self.get_ext_fullpath(ext.name)).resolve().parent
         build_dir = ROOT / "build-pip"
         build_dir.mkdir(exist_ok=True)
-        cfg = "Debug" if self.debug else "Release"
+        # LLGA_BUILD_TYPE: another CMake build type (`make test-install` asks for
+        # RelWithDebInfo, `make build`'s flags, so that the compiler cache serves it)
+        cfg = os.environ.get("LLGA_BUILD_TYPE") or ("Debug" if self.debug else "Release")
         subprocess.run(
             ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-G", "Ninja",
              f"-DCMAKE_BUILD_TYPE={cfg}", f"-DPython3_EXECUTABLE={sys.executable}",
