@@ -419,12 +419,6 @@ LLGA_AMX void amxProduct(const uint32_t* a, int64_t as, const uint32_t* b, int64
   }
 }
 
-// Batch entry b's first output row, and the floats between its rows (Problem::out).
-float* outRows(const Problem& p, int64_t b) {
-  return p.out + (p.out_batch_offset.empty() ? b * p.L * p.Dv : p.out_batch_offset[static_cast<size_t>(b)]);
-}
-int64_t outRowStride(const Problem& p) { return p.out_row_stride ? p.out_row_stride : p.Dv; }
-
 LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all, const uint32_t* kb_all,
                        const uint32_t* vb_all, float* mine, int64_t b, int64_t r0) {
   const int64_t rows = std::min(kRows, p.L - r0), sp = lay.sp;
@@ -435,14 +429,8 @@ LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all,
   auto* qb = reinterpret_cast<uint32_t*>(vp + lay.vp_floats);
   uint32_t* pb = qb + lay.qb_words;
   float* ob = reinterpret_cast<float*>(pb + lay.pb_words);
-  const float* q = p.q.data + p.q.batch_offset[static_cast<size_t>(b)] + r0 * p.q.row_stride;
-  int64_t qs = p.q.row_stride;
-  if (p.q.col_stride != 1) {  // q's columns strided: its rows packed
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t k = 0; k < p.D; ++k) qp[i * p.D + k] = q[i * p.q.row_stride + k * p.q.col_stride];
-    q = qp;
-    qs = p.D;
-  }
+  int64_t qs = 0;
+  const float* q = qRows(p, b, r0, rows, qp, qs);
   if (p.bf16_qk) {
     for (int64_t i = 0; i < rows; ++i) toBf16Pairs(q + i * qs, p.D, qb + i * lay.dpa, lay.dpa);
     const uint32_t* kb = kb_all + b * lay.dpa * sp;
@@ -483,14 +471,8 @@ LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all,
       pvRows<kPvRows, true>(static_cast<int>(std::min<int64_t>(kPvRows, rows - i)), pb + i * lay.sva, lay.sva, vb,
                             lay.dvp, lay.sv, p.Dv, out + i * ors, ors);
   } else {
-    const float* v = p.v.data + p.v.batch_offset[static_cast<size_t>(b)];
-    int64_t vs = p.v.row_stride;
-    if (p.v.col_stride != 1) {
-      for (int64_t k = 0; k < p.S; ++k)
-        for (int64_t j = 0; j < p.Dv; ++j) vp[k * p.Dv + j] = v[k * p.v.row_stride + j * p.v.col_stride];
-      v = vp;
-      vs = p.Dv;
-    }
+    int64_t vs = 0;
+    const float* v = vRows(p, b, vp, vs);
     for (int64_t i = 0; i < rows; i += kPvRows)
       pvRows<kPvRows, false>(static_cast<int>(std::min<int64_t>(kPvRows, rows - i)), scores + i * sp, sp, v, vs, p.S,
                              p.Dv, out + i * ors, ors);
@@ -506,6 +488,32 @@ LLGA_AVX512 void block(const Problem& p, const Layout& lay, const float* kp_all,
 }
 
 }  // namespace
+
+float* outRows(const Problem& p, int64_t b) {
+  return p.out + (p.out_batch_offset.empty() ? b * p.L * p.Dv : p.out_batch_offset[static_cast<size_t>(b)]);
+}
+
+int64_t outRowStride(const Problem& p) { return p.out_row_stride ? p.out_row_stride : p.Dv; }
+
+const float* qRows(const Problem& p, int64_t b, int64_t r0, int64_t rows, float* qp, int64_t& qs) {
+  const float* q = p.q.data + p.q.batch_offset[static_cast<size_t>(b)] + r0 * p.q.row_stride;
+  qs = p.q.row_stride;
+  if (p.q.col_stride == 1) return q;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t k = 0; k < p.D; ++k) qp[i * p.D + k] = q[i * p.q.row_stride + k * p.q.col_stride];
+  qs = p.D;
+  return qp;
+}
+
+const float* vRows(const Problem& p, int64_t b, float* vp, int64_t& vs) {
+  const float* v = p.v.data + p.v.batch_offset[static_cast<size_t>(b)];
+  vs = p.v.row_stride;
+  if (p.v.col_stride == 1) return v;
+  for (int64_t k = 0; k < p.S; ++k)
+    for (int64_t j = 0; j < p.Dv; ++j) vp[k * p.Dv + j] = v[k * p.v.row_stride + j * p.v.col_stride];
+  vs = p.Dv;
+  return vp;
+}
 
 // The tiles are compiled for AVX-512 F, BW and VL (every AVX-512 CPU since
 // Skylake-SP), BF16 instructions only in the bf16 instantiations; without

@@ -212,30 +212,18 @@ LLGA_AVX2_FMA void packKt(const Problem& p, int64_t b, int64_t sp, float* __rest
 
 LLGA_AVX2_FMA void block(const Problem& p, int64_t sp, const float* kp, float* qp, float* scores, float* vp, int64_t b,
                          int64_t r0, int64_t rows) {
-  const float* q = p.q.data + p.q.batch_offset[static_cast<size_t>(b)] + r0 * p.q.row_stride;
-  int64_t qs = p.q.row_stride;
-  if (p.q.col_stride != 1) {  // q's columns strided: its rows packed
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t k = 0; k < p.D; ++k) qp[i * p.D + k] = q[i * p.q.row_stride + k * p.q.col_stride];
-    q = qp;
-    qs = p.D;
-  }
+  int64_t qs = 0;
+  const float* q = qRows(p, b, r0, rows, qp, qs);
   for (int64_t i = 0, t = 0; i < rows; i += t) {
     t = tileRows(rows - i);
     qkRows<kQkRows>(static_cast<int>(t), q + i * qs, qs, kp, p.D, sp, scores + i * sp);
   }
   float inv[kMaxRows];
   for (int64_t i = 0; i < rows; ++i) inv[i] = scoreRow(scores + i * sp, p.S, p.ops, b, r0 + i);
-  const int64_t ors = p.out_row_stride ? p.out_row_stride : p.Dv;
-  float* out = p.out + (p.out_batch_offset.empty() ? b * p.L * p.Dv : p.out_batch_offset[static_cast<size_t>(b)]) + r0 * ors;
-  const float* v = p.v.data + p.v.batch_offset[static_cast<size_t>(b)];
-  int64_t vs = p.v.row_stride;
-  if (p.v.col_stride != 1) {
-    for (int64_t k = 0; k < p.S; ++k)
-      for (int64_t j = 0; j < p.Dv; ++j) vp[k * p.Dv + j] = v[k * p.v.row_stride + j * p.v.col_stride];
-    v = vp;
-    vs = p.Dv;
-  }
+  const int64_t ors = outRowStride(p);
+  float* out = outRows(p, b) + r0 * ors;
+  int64_t vs = 0;
+  const float* v = vRows(p, b, vp, vs);
   for (int64_t i = 0, t = 0; i < rows; i += t) {
     t = tileRows(rows - i);
     pvRows<kPvRows>(static_cast<int>(t), scores + i * sp, sp, v, vs, p.S, p.Dv, out + i * ors, ors);

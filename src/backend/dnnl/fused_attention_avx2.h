@@ -9,6 +9,22 @@
 
 #include "backend/dnnl/fused_attention.h"
 
+namespace llga::attention {
+
+// What the kernel's two forms (AVX-512 here, AVX2 in fused_attention_avx2.cpp)
+// share, defined in fused_attention.cpp:
+// batch entry b's first output row, and the floats between its rows (Problem::out);
+float* outRows(const Problem& p, int64_t b);
+int64_t outRowStride(const Problem& p);
+// rows [r0, r0 + rows) of batch entry b's q with contiguous columns, `qs`
+// floats apart: q itself, or its rows packed into qp (rows x D) when its
+// columns are strided;
+const float* qRows(const Problem& p, int64_t b, int64_t r0, int64_t rows, float* qp, int64_t& qs);
+// batch entry b's v with contiguous columns, `vs` floats apart: v itself, or packed into vp (S x Dv).
+const float* vRows(const Problem& p, int64_t b, float* vp, int64_t& vs);
+
+}  // namespace llga::attention
+
 namespace llga::attention::avx2 {
 
 // The CPU has AVX2 and FMA.
